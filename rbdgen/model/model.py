@@ -1,0 +1,364 @@
+"""RobotModel: the frozen kinematic tree every other part of rbdgen works from."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import spatial as sp
+from ..errors import RbdgenWarning, UnsupportedError, URDFError
+from .urdf import URDF, inertia_problem, read_urdf
+
+#: joint types a body can have, with (nq, nv)
+JOINT_DIMS = {"revolute": (1, 1), "continuous": (1, 1), "prismatic": (1, 1), "floating": (7, 6)}
+
+
+def _frozen(a) -> np.ndarray:
+    a = np.array(a, dtype=float)
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True)
+class RobotModel:
+    """A rigid-body tree in topological order (``parent[i] < i``; ``-1`` is the fixed world).
+
+    Body ``i`` moves with joint ``i``; its frame is the frame of the joint's child link. The
+    layout of q, v, a and τ matches Pinocchio: fixed base, joints in depth-first order of the URDF
+    tree; floating base, a free-flyer first with ``q = [x y z qx qy qz qw]`` and
+    ``v = [linear; angular]`` in the base frame. A ``continuous`` joint takes one angle.
+    """
+
+    name: str
+    source: str
+    floating_base: bool
+    body_names: tuple[str, ...]
+    joint_names: tuple[str, ...]
+    joint_types: tuple[str, ...]
+    parent: tuple[int, ...]
+    axis: np.ndarray          # (nb, 3) unit joint axes in the body frame (zeros for floating)
+    X_tree: np.ndarray        # (nb, 6, 6) parent-body frame → joint frame at q = 0
+    inertia: np.ndarray       # (nb, 6, 6) spatial inertia about the body frame origin
+    q_start: tuple[int, ...]
+    v_start: tuple[int, ...]
+    nq: int
+    nv: int
+    lower: np.ndarray         # (nb,) position limits (NaN: none)
+    upper: np.ndarray
+    velocity_limit: np.ndarray
+    effort_limit: np.ndarray
+    gravity: np.ndarray       # (3,) in world coordinates
+    merged_fixed: tuple[tuple[str, str, str], ...]  # (link, joint, merged into: body or "world")
+    ignored_mimic: tuple[str, ...] = ()
+    world_name: str = "world"
+
+    # ---- derived sizes -------------------------------------------------------------------
+    @property
+    def nb(self) -> int:
+        return len(self.parent)
+
+    def nq_joint(self, i: int) -> int:
+        return JOINT_DIMS[self.joint_types[i]][0]
+
+    def nv_joint(self, i: int) -> int:
+        return JOINT_DIMS[self.joint_types[i]][1]
+
+    def children(self, i: int) -> list[int]:
+        return [k for k in range(self.nb) if self.parent[k] == i]
+
+    def subtree(self, i: int) -> list[int]:
+        """Bodies in the subtree rooted at i (i first, topological order)."""
+        out = [i]
+        for k in range(i + 1, self.nb):
+            if self.parent[k] in out:
+                out.append(k)
+        return out
+
+    def ancestors(self, i: int) -> list[int]:
+        """i and its ancestors, from i up to the root."""
+        out = []
+        while i >= 0:
+            out.append(i)
+            i = self.parent[i]
+        return out
+
+    @property
+    def depth(self) -> tuple[int, ...]:
+        """Tree level of each body (root bodies: 0)."""
+        d: list[int] = []
+        for i, p in enumerate(self.parent):
+            d.append(0 if p < 0 else d[p] + 1)
+        return tuple(d)
+
+    @property
+    def total_mass(self) -> float:
+        return float(sum(I[5, 5] for I in self.inertia))
+
+    def motion_subspace(self, i: int) -> np.ndarray:
+        """S_i (6 × nv_i): maps joint velocity to body spatial velocity (Featherstone order)."""
+        t = self.joint_types[i]
+        if t == "floating":
+            # v = [linear; angular] (Pinocchio) → spatial motion [ω; v]
+            S = np.zeros((6, 6))
+            S[:3, 3:] = np.eye(3)
+            S[3:, :3] = np.eye(3)
+            return S
+        S = np.zeros((6, 1))
+        if t == "prismatic":
+            S[3:, 0] = self.axis[i]
+        else:
+            S[:3, 0] = self.axis[i]
+        return S
+
+    def joint_transform(self, i: int, qi) -> np.ndarray:
+        """X_J(q_i): joint frame at q = 0 → body frame (motion transform)."""
+        t = self.joint_types[i]
+        if t == "floating":
+            return sp.pose_to_X(sp.quat_to_rot(qi[3:7]), qi[0:3])
+        if t == "prismatic":
+            return sp.plux(np.eye(3), self.axis[i] * qi[0])
+        return sp.pose_to_X(sp.axis_angle_to_rot(self.axis[i], qi[0]), np.zeros(3))
+
+    def q_slice(self, i: int) -> slice:
+        return slice(self.q_start[i], self.q_start[i] + self.nq_joint(i))
+
+    def v_slice(self, i: int) -> slice:
+        return slice(self.v_start[i], self.v_start[i] + self.nv_joint(i))
+
+    # ---- configurations ------------------------------------------------------------------
+    def neutral(self) -> np.ndarray:
+        q = np.zeros(self.nq)
+        if self.floating_base:
+            q[6] = 1.0
+        return q
+
+    def random_q(self, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
+        """Random configurations within the joint limits (unit quaternion for a floating base)."""
+        shape = () if n is None else (n,)
+        q = np.zeros(shape + (self.nq,))
+        for i, t in enumerate(self.joint_types):
+            s = self.q_start[i]
+            if t == "floating":
+                q[..., s : s + 3] = rng.uniform(-1.0, 1.0, shape + (3,))
+                quat = rng.normal(size=shape + (4,))
+                q[..., s + 3 : s + 7] = quat / np.linalg.norm(quat, axis=-1, keepdims=True)
+            else:
+                lo, hi = self.lower[i], self.upper[i]
+                if t == "continuous" or not (np.isfinite(lo) and np.isfinite(hi)):
+                    lo, hi = (-math.pi, math.pi) if t != "prismatic" else (-0.5, 0.5)
+                q[..., s] = rng.uniform(lo, hi, shape)
+        return q
+
+    def to_pinocchio_q(self, q) -> np.ndarray:
+        """Our q → Pinocchio's (a continuous joint's angle becomes its (cos, sin) pair)."""
+        q = np.asarray(q, dtype=float)
+        parts = []
+        for i, t in enumerate(self.joint_types):
+            qi = q[..., self.q_slice(i)]
+            if t == "continuous":
+                parts += [np.cos(qi), np.sin(qi)]
+            else:
+                parts.append(qi)
+        return np.concatenate(parts, axis=-1)
+
+    def from_pinocchio_q(self, qp) -> np.ndarray:
+        """Pinocchio's q → ours (a continuous joint's (cos, sin) pair becomes its angle)."""
+        qp = np.asarray(qp, dtype=float)
+        parts, k = [], 0
+        for i, t in enumerate(self.joint_types):
+            if t == "continuous":
+                parts.append(np.arctan2(qp[..., k + 1 : k + 2], qp[..., k : k + 1]))
+                k += 2
+            else:
+                n = self.nq_joint(i)
+                parts.append(qp[..., k : k + n])
+                k += n
+        return np.concatenate(parts, axis=-1)
+
+    @property
+    def nq_pinocchio(self) -> int:
+        return self.nq + sum(1 for t in self.joint_types if t == "continuous")
+
+    def __repr__(self) -> str:
+        base = "floating" if self.floating_base else "fixed"
+        return f"RobotModel({self.name!r}, {base} base, nb={self.nb}, nq={self.nq}, nv={self.nv})"
+
+
+def load_urdf(
+    path,
+    floating_base: bool = False,
+    *,
+    gravity=(0.0, 0.0, -9.81),
+    mimic: str = "error",
+    check_inertia: bool = True,
+) -> RobotModel:
+    """Load a URDF into a :class:`RobotModel`.
+
+    Fixed joints are merged into their parent body (inertia lumped, transforms composed).
+    ``floating_base=True`` puts a free-flyer between the world and the URDF's root link, as
+    Pinocchio's ``buildModelFromUrdf(path, JointModelFreeFlyer())`` does.
+
+    ``mimic``: ``"error"`` (default) refuses mimic joints, since treating them as free joints
+    changes the dynamics; ``"independent"`` loads each mimic joint as an ordinary actuated joint
+    (what Pinocchio's URDF parser does unless asked otherwise).
+
+    Inertias: the dynamics sees each body's lumped inertia (its link plus the links merged into
+    it by fixed joints). A body whose lumped inertia is not physical (not positive semi-definite
+    about its COM, or violating the triangle inequality) is an error unless
+    ``check_inertia=False``; a link whose own inertia is not physical but whose body's lumped
+    inertia is (common in real URDFs: sensor frames with placeholder values) gives an
+    :class:`RbdgenWarning` naming the link.
+    """
+    urdf = read_urdf(path)
+    if mimic not in ("error", "independent"):
+        raise ValueError(f"mimic must be 'error' or 'independent', not {mimic!r}")
+    g = np.asarray(gravity, dtype=float)
+    if g.shape != (3,) or not np.all(np.isfinite(g)):
+        raise ValueError(f"gravity must be 3 finite numbers, got {gravity!r}")
+    return _build(urdf, floating_base, g, mimic, check_inertia)
+
+
+def _link_inertia(link) -> np.ndarray:
+    if link.inertial is None:
+        return np.zeros((6, 6))
+    it = link.inertial
+    R = sp.rpy_to_rot(it.rpy)
+    return sp.spatial_inertia(it.mass, it.xyz, R @ it.inertia @ R.T)
+
+
+def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, check_inertia: bool) -> RobotModel:
+    def fail(msg, cls=URDFError):
+        raise cls(msg, file=urdf.path)
+
+    children: dict[str, list] = {}
+    has_parent = set()
+    for j in urdf.joints.values():
+        children.setdefault(j.parent, []).append(j)
+        has_parent.add(j.child)
+    # urdfdom (hence Pinocchio) keeps joints in a name-sorted map and visits a link's child
+    # joints in that order; we do the same so joint order matches Pinocchio's.
+    for lst in children.values():
+        lst.sort(key=lambda j: j.name.encode())
+    root = next(n for n in urdf.links if n not in has_parent)
+
+    ignored_mimic = []
+    for j in urdf.joints.values():
+        if j.type == "planar":
+            fail(f"joint '{j.name}': planar joints are not supported", UnsupportedError)
+        if j.type == "floating" and (j.parent != root or floating_base):
+            where = "a non-root" if j.parent != root else "a root"
+            extra = "" if j.parent != root else " while floating_base=True also adds one"
+            fail(f"joint '{j.name}': {where} floating joint is not supported{extra}", UnsupportedError)
+        if j.mimic is not None and j.type != "fixed":
+            if mimic == "error":
+                fail(
+                    f"joint '{j.name}': mimic joints (following '{j.mimic[0]}') are not supported; "
+                    "load with mimic='independent' (CLI: --mimic independent) to treat them as "
+                    "independent joints, as Pinocchio's URDF parser does by default",
+                    UnsupportedError,
+                )
+            ignored_mimic.append(j.name)
+
+    body_names, joint_names, joint_types, parents = [], [], [], []
+    axes, X_trees, inertias, limits = [], [], [], []
+    merged = []
+    body_links: dict[int, list[str]] = {}
+
+    def add_body(name, jname, jtype, parent, axis, X_tree, lim):
+        body_names.append(name)
+        joint_names.append(jname)
+        joint_types.append(jtype)
+        parents.append(parent)
+        axes.append(axis)
+        X_trees.append(X_tree)
+        inertias.append(np.zeros((6, 6)))
+        limits.append(lim)
+        return len(body_names) - 1
+
+    NOLIM = (math.nan,) * 4
+    if floating_base:
+        root_body = add_body(root, "root_joint", "floating", -1, np.zeros(3), np.eye(6), NOLIM)
+    else:
+        root_body = -1
+
+    # Depth-first walk. Each link belongs to a body (or the world, -1) and sits at a constant
+    # transform X_bl (body frame → link frame) from it.
+    def visit(link: str, body: int, X_bl: np.ndarray):
+        I_link = _link_inertia(urdf.links[link])
+        body_links.setdefault(body, []).append(link)
+        if body >= 0:
+            inertias[body] = inertias[body] + sp.transform_inertia(X_bl, I_link)
+        for j in children.get(link, []):
+            X_joint = sp.pose_to_X(sp.rpy_to_rot(j.rpy), j.xyz) @ X_bl
+            if j.type == "fixed":
+                merged.append((j.child, j.name, body_names[body] if body >= 0 else "world"))
+                visit(j.child, body, X_joint)
+            else:
+                jtype = j.type
+                if jtype == "floating":
+                    b = add_body(j.child, j.name, "floating", body, np.zeros(3), X_joint, NOLIM)
+                else:
+                    b = add_body(j.child, j.name, jtype, body, j.axis, X_joint,
+                                 (j.lower, j.upper, j.velocity, j.effort))
+                visit(j.child, b, np.eye(6))
+
+    visit(root, root_body, np.eye(6))
+    if not body_names:
+        fail("the robot has no movable joint (and floating_base is off)")
+
+    _check_body_inertias(urdf, body_names, inertias, body_links, check_inertia)
+
+    q_start, v_start, nq, nv = [], [], 0, 0
+    for t in joint_types:
+        q_start.append(nq)
+        v_start.append(nv)
+        nq += JOINT_DIMS[t][0]
+        nv += JOINT_DIMS[t][1]
+    lim = np.array(limits, dtype=float).reshape(len(body_names), 4)
+    return RobotModel(
+        name=urdf.name,
+        source=urdf.path,
+        floating_base=floating_base or joint_types[0] == "floating",
+        body_names=tuple(body_names),
+        joint_names=tuple(joint_names),
+        joint_types=tuple(joint_types),
+        parent=tuple(parents),
+        axis=_frozen(np.array(axes).reshape(-1, 3)),
+        X_tree=_frozen(np.array(X_trees)),
+        inertia=_frozen(np.array(inertias)),
+        q_start=tuple(q_start),
+        v_start=tuple(v_start),
+        nq=nq,
+        nv=nv,
+        lower=_frozen(lim[:, 0]),
+        upper=_frozen(lim[:, 1]),
+        velocity_limit=_frozen(lim[:, 2]),
+        effort_limit=_frozen(lim[:, 3]),
+        gravity=_frozen(gravity),
+        merged_fixed=tuple(merged),
+        ignored_mimic=tuple(ignored_mimic),
+        world_name=root if not floating_base else "world",
+    )
+
+
+def _check_body_inertias(urdf: URDF, body_names, inertias, body_links, check: bool) -> None:
+    for b, links in sorted(body_links.items()):
+        bad_links = [(ln, urdf.links[ln].problem) for ln in links if urdf.links[ln].problem]
+        body_problem = None
+        if b >= 0:
+            m, _, Ic = sp.inertia_parts(inertias[b])
+            body_problem = inertia_problem(m, Ic)
+        if body_problem and check:
+            detail = "; ".join(f"link '{ln}': {why}" for ln, why in bad_links) or "no single link is at fault"
+            raise URDFError(
+                f"body '{body_names[b]}' (links {', '.join(links)}): lumped {body_problem} — {detail} "
+                "(load_urdf(..., check_inertia=False) / --no-check-inertia loads it anyway)",
+                file=urdf.path,
+            )
+        for ln, why in bad_links:
+            where = "is merged into the world" if b < 0 else f"is lumped into body '{body_names[b]}', whose inertia is physical"
+            if body_problem:
+                where = f"is lumped into body '{body_names[b]}' (check_inertia=False)"
+            warnings.warn(f"{urdf.path}: link '{ln}': {why}; it {where}", RbdgenWarning, stacklevel=4)

@@ -1,0 +1,258 @@
+"""Read a URDF file into plain records, checking everything a robot description can get wrong.
+
+We use the standard library's XML parser rather than a URDF package: rbdgen needs the
+kinematic tree and inertias only (never meshes), and needs to reject bad input with messages
+that name the file, the element and the problem — which is most of the work either way.
+"""
+from __future__ import annotations
+
+import math
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UnsupportedError, URDFError
+
+JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
+
+
+@dataclass
+class Inertial:
+    mass: float
+    xyz: np.ndarray
+    rpy: np.ndarray
+    inertia: np.ndarray  # 3×3 about the COM, axes of the inertial frame
+
+
+@dataclass
+class Link:
+    name: str
+    inertial: Inertial | None
+    line: int | None = None
+    problem: str | None = None  # why its inertia is not physical, if it is not
+
+
+@dataclass
+class Joint:
+    name: str
+    type: str
+    parent: str
+    child: str
+    xyz: np.ndarray
+    rpy: np.ndarray
+    axis: np.ndarray
+    lower: float = math.nan
+    upper: float = math.nan
+    velocity: float = math.nan
+    effort: float = math.nan
+    mimic: tuple[str, float, float] | None = None  # (leader joint, multiplier, offset)
+    line: int | None = None
+
+
+@dataclass
+class URDF:
+    name: str
+    path: str
+    links: dict[str, Link] = field(default_factory=dict)
+    joints: dict[str, Joint] = field(default_factory=dict)
+
+
+class _Reader:
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, msg: str, cls=URDFError):
+        raise cls(msg, file=self.path)
+
+    def floats(self, el, attr: str, n: int, where: str, default=None) -> np.ndarray:
+        text = el.get(attr) if el is not None else None
+        if text is None:
+            if default is None:
+                self.fail(f"{where}: missing attribute '{attr}'")
+            return np.array(default, dtype=float)
+        parts = text.split()
+        if len(parts) != n:
+            self.fail(f"{where}: attribute {attr}=\"{text}\" must hold {n} number(s)")
+        try:
+            vals = np.array([float(p) for p in parts])
+        except ValueError:
+            self.fail(f"{where}: attribute {attr}=\"{text}\" is not a number")
+        if not np.all(np.isfinite(vals)):
+            self.fail(f"{where}: attribute {attr}=\"{text}\" is not finite (NaN or inf)")
+        return vals
+
+    def scalar(self, el, attr: str, where: str, default=None) -> float:
+        return float(self.floats(el, attr, 1, where, None if default is None else [default])[0])
+
+    def origin(self, el, where: str):
+        o = el.find("origin")
+        if o is None:
+            return np.zeros(3), np.zeros(3)
+        return (
+            self.floats(o, "xyz", 3, f"{where} <origin>", [0.0, 0.0, 0.0]),
+            self.floats(o, "rpy", 3, f"{where} <origin>", [0.0, 0.0, 0.0]),
+        )
+
+
+def _line(el) -> int | None:
+    return getattr(el, "sourceline", None)
+
+
+def read_urdf(path) -> URDF:
+    """Parse and check a URDF file. Raises :class:`URDFError` naming file, element and problem."""
+    path = os.fspath(path)
+    r = _Reader(path)
+    if not os.path.exists(path):
+        r.fail("no such file")
+    if os.path.isdir(path):
+        r.fail("is a directory, not a URDF file")
+    try:
+        tree = ET.parse(path)
+    except ET.ParseError as e:
+        r.fail(f"malformed XML: {e}")
+    except OSError as e:
+        r.fail(f"cannot read file: {e.strerror or e}")
+    root = tree.getroot()
+    if root.tag != "robot":
+        r.fail(f"root element is <{root.tag}>, expected <robot>")
+    robot_name = root.get("name") or os.path.splitext(os.path.basename(path))[0]
+    urdf = URDF(name=robot_name, path=path)
+
+    for el in root.findall("link"):
+        name = el.get("name")
+        if not name:
+            r.fail("<link> without a name")
+        if name in urdf.links:
+            r.fail(f"duplicate link name '{name}'")
+        where = f"link '{name}'"
+        inertial = None
+        iel = el.find("inertial")
+        if iel is not None:
+            xyz, rpy = r.origin(iel, f"{where} <inertial>")
+            mel = iel.find("mass")
+            if mel is None:
+                r.fail(f"{where}: <inertial> has no <mass>")
+            mass = r.scalar(mel, "value", f"{where} <mass>")
+            if mass < 0:
+                r.fail(f"{where}: negative mass {mass:g}")
+            tel = iel.find("inertia")
+            if tel is None:
+                r.fail(f"{where}: <inertial> has no <inertia>")
+            c = {k: r.scalar(tel, k, f"{where} <inertia>", 0.0) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+            I = np.array(
+                [[c["ixx"], c["ixy"], c["ixz"]], [c["ixy"], c["iyy"], c["iyz"]], [c["ixz"], c["iyz"], c["izz"]]]
+            )
+            inertial = Inertial(mass, xyz, rpy, I)
+        problem = inertia_problem(inertial.mass, inertial.inertia) if inertial else None
+        urdf.links[name] = Link(name, inertial, _line(el), problem)
+
+    for el in root.findall("joint"):
+        name = el.get("name")
+        if not name:
+            r.fail("<joint> without a name")
+        if name in urdf.joints:
+            r.fail(f"duplicate joint name '{name}'")
+        where = f"joint '{name}'"
+        jtype = el.get("type")
+        if jtype is None:
+            r.fail(f"{where}: missing attribute 'type'")
+        if jtype not in JOINT_TYPES:
+            r.fail(
+                f"{where}: unknown joint type '{jtype}' (URDF knows {', '.join(JOINT_TYPES)})",
+                UnsupportedError,
+            )
+        pel, cel = el.find("parent"), el.find("child")
+        if pel is None or pel.get("link") is None:
+            r.fail(f"{where}: missing <parent link=...>")
+        if cel is None or cel.get("link") is None:
+            r.fail(f"{where}: missing <child link=...>")
+        parent, child = pel.get("link"), cel.get("link")
+        for role, ln in (("parent", parent), ("child", child)):
+            if ln not in urdf.links:
+                r.fail(f"{where}: {role} link '{ln}' is not defined")
+        if parent == child:
+            r.fail(f"{where}: parent and child are the same link '{parent}'")
+        xyz, rpy = r.origin(el, where)
+        axis = r.floats(el.find("axis"), "xyz", 3, f"{where} <axis>", [1.0, 0.0, 0.0])
+        if jtype in ("revolute", "continuous", "prismatic"):
+            n = float(np.linalg.norm(axis))
+            if n < 1e-12:
+                r.fail(f"{where}: zero axis {tuple(float(a) for a in axis)}")
+            axis = axis / n
+        j = Joint(name, jtype, parent, child, xyz, rpy, axis, line=_line(el))
+        lim = el.find("limit")
+        if lim is not None:
+            for k in ("lower", "upper", "velocity", "effort"):
+                if lim.get(k) is not None:
+                    setattr(j, k, r.scalar(lim, k, f"{where} <limit>"))
+            if jtype in ("revolute", "prismatic") and j.lower > j.upper:
+                r.fail(f"{where}: <limit> lower {j.lower:g} > upper {j.upper:g}")
+        mim = el.find("mimic")
+        if mim is not None:
+            leader = mim.get("joint")
+            if not leader:
+                r.fail(f"{where}: <mimic> without a joint")
+            j.mimic = (
+                leader,
+                r.scalar(mim, "multiplier", f"{where} <mimic>", 1.0),
+                r.scalar(mim, "offset", f"{where} <mimic>", 0.0),
+            )
+        urdf.joints[name] = j
+
+    _check_tree(r, urdf)
+    return urdf
+
+
+def inertia_problem(mass: float, I: np.ndarray) -> str | None:
+    """Why a rotational inertia about the COM is not physical, or None.
+
+    Physical: positive semi-definite, principal moments obeying the triangle inequality
+    (a + b ≥ c). Tolerance: 1e-9 of the largest entry plus 1e-12 kg·m² absolute, so round-off in
+    printed URDF values (e.g. ±2.4e-35 off-diagonals) is not a defect.
+    """
+    scale = float(np.max(np.abs(I))) if I.size else 0.0
+    tol = 1e-9 * scale + 1e-12
+    ev = np.linalg.eigvalsh(0.5 * (I + I.T))
+    if ev[0] < -tol:
+        return "inertia is not positive semi-definite (principal moments " + ", ".join(f"{e:.4g}" for e in ev) + ")"
+    a, b, c = ev
+    if a + b < c - tol:
+        return f"inertia violates the triangle inequality (principal moments {a:.4g} + {b:.4g} < {c:.4g})"
+    return None
+
+
+def _check_tree(r: _Reader, urdf: URDF) -> None:
+    parent_of: dict[str, str] = {}
+    for j in urdf.joints.values():
+        if j.child in parent_of:
+            r.fail(
+                f"link '{j.child}' is the child of two joints ('{parent_of[j.child]}' and '{j.name}'): "
+                "closed kinematic chains are not supported"
+            )
+        parent_of[j.child] = j.name
+    roots = [n for n in urdf.links if n not in parent_of]
+    if not urdf.links:
+        r.fail("no <link> elements")
+    if not roots:
+        r.fail("no root link: every link has a parent joint, so the joints form a cycle")
+    if len(roots) > 1:
+        r.fail(f"{len(roots)} root links ({', '.join(sorted(roots)[:6])}): a URDF must form one tree")
+    # Every link must be reachable from the root, else part of the graph is a cycle.
+    children: dict[str, list[str]] = {}
+    for j in urdf.joints.values():
+        children.setdefault(j.parent, []).append(j.child)
+    seen = {roots[0]}
+    stack = [roots[0]]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    lost = [n for n in urdf.links if n not in seen]
+    if lost:
+        r.fail(f"joints form a cycle through link(s) {', '.join(sorted(lost)[:6])}")
+    for j in urdf.joints.values():
+        if j.mimic is not None and j.mimic[0] not in urdf.joints:
+            r.fail(f"joint '{j.name}': <mimic> names unknown joint '{j.mimic[0]}'")

@@ -1,0 +1,294 @@
+"""The NumPy reference: Featherstone's algorithms, dense 6×6 algebra, no sparsity tricks.
+
+This is the oracle every generated kernel is checked against, so it is written to be read:
+one body at a time, the equations of *Rigid Body Dynamics Algorithms* (Featherstone, 2008) and,
+for the derivatives, the chain rule applied to RNEA (as in Carpentier & Mansard, RSS 2018) and
+∂q̈/∂u = −M⁻¹ ∂τ/∂u (their Eq. for forward dynamics).
+
+Every function takes one state ``(nq,)`` or a batch ``(N, nq)``; outputs follow the input.
+External forces ``f_ext`` are ``(nb, 6)`` (or ``(N, nb, 6)``) spatial forces
+``[force; torque]`` acting on each body, expressed in the body frame (Pinocchio's convention).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import spatial as sp
+from ..model import RobotModel
+
+__all__ = ["rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives"]
+
+
+# ---- argument handling -------------------------------------------------------------------------
+
+def _arg(name: str, x, width: int):
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiu":
+        raise ValueError(f"{name}: expected a real array, got dtype {a.dtype}")
+    a = a.astype(float, copy=False)
+    if a.ndim not in (1, 2) or a.shape[-1] != width:
+        raise ValueError(f"{name}: expected shape ({width},) or (N, {width}), got {a.shape}")
+    return a
+
+
+def _batched(model: RobotModel, fn, named_args, f_ext=None):
+    """Run ``fn(*states)`` per state. ``named_args``: list of (name, array, width)."""
+    arrs = [_arg(n, x, w) for n, x, w in named_args]
+    batch = arrs[0].ndim == 2
+    n = arrs[0].shape[0] if batch else None
+    for (name, _, _), a in zip(named_args, arrs):
+        if (a.ndim == 2) != batch or (batch and a.shape[0] != n):
+            raise ValueError(f"{name}: shape {a.shape} does not match {named_args[0][0]} shape {arrs[0].shape}")
+    if f_ext is not None:
+        f_ext = np.asarray(f_ext, dtype=float)
+        want = (model.nb, 6) if not batch else (n, model.nb, 6)
+        if f_ext.shape != want:
+            raise ValueError(f"f_ext: expected shape {want}, got {f_ext.shape}")
+    if not batch:
+        return fn(*arrs, f_ext) if f_ext is not None else fn(*arrs)
+    outs = [fn(*(a[k] for a in arrs), *(() if f_ext is None else (f_ext[k],))) for k in range(n)]
+    if isinstance(outs[0], tuple):
+        return tuple(np.stack(o) for o in zip(*outs))
+    return np.stack(outs)
+
+
+# ---- shared pieces --------------------------------------------------------------------------
+
+def _kinematics(model: RobotModel, q):
+    """X_i (parent → body i) and S_i for every body."""
+    Xs, Ss = [], []
+    for i in range(model.nb):
+        Xs.append(model.joint_transform(i, q[model.q_slice(i)]) @ model.X_tree[i])
+        Ss.append(model.motion_subspace(i))
+    return Xs, Ss
+
+
+def _a_gravity(model: RobotModel) -> np.ndarray:
+    """Spatial acceleration of the world that stands in for gravity: a₀ = −g."""
+    return np.concatenate([np.zeros(3), -model.gravity])
+
+
+def _fext_featherstone(f):
+    """[force; torque] (Pinocchio) → [torque; force] (Featherstone)."""
+    return np.concatenate([f[3:], f[:3]])
+
+
+# ---- inverse dynamics ---------------------------------------------------------------------------
+
+def _rnea(model, q, v, a, f_ext=None, with_gravity=True):
+    Xs, Ss = _kinematics(model, q)
+    nb = model.nb
+    vel, acc, f = [None] * nb, [None] * nb, [None] * nb
+    a0 = _a_gravity(model) if with_gravity else np.zeros(6)
+    for i in range(nb):
+        p = model.parent[i]
+        vJ = Ss[i] @ v[model.v_slice(i)]
+        if p < 0:
+            vel[i] = vJ
+            acc[i] = Xs[i] @ a0 + Ss[i] @ a[model.v_slice(i)]
+        else:
+            vel[i] = Xs[i] @ vel[p] + vJ
+            acc[i] = Xs[i] @ acc[p] + Ss[i] @ a[model.v_slice(i)] + sp.crm(vel[i]) @ vJ
+        I = model.inertia[i]
+        f[i] = I @ acc[i] + sp.crf(vel[i]) @ I @ vel[i]
+        if f_ext is not None:
+            f[i] = f[i] - _fext_featherstone(f_ext[i])
+    tau = np.zeros(model.nv)
+    for i in reversed(range(nb)):
+        tau[model.v_slice(i)] = Ss[i].T @ f[i]
+        p = model.parent[i]
+        if p >= 0:
+            f[p] = f[p] + Xs[i].T @ f[i]
+    return tau
+
+
+def rnea(model: RobotModel, q, v, a, f_ext=None):
+    """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵢᵀ f_ext,i."""
+    return _batched(model, lambda q, v, a, *fe: _rnea(model, q, v, a, *fe),
+                    [("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)], f_ext)
+
+
+def nle(model: RobotModel, q, v):
+    """Nonlinear effects C(q, v) v + g(q)."""
+    return _batched(model, lambda q, v: _rnea(model, q, v, np.zeros(model.nv)),
+                    [("q", q, model.nq), ("v", v, model.nv)])
+
+
+def gravity(model: RobotModel, q):
+    """Generalised gravity g(q)."""
+    return _batched(model, lambda q: _rnea(model, q, np.zeros(model.nv), np.zeros(model.nv)),
+                    [("q", q, model.nq)])
+
+
+# ---- mass matrix ---------------------------------------------------------------------------
+
+def _crba(model, q):
+    Xs, Ss = _kinematics(model, q)
+    Ic = [model.inertia[i].copy() for i in range(model.nb)]
+    for i in reversed(range(model.nb)):
+        p = model.parent[i]
+        if p >= 0:
+            Ic[p] = Ic[p] + Xs[i].T @ Ic[i] @ Xs[i]
+    M = np.zeros((model.nv, model.nv))
+    for i in range(model.nb):
+        F = Ic[i] @ Ss[i]
+        si = model.v_slice(i)
+        M[si, si] = Ss[i].T @ F
+        j = i
+        while model.parent[j] >= 0:
+            F = Xs[j].T @ F
+            j = model.parent[j]
+            sj = model.v_slice(j)
+            M[sj, si] = Ss[j].T @ F
+            M[si, sj] = M[sj, si].T
+    return M
+
+
+def crba(model: RobotModel, q):
+    """Joint-space inertia matrix M(q), full and symmetric (composite-rigid-body algorithm)."""
+    return _batched(model, lambda q: _crba(model, q), [("q", q, model.nq)])
+
+
+# ---- forward dynamics ---------------------------------------------------------------------------
+
+def _aba(model, q, v, tau, f_ext=None, with_gravity=True):
+    """Articulated-body algorithm. ``tau`` may be a vector (nv,) or a matrix (nv, k): with a
+    matrix, each column is solved at once (used by :func:`minv` with v = 0, no gravity)."""
+    Xs, Ss = _kinematics(model, q)
+    nb = model.nb
+    tau = np.asarray(tau, dtype=float)
+    cols = tau.shape[1:]  # () or (k,)
+    vel = [None] * nb
+    c = [None] * nb
+    IA = [None] * nb
+    pA = [None] * nb
+    for i in range(nb):
+        p = model.parent[i]
+        vJ = Ss[i] @ v[model.v_slice(i)]
+        vel[i] = vJ if p < 0 else Xs[i] @ vel[p] + vJ
+        c[i] = sp.crm(vel[i]) @ vJ
+        IA[i] = model.inertia[i].copy()
+        pb = sp.crf(vel[i]) @ model.inertia[i] @ vel[i]
+        if f_ext is not None:
+            pb = pb - _fext_featherstone(f_ext[i])
+        pA[i] = pb.reshape((6,) + (1,) * len(cols)) * np.ones((6,) + cols)
+    U, Dinv, u = [None] * nb, [None] * nb, [None] * nb
+    for i in reversed(range(nb)):
+        U[i] = IA[i] @ Ss[i]
+        Dinv[i] = np.linalg.inv(Ss[i].T @ U[i])
+        u[i] = tau[model.v_slice(i)] - Ss[i].T @ pA[i]
+        p = model.parent[i]
+        if p >= 0:
+            Ia = IA[i] - U[i] @ Dinv[i] @ U[i].T
+            pa = pA[i] + (Ia @ c[i]).reshape((6,) + (1,) * len(cols)) + U[i] @ Dinv[i] @ u[i]
+            IA[p] = IA[p] + Xs[i].T @ Ia @ Xs[i]
+            pA[p] = pA[p] + Xs[i].T @ pa
+    qdd = np.zeros((model.nv,) + cols)
+    acc = [None] * nb
+    a0 = _a_gravity(model) if with_gravity else np.zeros(6)
+    for i in range(nb):
+        p = model.parent[i]
+        if p < 0:
+            ap = (Xs[i] @ a0).reshape((6,) + (1,) * len(cols))
+        else:
+            ap = Xs[i] @ acc[p]
+        ap = ap + c[i].reshape((6,) + (1,) * len(cols))
+        qdd_i = Dinv[i] @ (u[i] - U[i].T @ ap)
+        qdd[model.v_slice(i)] = qdd_i
+        acc[i] = ap + Ss[i] @ qdd_i
+    return qdd
+
+
+def aba(model: RobotModel, q, v, tau, f_ext=None):
+    """Forward dynamics q̈ = M⁻¹ (τ − C v − g + Σ Jᵢᵀ f_ext,i) by the articulated-body algorithm."""
+    return _batched(model, lambda q, v, t, *fe: _aba(model, q, v, t, *fe),
+                    [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)], f_ext)
+
+
+def _minv(model, q):
+    return _aba(model, q, np.zeros(model.nv), np.eye(model.nv), with_gravity=False)
+
+
+def minv(model: RobotModel, q):
+    """M(q)⁻¹ computed directly: the articulated-body recursions applied to the columns of the
+    identity (zero velocity, no gravity), never by inverting :func:`crba`'s output."""
+    return _batched(model, lambda q: _minv(model, q), [("q", q, model.nq)])
+
+
+# ---- derivatives ------------------------------------------------------------------------------
+
+def _rnea_derivatives(model, q, v, a):
+    """(∂τ/∂q, ∂τ/∂v) by differentiating RNEA one tangent direction at a time.
+
+    Perturbing joint j along its motion subspace column s (in body j's frame) changes only
+    X_j, with ∂X_j = −(s×) X_j — for revolute and prismatic joints and for the free-flyer
+    with Pinocchio's right-multiplied integration q ⊕ δ = q · exp(δ) alike.
+    """
+    Xs, Ss = _kinematics(model, q)
+    nb, nv = model.nb, model.nv
+    a0 = _a_gravity(model)
+    vel, acc, f, vJ = [None] * nb, [None] * nb, [None] * nb, [None] * nb
+    for i in range(nb):
+        p = model.parent[i]
+        vJ[i] = Ss[i] @ v[model.v_slice(i)]
+        vp = np.zeros(6) if p < 0 else vel[p]
+        ap = a0 if p < 0 else acc[p]
+        vel[i] = Xs[i] @ vp + vJ[i]
+        acc[i] = Xs[i] @ ap + Ss[i] @ a[model.v_slice(i)] + sp.crm(vel[i]) @ vJ[i]
+        f[i] = model.inertia[i] @ acc[i] + sp.crf(vel[i]) @ model.inertia[i] @ vel[i]
+    # total forces transmitted across each joint (after children are added)
+    ftot = [x.copy() for x in f]
+    for i in reversed(range(nb)):
+        p = model.parent[i]
+        if p >= 0:
+            ftot[p] = ftot[p] + Xs[i].T @ ftot[i]
+
+    dtau_dq = np.zeros((nv, nv))
+    dtau_dv = np.zeros((nv, nv))
+    for b in range(nb):
+        for k in range(model.nv_joint(b)):
+            col = model.v_start[b] + k
+            s = Ss[b][:, k]
+            for wrt, out in (("q", dtau_dq), ("v", dtau_dv)):
+                dv, da, df = [None] * nb, [None] * nb, [None] * nb
+                for i in range(nb):
+                    p = model.parent[i]
+                    vp = np.zeros(6) if p < 0 else vel[p]
+                    ap = a0 if p < 0 else acc[p]
+                    dvp = np.zeros(6) if p < 0 else dv[p]
+                    dap = np.zeros(6) if p < 0 else da[p]
+                    dvJ = s if (wrt == "v" and i == b) else np.zeros(6)
+                    moved = wrt == "q" and i == b  # ∂X_b = −(s×) X_b
+                    dXv = -sp.crm(s) @ Xs[i] @ vp if moved else np.zeros(6)
+                    dXa = -sp.crm(s) @ Xs[i] @ ap if moved else np.zeros(6)
+                    dv[i] = Xs[i] @ dvp + dXv + dvJ
+                    da[i] = Xs[i] @ dap + dXa + sp.crm(dv[i]) @ vJ[i] + sp.crm(vel[i]) @ dvJ
+                    I = model.inertia[i]
+                    df[i] = I @ da[i] + sp.crf(dv[i]) @ I @ vel[i] + sp.crf(vel[i]) @ I @ dv[i]
+                for i in reversed(range(nb)):
+                    out[model.v_slice(i), col] = Ss[i].T @ df[i]
+                    p = model.parent[i]
+                    if p >= 0:
+                        extra = sp.crf(s) @ ftot[i] if (wrt == "q" and i == b) else 0.0
+                        df[p] = df[p] + Xs[i].T @ (df[i] + extra)
+    return dtau_dq, dtau_dv
+
+
+def rnea_derivatives(model: RobotModel, q, v, a):
+    """(∂τ/∂q, ∂τ/∂v) of inverse dynamics; ∂τ/∂a is M(q). Floating base: with respect to the
+    tangent space, as Pinocchio defines them."""
+    return _batched(model, lambda q, v, a: _rnea_derivatives(model, q, v, a),
+                    [("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)])
+
+
+def _aba_derivatives(model, q, v, tau):
+    qdd = _aba(model, q, v, tau)
+    dtau_dq, dtau_dv = _rnea_derivatives(model, q, v, qdd)
+    Mi = _minv(model, q)
+    return -Mi @ dtau_dq, -Mi @ dtau_dv, Mi
+
+
+def aba_derivatives(model: RobotModel, q, v, tau):
+    """(∂q̈/∂q, ∂q̈/∂v, ∂q̈/∂τ = M⁻¹), analytically: ∂q̈/∂u = −M⁻¹ ∂τ/∂u at (q, v, q̈)."""
+    return _batched(model, lambda q, v, t: _aba_derivatives(model, q, v, t),
+                    [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)])

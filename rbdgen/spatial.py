@@ -1,0 +1,126 @@
+"""Dense spatial (6-D) algebra, Featherstone's conventions, written plainly.
+
+Motion vectors are ``[ω; v]`` and force vectors ``[n; f]``. A Plücker transform ``X = plux(E, r)``
+maps motion vectors from frame A to frame B, where ``E`` is the rotation taking A coordinates to
+B coordinates (B's axes expressed in A, transposed) and ``r`` is B's origin expressed in A.
+Used by the model loader and the NumPy reference; deliberately free of sparsity tricks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def skew(p) -> np.ndarray:
+    """3×3 matrix with ``skew(p) @ x == cross(p, x)``."""
+    x, y, z = p
+    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+
+
+def rot_x(t: float) -> np.ndarray:
+    """Active rotation about x by angle t (columns are the rotated axes)."""
+    c, s = np.cos(t), np.sin(t)
+    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+
+
+def rot_y(t: float) -> np.ndarray:
+    c, s = np.cos(t), np.sin(t)
+    return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
+
+
+def rot_z(t: float) -> np.ndarray:
+    c, s = np.cos(t), np.sin(t)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def rpy_to_rot(rpy) -> np.ndarray:
+    """URDF fixed-axis roll-pitch-yaw: R = Rz(yaw) · Ry(pitch) · Rx(roll)."""
+    r, p, y = rpy
+    return rot_z(y) @ rot_y(p) @ rot_x(r)
+
+
+def axis_angle_to_rot(axis, t: float) -> np.ndarray:
+    """Active rotation by angle t about the unit vector ``axis`` (Rodrigues)."""
+    a = np.asarray(axis, dtype=float)
+    K = skew(a)
+    return np.eye(3) + np.sin(t) * K + (1.0 - np.cos(t)) * (K @ K)
+
+
+def quat_to_rot(quat_xyzw) -> np.ndarray:
+    """Rotation matrix of a quaternion given as (x, y, z, w) — Pinocchio's storage order.
+
+    The quaternion is normalised first, so a slightly off-unit input gives a proper rotation.
+    """
+    x, y, z, w = np.asarray(quat_xyzw, dtype=float) / np.linalg.norm(quat_xyzw)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def plux(E: np.ndarray, r) -> np.ndarray:
+    """Plücker motion transform from rotation E (A→B coordinates) and B's origin r (in A)."""
+    X = np.zeros((6, 6))
+    X[:3, :3] = E
+    X[3:, 3:] = E
+    X[3:, :3] = -E @ skew(r)
+    return X
+
+
+def pose_to_X(R: np.ndarray, p) -> np.ndarray:
+    """Motion transform parent→child for a child frame with orientation R and origin p in the parent."""
+    return plux(R.T, p)
+
+
+def X_inverse(X: np.ndarray) -> np.ndarray:
+    """Inverse of a Plücker motion transform."""
+    E = X[:3, :3]
+    Erx = -X[3:, :3]          # E · skew(r)
+    rx = E.T @ Erx            # skew(r)
+    r = np.array([rx[2, 1], rx[0, 2], rx[1, 0]])
+    return plux(E.T, -E @ r)
+
+
+def crm(v) -> np.ndarray:
+    """Motion cross-product matrix: ``crm(v) @ m == v ×ₘ m``."""
+    w, u = v[:3], v[3:]
+    M = np.zeros((6, 6))
+    M[:3, :3] = skew(w)
+    M[3:, 3:] = skew(w)
+    M[3:, :3] = skew(u)
+    return M
+
+
+def crf(v) -> np.ndarray:
+    """Force cross-product matrix: ``crf(v) == -crm(v).T``."""
+    return -crm(v).T
+
+
+def spatial_inertia(mass: float, com, I_com: np.ndarray) -> np.ndarray:
+    """Spatial inertia about a frame's origin, from mass, COM (in that frame) and the
+    rotational inertia about the COM (axes of that frame)."""
+    C = skew(com)
+    I = np.zeros((6, 6))
+    I[:3, :3] = I_com + mass * C @ C.T
+    I[:3, 3:] = mass * C
+    I[3:, :3] = mass * C.T
+    I[3:, 3:] = mass * np.eye(3)
+    return I
+
+
+def inertia_parts(I: np.ndarray):
+    """Inverse of :func:`spatial_inertia`: (mass, com, rotational inertia about the COM)."""
+    m = I[5, 5]
+    if m <= 0.0:
+        return 0.0, np.zeros(3), I[:3, :3].copy()
+    mC = I[:3, 3:]
+    com = np.array([mC[2, 1], mC[0, 2], mC[1, 0]]) / m
+    C = skew(com)
+    return m, com, I[:3, :3] - m * C @ C.T
+
+
+def transform_inertia(X: np.ndarray, I: np.ndarray) -> np.ndarray:
+    """Express an inertia given in frame B in frame A, for X the motion transform A→B: Xᵀ I X."""
+    return X.T @ I @ X
