@@ -24,7 +24,7 @@ def _pinocchio_errors(model, q, v, a, tau):
     d = pm.createData()
     qp = model.to_pinocchio_q(q)
     sym = lambda U: np.triu(U) + np.triu(U, 1).T  # noqa: E731
-    dq, dv, _ = pin.computeRNEADerivatives(pm, d, qp, v, a)
+    dq, dv = (x.copy() for x in pin.computeRNEADerivatives(pm, d, qp, v, a)[:2])  # views into d
     rd = ref.rnea_derivatives(model, q, v, a)
     adq, adv, adt = pin.computeABADerivatives(pm, d, qp, v, tau)
     ad = ref.aba_derivatives(model, q, v, tau)

@@ -124,3 +124,36 @@ def inertia_parts(I: np.ndarray):
 def transform_inertia(X: np.ndarray, I: np.ndarray) -> np.ndarray:
     """Express an inertia given in frame B in frame A, for X the motion transform A→B: Xᵀ I X."""
     return X.T @ I @ X
+
+
+def rot_to_quat(R: np.ndarray) -> np.ndarray:
+    """Unit quaternion (x, y, z, w) of a rotation matrix, w ≥ 0."""
+    t = np.trace(R)
+    if t > 0:
+        s = 2.0 * np.sqrt(1.0 + t)
+        q = np.array([(R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s])
+    else:
+        k = int(np.argmax(np.diag(R)))
+        i, j = (k + 1) % 3, (k + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + R[k, k] - R[i, i] - R[j, j])
+        q = np.zeros(4)
+        q[k] = 0.25 * s
+        q[i] = (R[i, k] + R[k, i]) / s
+        q[j] = (R[j, k] + R[k, j]) / s
+        q[3] = (R[j, i] - R[i, j]) / s
+    q = q / np.linalg.norm(q)
+    return q if q[3] >= 0 else -q
+
+
+def se3_exp(v_lin, w):
+    """Exponential of a body twist (linear v, angular w): (R, p) of the displacement."""
+    v_lin, w = np.asarray(v_lin, float), np.asarray(w, float)
+    th = float(np.linalg.norm(w))
+    W = skew(w)
+    if th < 1e-8:
+        R = np.eye(3) + W + 0.5 * W @ W
+        V = np.eye(3) + 0.5 * W + W @ W / 6.0
+    else:
+        R = np.eye(3) + np.sin(th) / th * W + (1 - np.cos(th)) / th**2 * W @ W
+        V = np.eye(3) + (1 - np.cos(th)) / th**2 * W + (th - np.sin(th)) / th**3 * W @ W
+    return R, V @ v_lin

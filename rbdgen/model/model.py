@@ -151,6 +151,24 @@ class RobotModel:
                 q[..., s] = rng.uniform(lo, hi, shape)
         return q
 
+    def integrate(self, q, dv) -> np.ndarray:
+        """q ⊕ dv, Pinocchio's ``integrate``: joints add, the free-flyer moves by the body-frame
+        twist ``dv[:6] = [linear; angular]`` through the SE(3) exponential (q · exp(dv))."""
+        q = np.asarray(q, dtype=float)
+        dv = np.asarray(dv, dtype=float)
+        if q.ndim == 2:
+            return np.stack([self.integrate(a, b) for a, b in zip(q, dv)])
+        out = q.copy()
+        for i, t in enumerate(self.joint_types):
+            qs, vs = self.q_slice(i), self.v_slice(i)
+            if t == "floating":
+                R0 = sp.quat_to_rot(q[qs][3:7])
+                dR, dp = sp.se3_exp(dv[vs][:3], dv[vs][3:])
+                out[qs] = np.concatenate([q[qs][:3] + R0 @ dp, sp.rot_to_quat(R0 @ dR)])
+            else:
+                out[qs] = q[qs] + dv[vs]
+        return out
+
     def to_pinocchio_q(self, q) -> np.ndarray:
         """Our q → Pinocchio's (a continuous joint's angle becomes its (cos, sin) pair)."""
         q = np.asarray(q, dtype=float)
