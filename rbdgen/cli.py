@@ -24,7 +24,9 @@ def _load(path, floating_base, mimic, check_inertia):
         model = load_urdf(path, floating_base=floating_base, mimic=mimic, check_inertia=check_inertia)
     for w in caught:
         if issubclass(w.category, RbdgenWarning):
-            click.echo(f"warning: {w.message}", err=True)
+            click.echo(f"warning: {' '.join(str(w.message).split())}", err=True)
+        else:  # not ours: hand it back to the warnings machinery rather than dropping it
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return model
 
 
@@ -105,14 +107,30 @@ def demo():
     run_demo()
 
 
+def _usage_message(e: click.exceptions.UsageError) -> str:
+    """One line for a click usage error, with the hint click would print on a separate line."""
+    if isinstance(e, click.exceptions.NoArgsIsHelpError):
+        msg = "missing command"  # click's message here is the whole help text
+    else:
+        msg = " ".join(e.format_message().split()).rstrip(".")
+    ctx = e.ctx
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        option = max(ctx.command.get_help_option_names(ctx), key=len)
+        msg += f" (try '{ctx.command_path} {option}')"
+    return msg
+
+
 def main(argv=None) -> int:
     try:
-        cli.main(args=argv, prog_name="rbdgen", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="rbdgen", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("error: aborted", err=True)
         return 1
+    except click.exceptions.UsageError as e:
+        click.echo(f"error: {_usage_message(e)}", err=True)
+        return EXIT_USAGE
     except click.exceptions.ClickException as e:
-        click.echo(f"error: {e.format_message()}", err=True)
+        click.echo(f"error: {' '.join(e.format_message().split())}", err=True)
         return EXIT_USAGE
     except RbdgenError as e:
         click.echo(f"error: {' '.join(str(e).split())}", err=True)
@@ -123,7 +141,8 @@ def main(argv=None) -> int:
     except OSError as e:
         click.echo(f"error: {e}", err=True)
         return EXIT_USAGE
-    return 0
+    # Non-standalone click returns the code of a ctx.exit(n) / click.exceptions.Exit(n) here.
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

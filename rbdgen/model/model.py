@@ -130,8 +130,9 @@ class RobotModel:
     # ---- configurations ------------------------------------------------------------------
     def neutral(self) -> np.ndarray:
         q = np.zeros(self.nq)
-        if self.floating_base:
-            q[6] = 1.0
+        for i, t in enumerate(self.joint_types):
+            if t == "floating":  # identity quaternion (x, y, z, w) = (0, 0, 0, 1)
+                q[self.q_start[i] + 6] = 1.0
         return q
 
     def random_q(self, rng: np.random.Generator, n: int | None = None) -> np.ndarray:

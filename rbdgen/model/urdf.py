@@ -236,7 +236,10 @@ def _check_tree(r: _Reader, urdf: URDF) -> None:
     if not urdf.links:
         r.fail("no <link> elements")
     if not roots:
-        r.fail("no root link: every link has a parent joint, so the joints form a cycle")
+        r.fail(
+            "no root link: every link has a parent joint, so the joints form a cycle "
+            f"(links {', '.join(sorted(urdf.links)[:6])})"
+        )
     if len(roots) > 1:
         r.fail(f"{len(roots)} root links ({', '.join(sorted(roots)[:6])}): a URDF must form one tree")
     # Every link must be reachable from the root, else part of the graph is a cycle.
