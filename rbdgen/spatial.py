@@ -16,19 +16,38 @@ def skew(p) -> np.ndarray:
     return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
 
 
+_HALF_PI = np.pi / 2
+
+
+def cos_sin(t: float):
+    """cos and sin of an angle, exact (0, ±1) at multiples of π/2.
+
+    URDFs write quarter turns as the double nearest π/2 (1.5707963267948966), whose cosine in
+    float64 is 6.1e-17, not 0: noise that would defeat structural-zero pruning everywhere.
+    An angle within 4 ulps of k·π/2 is taken as exactly k·π/2 — a change far below float64
+    resolution of any result. Angles rounded coarser (1.5708) are left as written; that is
+    what `rbdgen generate --snap` is for.
+    """
+    t = float(t)
+    k = round(t / _HALF_PI)
+    if abs(t - k * _HALF_PI) <= 4 * np.spacing(max(abs(t), 1.0)):
+        return ((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0))[k % 4]
+    return float(np.cos(t)), float(np.sin(t))
+
+
 def rot_x(t: float) -> np.ndarray:
     """Active rotation about x by angle t (columns are the rotated axes)."""
-    c, s = np.cos(t), np.sin(t)
+    c, s = cos_sin(t)
     return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
 
 
 def rot_y(t: float) -> np.ndarray:
-    c, s = np.cos(t), np.sin(t)
+    c, s = cos_sin(t)
     return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
 
 
 def rot_z(t: float) -> np.ndarray:
-    c, s = np.cos(t), np.sin(t)
+    c, s = cos_sin(t)
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 

@@ -1,0 +1,147 @@
+"""One expression printer for every target: kernel IR → C-family statements.
+
+The printer schedules the live nodes of a kernel (creation order is topological), names
+temporaries ``t0, t1, …`` in that order, writes each output as soon as its value exists, splits
+very long kernels into parts (compilers slow down super-linearly on huge functions) that pass
+values across parts through a workspace array ``w``, and emits a comment whenever the block
+(phase, body, tree level) changes. What differs between targets — types, literals, math
+functions, qualifiers — comes from a :class:`Dialect`; templates only place the result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.graph import Block, Kernel, Node
+
+#: statements per part before a kernel is split (keeps g++ -O3 near-linear)
+DEFAULT_PART_SIZE = 4000
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    literal_suffix: dict = field(default_factory=lambda: {"float64": "", "float32": "f"})
+    sin: str = "rbd_sin"
+    cos: str = "rbd_cos"
+    qualifier: str = "static inline"
+    part_qualifier: str = "static __attribute__((noinline))"
+    comment: str = "//"
+
+
+def literal(x: float, dtype: str, dialect: Dialect) -> str:
+    s = repr(float(x))
+    if "e" not in s and "." not in s:
+        s += ".0"
+    return s + dialect.literal_suffix[dtype]
+
+
+@dataclass
+class PrintedPart:
+    name: str
+    lines: list[str]
+
+
+@dataclass
+class PrintedKernel:
+    name: str
+    doc: str
+    inputs: list   # Array
+    outputs: list  # Array
+    parts: list[PrintedPart]
+    workspace: int
+    counts: dict
+
+    @property
+    def n_statements(self) -> int:
+        return sum(len(p.lines) for p in self.parts)
+
+
+def _block_comment(b: Block, dialect: Dialect) -> str:
+    if b.body is None:
+        return f"{dialect.comment} ---- {b.phase}"
+    return f"{dialect.comment} ---- {b.phase}: body {b.body} {b.label}, tree level {b.level}"
+
+
+def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = DEFAULT_PART_SIZE,
+                 scalar: str = "S") -> PrintedKernel:
+    live = kernel.live_nodes()
+    ops = [n for n in live if n.op not in ("const", "input")]
+    # output slots per node
+    out_slots: dict[int, list[str]] = {}
+    late_outputs: list[tuple[str, Node]] = []
+    for spec, vals in kernel.outputs:
+        for k, v in enumerate(vals):
+            n = v.node
+            if n.op in ("const", "input"):
+                late_outputs.append((f"{spec.name}[{k}]", n))
+            else:
+                out_slots.setdefault(n.id, []).append(f"{spec.name}[{k}]")
+
+    # partition statements; part index of each op node
+    nparts = max(1, -(-len(ops) // part_size))
+    part_of = {n.id: min(idx // part_size, nparts - 1) for idx, n in enumerate(ops)}
+    names = {n.id: f"t{idx}" for idx, n in enumerate(ops)}
+    # values used in a later part than their definition go to the workspace
+    ws_slot: dict[int, int] = {}
+    if nparts > 1:
+        for n in ops:
+            for a in n.args:
+                if a.id in part_of and part_of[a.id] != part_of[n.id] and a.id not in ws_slot:
+                    ws_slot[a.id] = len(ws_slot)
+
+    def ref(a: Node, cur_part: int) -> str:
+        if a.op == "const":
+            return literal(a.value, dtype, dialect)
+        if a.op == "input":
+            return f"{a.name}[{a.index}]"
+        if a.id in ws_slot and part_of[a.id] != cur_part:
+            return f"w[{ws_slot[a.id]}]"
+        return names[a.id]
+
+    parts = [PrintedPart(f"{kernel.name}_part{p}" if nparts > 1 else kernel.name, []) for p in range(nparts)]
+    last_block: list = [None] * nparts
+    for n in ops:
+        p = part_of[n.id]
+        lines = parts[p].lines
+        if n.block != last_block[p]:
+            lines.append(_block_comment(n.block, dialect))
+            last_block[p] = n.block
+        a = [ref(x, p) for x in n.args]
+        if n.op == "add":
+            e = f"{a[0]} + {a[1]}"
+        elif n.op == "sub":
+            e = f"{a[0]} - {a[1]}"
+        elif n.op == "mul":
+            e = f"{a[0]} * {a[1]}"
+        elif n.op == "div":
+            e = f"{a[0]} / {a[1]}"
+        elif n.op == "neg":
+            e = f"-{a[0]}"
+        elif n.op == "sin":
+            e = f"{dialect.sin}({a[0]})"
+        elif n.op == "cos":
+            e = f"{dialect.cos}({a[0]})"
+        else:  # pragma: no cover - the graph only makes the ops above
+            raise AssertionError(n.op)
+        lines.append(f"const {scalar} {names[n.id]} = {e};")
+        if n.id in ws_slot:
+            lines.append(f"w[{ws_slot[n.id]}] = {names[n.id]};")
+        for slot in out_slots.get(n.id, ()):
+            lines.append(f"{slot} = {names[n.id]};")
+    if late_outputs:
+        lines = parts[-1].lines
+        lines.append(f"{dialect.comment} ---- outputs that are constants or inputs")
+        for slot, n in late_outputs:
+            if n.op == "const":
+                lines.append(f"{slot} = {scalar}{{}} + {literal(n.value, dtype, dialect)};")
+            else:
+                lines.append(f"{slot} = {n.name}[{n.index}];")
+    return PrintedKernel(
+        name=kernel.name,
+        doc=kernel.doc,
+        inputs=kernel.inputs,
+        outputs=[spec for spec, _ in kernel.outputs],
+        parts=parts,
+        workspace=len(ws_slot),
+        counts=kernel.op_counts(),
+    )

@@ -1,0 +1,337 @@
+"""Kernel IR: a hash-consed expression DAG traced from the algorithms.
+
+Algorithms compute with :class:`Value` objects (Python operators work on them). Every operation
+goes through :class:`Graph`, which
+
+* folds constants (``2·3 → 6``) and structural zeros and ones (``0·x → 0``, ``1·x → x``,
+  ``x + 0 → x``, ``−1·x → −x``) — this is where sparsity pruning happens: a multiply by a
+  structural zero is never emitted;
+* shares common subexpressions (the same op on the same operands is one node);
+* tags each node with the block (body, phase, tree level) active when it was created, so
+  generated code can say where a statement comes from and backends can map tree levels to
+  parallel hardware.
+
+With ``fold=False`` nothing is folded or shared: the *dense* version of the same algorithm, used
+for op-count comparison and as a cross-check of the pruned code.
+
+Node ids are creation order, which is a topological order (operands exist before their users).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+OPS = {"add": 2, "sub": 2, "mul": 2, "div": 2, "neg": 1, "sin": 1, "cos": 1}
+COMMUTATIVE = {"add", "mul"}
+
+
+@dataclass(frozen=True)
+class Block:
+    """Where a node comes from: a phase of the algorithm and (optionally) a body and its level."""
+
+    phase: str
+    body: int | None = None
+    level: int | None = None
+    label: str = ""
+
+
+class Node:
+    __slots__ = ("id", "op", "args", "value", "block", "name", "index")
+
+    def __init__(self, id, op, args=(), value=None, block=None, name=None, index=None):
+        self.id = id
+        self.op = op          # "const", "input" or one of OPS
+        self.args = args      # tuple of Node
+        self.value = value    # float for const
+        self.block = block
+        self.name = name      # input array name
+        self.index = index    # input array index
+
+    def __repr__(self):
+        if self.op == "const":
+            return f"Const({self.value!r})"
+        if self.op == "input":
+            return f"{self.name}[{self.index}]"
+        return f"t{self.id}={self.op}({', '.join('t%d' % a.id if a.op not in ('const', 'input') else repr(a) for a in self.args)})"
+
+
+class Value:
+    """A scalar in a traced computation; arithmetic builds graph nodes."""
+
+    __slots__ = ("g", "node")
+
+    def __init__(self, g: "Graph", node: Node):
+        self.g = g
+        self.node = node
+
+    # constants known at generation time
+    @property
+    def const(self) -> float | None:
+        return self.node.value if self.node.op == "const" else None
+
+    def is_zero(self) -> bool:
+        return self.node.op == "const" and self.node.value == 0.0
+
+    def _lift(self, x) -> "Value":
+        return x if isinstance(x, Value) else self.g.const(x)
+
+    def __add__(self, o):
+        return self.g.op("add", self, self._lift(o))
+
+    def __radd__(self, o):
+        return self.g.op("add", self._lift(o), self)
+
+    def __sub__(self, o):
+        return self.g.op("sub", self, self._lift(o))
+
+    def __rsub__(self, o):
+        return self.g.op("sub", self._lift(o), self)
+
+    def __mul__(self, o):
+        return self.g.op("mul", self, self._lift(o))
+
+    def __rmul__(self, o):
+        return self.g.op("mul", self._lift(o), self)
+
+    def __truediv__(self, o):
+        return self.g.op("div", self, self._lift(o))
+
+    def __rtruediv__(self, o):
+        return self.g.op("div", self._lift(o), self)
+
+    def __neg__(self):
+        return self.g.op("neg", self)
+
+    def __pos__(self):
+        return self
+
+    def __repr__(self):
+        return f"Value({self.node!r})"
+
+
+class Graph:
+    def __init__(self, fold: bool = True):
+        self.fold = fold
+        self.nodes: list[Node] = []
+        self._memo: dict = {}
+        self._consts: dict = {}
+        self._inputs: dict = {}
+        self.block = Block("setup")
+
+    # ---- leaves ----------------------------------------------------------------------------
+    def _new(self, op, args=(), **kw) -> Node:
+        n = Node(len(self.nodes), op, args, block=self.block, **kw)
+        self.nodes.append(n)
+        return n
+
+    def const(self, x) -> Value:
+        x = float(x)
+        if not math.isfinite(x):
+            raise ValueError(f"non-finite constant {x!r} in a kernel")
+        if x == 0.0:
+            x = 0.0  # no negative zero in generated code
+        key = x
+        n = self._consts.get(key)
+        if n is None:
+            n = self._new("const", value=x)
+            self._consts[key] = n
+        return Value(self, n)
+
+    def input(self, name: str, index: int) -> Value:
+        key = (name, index)
+        n = self._inputs.get(key)
+        if n is None:
+            n = self._new("input", name=name, index=index)
+            self._inputs[key] = n
+        return Value(self, n)
+
+    def lift(self, x) -> Value:
+        return x if isinstance(x, Value) else self.const(x)
+
+    # ---- operations --------------------------------------------------------------------------
+    def op(self, op: str, *args: Value) -> Value:
+        if self.fold:
+            r = self._simplify(op, args)
+            if r is not None:
+                return r
+            if op in COMMUTATIVE and args[0].node.id > args[1].node.id:
+                args = (args[1], args[0])
+            key = (op,) + tuple(a.node.id for a in args)
+            n = self._memo.get(key)
+            if n is None:
+                n = self._new(op, tuple(a.node for a in args))
+                self._memo[key] = n
+            return Value(self, n)
+        return Value(self, self._new(op, tuple(a.node for a in args)))
+
+    def _simplify(self, op, args):
+        cs = [a.const for a in args]
+        if all(c is not None for c in cs):
+            return self.const(_eval_scalar(op, cs))
+        if op == "mul":
+            a, b = args
+            for x, y, c in ((a, b, cs[0]), (b, a, cs[1])):
+                if c == 0.0:
+                    return self.const(0.0)
+                if c == 1.0:
+                    return y
+                if c == -1.0:
+                    return self.op("neg", y)
+            # pull negations out so −a·b and a·(−b) share a node
+            if a.node.op == "neg" and b.node.op == "neg":
+                return self.op("mul", Value(self, a.node.args[0]), Value(self, b.node.args[0]))
+            if a.node.op == "neg":
+                return self.op("neg", self.op("mul", Value(self, a.node.args[0]), b))
+            if b.node.op == "neg":
+                return self.op("neg", self.op("mul", a, Value(self, b.node.args[0])))
+        elif op == "add":
+            a, b = args
+            if cs[0] == 0.0:
+                return b
+            if cs[1] == 0.0:
+                return a
+            if b.node.op == "neg":
+                return self.op("sub", a, Value(self, b.node.args[0]))
+            if a.node.op == "neg":
+                return self.op("sub", b, Value(self, a.node.args[0]))
+        elif op == "sub":
+            a, b = args
+            if cs[1] == 0.0:
+                return a
+            if cs[0] == 0.0:
+                return self.op("neg", b)
+            if a.node is b.node:
+                return self.const(0.0)
+            if b.node.op == "neg":
+                return self.op("add", a, Value(self, b.node.args[0]))
+        elif op == "neg":
+            (a,) = args
+            if a.node.op == "neg":
+                return Value(self, a.node.args[0])
+        elif op == "div":
+            a, b = args
+            if cs[1] == 1.0:
+                return a
+            if cs[0] == 0.0:
+                return self.const(0.0)
+            if cs[1] == 0.0:
+                raise ZeroDivisionError("structural division by zero while tracing a kernel")
+        return None
+
+
+def _eval_scalar(op, cs):
+    if op == "add":
+        return cs[0] + cs[1]
+    if op == "sub":
+        return cs[0] - cs[1]
+    if op == "mul":
+        return cs[0] * cs[1]
+    if op == "div":
+        return cs[0] / cs[1]
+    if op == "neg":
+        return -cs[0]
+    if op == "sin":
+        return math.sin(cs[0])
+    if op == "cos":
+        return math.cos(cs[0])
+    raise KeyError(op)
+
+
+@dataclass
+class Array:
+    """A kernel argument: a flat array of ``size`` scalars, logically of ``shape``."""
+
+    name: str
+    shape: tuple[int, ...]
+    doc: str = ""
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class MatMul:
+    """Dense epilogue ``out = scale · A @ B`` (A: n×k, B: k×m, row-major arrays by name).
+
+    Dense products with nothing to prune (e.g. −M⁻¹ ∂τ/∂q) cost the same flops unrolled or
+    looped, but unrolled they are O(n³) lines of code; backends print them as loops."""
+
+    out: str
+    a: str
+    b: str
+    n: int
+    k: int
+    m: int
+    scale: float = 1.0
+
+
+@dataclass
+class Kernel:
+    """A traced kernel: inputs, outputs (each a flat list of Values) and the graph they live in.
+
+    ``temps`` are arrays written by the straight-line part and read by the ``post`` epilogue
+    (never seen by callers); ``post`` outputs are listed in ``epilogue_outputs``."""
+
+    name: str
+    graph: Graph
+    inputs: list[Array]
+    outputs: list[tuple[Array, list]]
+    doc: str = ""
+    meta: dict = field(default_factory=dict)
+    temps: list = field(default_factory=list)           # list of (Array, values)
+    post: list = field(default_factory=list)            # list of MatMul
+    epilogue_outputs: list = field(default_factory=list)  # list of Array
+    output_order: list = field(default_factory=list)      # names, when epilogue outputs interleave
+
+    @property
+    def all_outputs(self) -> list[Array]:
+        """Caller-visible outputs in signature order."""
+        arrs = [a for a, _ in self.outputs] + list(self.epilogue_outputs)
+        if self.output_order:
+            by = {a.name: a for a in arrs}
+            return [by[n] for n in self.output_order]
+        return arrs
+
+    def traced_arrays(self):
+        """(Array, values) written by the straight-line code: outputs then temps."""
+        return list(self.outputs) + list(self.temps)
+
+    def live_nodes(self) -> list[Node]:
+        """Nodes needed by the outputs, in topological (creation) order."""
+        live = set()
+        stack = [v.node for _, vals in self.traced_arrays() for v in vals]
+        while stack:
+            n = stack.pop()
+            if n.id in live:
+                continue
+            live.add(n.id)
+            stack.extend(n.args)
+        return [n for n in self.graph.nodes if n.id in live]
+
+    def op_counts(self) -> dict:
+        """Arithmetic operations in the emitted code (a negation counts as an add)."""
+        c = {"mul": 0, "add": 0, "div": 0, "sincos": 0}
+        depth: dict[int, int] = {}
+        for n in self.live_nodes():
+            if n.op in ("const", "input"):
+                depth[n.id] = 0
+                continue
+            depth[n.id] = 1 + max(depth[a.id] for a in n.args)
+            if n.op == "mul":
+                c["mul"] += 1
+            elif n.op in ("add", "sub", "neg"):
+                c["add"] += 1
+            elif n.op == "div":
+                c["div"] += 1
+            else:
+                c["sincos"] += 1
+        for mm in self.post:
+            c["mul"] += mm.n * mm.k * mm.m
+            c["add"] += mm.n * (mm.k - 1) * mm.m
+        c["depth"] = max(depth.values(), default=0) + (max((mm.k for mm in self.post), default=0))
+        c["total"] = c["mul"] + c["add"] + c["div"] + c["sincos"]
+        return c
