@@ -2,6 +2,14 @@
 from .errors import BuildError, CompilerNotFoundError, RbdgenError, UnsupportedError, URDFError
 from .model import RobotModel, load_urdf
 
+
+def build(model, target="cpu", dtype="float64", **kw):
+    """Generate, compile (cached) and load kernels: see :func:`rbdgen.jit.build`."""
+    from .jit import build as _build
+
+    return _build(model, target=target, dtype=dtype, **kw)
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -11,6 +19,7 @@ __all__ = [
     "RobotModel",
     "UnsupportedError",
     "URDFError",
+    "build",
     "load_urdf",
     "__version__",
 ]

@@ -43,17 +43,22 @@ class PrintedPart:
 
 @dataclass
 class PrintedKernel:
+    """A kernel ready for a template: ``body`` is the kernel function's statements; when the
+    kernel is split, ``parts`` are helper functions that ``body`` calls in order. All of them
+    take (inputs, outputs[, w]) where ``w`` is scratch of ``scratch`` scalars."""
+
     name: str
     doc: str
     inputs: list   # Array
-    outputs: list  # Array
+    outputs: list  # Array, signature order
     parts: list[PrintedPart]
-    workspace: int
+    body: list[str]
+    scratch: int
     counts: dict
 
     @property
     def n_statements(self) -> int:
-        return sum(len(p.lines) for p in self.parts)
+        return sum(len(p.lines) for p in self.parts) + len(self.body)
 
 
 def _block_comment(b: Block, dialect: Dialect) -> str:
@@ -66,16 +71,23 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                  scalar: str = "S") -> PrintedKernel:
     live = kernel.live_nodes()
     ops = [n for n in live if n.op not in ("const", "input")]
+    # temps (arrays read by the epilogue only) live in the scratch array after the workspace
+    temp_base: dict[str, int] = {}
     # output slots per node
     out_slots: dict[int, list[str]] = {}
     late_outputs: list[tuple[str, Node]] = []
-    for spec, vals in kernel.outputs:
+    placeholders = []
+    for spec, vals in kernel.traced_arrays():
+        is_temp = any(spec is t for t, _ in kernel.temps)
         for k, v in enumerate(vals):
             n = v.node
+            slot = f"w[@{spec.name}@ + {k}]" if is_temp else f"{spec.name}[{k}]"
             if n.op in ("const", "input"):
-                late_outputs.append((f"{spec.name}[{k}]", n))
+                late_outputs.append((slot, n))
             else:
-                out_slots.setdefault(n.id, []).append(f"{spec.name}[{k}]")
+                out_slots.setdefault(n.id, []).append(slot)
+        if is_temp:
+            placeholders.append(spec)
 
     # partition statements; part index of each op node
     nparts = max(1, -(-len(ops) // part_size))
@@ -98,7 +110,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             return f"w[{ws_slot[a.id]}]"
         return names[a.id]
 
-    parts = [PrintedPart(f"{kernel.name}_part{p}" if nparts > 1 else kernel.name, []) for p in range(nparts)]
+    parts = [PrintedPart(f"{kernel.name}_part{p}", []) for p in range(nparts)]
     last_block: list = [None] * nparts
     for n in ops:
         p = part_of[n.id]
@@ -136,12 +148,47 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 lines.append(f"{slot} = {scalar}{{}} + {literal(n.value, dtype, dialect)};")
             else:
                 lines.append(f"{slot} = {n.name}[{n.index}];")
+    # place temps after the workspace values and resolve their offsets
+    off = len(ws_slot)
+    for spec in placeholders:
+        temp_base[spec.name] = off
+        off += spec.size
+    scratch = off
+
+    def resolve(line: str) -> str:
+        for name, base in temp_base.items():
+            line = line.replace(f"@{name}@", str(base))
+        return line
+
+    for p in parts:
+        p.lines = [resolve(x) for x in p.lines]
+    arrays = {a.name: a.name for a in kernel.all_outputs}
+    arrays.update({name: f"(w + {base})" for name, base in temp_base.items()})
+    epilogue = []
+    for mm in kernel.post:
+        epilogue += [
+            f"{dialect.comment} ---- {mm.out} = {'−' if mm.scale == -1.0 else ''}{mm.a} · {mm.b} (dense, looped)",
+            f"for (int i = 0; i < {mm.n}; ++i) {{",
+            f"  for (int j = 0; j < {mm.m}; ++j) {{",
+            f"    {scalar} acc = {arrays[mm.a]}[i * {mm.k}] * {arrays[mm.b]}[j];",
+            f"    for (int l = 1; l < {mm.k}; ++l) acc += {arrays[mm.a]}[i * {mm.k} + l] * {arrays[mm.b]}[l * {mm.m} + j];",
+            f"    {mm.out}[i * {mm.m} + j] = " + ("-acc;" if mm.scale == -1.0 else
+                                                  f"{literal(mm.scale, dtype, dialect)} * acc;"),
+            "  }",
+            "}",
+        ]
+    if nparts == 1:
+        body, parts = parts[0].lines + epilogue, []
+    else:
+        args = ", ".join([a.name for a in kernel.inputs] + [a.name for a in kernel.all_outputs])
+        body = [f"{p.name}<{scalar}>({args}, w);" for p in parts] + epilogue
     return PrintedKernel(
         name=kernel.name,
         doc=kernel.doc,
         inputs=kernel.inputs,
-        outputs=[spec for spec, _ in kernel.outputs],
+        outputs=kernel.all_outputs,
         parts=parts,
-        workspace=len(ws_slot),
+        body=body,
+        scratch=scratch,
         counts=kernel.op_counts(),
     )

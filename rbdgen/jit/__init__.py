@@ -1,0 +1,38 @@
+"""Build (generate, compile, cache) and load kernels."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..algorithms import KERNELS
+from ..backends.cpu import DTYPES, generate_cpu
+from ..errors import RbdgenError
+from ..model import RobotModel
+from .compiler import build_library, cache_dir, cxx_flags
+from .loaded import CompiledKernels
+
+__all__ = ["build", "cache_dir"]
+
+
+def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KERNELS, opt: str = "-O3",
+          march: str | None = None, cxx: str | None = None, fold: bool = True, progress=None,
+          name: str | None = None) -> CompiledKernels:
+    """Generate, compile (cached) and load the kernels of ``model``.
+
+    ``march``: passed as ``-march=…`` (default: none, a portable build; ``"native"`` for this
+    machine). ``fold=False`` builds the dense (unpruned) variant, for comparison.
+    """
+    if not isinstance(model, RobotModel):
+        raise TypeError(f"build() takes a RobotModel (from rbdgen.load_urdf), got {type(model).__name__}")
+    dt = np.dtype(dtype).name
+    if target != "cpu":
+        raise RbdgenError(f"unknown target {target!r} (available: cpu)")
+    if dt not in DTYPES:
+        raise ValueError(f"dtype must be float64 or float32, got {dtype!r}")
+    unknown = [k for k in kernels if k not in KERNELS]
+    if unknown:
+        raise ValueError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(KERNELS)}")
+    gen = generate_cpu(model, dtypes=(dt,), kernels=tuple(kernels), fold=fold, progress=progress, name=name)
+    flags = cxx_flags(opt=opt, march=march)
+    lib = build_library(gen.files, gen.sources[dt], gen.prefix + ("" if fold else "_dense"), flags, cxx=cxx,
+                        progress=progress)
+    return CompiledKernels(lib, model, gen.prefix, dt, gen.kernels, lanes=gen.lanes[dt])

@@ -1,0 +1,119 @@
+"""Compile generated sources into a shared library, cached by content.
+
+Cache key: SHA-256 of every source file, the full compiler command line, the compiler's
+version string and the rbdgen version. A build happens only on a miss, under a file lock
+(concurrent processes building the same kernels wait for one another), in a private temporary
+folder that is renamed into place when complete — a half-written library is never loaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import filelock
+
+from .. import __version__
+from ..errors import BuildError, CompilerNotFoundError
+
+CACHE_ENV = "RBDGEN_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    d = os.environ.get(CACHE_ENV)
+    if d:
+        return Path(d)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rbdgen"
+
+
+def find_cxx(cxx: str | None = None) -> str:
+    cxx = cxx or os.environ.get("CXX") or "g++"
+    path = shutil.which(cxx)
+    if path is None:
+        raise CompilerNotFoundError(
+            f"C++ compiler '{cxx}' not found on PATH (install g++, or set CXX to a C++17 compiler)"
+        )
+    return path
+
+
+_versions: dict = {}
+
+
+def compiler_version(cxx: str) -> str:
+    if cxx not in _versions:
+        try:
+            out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
+            _versions[cxx] = out.stdout.splitlines()[0] if out.stdout else cxx
+        except (OSError, subprocess.SubprocessError) as e:
+            raise CompilerNotFoundError(f"cannot run C++ compiler '{cxx}': {e}") from e
+    return _versions[cxx]
+
+
+def cxx_flags(opt: str = "-O3", march: str | None = None, openmp: bool = True, extra=()) -> list[str]:
+    flags = ["-std=c++17", opt, "-fPIC", "-Wall", "-Wextra", "-Wno-psabi", "-fno-math-errno"]
+    if march:
+        flags.append(f"-march={march}")
+    if openmp:
+        flags.append("-fopenmp")
+    return flags + list(extra)
+
+
+def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
+                  progress=None, jobs: int | None = None) -> Path:
+    """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path."""
+    cxx = find_cxx(cxx)
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    h.update(" ".join(flags).encode() + b"\0" + compiler_version(cxx).encode() + b"\0" + __version__.encode())
+    key = h.hexdigest()[:24]
+    root = cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BuildError(f"cannot create the compile cache '{root}': {e.strerror or e} (set {CACHE_ENV})") from e
+    final = root / key
+    lib = final / f"{libname}.so"
+    if lib.exists():
+        return lib
+    with filelock.FileLock(str(root / f"{key}.lock")):
+        if lib.exists():
+            return lib
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        try:
+            for name, text in files.items():
+                (tmp / name).write_text(text)
+            objs = []
+
+            def compile_one(src):
+                obj = tmp / (Path(src).stem + ".o")
+                cmd = [cxx, *flags, "-c", str(tmp / src), "-o", str(obj)]
+                if progress:
+                    progress(f"compiling {src}")
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode != 0:
+                    msg = (r.stderr or r.stdout).strip().splitlines()
+                    raise BuildError(f"{cxx} failed on {src}: " + " | ".join(msg[:5]))
+                return obj
+
+            with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as ex:
+                objs = list(ex.map(compile_one, sources))
+            link = [cxx, *flags, "-shared", *map(str, objs), "-o", str(tmp / f"{libname}.so")]
+            r = subprocess.run(link, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise BuildError(f"linking {libname}.so failed: {(r.stderr or r.stdout).strip()[:500]}")
+            for o in objs:
+                o.unlink()
+            (tmp / "command.txt").write_text(" ".join([cxx, *flags]) + "\n")
+            if final.exists():  # a stale partial folder from a killed build
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return lib

@@ -1,0 +1,121 @@
+"""Compiled kernels as Python methods: ``kern.rnea(q, v, a)`` and friends.
+
+Arguments are checked strictly (a wrong shape, dtype or memory layout is a ``ValueError``
+naming the argument; nothing is copied behind the caller's back, except that a plain Python
+list is converted). A 2-D input ``(N, size)`` calls the batched entry point once — the loop
+over states runs in C++ (vectorised across states, OpenMP across blocks), never in Python.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..errors import BuildError
+
+_CT = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float}
+
+# the public methods and the names of their inputs (outputs come from the generated kernel)
+SIGNATURES = {
+    "rnea": ("q", "v", "a"),
+    "nle": ("q", "v"),
+    "gravity": ("q",),
+    "crba": ("q",),
+    "aba": ("q", "v", "tau"),
+    "minv": ("q",),
+    "rnea_derivatives": ("q", "v", "a"),
+    "aba_derivatives": ("q", "v", "tau"),
+}
+
+
+class _Method:
+    def __init__(self, owner, name, single, batch, inputs, outputs):
+        self.owner = owner
+        self.name = name
+        self.single = single
+        self.batch = batch
+        self.inputs = inputs    # list of (name, size)
+        self.outputs = outputs  # list of (name, shape)
+
+    def _arg(self, name, x, size):
+        dt = self.owner.dtype
+        if not isinstance(x, np.ndarray):
+            if isinstance(x, (list, tuple)):
+                x = np.asarray(x, dtype=dt)
+            else:
+                raise ValueError(f"{self.name}: argument '{name}' must be a numpy array, got {type(x).__name__}")
+        if x.dtype != dt:
+            raise ValueError(f"{self.name}: argument '{name}' has dtype {x.dtype}, this kernel takes {dt} "
+                             f"(convert with .astype(np.{dt}) or build with dtype='{x.dtype}')")
+        if x.ndim not in (1, 2) or x.shape[-1] != size:
+            raise ValueError(f"{self.name}: argument '{name}' has shape {x.shape}, expected ({size},) or (N, {size})")
+        if not x.flags.c_contiguous:
+            raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous (use np.ascontiguousarray)")
+        return x
+
+    def __call__(self, *args, out=None):
+        if len(args) != len(self.inputs):
+            names = ", ".join(n for n, _ in self.inputs)
+            raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
+        arrs = [self._arg(n, x, s) for (n, s), x in zip(self.inputs, args)]
+        batch = arrs[0].ndim == 2
+        n = arrs[0].shape[0] if batch else None
+        for (name, _), a in zip(self.inputs, arrs):
+            if (a.ndim == 2) != batch or (batch and a.shape[0] != n):
+                raise ValueError(f"{self.name}: argument '{name}' has shape {a.shape}, "
+                                 f"but '{self.inputs[0][0]}' has shape {arrs[0].shape}")
+        lead = (n,) if batch else ()
+        dt = self.owner.dtype
+        if out is None:
+            outs = [np.empty(lead + shape, dtype=dt) for _, shape in self.outputs]
+        else:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outs) != len(self.outputs):
+                raise ValueError(f"{self.name}: out= needs {len(self.outputs)} array(s)")
+            for (oname, shape), o in zip(self.outputs, outs):
+                if not isinstance(o, np.ndarray) or o.shape != lead + shape or o.dtype != dt \
+                        or not o.flags.c_contiguous or not o.flags.writeable:
+                    raise ValueError(f"{self.name}: out array for '{oname}' must be a writeable C-contiguous "
+                                     f"{dt} array of shape {lead + shape}")
+        ptrs = [a.ctypes.data for a in arrs] + [o.ctypes.data for o in outs]
+        if batch:
+            if n:
+                self.batch(n, *ptrs)
+        else:
+            self.single(*ptrs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+class CompiledKernels:
+    """Kernels of one robot, one target and one dtype, loaded from a shared library."""
+
+    def __init__(self, lib_path, model, prefix, dtype, printed: dict, target="cpu", lanes=None):
+        self.path = str(lib_path)
+        self.model = model
+        self.dtype = np.dtype(dtype)
+        self.target = target
+        self.lanes = lanes
+        self.nq, self.nv, self.nb = model.nq, model.nv, model.nb
+        self.kernels = tuple(printed)
+        self.op_counts = {k: pk.counts for k, pk in printed.items()}
+        try:
+            self._lib = ctypes.CDLL(self.path)
+        except OSError as e:
+            raise BuildError(f"cannot load {self.path}: {e}") from e
+        tag = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}[self.dtype]
+        ptr = ctypes.c_void_p
+        for name, pk in printed.items():
+            nargs = len(pk.inputs) + len(pk.outputs)
+            single = getattr(self._lib, f"{prefix}_{name}_{tag}")
+            single.argtypes = [ptr] * nargs
+            single.restype = None
+            batch = getattr(self._lib, f"{prefix}_{name}_{tag}_batch")
+            batch.argtypes = [ctypes.c_long] + [ptr] * nargs
+            batch.restype = None
+            ins = [(a.name, a.size) for a in pk.inputs]
+            outs = [(a.name, a.shape) for a in pk.outputs]
+            setattr(self, name, _Method(self, name, single, batch, ins, outs))
+
+    def __repr__(self):
+        return (f"<rbdgen kernels for {self.model.name!r} ({self.target}, {self.dtype}, nq={self.nq}, nv={self.nv}): "
+                f"{', '.join(self.kernels)}>")
