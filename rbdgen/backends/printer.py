@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..ir.graph import Block, Kernel, Node
 
 #: statements per part before a kernel is split (keeps g++ -O3 near-linear)
-DEFAULT_PART_SIZE = 4000
+DEFAULT_PART_SIZE = 600
 
 
 @dataclass(frozen=True)
