@@ -1,6 +1,7 @@
 """Shared fixtures: the robot set every test runs over, and the tolerances we hold to."""
 from __future__ import annotations
 
+import os
 import sysconfig
 import warnings
 from dataclasses import dataclass
@@ -12,10 +13,41 @@ import pytest
 import rbdgen
 from rbdgen.errors import RbdgenWarning
 
+# Compiled kernels are cached by content hash; keep the test cache inside the checkout (ignored
+# by git) so a re-run reuses it, unless the caller chose a cache.
+os.environ.setdefault("RBDGEN_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".cache" / "kernels"))
+
 #: float64 agreement between two independent float64 computations. Both run the same
 #: recursions in a different order, so they differ by round-off growing with tree depth and
 #: the condition of M (aba/minv); 1e-9 leaves 4–6 orders of margin on every robot below.
 TOL64 = 1e-9
+
+
+#: float32 bounds, relative as relerr, measured with the IR interpreter in float32 over the whole
+#: robot set (random states) and then given ~8× margin: worst seen 5e-7 for the recursive
+#: kernels, 1.4e-6 for aba/minv (solo12) and 1.5e-5 for aba_derivatives (solo12 floating,
+#: cond(M) = 3e4: forward dynamics amplifies round-off by the conditioning of M).
+TOL32 = {
+    "rnea": 4e-6, "nle": 4e-6, "gravity": 4e-6, "crba": 4e-6, "rnea_derivatives": 4e-6,
+    "aba": 2e-5, "minv": 2e-5, "aba_derivatives": 1.2e-4,
+}
+
+KERNEL_ARGS = {
+    "rnea": ("q", "v", "a"), "nle": ("q", "v"), "gravity": ("q",), "crba": ("q",),
+    "aba": ("q", "v", "tau"), "minv": ("q",), "rnea_derivatives": ("q", "v", "a"),
+    "aba_derivatives": ("q", "v", "tau"),
+}
+
+
+def kernel_args(name, q, v, a, tau):
+    env = {"q": q, "v": v, "a": a, "tau": tau}
+    return tuple(env[x] for x in KERNEL_ARGS[name])
+
+
+def kernel_err(got, exp) -> float:
+    if isinstance(exp, tuple):
+        return max(relerr(g, e) for g, e in zip(got, exp))
+    return relerr(got, exp)
 
 
 def relerr(a, b) -> float:

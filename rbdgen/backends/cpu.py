@@ -39,7 +39,7 @@ class Generated:
 
 def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=KERNELS, *, fold: bool = True,
                  part_size: int = DEFAULT_PART_SIZE, lanes: dict | None = None, name: str | None = None,
-                 dense_counts: bool = False, progress=None) -> Generated:
+                 dense_counts: bool = False, simd: bool = True, progress=None) -> Generated:
     """Render the CPU sources of ``kernels`` for ``model``. Deterministic: same input → same bytes."""
     ident = c_identifier(name or model.name).lower()
     prefix = ident if ident.startswith("rbd_") else "rbd_" + ident
@@ -90,9 +90,9 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=KERNELS, *, fol
         for kk in ks:
             src = f"{prefix}_{kk['name']}_{tag}.cpp"
             files[src] = render("cpu/kernels.cpp.j2", banner=banner, robot=model.name, dtype=dtype, ctype=ctype,
-                                lanes=nl, header=header, prefix=prefix, tag=tag, kernels=[kk])
+                                lanes=nl, header=header, prefix=prefix, tag=tag, kernels=[kk], simd=simd)
             sources[dtype].append(src)
-        lane_map[dtype] = nl
+        lane_map[dtype] = nl if simd else 1
     files[header] = render("cpu/kernels.h.j2", banner=banner, robot=model.name, nb=model.nb, nq=model.nq,
                            nv=model.nv, base=base, guard=prefix.upper() + "_H", prefix=prefix,
                            kernels=header_kernels, dtypes=[{"tag": DTYPES[d][0]} for d in dtypes])

@@ -135,6 +135,8 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             e = f"{dialect.cos}({a[0]})"
         else:  # pragma: no cover - the graph only makes the ops above
             raise AssertionError(n.op)
+        if all(x.op == "const" for x in n.args):  # only in unfolded (dense) graphs
+            e = f"{scalar}{{}} + ({e})"
         lines.append(f"const {scalar} {names[n.id]} = {e};")
         if n.id in ws_slot:
             lines.append(f"w[{ws_slot[n.id]}] = {names[n.id]};")

@@ -14,12 +14,14 @@ __all__ = ["build", "cache_dir"]
 
 
 def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KERNELS, opt: str = "-O3",
-          march: str | None = None, cxx: str | None = None, fold: bool = True, progress=None,
-          name: str | None = None) -> CompiledKernels:
+          march: str | None = None, cxx: str | None = None, fold: bool = True, simd: bool = True,
+          progress=None, name: str | None = None) -> CompiledKernels:
     """Generate, compile (cached) and load the kernels of ``model``.
 
     ``march``: passed as ``-march=…`` (default: none, a portable build; ``"native"`` for this
-    machine). ``fold=False`` builds the dense (unpruned) variant, for comparison.
+    machine). ``fold=False`` builds the dense (unpruned) variant, for comparison. ``simd=False``
+    drops the vectorised batch path (the batch runs the single-state kernel per state under
+    OpenMP): half the compile time, for when batches are rare.
     """
     if not isinstance(model, RobotModel):
         raise TypeError(f"build() takes a RobotModel (from rbdgen.load_urdf), got {type(model).__name__}")
@@ -31,7 +33,8 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KE
     unknown = [k for k in kernels if k not in KERNELS]
     if unknown:
         raise ValueError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(KERNELS)}")
-    gen = generate_cpu(model, dtypes=(dt,), kernels=tuple(kernels), fold=fold, progress=progress, name=name)
+    gen = generate_cpu(model, dtypes=(dt,), kernels=tuple(kernels), fold=fold, progress=progress, name=name,
+                       simd=simd)
     flags = cxx_flags(opt=opt, march=march)
     lib = build_library(gen.files, gen.sources[dt], gen.prefix + ("" if fold else "_dense"), flags, cxx=cxx,
                         progress=progress)

@@ -94,7 +94,7 @@ def symbolic_X(model: RobotModel, i: int) -> sympy.Matrix:
 
 def classify(expr) -> str:
     expr = sympy.sympify(expr)
-    if expr == 0:
+    if expr.is_zero:  # (sympy ≥ 1.13: Float(0.0) == 0 is False)
         return ZERO
     if expr.free_symbols:
         return QDEP
