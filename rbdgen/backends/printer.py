@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 
 from ..ir.graph import Block, Kernel, Node
 
-#: statements per part before a kernel is split (keeps g++ -O3 near-linear)
+#: statements per part when a kernel is split (keeps g++ -O3 near-linear in kernel size)
 DEFAULT_PART_SIZE = 600
+#: kernels up to this many statements stay one function: they compile in about a second, and
+#: passing values between parts through memory would cost latency on the small, hot kernels
+SPLIT_ABOVE = 1500
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             placeholders.append(spec)
 
     # partition statements; part index of each op node
-    nparts = max(1, -(-len(ops) // part_size))
+    nparts = 1 if len(ops) <= max(SPLIT_ABOVE, part_size) else -(-len(ops) // part_size)
     part_of = {n.id: min(idx // part_size, nparts - 1) for idx, n in enumerate(ops)}
     names = {n.id: f"t{idx}" for idx, n in enumerate(ops)}
     # values used in a later part than their definition go to the workspace

@@ -34,8 +34,23 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KE
     if unknown:
         raise ValueError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(KERNELS)}")
     gen = generate_cpu(model, dtypes=(dt,), kernels=tuple(kernels), fold=fold, progress=progress, name=name,
-                       simd=simd)
+                       simd=simd, python=python_include() is not None)
     flags = cxx_flags(opt=opt, march=march)
-    lib = build_library(gen.files, gen.sources[dt], gen.prefix + ("" if fold else "_dense"), flags, cxx=cxx,
+    sources = list(gen.sources[dt])
+    module = None
+    if dt in gen.python_sources:
+        src, module = gen.python_sources[dt]
+        sources.append(src)
+        flags = flags + [f"-I{python_include()}"]
+    lib = build_library(gen.files, sources, gen.prefix + ("" if fold else "_dense"), flags, cxx=cxx,
                         progress=progress)
-    return CompiledKernels(lib, model, gen.prefix, dt, gen.kernels, lanes=gen.lanes[dt])
+    return CompiledKernels(lib, model, gen.prefix, dt, gen.kernels, lanes=gen.lanes[dt], module=module)
+
+
+def python_include():
+    """Folder of Python.h, or None (then calls go through ctypes, with more per-call overhead)."""
+    import os
+    import sysconfig
+
+    inc = sysconfig.get_paths().get("include")
+    return inc if inc and os.path.exists(os.path.join(inc, "Python.h")) else None
