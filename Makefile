@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # both cores: compile-heavy tests run in parallel workers
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test bench clean venv
+.PHONY: demo test bench clean venv generated
 
 venv: $(STAMP)
 
@@ -25,8 +25,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
+# the generated packages kept in the repository (tests/test_generated.py checks they are current)
+generated: $(STAMP)
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --out generated --name iiwa14 --quiet
+	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --out generated --name quadruped --quiet
+
+# benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++), ~25 min; writes
+# benchmarks/results/. BENCH_ARGS="--robots iiwa14 --quick" for a smoke run (see benchmarks/README.md)
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

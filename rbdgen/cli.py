@@ -1,10 +1,14 @@
 """The ``rbdgen`` command line.
 
-User mistakes (bad URDF, unknown option, missing file) print one line ``error: …`` and exit 2;
-no traceback. Anything else is a bug in rbdgen and keeps its traceback.
+User mistakes (bad URDF, unknown option, missing file, unwritable output folder, a compiler that
+is missing or refuses a flag) print one line ``error: …`` and exit 2; no traceback. Anything else
+is a bug in rbdgen and keeps its traceback. ``rbdgen validate`` exits 1 when a kernel fails.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import sys
 import warnings
 
@@ -13,21 +17,41 @@ import numpy as np
 
 from .errors import RbdgenError, RbdgenWarning
 
-EXIT_USAGE = 2
+EXIT_FAIL = 1   # rbdgen validate: a kernel is wrong
+EXIT_USAGE = 2  # a user mistake
+
+DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
 
 
-def _load(path, floating_base, mimic, check_inertia):
-    from .model import load_urdf
-
+@contextlib.contextmanager
+def _report_warnings():
+    """rbdgen's own warnings as one ``warning: …`` line each on stderr; others pass through."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RbdgenWarning)
-        model = load_urdf(path, floating_base=floating_base, mimic=mimic, check_inertia=check_inertia)
+        yield
     for w in caught:
         if issubclass(w.category, RbdgenWarning):
             click.echo(f"warning: {' '.join(str(w.message).split())}", err=True)
         else:  # not ours: hand it back to the warnings machinery rather than dropping it
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _load(path, floating_base, mimic, check_inertia, gravity=DEFAULT_GRAVITY):
+    from .model import load_urdf
+
+    with _report_warnings():
+        try:
+            model = load_urdf(path, floating_base=floating_base, mimic=mimic, check_inertia=check_inertia,
+                              gravity=gravity)
+        except ValueError as e:  # load_urdf's checks of the option values
+            raise RbdgenError(" ".join(str(e).split()), file=path) from e
     return model
+
+
+def _progress(quiet):
+    if quiet:
+        return None
+    return lambda msg: click.echo(f"rbdgen: {msg}", err=True)
 
 
 def model_options(f):
@@ -38,6 +62,51 @@ def model_options(f):
     f = click.option("--floating-base", is_flag=True, help="Add a free-flyer joint at the URDF root.")(f)
     f = click.argument("urdf", type=click.Path(dir_okay=False, path_type=str))(f)
     return f
+
+
+def _parse_gravity(ctx, param, value):
+    if value is None:
+        return DEFAULT_GRAVITY
+    try:
+        g = tuple(float(x) for x in value.replace(",", " ").split())
+    except ValueError:
+        g = ()
+    if len(g) != 3 or not all(np.isfinite(g)):
+        raise click.BadParameter(f"expected 3 finite numbers such as '0 0 -9.81', got {value!r}")
+    return g
+
+
+def gravity_option(f):
+    return click.option("--gravity", callback=_parse_gravity, metavar='"X Y Z"',
+                        help="Gravity in world coordinates [m/s²] (default: 0 0 -9.81).")(f)
+
+
+def _parse_kernels(ctx, param, value):
+    from .algorithms import KERNELS
+
+    if value is None:
+        return KERNELS
+    names = [k.strip() for k in value.split(",") if k.strip()]
+    unknown = [k for k in names if k not in KERNELS]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown kernel(s) {', '.join(unknown) or '(none given)'}; "
+                                 f"known: {','.join(KERNELS)}")
+    return tuple(k for k in KERNELS if k in names)
+
+
+def kernels_option(f):
+    return click.option("--kernels", callback=_parse_kernels, metavar="K1,K2,...",
+                        help="Comma-separated kernels (default: all: rnea, nle, gravity, crba, aba, minv, "
+                             "rnea_derivatives, aba_derivatives).")(f)
+
+
+_OPT_RE = re.compile(r"-O([0-3sgz]|fast)?")
+
+
+def _parse_opt(ctx, param, value):
+    if not _OPT_RE.fullmatch(value):
+        raise click.BadParameter(f"expected an optimisation flag such as -O3 or -O1, got {value!r}")
+    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,15 +147,93 @@ def format_tree(model) -> str:
     return "\n".join(lines)
 
 
+CLASS_SYMBOL = {"0": ".", "±1": "1", "const": "c", "q": "q"}
+
+
+def _grid(pattern) -> list[str]:
+    return [" ".join(CLASS_SYMBOL[e] for e in row) for row in pattern]
+
+
+def format_sparsity(model) -> str:
+    """Per joint: the class grids of X (joint-to-parent transform), S and I side by side, and
+    the multiplies of X·v left after pruning; then totals."""
+    from .symbolic import sparsity
+
+    lines = ["sparsity: '.' structural zero, '1' ±1, 'c' constant, 'q' depends on the joint position",
+             "X: parent-to-body transform X_i(q_i); S: motion subspace; I: spatial inertia",
+             "X·v multiplies: a dense 6×6 X·v takes 36; zeros and ±1 entries need none", ""]
+    dense = pruned = 0
+    n_class = {c: 0 for c in CLASS_SYMBOL}
+    for i, js in enumerate(sparsity(model)):
+        dense += js.dense_mults
+        pruned += js.pruned_mults
+        for row in js.X:
+            for e in row:
+                n_class[e] += 1
+        share = 1.0 - js.pruned_mults / js.dense_mults
+        lines.append(f"joint {i} {js.joint} ({model.joint_types[i]}, body {js.body}): X·v {js.pruned_mults}/"
+                     f"{js.dense_mults} multiplies, {share:.0%} pruned")
+        gx, gs, gi = _grid(js.X), _grid(js.S), _grid(js.I)
+        wx, ws = max(len("X"), len(gx[0])), max(len("S"), len(gs[0]))
+        lines.append(f"  {'X'.ljust(wx)}   {'S'.ljust(ws)}   I")
+        for rx, rs, ri in zip(gx, gs, gi):
+            lines.append(f"  {rx.ljust(wx)}   {rs.ljust(ws)}   {ri}")
+        lines.append("")
+    total = sum(n_class.values())
+    lines.append(f"total over {model.nb} joints: X·v {pruned}/{dense} multiplies, {1.0 - pruned / dense:.0%} pruned")
+    lines.append("X entries: " + ", ".join(f"{CLASS_SYMBOL[c]} {n} ({n / total:.0%})" for c, n in n_class.items()))
+    return "\n".join(lines)
+
+
+COST_COLUMNS = (("mul", "mul"), ("add", "add/sub"), ("div", "div"), ("sincos", "sin/cos"), ("total", "total"),
+                ("depth", "depth"))
+
+
+def format_cost(model, kernels=None, progress=None) -> str:
+    """Per kernel: op counts of the pruned kernel against the dense trace of the same algorithm."""
+    from .algorithms import KERNELS, trace
+
+    rows = [("kernel",) + tuple(h for _, h in COST_COLUMNS) + ("reduction",)]
+    for k in kernels or KERNELS:
+        if progress:
+            progress(f"tracing {k} (pruned and dense)")
+        p = trace(model, k, fold=True).op_counts()
+        d = trace(model, k, fold=False).op_counts()
+        ratio = f"{d['total'] / p['total']:.2f}x" if p["total"] else "-"
+        rows.append((k,) + tuple(f"{p[c]}/{d[c]}" for c, _ in COST_COLUMNS) + (ratio,))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = ["op counts, pruned/dense (dense: the same algorithm traced without folding zeros, ones and "
+             "shared subexpressions);",
+             "depth: critical path in ops; reduction: dense total / pruned total", ""]
+    body = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths)))
+            for r in rows]
+    body.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines + body)
+
+
 @cli.command()
 @model_options
-def inspect(urdf, floating_base, mimic, no_check_inertia):
-    """Print the kinematic tree, sizes, mass and merged fixed joints of URDF."""
+@click.option("--sparsity", "show_sparsity", is_flag=True,
+              help="Per joint: the zero/±1/constant/q-dependent pattern of X, S and I, and the X·v multiplies pruned.")
+@click.option("--cost", "show_cost", is_flag=True,
+              help="Per kernel: op counts of the generated (pruned) code against the dense algorithm.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
+def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_cost, quiet):
+    """Print the kinematic tree, sizes, mass and merged fixed joints of URDF
+    (or, with --sparsity / --cost, what code generation prunes)."""
     model = _load(urdf, floating_base, mimic, not no_check_inertia)
     base = "floating" if model.floating_base else "fixed"
     click.echo(f"robot {model.name!r} ({urdf}), {base} base")
     click.echo(f"bodies {model.nb}   nq {model.nq}   nv {model.nv}   tree depth {max(model.depth) + 1}   "
                f"total mass {model.total_mass:.4g} kg")
+    if show_sparsity or show_cost:
+        if show_sparsity:
+            click.echo("")
+            click.echo(format_sparsity(model))
+        if show_cost:
+            click.echo("")
+            click.echo(format_cost(model, progress=_progress(quiet)))
+        return
     click.echo("")
     click.echo(format_tree(model))
     if model.merged_fixed:
@@ -97,6 +244,99 @@ def inspect(urdf, floating_base, mimic, no_check_inertia):
     if model.ignored_mimic:
         click.echo("")
         click.echo("mimic joints treated as independent: " + ", ".join(model.ignored_mimic))
+
+
+def _check_snap(ctx, param, value):
+    if value is not None and not (np.isfinite(value) and value > 0):
+        raise click.BadParameter(f"expected a positive tolerance such as 1e-6, got {value!r}")
+    return value
+
+
+def format_snap(info) -> str:
+    if not info["count"]:
+        return f"snap {info['tol']:g}: no transform entry within {info['tol']:g} of 0 or ±1; nothing changed"
+    moved = info["max_rel_diff"]
+    lines = [f"snap {info['tol']:g}: {info['count']} transform entries snapped to 0 or ±1, largest change "
+             f"{info['largest_change']:.3g}; the reference rnea moves by {moved['rnea']:.3g} and crba by "
+             f"{moved['crba']:.3g} (max relative difference, {info['states']} random states)"]
+    for e in info["entries"][:20]:
+        idx = ",".join(map(str, e["index"]))
+        lines.append(f"  {e['body']} {e['what']}[{idx}]: {e['old']!r} -> {e['new']:g}")
+    if info["count"] > 20:
+        lines.append(f"  ... and {info['count'] - 20} more (all listed in manifest.json)")
+    return "\n".join(lines)
+
+
+@cli.command()
+@model_options
+@gravity_option
+@click.option("--target", type=click.Choice(["cpu"]), default="cpu", show_default=True, help="Code generation target.")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=str), default=".", show_default=True,
+              help="Folder the package folder is written into (created if missing).")
+@click.option("--name", default=None,
+              help="Package name, a Python identifier (default: the robot's name, lower case).")
+@click.option("--dtype", "dtypes", type=click.Choice(["float64", "float32"]), multiple=True,
+              help="Scalar type; repeat for several (default: both).")
+@kernels_option
+@click.option("--snap", type=float, default=None, callback=_check_snap, metavar="TOL",
+              help="First snap transform entries within TOL of 0 or ±1 (e.g. rpy 1.5708 for π/2), "
+                   "and report how far the dynamics move.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
+def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out, name, dtypes, kernels, snap, quiet):
+    """Write the kernels of URDF as an importable Python package OUT/NAME/: C++ sources, manifest.json
+    and an __init__.py with load() and one function per kernel."""
+    from .generate import DTYPES, generate_package
+
+    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
+    load_options = {"floating_base": floating_base, "mimic": mimic, "check_inertia": not no_check_inertia}
+    with _report_warnings():
+        pkg = generate_package(model, out, urdf=urdf, load_options=load_options, name=name,
+                               dtypes=dtypes or DTYPES, kernels=kernels, target=target, snap=snap,
+                               progress=_progress(quiet))
+    if pkg.snap is not None:
+        click.echo(format_snap(pkg.snap))
+    m = pkg.manifest
+    click.echo(f"wrote {os.path.abspath(pkg.path)}{os.sep} ({len(pkg.files)} files): package '{pkg.name}', robot {m['robot']!r}, "
+               f"nq {m['nq']} nv {m['nv']}, {', '.join(m['options']['dtypes'])}, {len(m['kernel_order'])} kernels")
+
+
+@cli.command()
+@model_options
+@gravity_option
+@click.option("--target", type=click.Choice(["cpu"]), default="cpu", show_default=True, help="Code generation target.")
+@click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True)
+@click.option("--states", type=click.IntRange(min=1), default=16, show_default=True, help="Random states to check.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random states.")
+@click.option("--opt", default="-O3", show_default=True, callback=_parse_opt, help="Compiler optimisation flag.")
+@click.option("--march", default=None, help="Passed as -march=… (e.g. native; default: portable).")
+@kernels_option
+@click.option("--no-pinocchio", is_flag=True, help="Compare with the NumPy reference only.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
+def validate(urdf, floating_base, mimic, no_check_inertia, gravity, target, dtype, states, seed, opt, march, kernels,
+             no_pinocchio, quiet):
+    """Build the kernels of URDF and check each on random states (batch and single) against the
+    NumPy reference and Pinocchio. Exit status 0: all pass; 1: a kernel fails."""
+    from . import validate as V
+
+    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
+    with _report_warnings():
+        rows = V.validate(model, target=target, dtype=dtype, states=states, seed=seed, opt=opt, march=march,
+                          kernels=kernels, pinocchio=not no_pinocchio, progress=_progress(quiet))
+    base = "floating" if model.floating_base else "fixed"
+    click.echo(f"robot {model.name!r} ({urdf}), {base} base, nq {model.nq} nv {model.nv}: {target}, {dtype}, "
+               f"{opt}{' -march=' + march if march else ''}; {states} random states (seed {seed}), batch and single")
+    click.echo("relative error: max|x - y| / max(1, max|y|) over all states and outputs")
+    click.echo("")
+    click.echo(V.format_table(rows))
+    notes = sorted({r.note for r in rows if r.note})
+    for n in notes:
+        click.echo(f"note: {n}")
+    failed = [r.kernel for r in rows if not r.passed]
+    click.echo("")
+    if failed:
+        click.echo(f"FAIL: {len(failed)} of {len(rows)} kernels above tolerance: {', '.join(failed)}")
+        raise click.exceptions.Exit(EXIT_FAIL)
+    click.echo("the kernel passes" if len(rows) == 1 else f"all {len(rows)} kernels pass")
 
 
 @cli.command()
@@ -135,12 +375,13 @@ def main(argv=None) -> int:
     except RbdgenError as e:
         click.echo(f"error: {' '.join(str(e).split())}", err=True)
         return EXIT_USAGE
-    except ValueError as e:
-        click.echo(f"error: {' '.join(str(e).split())}", err=True)
-        return EXIT_USAGE
-    except OSError as e:
-        click.echo(f"error: {e}", err=True)
-        return EXIT_USAGE
+    except BrokenPipeError:  # `rbdgen … | head`: the reader went away; not worth a traceback
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_FAIL
     # Non-standalone click returns the code of a ctx.exit(n) / click.exceptions.Exit(n) here.
     return rv if isinstance(rv, int) else 0
 

@@ -1,0 +1,157 @@
+// Pinocchio timing harness for benchmarks/run.py (built and run by it; see benchmarks/README.md).
+//
+//   pinocchio_bench URDF fixed|floating [--pool 256] [--runs 7] [--target-ms 40] [--seed 1]
+//
+// Loads URDF with pinocchio::urdf::buildModel (a JointModelFreeFlyer root for "floating"),
+// draws a pool of random states (pinocchio::randomConfiguration within the model's limits,
+// the free-flyer translation limited to [-1, 1]; v, a, tau uniform in [-1, 1]), then times each
+// algorithm per call: one "pass" calls it once per state of the pool, a "run" is enough passes
+// to last about --target-ms, and the reported figure ("median") is the median over --runs runs
+// of (thread CPU time of the run / calls); the wall-clock figures come along ("wall_median",
+// "wall_runs"). Prints one JSON object on stdout.
+#include <pinocchio/parsers/urdf.hpp>
+
+#include <pinocchio/algorithm/aba-derivatives.hpp>
+#include <pinocchio/algorithm/aba.hpp>
+#include <pinocchio/algorithm/crba.hpp>
+#include <pinocchio/algorithm/joint-configuration.hpp>
+#include <pinocchio/algorithm/rnea-derivatives.hpp>
+#include <pinocchio/algorithm/rnea.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pin = pinocchio;
+using Clock = std::chrono::steady_clock;
+
+static double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const size_t n = x.size();
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+// CPU time of this thread: unlike the wall clock, it does not count the time the thread waits
+// while other processes run on a busy machine
+static double thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+struct Timing {
+  std::vector<double> cpu, wall;  // ns per call, one entry per run
+};
+
+// ns per call of body(i) over the pool, `runs` runs of about target_ms each
+static Timing time_per_call(const std::function<void(int)> &body, int pool, int runs, double target_ms) {
+  auto pass = [&]() {
+    for (int i = 0; i < pool; ++i) body(i);
+  };
+  pass();  // warm up (caches, data allocation)
+  double c0 = thread_cpu_ns();
+  pass();
+  double one = thread_cpu_ns() - c0;
+  long passes = std::max(1L, (long)(target_ms * 1e6 / std::max(one, 1.0)));
+  Timing t;
+  for (int r = 0; r < runs; ++r) {
+    auto w0 = Clock::now();
+    c0 = thread_cpu_ns();
+    for (long p = 0; p < passes; ++p) pass();
+    double c = thread_cpu_ns() - c0;
+    double w = std::chrono::duration<double, std::nano>(Clock::now() - w0).count();
+    t.cpu.push_back(c / (double)(passes * pool));
+    t.wall.push_back(w / (double)(passes * pool));
+  }
+  return t;
+}
+
+static void print_list(const std::vector<double> &x) {
+  std::printf("[");
+  for (size_t r = 0; r < x.size(); ++r) std::printf("%s%.2f", r ? ", " : "", x[r]);
+  std::printf("]");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s URDF fixed|floating [--pool N] [--runs N] [--target-ms X] [--seed N]\n",
+                 argv[0]);
+    return 2;
+  }
+  const std::string urdf = argv[1];
+  const bool floating = std::strcmp(argv[2], "floating") == 0;
+  int pool = 256, runs = 7;
+  unsigned seed = 1;
+  double target_ms = 40.0;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--pool")) pool = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--target-ms")) target_ms = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seed")) seed = (unsigned)std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+
+  pin::Model model;
+  if (floating) {
+    pin::urdf::buildModel(urdf, pin::JointModelFreeFlyer(), model);
+    // the free-flyer's translation limits are infinite: randomConfiguration needs finite ones
+    model.lowerPositionLimit.head<3>().setConstant(-1.0);
+    model.upperPositionLimit.head<3>().setConstant(1.0);
+  } else {
+    pin::urdf::buildModel(urdf, model);
+  }
+  pin::Data data(model);
+
+  std::srand(seed);  // Eigen's Random and randomConfiguration draw from std::rand
+  std::vector<Eigen::VectorXd> q(pool), v(pool), a(pool), tau(pool);
+  for (int i = 0; i < pool; ++i) {
+    q[i] = pin::randomConfiguration(model);
+    v[i] = Eigen::VectorXd::Random(model.nv);
+    a[i] = Eigen::VectorXd::Random(model.nv);
+    tau[i] = Eigen::VectorXd::Random(model.nv);
+  }
+
+  struct Bench {
+    const char *name;
+    std::function<void(int)> body;
+  };
+  const std::vector<Bench> benches = {
+    {"rnea", [&](int i) { pin::rnea(model, data, q[i], v[i], a[i]); }},
+    {"nle", [&](int i) { pin::nonLinearEffects(model, data, q[i], v[i]); }},
+    {"gravity", [&](int i) { pin::computeGeneralizedGravity(model, data, q[i]); }},
+    {"crba", [&](int i) { pin::crba(model, data, q[i]); }},
+    {"aba", [&](int i) { pin::aba(model, data, q[i], v[i], tau[i]); }},
+    {"minv", [&](int i) { pin::computeMinverse(model, data, q[i]); }},
+    {"rnea_derivatives", [&](int i) { pin::computeRNEADerivatives(model, data, q[i], v[i], a[i]); }},
+    {"aba_derivatives", [&](int i) { pin::computeABADerivatives(model, data, q[i], v[i], tau[i]); }},
+  };
+
+  double checksum = 0.0;
+  std::printf("{\n  \"pinocchio_version\": \"%s\",\n  \"eigen_version\": \"%d.%d.%d\",\n", PINOCCHIO_VERSION,
+              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
+  std::printf("  \"eigen_max_align_bytes\": %d,\n", (int)EIGEN_MAX_ALIGN_BYTES);
+  std::printf("  \"nq\": %d, \"nv\": %d, \"njoints\": %d, \"pool\": %d, \"runs\": %d, \"target_ms\": %g,\n",
+              (int)model.nq, (int)model.nv, (int)model.njoints, pool, runs, target_ms);
+  std::printf("  \"ns_per_call\": {");
+  for (size_t b = 0; b < benches.size(); ++b) {
+    Timing t = time_per_call(benches[b].body, pool, runs, target_ms);
+    checksum += data.tau.sum() + data.M(0, 0) + data.Minv(0, 0);
+    std::printf("%s\n    \"%s\": {\"median\": %.2f, \"min\": %.2f, \"wall_median\": %.2f, \"runs\": ", b ? "," : "",
+                benches[b].name, median(t.cpu), *std::min_element(t.cpu.begin(), t.cpu.end()), median(t.wall));
+    print_list(t.cpu);
+    std::printf(", \"wall_runs\": ");
+    print_list(t.wall);
+    std::printf("}");
+  }
+  std::printf("\n  },\n  \"checksum\": \"%.17g\"\n}\n", checksum);
+  return 0;
+}

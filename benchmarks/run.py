@@ -1,0 +1,729 @@
+#!/usr/bin/env python3
+"""rbdgen benchmarks: generated kernels vs the NumPy reference vs Pinocchio (C++), one run.
+
+    python benchmarks/run.py                         # everything (what `make bench` runs)
+    python benchmarks/run.py --robots iiwa14 --quick # a fast smoke run
+
+For each robot: generation time, cold-cache build time, per-call time of every kernel for one
+state (from C++ through a small driver linked to the generated library, and from Python through
+``kern.<kernel>(…, out=…)``), time per state of batched calls (N states per call), the NumPy
+reference per state, and Pinocchio's C++ per call (benchmarks/pinocchio_bench.cpp, compiled
+once against the headers and libraries of the pin wheel and cached under benchmarks/.build/).
+Writes results.json and results.md (and results.png when matplotlib is importable) to --out.
+See benchmarks/README.md for the method and its caveats.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+# the NumPy reference is timed on one thread (thread CPU time): keep OpenBLAS from starting others
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import rbdgen
+import rbdgen.robots  # noqa: F401  (rbdgen.robots.path)
+from rbdgen import reference as ref
+from rbdgen.algorithms import KERNELS
+from rbdgen.backends.cpu import generate_cpu
+from rbdgen.jit.compiler import CACHE_ENV, compiler_version, cxx_flags, find_cxx
+
+HERE = Path(__file__).resolve().parent
+BUILD = HERE / ".build"
+SITE = Path(sysconfig.get_paths()["purelib"])
+CMEEL = SITE / "cmeel.prefix"
+TALOS = CMEEL / "share/example-robot-data/robots/talos_data/robots/talos_reduced.urdf"
+
+# name → (path thunk, floating base, description)
+ROBOTS = {
+    "iiwa14": (lambda: Path(rbdgen.robots.path("iiwa14")), False, "KUKA iiwa 14 (bundled), fixed base"),
+    "quadruped": (lambda: Path(rbdgen.robots.path("quadruped")), True, "12-joint quadruped (bundled), floating base"),
+    "talos_reduced": (lambda: TALOS, True, "TALOS humanoid, reduced (example-robot-data), floating base"),
+}
+ALIASES = {"iiwa": "iiwa14", "talos": "talos_reduced", "humanoid": "talos_reduced"}
+INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T"}  # kernel input name → pool array in the driver
+SIGS = {"rnea": ("q", "v", "a"), "nle": ("q", "v"), "gravity": ("q",), "crba": ("q",), "aba": ("q", "v", "tau"),
+        "minv": ("q",), "rnea_derivatives": ("q", "v", "a"), "aba_derivatives": ("q", "v", "tau")}
+
+T0 = time.perf_counter()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.perf_counter() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+# ---- the machine ------------------------------------------------------------------------------
+
+def loadavg():
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def machine_info(cxx: str) -> dict:
+    cpu, flags = platform.processor() or "unknown", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and cpu in ("unknown", "", platform.processor()):
+                cpu = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    mem = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = round(int(line.split()[1]) / 1024 ** 2, 1)
+    except OSError:
+        pass
+    simd = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl") if f in flags]
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    return {
+        "cpu": cpu, "cpu_simd_flags": simd, "logical_cpus": os.cpu_count(), "cpus_available": affinity,
+        "memory_gib": mem, "os": platform.platform(), "python": platform.python_version(),
+        "numpy": np.__version__, "compiler": compiler_version(cxx), "cxx": cxx,
+        "rbdgen": rbdgen.__version__, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "load_average_at_start": loadavg(),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+
+
+# ---- timing helpers ---------------------------------------------------------------------------
+
+def measure(fn, *, target_s: float, runs: int, budget_s: float) -> list[tuple[float, float]]:
+    """Seconds per call of ``fn()``: warm-up, then ``runs`` runs of enough calls to last ``target_s``
+    (fewer runs, at least 3, when they would take more than ``budget_s``). Returns per run
+    (thread CPU seconds per call, wall seconds per call)."""
+    t = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - t, 1e-9)
+    reps = max(1, int(target_s / once))
+    runs = max(3, min(runs, int(budget_s / (reps * once))))
+    out = []
+    for _ in range(runs):
+        w, c = time.perf_counter(), time.thread_time()
+        for _ in range(reps):
+            fn()
+        c, w = time.thread_time() - c, time.perf_counter() - w
+        out.append((c / reps, w / reps))
+    return out
+
+
+def summary(timing: list[tuple[float, float]], per: int = 1, clock: str = "cpu") -> dict:
+    """ns per state. ``clock``: which one gives "median" — "cpu" (thread CPU time, the default for
+    one thread: a busy machine's other processes do not count) or "wall" (multi-threaded batches)."""
+    cpu = [c * 1e9 / per for c, _ in timing]
+    wall = [w * 1e9 / per for _, w in timing]
+    main = cpu if clock == "cpu" else wall
+    return {"median": round(statistics.median(main), 2), "min": round(min(main), 2), "clock": clock,
+            "wall_median": round(statistics.median(wall), 2), "runs": [round(x, 2) for x in cpu],
+            "wall_runs": [round(x, 2) for x in wall]}
+
+
+class OpenMP:
+    """Thread count of the generated libraries' OpenMP runtime (libgomp, loaded with them)."""
+
+    def __init__(self):
+        try:
+            self.lib = ctypes.CDLL("libgomp.so.1")
+            self.default = self.lib.omp_get_max_threads()
+        except OSError:
+            self.lib, self.default = None, 1
+
+    def set(self, n: int | None) -> None:
+        if self.lib is not None:
+            self.lib.omp_set_num_threads(int(n or self.default))
+
+
+# ---- Pinocchio harness ------------------------------------------------------------------------
+
+PIN_DEFINES = ["-DBOOST_MPL_LIMIT_LIST_SIZE=30", "-DBOOST_MPL_LIMIT_VECTOR_SIZE=30",
+               "-DBOOST_MPL_CFG_NO_PREPROCESSED_HEADERS", "-DBOOST_FUSION_INVOKE_MAX_ARITY=12",
+               "-DPINOCCHIO_WITH_URDFDOM", "-DPINOCCHIO_URDFDOM_HEADERS_MAJOR_VERSION=3",
+               "-DPINOCCHIO_URDFDOM_HEADERS_MINOR_VERSION=0", "-DPINOCCHIO_URDFDOM_HEADERS_PATCH_VERSION=0"]
+# no -march: the wheel's libraries are built for x86-64 with 16-byte Eigen alignment, and the
+# model built by the wheel's URDF parser crosses into this harness (see README.md)
+PIN_OPT = ["-std=c++17", "-O3", "-DNDEBUG"]
+PIN_LIBS = ["-lpinocchio_parsers", "-lpinocchio_default", "-lurdfdom_model", "-lboost_filesystem",
+            "-lboost_serialization"]
+
+
+def ensure_pinocchio_headers() -> str | None:
+    """Eigen and urdfdom headers (not pin dependencies): install the cmeel wheels when missing.
+    Returns why Pinocchio cannot be benchmarked, or None."""
+    if not (CMEEL / "include/pinocchio/config.hpp").exists() or not (CMEEL / "lib/libpinocchio_default.so").exists():
+        return "the pin wheel (cmeel.prefix with include/pinocchio and lib/) is not installed"
+    need = []
+    if not (CMEEL / "include/eigen3/Eigen/Core").exists():
+        need.append("cmeel-eigen~=3.4.0")
+    if not (CMEEL / "include/urdfdom_headers/urdf_model/model.h").exists():
+        need.append("cmeel-urdfdom-headers~=3.0")
+    if not (CMEEL / "include/boost/version.hpp").exists():
+        need.append("cmeel-boost")
+    if need:
+        log(f"installing {' '.join(need)} (headers for the Pinocchio harness)")
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *need], capture_output=True, text=True)
+        if r.returncode != 0:
+            return f"pip install {' '.join(need)} failed: {(r.stderr or r.stdout).strip()[-300:]}"
+    return None
+
+
+def pinocchio_command(cxx: str, out: Path) -> list[str]:
+    inc = CMEEL / "include"
+    return [cxx, *PIN_OPT, *PIN_DEFINES, f"-I{inc}", f"-I{inc / 'eigen3'}", f"-I{inc / 'urdfdom_headers'}",
+            f"-I{inc / 'urdfdom'}", str(HERE / "pinocchio_bench.cpp"), "-o", str(out), f"-L{CMEEL / 'lib'}",
+            f"-Wl,-rpath,{CMEEL / 'lib'}", *PIN_LIBS]
+
+
+def pin_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("pin")
+    except Exception:
+        return "unknown"
+
+
+def build_pinocchio_harness(cxx: str) -> dict:
+    """Compile benchmarks/pinocchio_bench.cpp once; cached by a hash of source, command and versions."""
+    placeholder = Path("OUT")
+    cmd = pinocchio_command(cxx, placeholder)
+    h = hashlib.sha256()
+    h.update((HERE / "pinocchio_bench.cpp").read_bytes())
+    h.update(" ".join(cmd).encode() + compiler_version(cxx).encode() + pin_version().encode())
+    key = h.hexdigest()[:16]
+    exe = BUILD / f"pinocchio_bench-{key}"
+    meta = BUILD / f"pinocchio_bench-{key}.json"
+    info = {"binary": str(exe.relative_to(HERE.parent)), "command": " ".join(cmd).replace(str(CMEEL), "$CMEEL"),
+            "flags": " ".join(PIN_OPT), "pin": pin_version()}
+    if exe.exists() and meta.exists():
+        info.update(json.loads(meta.read_text()), cached=True)
+        log(f"Pinocchio harness: cached {exe.name} (compiled in {info.get('compile_s', '?')} s when built)")
+        return info
+    BUILD.mkdir(parents=True, exist_ok=True)
+    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
+    log("Pinocchio harness: compiling benchmarks/pinocchio_bench.cpp (one-off, ~3 min, ~5 GB of memory)")
+    t = time.perf_counter()
+    r = subprocess.run(pinocchio_command(cxx, tmp), capture_output=True, text=True)
+    dt = round(time.perf_counter() - t, 1)
+    if r.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError("compiling pinocchio_bench.cpp failed:\n" + (r.stderr or r.stdout)[-3000:])
+    os.replace(tmp, exe)
+    meta.write_text(json.dumps({"compile_s": dt}))
+    log(f"Pinocchio harness: compiled in {dt} s")
+    info.update(compile_s=dt, cached=False)
+    return info
+
+
+def run_pinocchio(exe: str, urdf: Path, floating: bool, quick: bool) -> dict:
+    args = [str(HERE.parent / exe), str(urdf), "floating" if floating else "fixed", "--pool", "256",
+            "--runs", "3" if quick else "7", "--target-ms", "10" if quick else "40"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"pinocchio_bench failed ({r.returncode}): {(r.stderr or r.stdout)[-1000:]}")
+    return json.loads(r.stdout)
+
+
+# ---- C++ driver for the generated kernels -----------------------------------------------------
+
+DRIVER = r"""// generated by benchmarks/run.py: times {prefix}'s single-state kernels per call
+#include "{header}"
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+#include <ctime>
+using Clock = std::chrono::steady_clock;
+static double thread_cpu_ns() {{
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}}
+static double median(std::vector<double> s) {{
+  std::sort(s.begin(), s.end());
+  return s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+}}
+static void print_list(const std::vector<double>& x) {{
+  std::printf("[");
+  for (size_t r = 0; r < x.size(); ++r) std::printf("%s%.2f", r ? ", " : "", x[r]);
+  std::printf("]");
+}}
+// the same method as benchmarks/pinocchio_bench.cpp: runs of about target_ms over the pool,
+// thread CPU time and wall time per call for each run
+static void time_per_call(const std::function<void(int)>& body, int pool, int runs, double target_ms,
+                          std::vector<double>& cpu, std::vector<double>& wall) {{
+  auto pass = [&]() {{ for (int i = 0; i < pool; ++i) body(i); }};
+  pass();
+  double c0 = thread_cpu_ns();
+  pass();
+  double one = thread_cpu_ns() - c0;
+  long passes = std::max(1L, (long)(target_ms * 1e6 / std::max(one, 1.0)));
+  for (int r = 0; r < runs; ++r) {{
+    auto w0 = Clock::now();
+    c0 = thread_cpu_ns();
+    for (long p = 0; p < passes; ++p) pass();
+    double c = thread_cpu_ns() - c0;
+    double w = std::chrono::duration<double, std::nano>(Clock::now() - w0).count();
+    cpu.push_back(c / (double)(passes * pool));
+    wall.push_back(w / (double)(passes * pool));
+  }}
+}}
+int main(int argc, char** argv) {{
+  if (argc < 5) return 2;
+  const int pool = std::atoi(argv[2]), runs = std::atoi(argv[3]);
+  const double target_ms = std::atof(argv[4]);
+  const int NQ = {nq}, NV = {nv};
+  std::vector<double> buf((size_t)pool * (NQ + 3 * NV));
+  FILE* f = std::fopen(argv[1], "rb");
+  if (!f || std::fread(buf.data(), sizeof(double), buf.size(), f) != buf.size()) return 3;
+  std::fclose(f);
+  const double* Q = buf.data();
+  const double* V = Q + (size_t)pool * NQ;
+  const double* A = V + (size_t)pool * NV;
+  const double* T = A + (size_t)pool * NV;
+  (void)V; (void)A; (void)T;
+  struct Bench {{ const char* name; std::function<void(int)> body; }};
+{outputs}
+  const std::vector<Bench> benches = {{
+{benches}
+  }};
+  std::printf("{{");
+  for (size_t b = 0; b < benches.size(); ++b) {{
+    std::vector<double> cpu, wall;
+    time_per_call(benches[b].body, pool, runs, target_ms, cpu, wall);
+    std::printf("%s\"%s\": {{\"median\": %.2f, \"min\": %.2f, \"clock\": \"cpu\", \"wall_median\": %.2f, \"runs\": ",
+                b ? ", " : "", benches[b].name, median(cpu), *std::min_element(cpu.begin(), cpu.end()), median(wall));
+    print_list(cpu);
+    std::printf(", \"wall_runs\": ");
+    print_list(wall);
+    std::printf("}}");
+  }}
+  std::printf("}}\n");
+  return 0;
+}}
+"""
+
+
+def driver_source(gen, nq: int, nv: int) -> str:
+    outputs, benches = [], []
+    for k, pk in gen.kernels.items():
+        args = []
+        for a in pk.inputs:
+            pool = INPUT_POOL[a.name]
+            assert a.size == (nq if a.name == "q" else nv), (k, a.name, a.size)
+            args.append(f"{pool} + (size_t)i * {a.size}")
+        for a in pk.outputs:
+            outputs.append(f"  std::vector<double> out_{k}_{a.name}({a.size});")
+            args.append(f"out_{k}_{a.name}.data()")
+        benches.append(f'    {{"{k}", [&](int i) {{ {gen.prefix}_{k}_f64({", ".join(args)}); }}}},')
+    return DRIVER.format(prefix=gen.prefix, header=gen.header, nq=nq, nv=nv, outputs="\n".join(outputs),
+                         benches="\n".join(benches))
+
+
+def libpython_flags() -> list[str]:
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    lib = sysconfig.get_config_var("LDLIBRARY") or f"libpython{sysconfig.get_python_version()}.so"
+    return [f"-L{libdir}", f"-l:{lib}", f"-Wl,-rpath,{libdir}"] + (sysconfig.get_config_var("LIBS") or "").split()
+
+
+def run_driver(cxx: str, gen, lib: Path, pool_file: Path, nq: int, nv: int, work: Path, quick: bool) -> dict:
+    src = work / "driver.cpp"
+    src.write_text(driver_source(gen, nq, nv))
+    exe = work / "driver"
+    cmd = [cxx, "-std=c++17", "-O2", f"-I{lib.parent}", str(src), "-o", str(exe), f"-L{lib.parent}",
+           f"-l:{lib.name}", f"-Wl,-rpath,{lib.parent}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0 and "undefined reference to `Py" in r.stderr:
+        # the library also holds the robot's CPython module: resolve its Py* symbols against
+        # libpython (never called by the driver)
+        r = subprocess.run(cmd + libpython_flags(), capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("compiling the C++ driver failed:\n" + (r.stderr or r.stdout)[-2000:])
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # single-state entry points do not use OpenMP anyway
+    r = subprocess.run([str(exe), str(pool_file), "256", "3" if quick else "7", "10" if quick else "40"],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"the C++ driver failed ({r.returncode}): {r.stderr[-1000:]}")
+    return json.loads(r.stdout)
+
+
+# ---- one robot --------------------------------------------------------------------------------
+
+def states(model, rng, n: int) -> dict:
+    return {"q": np.ascontiguousarray(model.random_q(rng, n)),
+            "v": rng.uniform(-1, 1, (n, model.nv)), "a": rng.uniform(-1, 1, (n, model.nv)),
+            "tau": rng.uniform(-1, 1, (n, model.nv))}
+
+
+def out_arrays(method, lead: tuple):
+    """Preallocated out= arrays of a kernel method, written once (no page faults in the timings)."""
+    outs = [np.zeros(lead + tuple(shape)) for _, shape in method.outputs]
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def bench_python_single(kern, pool: dict, quick: bool) -> dict:
+    out = {}
+    npool = len(pool["q"])
+    for k in kern.kernels:
+        f = getattr(kern, k)
+        rows = [tuple(pool[n][i] for n in SIGS[k]) for i in range(npool)]
+        o = out_arrays(f, ())
+
+        def one_pass(f=f, rows=rows, o=o):
+            for r in rows:
+                f(*r, out=o)
+        t = measure(one_pass, target_s=0.01 if quick else 0.05, runs=3 if quick else 7, budget_s=2.0)
+        out[k] = summary(t, per=npool)
+    return out
+
+
+def bench_batch(kern, model, rng, sizes, threads: list, omp: OpenMP, quick: bool) -> dict:
+    """{threads: {kernel: {N: summary per state}}}"""
+    res = {str(t): {k: {} for k in kern.kernels} for t in threads}
+    for n in sizes:
+        st = states(model, rng, n)
+        for k in kern.kernels:
+            f = getattr(kern, k)
+            ins = tuple(st[x] for x in SIGS[k])
+            o = out_arrays(f, (n,))
+            for t in threads:
+                omp.set(t)
+                tm = measure(lambda: f(*ins, out=o), target_s=0.02 if quick else 0.1, runs=3 if quick else 5,
+                             budget_s=1.0 if quick else 4.0)
+                res[str(t)][k][str(n)] = summary(tm, per=n, clock="cpu" if t == 1 else "wall")
+            omp.set(None)
+        del st
+    return res
+
+
+def bench_reference(model, rng, sizes, quick: bool) -> dict:
+    res = {k: {} for k in KERNELS}
+    for n in sizes:
+        st = states(model, rng, n)
+        for k in KERNELS:
+            f = getattr(ref, k)
+            ins = tuple(st[x][0] if n == 1 else st[x] for x in SIGS[k])
+            tm = measure(lambda: f(model, *ins), target_s=0.05 if quick else 0.3, runs=3, budget_s=3.0)
+            res[k][str(n)] = summary(tm, per=n)
+    return res
+
+
+def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exe: str | None) -> dict:
+    path_fn, floating, desc = ROBOTS[name]
+    urdf = path_fn()
+    log(f"== {name}: {urdf}")
+    t = time.perf_counter()
+    model = rbdgen.load_urdf(urdf, floating_base=floating)
+    load_s = time.perf_counter() - t
+    res = {"description": desc, "urdf": str(urdf).replace(str(SITE), "$SITE_PACKAGES").replace(str(HERE.parent), "."),
+           "floating_base": floating, "nq": model.nq, "nv": model.nv, "nb": model.nb, "load_s": round(load_s, 3),
+           "load_average_at_start": loadavg()}
+    t = time.perf_counter()
+    gen = generate_cpu(model, dtypes=("float64",))
+    res["generate_s"] = round(time.perf_counter() - t, 2)
+    res["op_counts"] = {k: pk.counts for k, pk in gen.kernels.items()}
+    log(f"{name}: nq={model.nq} nv={model.nv} nb={model.nb}; generated in {res['generate_s']} s")
+
+    rng = np.random.default_rng(12345)
+    pool = states(model, rng, 256)
+    work = Path(tempfile.mkdtemp(prefix=f"rbdgen-bench-{name}-"))
+    pool_file = work / "pool.bin"
+    np.concatenate([pool["q"].ravel(), pool["v"].ravel(), pool["a"].ravel(), pool["tau"].ravel()]).tofile(pool_file)
+
+    res["variants"] = {}
+    try:
+        for variant in args.variants:
+            march = {"default": None, "native": "native"}[variant]
+            cache = work / f"cache-{variant}"
+            old = os.environ.get(CACHE_ENV)
+            os.environ[CACHE_ENV] = str(cache)  # a fresh, empty compile cache: a cold build
+            try:
+                log(f"{name} [{variant}]: rbdgen.build (cold cache) …")
+                t = time.perf_counter()
+                kern = rbdgen.build(model, dtype="float64", opt="-O3", march=march)
+                build_s = time.perf_counter() - t
+            finally:
+                if old is None:
+                    os.environ.pop(CACHE_ENV, None)
+                else:
+                    os.environ[CACHE_ENV] = old
+            lib = Path(kern.path)
+            v = {"march": march, "flags": " ".join(cxx_flags(opt="-O3", march=march)), "build_s": round(build_s, 1),
+                 "compile_s": round(build_s - res["generate_s"], 1), "lanes": kern.lanes,
+                 "library_bytes": lib.stat().st_size}
+            log(f"{name} [{variant}]: built in {v['build_s']} s; C++ single-state timings …")
+            drv = work / f"driver-{variant}"
+            drv.mkdir()
+            v["cpp_single_ns"] = run_driver(cxx, gen, lib, pool_file, model.nq, model.nv, drv, args.quick)
+            log(f"{name} [{variant}]: Python single-state timings …")
+            v["python_single_ns"] = bench_python_single(kern, pool, args.quick)
+            log(f"{name} [{variant}]: batches N={','.join(map(str, args.sizes))} …")
+            threads = sorted({omp.default, 1}, reverse=True)
+            v["batch_threads"] = threads
+            v["batch_ns_per_state"] = bench_batch(kern, model, rng, args.sizes, threads, omp, args.quick)
+            res["variants"][variant] = v
+            del kern
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    log(f"{name}: NumPy reference N={','.join(map(str, args.ref_sizes))} …")
+    res["reference_ns_per_state"] = bench_reference(model, rng, args.ref_sizes, args.quick)
+    if pin_exe:
+        log(f"{name}: Pinocchio …")
+        try:
+            p = run_pinocchio(pin_exe, urdf, floating, args.quick)
+            if (p["nq"], p["nv"]) != (model.nq, model.nv):
+                p["note"] = f"Pinocchio's nq/nv ({p['nq']}/{p['nv']}) differ from rbdgen's ({model.nq}/{model.nv})"
+            res["pinocchio"] = p
+        except Exception as e:  # reported, not fatal
+            res["pinocchio_error"] = str(e)
+            log(f"{name}: Pinocchio failed: {e}")
+    return res
+
+
+# ---- report -----------------------------------------------------------------------------------
+
+def fmt_ns(ns) -> str:
+    if ns is None:
+        return "–"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e4:
+        return f"{ns / 1e3:.1f} µs"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.2f} µs"
+    return f"{ns:.0f} ns"
+
+
+def ratio(a, b) -> str:
+    return "–" if not a or not b else f"{a / b:.2f}×"
+
+
+def med(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d.get("median") if isinstance(d, dict) else None
+
+
+def markdown(results: dict) -> str:
+    m = results["machine"]
+    L = ["# rbdgen benchmarks", "",
+         f"Produced by `make bench` (`benchmarks/run.py{' ' + results['argv'] if results['argv'] else ''}`) on "
+         f"{m['date']}; the whole run took {results['wall_s'] / 60:.1f} min. Method and caveats: "
+         "[benchmarks/README.md](../README.md). Raw numbers (every run, not only medians): `results.json`.", "",
+         "## Machine", "",
+         f"- CPU: {m['cpu']} — {m['logical_cpus']} logical CPUs ({m['cpus_available']} available to this process), "
+         f"SIMD: {', '.join(m['cpu_simd_flags'])}; {m['memory_gib']} GiB memory",
+         f"- OS: {m['os']}; Python {m['python']}, NumPy {m['numpy']}",
+         f"- Compiler: {m['compiler']}",
+         f"- rbdgen {m['rbdgen']}: default build flags `{results['flags']['default']}`; "
+         f"native build adds `-march=native`",
+         f"- OpenMP threads for batches: {results['omp_threads']} (OMP_NUM_THREADS={m['OMP_NUM_THREADS'] or 'unset'}); "
+         "batch figures are also given on 1 thread",
+         f"- Load average at start: {', '.join(f'{x:.2f}' for x in (m['load_average_at_start'] or []))} "
+         "(a shared 2-core VM: expect a few % of noise; see the per-run numbers in results.json)"]
+    pin = results.get("pinocchio_harness")
+    if pin:
+        L.append(f"- Pinocchio {pin.get('pin')} (the pin wheel's headers and libraries), harness "
+                 f"`benchmarks/pinocchio_bench.cpp` built with `g++ {pin['flags']}` "
+                 f"(compile: {pin.get('compile_s', '?')} s, one-off, cached)")
+    elif results.get("pinocchio_skipped"):
+        L.append(f"- Pinocchio: skipped ({results['pinocchio_skipped']})")
+    L += ["", "All times are medians. *ratio* = Pinocchio time / rbdgen time: above 1× rbdgen is faster.", ""]
+
+    L += ["## Summary: one state, C++ (ns per call)", "",
+          "| robot | " + " | ".join(KERNELS) + " |", "|---|" + "---:|" * len(KERNELS)]
+    for name, r in results["robots"].items():
+        cells = []
+        for k in KERNELS:
+            ours = med(r, "variants", "default", "cpp_single_ns", k)
+            theirs = med(r, "pinocchio", "ns_per_call", k)
+            cells.append(f"{fmt_ns(ours)} vs {fmt_ns(theirs)} ({ratio(theirs, ours)})" if theirs else fmt_ns(ours))
+        L.append(f"| {name} | " + " | ".join(cells) + " |")
+    L += ["", "Each cell: rbdgen (default build) vs Pinocchio (ratio).", ""]
+
+    for name, r in results["robots"].items():
+        L += [f"## {name}", "",
+              f"{r['description']}: nq = {r['nq']}, nv = {r['nv']}, {r['nb']} bodies (`{r['urdf']}`).", ""]
+        L.append(f"- Generation (`generate_cpu`, all 8 kernels, float64): {r['generate_s']:.1f} s")
+        for vn, v in r["variants"].items():
+            L.append(f"- Build, {vn} (`rbdgen.build` on an empty cache, generation included; flags `{v['flags']}`): "
+                     f"{v['build_s']:.1f} s (compile ≈ {v['compile_s']:.1f} s), library {v['library_bytes'] / 1e6:.1f} MB")
+        if r.get("load_average_at_start"):
+            L.append(f"- Load average when this robot started: {', '.join(map(str, r['load_average_at_start']))}")
+        if "pinocchio" in r and r["pinocchio"].get("note"):
+            L.append(f"- Note: {r['pinocchio']['note']}")
+        if "pinocchio_error" in r:
+            L.append(f"- Pinocchio failed: {r['pinocchio_error'][:300]}")
+        L.append("")
+        variants = list(r["variants"])
+        hdr = ["kernel"]
+        for vn in variants:
+            hdr += [f"rbdgen C++ ({vn})", f"rbdgen Python ({vn})"]
+        hdr += ["Pinocchio C++"] + [f"ratio ({vn})" for vn in variants]
+        ref_sizes = sorted({int(n) for k in KERNELS for n in r["reference_ns_per_state"].get(k, {})})
+        hdr += [f"NumPy ref (N={n})" for n in ref_sizes]
+        L += ["### One state (per call)", "", "| " + " | ".join(hdr) + " |", "|---|" + "---:|" * (len(hdr) - 1)]
+        for k in KERNELS:
+            row = [k]
+            for vn in variants:
+                row += [fmt_ns(med(r, "variants", vn, "cpp_single_ns", k)),
+                        fmt_ns(med(r, "variants", vn, "python_single_ns", k))]
+            theirs = med(r, "pinocchio", "ns_per_call", k)
+            row.append(fmt_ns(theirs))
+            row += [ratio(theirs, med(r, "variants", vn, "cpp_single_ns", k)) for vn in variants]
+            row += [fmt_ns(med(r, "reference_ns_per_state", k, str(n))) for n in ref_sizes]
+            L.append("| " + " | ".join(row) + " |")
+        L += ["", "C++: a driver linked to the generated library calls the kernel over a pool of 256 states; "
+              "Python: `kern.<kernel>(q, …, out=…)` with (nq,) arrays, over the same pool. "
+              "The NumPy reference is per state (N=16: one batched call / 16).", ""]
+        for vn in variants:
+            v = r["variants"][vn]
+            sizes = sorted({int(n) for t in v["batch_ns_per_state"].values() for k in t for n in t[k]})
+            threads = v["batch_threads"]
+            big = str(max(sizes))
+            hdr = ["kernel"] + [f"N={n}" for n in sizes]
+            if len(threads) > 1:
+                hdr += [f"N={big}, 1 thread"]
+            hdr += ["Pinocchio C++ (1 state)", f"ratio vs N={big}"] + ([f"ratio vs N={big}, 1 thread"]
+                                                                       if len(threads) > 1 else [])
+            L += [f"### Batches, {vn} build (ns per state; {threads[0]} OpenMP thread{'s' if threads[0] > 1 else ''} "
+                  f"unless marked)", "", "| " + " | ".join(hdr) + " |", "|---|" + "---:|" * (len(hdr) - 1)]
+            for k in KERNELS:
+                b = v["batch_ns_per_state"]
+                row = [k] + [fmt_ns(med(b, str(threads[0]), k, str(n))) for n in sizes]
+                one = med(b, "1", k, big) if len(threads) > 1 else None
+                if len(threads) > 1:
+                    row.append(fmt_ns(one))
+                theirs = med(r, "pinocchio", "ns_per_call", k)
+                row += [fmt_ns(theirs), ratio(theirs, med(b, str(threads[0]), k, big))]
+                if len(threads) > 1:
+                    row.append(ratio(theirs, one))
+                L.append("| " + " | ".join(row) + " |")
+            L += ["", f"Batch path: {v['lanes']} states per SIMD vector, OpenMP across blocks of states when there "
+                  "are at least 4 blocks. N=1 goes through the batch entry point's scalar remainder loop.", ""]
+    if results.get("plot"):
+        L += ["## Plot", "", f"![per-state times]({results['plot']})", ""]
+    return "\n".join(L) + "\n"
+
+
+def plot(results: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    robots = list(results["robots"])
+    fig, axes = plt.subplots(1, len(robots), figsize=(6 * len(robots), 4.5), squeeze=False)
+    for ax, name in zip(axes[0], robots):
+        r = results["robots"][name]
+        x = np.arange(len(KERNELS))
+        series = [("rbdgen C++ 1 state", [med(r, "variants", "default", "cpp_single_ns", k) for k in KERNELS]),
+                  ("Pinocchio C++", [med(r, "pinocchio", "ns_per_call", k) for k in KERNELS])]
+        v = r["variants"].get("default")
+        if v:
+            big = str(max(int(n) for n in v["batch_ns_per_state"]["1"]["rnea"]))
+            series.append((f"rbdgen batch N={big}, 1 thread",
+                           [med(v, "batch_ns_per_state", "1", k, big) for k in KERNELS]))
+        w = 0.8 / len(series)
+        for i, (label, ys) in enumerate(series):
+            ax.bar(x + i * w, [y or 0 for y in ys], w, label=label)
+        ax.set_yscale("log")
+        ax.set_xticks(x + 0.4 - w / 2)
+        ax.set_xticklabels(KERNELS, rotation=45, ha="right")
+        ax.set_ylabel("ns per state")
+        ax.set_title(f"{name} (nv = {r['nv']})")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+# ---- main -------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--robots", default="iiwa14,quadruped,talos_reduced",
+                   help="comma-separated: " + ", ".join(ROBOTS) + " (default: all)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: short timings, default build only, N up to 1024, reference N=1")
+    p.add_argument("--variants", default=None, help="comma-separated builds: default,native (default: both; "
+                   "--quick: default)")
+    p.add_argument("--sizes", default=None, help="batch sizes (default 1,64,1024,16384; --quick: 1,64,1024)")
+    p.add_argument("--ref-sizes", default=None, help="reference batch sizes (default 1,16; --quick: 1)")
+    p.add_argument("--no-pinocchio", action="store_true", help="skip Pinocchio")
+    p.add_argument("--out", default=None, help="results folder (default benchmarks/results; --quick: "
+                   "benchmarks/.build/quick-results)")
+    args = p.parse_args(argv)
+    names = [ALIASES.get(n.strip(), n.strip()) for n in args.robots.split(",") if n.strip()]
+    bad = [n for n in names if n not in ROBOTS]
+    if bad:
+        p.error(f"unknown robot(s) {', '.join(bad)}; known: {', '.join(ROBOTS)}")
+    args.variants = (args.variants or ("default" if args.quick else "default,native")).split(",")
+    if any(v not in ("default", "native") for v in args.variants):
+        p.error("--variants takes default and/or native")
+    args.sizes = [int(x) for x in (args.sizes or ("1,64,1024" if args.quick else "1,64,1024,16384")).split(",")]
+    args.ref_sizes = [int(x) for x in (args.ref_sizes or ("1" if args.quick else "1,16")).split(",")]
+    out = Path(args.out) if args.out else (BUILD / "quick-results" if args.quick else HERE / "results")
+
+    cxx = find_cxx()
+    omp = OpenMP()
+    results = {"argv": " ".join(sys.argv[1:] if argv is None else argv), "machine": machine_info(cxx),
+               "flags": {"default": " ".join(cxx_flags(opt="-O3")),
+                         "native": " ".join(cxx_flags(opt="-O3", march="native"))},
+               "omp_threads": omp.default, "kernels": list(KERNELS), "robots": {}}
+    log(f"machine: {results['machine']['cpu']}, {results['machine']['logical_cpus']} CPUs, "
+        f"{results['machine']['compiler']}; OpenMP threads {omp.default}")
+
+    pin_exe = None
+    if args.no_pinocchio:
+        results["pinocchio_skipped"] = "--no-pinocchio"
+    else:
+        why = ensure_pinocchio_headers()
+        if why:
+            results["pinocchio_skipped"] = why
+            log(f"Pinocchio skipped: {why}")
+        else:
+            info = build_pinocchio_harness(cxx)
+            results["pinocchio_harness"] = info
+            pin_exe = info["binary"]
+
+    for name in names:
+        results["robots"][name] = bench_robot(name, args, cxx, omp, pin_exe)
+
+    results["wall_s"] = round(time.perf_counter() - T0, 1)
+    out.mkdir(parents=True, exist_ok=True)
+    if plot(results, out / "results.png"):
+        results["plot"] = "results.png"
+    else:
+        (out / "results.png").unlink(missing_ok=True)
+        log("matplotlib not importable: no plot")
+    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / "results.md").write_text(markdown(results))
+    log(f"wrote {out / 'results.json'} and {out / 'results.md'} ({results['wall_s'] / 60:.1f} min)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
