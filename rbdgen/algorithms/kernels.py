@@ -204,9 +204,13 @@ def crba(model: RobotModel, fold=True) -> Kernel:
 
 # ---- ABA and M⁻¹ -------------------------------------------------------------------------------
 
-def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True):
+def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric=False):
     """Articulated-body algorithm with k right-hand sides. ``tau_cols``: nv lists of k Values.
-    Returns q̈ as nv lists of k Values."""
+    Returns q̈ as nv lists of k Values.
+
+    ``symmetric`` (M⁻¹: τ = identity, so q̈ is symmetric): the forward pass computes, for body
+    i, only the columns from i's first DoF on — all its descendants need — and mirrors the
+    rest, halving the pass."""
     m, g = t.m, t.g
     nb = m.nb
     k = len(tau_cols[0])
@@ -247,26 +251,29 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True):
             IA[p] = S.madd(IA[p], S.congruence(g, X.matrix(g), Ia))
             XTpa = S.transpose([X.force_T(g, col) for col in S.transpose(pa)])
             pA[p] = S.madd(pA[p], XTpa)
-    qdd = [None] * m.nv
+    qdd = [[None] * k for _ in range(m.nv)]
     acc = [None] * nb
     a0 = t.a_gravity() if gravity else t.zeros(6)
     for i in range(nb):
         t.block("aba forward 2", i)
         X = t.X(i, q)
         p = m.parent[i]
+        vs = m.v_slice(i)
+        cols = range(vs.start, k) if symmetric else range(k)
         if p < 0:
             ap_col = S.vadd(X.motion(g, a0), c[i])
-            ap = [[x] * k for x in ap_col]
+            ap = {col: ap_col for col in cols}
         else:
-            ap = S.transpose([S.vadd(X.motion(g, col), c[i]) for col in S.transpose(acc[p])])
-        UTap = S.mat_mat(g, S.transpose(U[i]), ap)
-        rhs = [[u[i][r][col] - UTap[r][col] for col in range(k)] for r in range(len(u[i]))]
-        qi = S.mat_mat(g, Dinv[i], rhs)
-        vs = m.v_slice(i)
-        for r in range(len(qi)):
-            qdd[vs.start + r] = qi[r]
-        Sq = S.mat_mat(g, t.Smat(i), qi)
-        acc[i] = S.madd(ap, Sq)
+            ap = {col: S.vadd(X.motion(g, acc[p][col]), c[i]) for col in cols}
+        acc[i] = {}
+        for col in cols:
+            rhs = [u[i][r][col] - S.dot(g, [U[i][a_][r] for a_ in range(6)], ap[col]) for r in range(len(u[i]))]
+            qi = S.mat_vec(g, Dinv[i], rhs)
+            for r, val in enumerate(qi):
+                qdd[vs.start + r][col] = val
+                if symmetric:
+                    qdd[col][vs.start + r] = val
+            acc[i][col] = S.vadd(ap[col], t.S_times(i, qi))
     return qdd
 
 
@@ -281,7 +288,7 @@ def aba(model: RobotModel, fold=True) -> Kernel:
 def _minv_values(t: Trace, q):
     n = t.m.nv
     eye = [[t.g.const(1.0 if r == c else 0.0) for c in range(n)] for r in range(n)]
-    return _aba_values(t, q, None, eye, gravity=False, velocity=False)
+    return _aba_values(t, q, None, eye, gravity=False, velocity=False, symmetric=True)
 
 
 def minv(model: RobotModel, fold=True) -> Kernel:
