@@ -5,7 +5,7 @@
 // subexpressions shared. Comments name the phase, body, joint and tree level of each block.
 //
 // Each kernel body is a template over the scalar type S: S = double for one state, and a
-// GCC vector of 4 doubles for the batch path, which so runs 4 states per SIMD
+// GCC vector of 2 doubles for the batch path, which so runs 2 states per SIMD
 // instruction (states are transposed into lanes and back), with OpenMP across blocks of states.
 #include "rbd_quadruped.h"
 
@@ -16,8 +16,8 @@ namespace rbd_quadruped_f64 {
 
 static inline double rbd_sin(double x) { return std::sin(x); }
 static inline double rbd_cos(double x) { return std::cos(x); }
-typedef double vec_t __attribute__((vector_size(4 * sizeof(double))));
-static const int LANES = 4;
+typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
+static const int LANES = 2;
 static inline vec_t rbd_sin(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::sin(x[l]); return r; }
 static inline vec_t rbd_cos(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::cos(x[l]); return r; }
 
@@ -5778,7 +5778,7 @@ void rbd_quadruped_aba_f64(const double* q, const double* v, const double* tau, 
 void rbd_quadruped_aba_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd) {
   using namespace rbd_quadruped_f64;
   const long nblocks = n / LANES;
-#pragma omp parallel if (nblocks >= 4)
+#pragma omp parallel if (n * 5151L >= 200000L)
   {
     std::vector<vec_t> buf(548);
     vec_t* q_v = buf.data() + 0;

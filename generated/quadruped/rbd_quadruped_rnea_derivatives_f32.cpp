@@ -5,7 +5,7 @@
 // subexpressions shared. Comments name the phase, body, joint and tree level of each block.
 //
 // Each kernel body is a template over the scalar type S: S = float for one state, and a
-// GCC vector of 8 floats for the batch path, which so runs 8 states per SIMD
+// GCC vector of 4 floats for the batch path, which so runs 4 states per SIMD
 // instruction (states are transposed into lanes and back), with OpenMP across blocks of states.
 #include "rbd_quadruped.h"
 
@@ -16,8 +16,8 @@ namespace rbd_quadruped_f32 {
 
 static inline float rbd_sin(float x) { return std::sin(x); }
 static inline float rbd_cos(float x) { return std::cos(x); }
-typedef float vec_t __attribute__((vector_size(8 * sizeof(float))));
-static const int LANES = 8;
+typedef float vec_t __attribute__((vector_size(4 * sizeof(float))));
+static const int LANES = 4;
 static inline vec_t rbd_sin(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::sin(x[l]); return r; }
 static inline vec_t rbd_cos(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::cos(x[l]); return r; }
 
@@ -20490,7 +20490,7 @@ void rbd_quadruped_rnea_derivatives_f32(const float* q, const float* v, const fl
 void rbd_quadruped_rnea_derivatives_f32_batch(long n, const float* q, const float* v, const float* a, float* dtau_dq, float* dtau_dv) {
   using namespace rbd_quadruped_f32;
   const long nblocks = n / LANES;
-#pragma omp parallel if (nblocks >= 4)
+#pragma omp parallel if (n * 17485L >= 200000L)
   {
     std::vector<vec_t> buf(2472);
     vec_t* q_v = buf.data() + 0;

@@ -13,10 +13,15 @@ from .render import render
 
 CPU = Dialect("cpu")
 
+#: a batch runs in parallel only when it carries at least this many operations (~50 µs of
+#: work): waking OpenMP threads costs microseconds, more than small batches take
+PARALLEL_OPS = 200_000
+
 DTYPES = {
-    # tag, C type, default lanes of the batch path (32-byte vectors: AVX2; split on older SIMD)
-    "float64": ("f64", "double", 4),
-    "float32": ("f32", "float", 8),
+    # tag, C type, default lanes of the batch path: 16-byte vectors, native on every x86-64
+    # (baseline SSE2) and on Arm (NEON); rbdgen.build picks 32 bytes when -march is given
+    "float64": ("f64", "double", 2),
+    "float32": ("f32", "float", 4),
 }
 
 
@@ -92,7 +97,8 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=KERNELS, *, fol
         for kk in ks:
             src = f"{prefix}_{kk['name']}_{tag}.cpp"
             files[src] = render("cpu/kernels.cpp.j2", banner=banner, robot=model.name, dtype=dtype, ctype=ctype,
-                                lanes=nl, header=header, prefix=prefix, tag=tag, kernels=[kk], simd=simd)
+                                lanes=nl, header=header, prefix=prefix, tag=tag, kernels=[kk], simd=simd,
+                                parallel_ops=PARALLEL_OPS)
             sources[dtype].append(src)
         lane_map[dtype] = nl if simd else 1
         if python:
