@@ -24,7 +24,7 @@ static inline vec_t rbd_cos(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) 
 // ======================================================================================
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 // ops: 6026 mul, 5261 add/sub, 6 div, 12 sin/cos; critical path 160 ops
-// 11147 statements in 17 parts, 849 scalars of scratch
+// 11149 statements in 17 parts, 849 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void aba_derivatives_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict dqdd_dq, [[maybe_unused]] S* __restrict dqdd_dv, [[maybe_unused]] S* __restrict dqdd_dtau, S* __restrict w) {
@@ -11227,20 +11227,22 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
   aba_derivatives_part14<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
   aba_derivatives_part15<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
   aba_derivatives_part16<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  // ---- dqdd_dq = −dqdd_dtau · dtau_dq (dense, looped)
+  // ---- dqdd_dq = −dqdd_dtau · dtau_dq (dense: nothing to prune; looped, inner loop contiguous so it vectorises)
   for (int i = 0; i < 7; ++i) {
-    for (int j = 0; j < 7; ++j) {
-      S acc = dqdd_dtau[i * 7] * (w + 751)[j];
-      for (int l = 1; l < 7; ++l) acc += dqdd_dtau[i * 7 + l] * (w + 751)[l * 7 + j];
-      dqdd_dq[i * 7 + j] = -acc;
+    S* __restrict o = dqdd_dq + i * 7;
+    for (int j = 0; j < 7; ++j) o[j] = S{};
+    for (int l = 0; l < 7; ++l) {
+      const S s = dqdd_dtau[i * 7 + l];
+      for (int j = 0; j < 7; ++j) o[j] -= s * (w + 751)[l * 7 + j];
     }
   }
-  // ---- dqdd_dv = −dqdd_dtau · dtau_dv (dense, looped)
+  // ---- dqdd_dv = −dqdd_dtau · dtau_dv (dense: nothing to prune; looped, inner loop contiguous so it vectorises)
   for (int i = 0; i < 7; ++i) {
-    for (int j = 0; j < 7; ++j) {
-      S acc = dqdd_dtau[i * 7] * (w + 800)[j];
-      for (int l = 1; l < 7; ++l) acc += dqdd_dtau[i * 7 + l] * (w + 800)[l * 7 + j];
-      dqdd_dv[i * 7 + j] = -acc;
+    S* __restrict o = dqdd_dv + i * 7;
+    for (int j = 0; j < 7; ++j) o[j] = S{};
+    for (int l = 0; l < 7; ++l) {
+      const S s = dqdd_dtau[i * 7 + l];
+      for (int j = 0; j < 7; ++j) o[j] -= s * (w + 800)[l * 7 + j];
     }
   }
 }

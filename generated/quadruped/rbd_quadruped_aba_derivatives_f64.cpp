@@ -24,7 +24,7 @@ static inline vec_t rbd_cos(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) 
 // ======================================================================================
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 // ops: 24678 mul, 22800 add/sub, 14 div, 24 sin/cos; critical path 131 ops
-// 28829 statements in 42 parts, 3139 scalars of scratch
+// 28831 statements in 42 parts, 3139 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void aba_derivatives_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict dqdd_dq, [[maybe_unused]] S* __restrict dqdd_dv, [[maybe_unused]] S* __restrict dqdd_dtau, S* __restrict w) {
@@ -29009,20 +29009,22 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
   aba_derivatives_part39<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
   aba_derivatives_part40<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
   aba_derivatives_part41<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  // ---- dqdd_dq = −dqdd_dtau · dtau_dq (dense, looped)
+  // ---- dqdd_dq = −dqdd_dtau · dtau_dq (dense: nothing to prune; looped, inner loop contiguous so it vectorises)
   for (int i = 0; i < 18; ++i) {
-    for (int j = 0; j < 18; ++j) {
-      S acc = dqdd_dtau[i * 18] * (w + 2491)[j];
-      for (int l = 1; l < 18; ++l) acc += dqdd_dtau[i * 18 + l] * (w + 2491)[l * 18 + j];
-      dqdd_dq[i * 18 + j] = -acc;
+    S* __restrict o = dqdd_dq + i * 18;
+    for (int j = 0; j < 18; ++j) o[j] = S{};
+    for (int l = 0; l < 18; ++l) {
+      const S s = dqdd_dtau[i * 18 + l];
+      for (int j = 0; j < 18; ++j) o[j] -= s * (w + 2491)[l * 18 + j];
     }
   }
-  // ---- dqdd_dv = −dqdd_dtau · dtau_dv (dense, looped)
+  // ---- dqdd_dv = −dqdd_dtau · dtau_dv (dense: nothing to prune; looped, inner loop contiguous so it vectorises)
   for (int i = 0; i < 18; ++i) {
-    for (int j = 0; j < 18; ++j) {
-      S acc = dqdd_dtau[i * 18] * (w + 2815)[j];
-      for (int l = 1; l < 18; ++l) acc += dqdd_dtau[i * 18 + l] * (w + 2815)[l * 18 + j];
-      dqdd_dv[i * 18 + j] = -acc;
+    S* __restrict o = dqdd_dv + i * 18;
+    for (int j = 0; j < 18; ++j) o[j] = S{};
+    for (int l = 0; l < 18; ++l) {
+      const S s = dqdd_dtau[i * 18 + l];
+      for (int j = 0; j < 18; ++j) o[j] -= s * (w + 2815)[l * 18 + j];
     }
   }
 }

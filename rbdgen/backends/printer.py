@@ -171,17 +171,22 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
     arrays.update({name: f"(w + {base})" for name, base in temp_base.items()})
     epilogue = []
     for mm in kernel.post:
+        A, B = arrays[mm.a], arrays[mm.b]
+        acc_op = "-=" if mm.scale == -1.0 else "+="
         epilogue += [
-            f"{dialect.comment} ---- {mm.out} = {'−' if mm.scale == -1.0 else ''}{mm.a} · {mm.b} (dense, looped)",
+            f"{dialect.comment} ---- {mm.out} = {'−' if mm.scale == -1.0 else ''}{mm.a} · {mm.b} "
+            "(dense: nothing to prune; looped, inner loop contiguous so it vectorises)",
             f"for (int i = 0; i < {mm.n}; ++i) {{",
-            f"  for (int j = 0; j < {mm.m}; ++j) {{",
-            f"    {scalar} acc = {arrays[mm.a]}[i * {mm.k}] * {arrays[mm.b]}[j];",
-            f"    for (int l = 1; l < {mm.k}; ++l) acc += {arrays[mm.a]}[i * {mm.k} + l] * {arrays[mm.b]}[l * {mm.m} + j];",
-            f"    {mm.out}[i * {mm.m} + j] = " + ("-acc;" if mm.scale == -1.0 else
-                                                  f"{literal(mm.scale, dtype, dialect)} * acc;"),
+            f"  {scalar}* __restrict o = {mm.out} + i * {mm.m};",
+            f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {scalar}{{}};",
+            f"  for (int l = 0; l < {mm.k}; ++l) {{",
+            f"    const {scalar} s = {A}[i * {mm.k} + l];",
+            f"    for (int j = 0; j < {mm.m}; ++j) o[j] {acc_op} s * {B}[l * {mm.m} + j];",
             "  }",
-            "}",
         ]
+        if mm.scale not in (1.0, -1.0):
+            epilogue.append(f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {literal(mm.scale, dtype, dialect)} * o[j];")
+        epilogue.append("}")
     if nparts == 1:
         body, parts = parts[0].lines + epilogue, []
     else:
