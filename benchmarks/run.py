@@ -32,6 +32,11 @@ from pathlib import Path
 
 # the NumPy reference is timed on one thread (thread CPU time): keep OpenBLAS from starting others
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# OpenMP threads that wait by spinning (libgomp's default) cost milliseconds per parallel region
+# as soon as another process wants the cores (see README.md): sleep instead, unless told otherwise.
+# Read by libgomp when it is loaded, i.e. with the first kernel library, after this line.
+OMP_WAIT_POLICY_WAS = os.environ.get("OMP_WAIT_POLICY")
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import numpy as np  # noqa: E402
 
@@ -39,7 +44,8 @@ import rbdgen
 import rbdgen.robots  # noqa: F401  (rbdgen.robots.path)
 from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS
-from rbdgen.backends.cpu import generate_cpu
+import rbdgen.backends.cpu  # noqa: E402
+from rbdgen.backends.cpu import generate_cpu  # noqa: E402
 from rbdgen.jit.compiler import CACHE_ENV, compiler_version, cxx_flags, find_cxx
 
 HERE = Path(__file__).resolve().parent
@@ -99,9 +105,49 @@ def machine_info(cxx: str) -> dict:
         "memory_gib": mem, "os": platform.platform(), "python": platform.python_version(),
         "numpy": np.__version__, "compiler": compiler_version(cxx), "cxx": cxx,
         "rbdgen": rbdgen.__version__, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "OMP_WAIT_POLICY_given": OMP_WAIT_POLICY_WAS,
         "load_average_at_start": loadavg(),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
     }
+
+
+OMP_PROBE = r"""
+#include <omp.h>
+#include <chrono>
+#include <cstdio>
+int main() {
+  volatile int s = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 100; ++i) {
+#pragma omp parallel
+      { s = s + omp_get_thread_num(); }
+    }
+    std::printf("%.2f ", std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 100);
+  }
+}
+"""
+
+
+def openmp_region_cost(cxx: str) -> dict:
+    """Wall µs of an empty OpenMP parallel region (median of 5 × 100) with each wait policy, now."""
+    work = Path(tempfile.mkdtemp(prefix="rbdgen-bench-omp-"))
+    try:
+        (work / "probe.cpp").write_text(OMP_PROBE)
+        r = subprocess.run([cxx, "-O2", "-fopenmp", str(work / "probe.cpp"), "-o", str(work / "probe")],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            return {"error": r.stderr[-300:]}
+        out = {}
+        for policy in ("default", "passive", "active"):
+            env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+            if policy != "default":
+                env["OMP_WAIT_POLICY"] = policy
+            r = subprocess.run([str(work / "probe")], capture_output=True, text=True, env=env, timeout=120)
+            out[policy] = statistics.median(map(float, r.stdout.split())) if r.returncode == 0 else None
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # ---- timing helpers ---------------------------------------------------------------------------
@@ -209,7 +255,8 @@ def build_pinocchio_harness(cxx: str) -> dict:
     key = h.hexdigest()[:16]
     exe = BUILD / f"pinocchio_bench-{key}"
     meta = BUILD / f"pinocchio_bench-{key}.json"
-    info = {"binary": str(exe.relative_to(HERE.parent)), "command": " ".join(cmd).replace(str(CMEEL), "$CMEEL"),
+    shown = " ".join(cmd).replace(str(CMEEL), "$CMEEL").replace(str(HERE.parent) + "/", "")
+    info = {"binary": str(exe.relative_to(HERE.parent)), "command": shown,
             "flags": " ".join(PIN_OPT), "pin": pin_version()}
     if exe.exists() and meta.exists():
         info.update(json.loads(meta.read_text()), cached=True)
@@ -344,7 +391,7 @@ def libpython_flags() -> list[str]:
     return [f"-L{libdir}", f"-l:{lib}", f"-Wl,-rpath,{libdir}"] + (sysconfig.get_config_var("LIBS") or "").split()
 
 
-def run_driver(cxx: str, gen, lib: Path, pool_file: Path, nq: int, nv: int, work: Path, quick: bool) -> dict:
+def build_driver(cxx: str, gen, lib: Path, nq: int, nv: int, work: Path) -> Path:
     src = work / "driver.cpp"
     src.write_text(driver_source(gen, nq, nv))
     exe = work / "driver"
@@ -357,12 +404,28 @@ def run_driver(cxx: str, gen, lib: Path, pool_file: Path, nq: int, nv: int, work
         r = subprocess.run(cmd + libpython_flags(), capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("compiling the C++ driver failed:\n" + (r.stderr or r.stdout)[-2000:])
+    return exe
+
+
+def run_driver(exe: Path, pool_file: Path, quick: bool) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1")  # single-state entry points do not use OpenMP anyway
     r = subprocess.run([str(exe), str(pool_file), "256", "3" if quick else "7", "10" if quick else "40"],
                        capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"the C++ driver failed ({r.returncode}): {r.stderr[-1000:]}")
     return json.loads(r.stdout)
+
+
+def best_round(rounds: list[dict]) -> dict:
+    """{kernel: cell} from several rounds → per kernel the round with the lowest median (the least
+    disturbed one), with every round's median alongside."""
+    out = {}
+    for k in rounds[0]:
+        cells = [r[k] for r in rounds]
+        best = dict(min(cells, key=lambda c: c["median"]))
+        best["round_medians"] = [c["median"] for c in cells]
+        out[k] = best
+    return out
 
 
 # ---- one robot --------------------------------------------------------------------------------
@@ -449,6 +512,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exe: str | None) -> 
     np.concatenate([pool["q"].ravel(), pool["v"].ravel(), pool["a"].ravel(), pool["tau"].ravel()]).tofile(pool_file)
 
     res["variants"] = {}
+    drivers, kerns = {}, {}
     try:
         for variant in args.variants:
             march = {"default": None, "native": "native"}[variant]
@@ -469,33 +533,48 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exe: str | None) -> 
             v = {"march": march, "flags": " ".join(cxx_flags(opt="-O3", march=march)), "build_s": round(build_s, 1),
                  "compile_s": round(build_s - res["generate_s"], 1), "lanes": kern.lanes,
                  "library_bytes": lib.stat().st_size}
-            log(f"{name} [{variant}]: built in {v['build_s']} s; C++ single-state timings …")
+            log(f"{name} [{variant}]: built in {v['build_s']} s")
             drv = work / f"driver-{variant}"
             drv.mkdir()
-            v["cpp_single_ns"] = run_driver(cxx, gen, lib, pool_file, model.nq, model.nv, drv, args.quick)
-            log(f"{name} [{variant}]: Python single-state timings …")
-            v["python_single_ns"] = bench_python_single(kern, pool, args.quick)
+            drivers[variant] = build_driver(cxx, gen, lib, model.nq, model.nv, drv)
             log(f"{name} [{variant}]: batches N={','.join(map(str, args.sizes))} …")
             threads = sorted({omp.default, 1}, reverse=True)
             v["batch_threads"] = threads
             v["batch_ns_per_state"] = bench_batch(kern, model, rng, args.sizes, threads, omp, args.quick)
             res["variants"][variant] = v
-            del kern
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+            kerns[variant] = kern
 
-    log(f"{name}: NumPy reference N={','.join(map(str, args.ref_sizes))} …")
-    res["reference_ns_per_state"] = bench_reference(model, rng, args.ref_sizes, args.quick)
-    if pin_exe:
-        log(f"{name}: Pinocchio …")
-        try:
-            p = run_pinocchio(pin_exe, urdf, floating, args.quick)
+        log(f"{name}: NumPy reference N={','.join(map(str, args.ref_sizes))} …")
+        res["reference_ns_per_state"] = bench_reference(model, rng, args.ref_sizes, args.quick)
+
+        # one state: rbdgen's builds (C++ and Python) and Pinocchio taking turns, a few rounds;
+        # another process that slows one of them for a few seconds then does not decide a ratio
+        rounds = 1 if args.quick else 3
+        cpp = {variant: [] for variant in drivers}
+        py = {variant: [] for variant in drivers}
+        pin = []
+        for i in range(rounds):
+            log(f"{name}: one state, round {i + 1}/{rounds}: rbdgen {', '.join(drivers)} (C++, Python)"
+                + (", Pinocchio" if pin_exe and "pinocchio_error" not in res else ""))
+            for variant, exe in drivers.items():
+                cpp[variant].append(run_driver(exe, pool_file, args.quick))
+                py[variant].append(bench_python_single(kerns[variant], pool, args.quick))
+            if pin_exe and "pinocchio_error" not in res:
+                try:
+                    pin.append(run_pinocchio(pin_exe, urdf, floating, args.quick))
+                except Exception as e:  # reported, not fatal
+                    res["pinocchio_error"] = str(e)
+                    log(f"{name}: Pinocchio failed: {e}")
+        for variant in drivers:
+            res["variants"][variant]["cpp_single_ns"] = best_round(cpp[variant])
+            res["variants"][variant]["python_single_ns"] = best_round(py[variant])
+        if pin and "pinocchio_error" not in res:
+            p = dict(pin[0], rounds=len(pin), ns_per_call=best_round([x["ns_per_call"] for x in pin]))
             if (p["nq"], p["nv"]) != (model.nq, model.nv):
                 p["note"] = f"Pinocchio's nq/nv ({p['nq']}/{p['nv']}) differ from rbdgen's ({model.nq}/{model.nv})"
             res["pinocchio"] = p
-        except Exception as e:  # reported, not fatal
-            res["pinocchio_error"] = str(e)
-            log(f"{name}: Pinocchio failed: {e}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return res
 
 
@@ -517,18 +596,37 @@ def ratio(a, b) -> str:
     return "–" if not a or not b else f"{a / b:.2f}×"
 
 
-def med(d, *keys):
+NOISY = 0.25  # a cell whose runs spread more than this (max − min over median) is marked †
+
+
+def cell(d, *keys):
     for k in keys:
         if not isinstance(d, dict) or k not in d:
             return None
         d = d[k]
-    return d.get("median") if isinstance(d, dict) else None
+    return d if isinstance(d, dict) and "median" in d else None
+
+
+def med(d, *keys):
+    c = cell(d, *keys)
+    return c["median"] if c else None
+
+
+def noisy(c) -> bool:
+    runs = (c or {}).get("runs") or []
+    return len(runs) > 1 and (max(runs) - min(runs)) > NOISY * c["median"]
+
+
+def fmt(d, *keys) -> str:
+    """The median of a timing cell, marked † when its runs disagree."""
+    c = cell(d, *keys)
+    return fmt_ns(c["median"] if c else None) + (" †" if noisy(c) else "")
 
 
 def markdown(results: dict) -> str:
     m = results["machine"]
     L = ["# rbdgen benchmarks", "",
-         f"Produced by `make bench` (`benchmarks/run.py{' ' + results['argv'] if results['argv'] else ''}`) on "
+         f"Produced by `benchmarks/run.py{' ' + results['argv'] if results['argv'] else ''}` (what `make bench` runs) on "
          f"{m['date']}; the whole run took {results['wall_s'] / 60:.1f} min. Method and caveats: "
          "[benchmarks/README.md](../README.md). Raw numbers (every run, not only medians): `results.json`.", "",
          "## Machine", "",
@@ -538,8 +636,11 @@ def markdown(results: dict) -> str:
          f"- Compiler: {m['compiler']}",
          f"- rbdgen {m['rbdgen']}: default build flags `{results['flags']['default']}`; "
          f"native build adds `-march=native`",
-         f"- OpenMP threads for batches: {results['omp_threads']} (OMP_NUM_THREADS={m['OMP_NUM_THREADS'] or 'unset'}); "
+         f"- OpenMP threads for batches: {results['omp_threads']} (OMP_NUM_THREADS={m['OMP_NUM_THREADS'] or 'unset'}), "
+         f"OMP_WAIT_POLICY={m['OMP_WAIT_POLICY']}{' (set by run.py)' if not m['OMP_WAIT_POLICY_given'] else ''}; "
          "batch figures are also given on 1 thread",
+         "- An empty OpenMP parallel region (2 threads) cost, at the start of the run: "
+         + ", ".join(f"{k} wait policy {v} µs" for k, v in results.get("openmp_empty_region_us", {}).items()),
          f"- Load average at start: {', '.join(f'{x:.2f}' for x in (m['load_average_at_start'] or []))} "
          "(a shared 2-core VM: expect a few % of noise; see the per-run numbers in results.json)"]
     pin = results.get("pinocchio_harness")
@@ -549,7 +650,9 @@ def markdown(results: dict) -> str:
                  f"(compile: {pin.get('compile_s', '?')} s, one-off, cached)")
     elif results.get("pinocchio_skipped"):
         L.append(f"- Pinocchio: skipped ({results['pinocchio_skipped']})")
-    L += ["", "All times are medians. *ratio* = Pinocchio time / rbdgen time: above 1× rbdgen is faster.", ""]
+    L += ["", "All times are medians (thread CPU time unless said otherwise). *ratio* = Pinocchio time / rbdgen "
+          "time: above 1× rbdgen is faster. † marks a figure whose runs spread by more than "
+          f"{NOISY:.0%} of the median: another process disturbed it (see the runs in results.json).", ""]
 
     L += ["## Summary: one state, C++ (ns per call)", "",
           "| robot | " + " | ".join(KERNELS) + " |", "|---|" + "---:|" * len(KERNELS)]
@@ -558,9 +661,27 @@ def markdown(results: dict) -> str:
         for k in KERNELS:
             ours = med(r, "variants", "default", "cpp_single_ns", k)
             theirs = med(r, "pinocchio", "ns_per_call", k)
-            cells.append(f"{fmt_ns(ours)} vs {fmt_ns(theirs)} ({ratio(theirs, ours)})" if theirs else fmt_ns(ours))
+            cells.append(f"{fmt(r, 'variants', 'default', 'cpp_single_ns', k)} vs {fmt(r, 'pinocchio', 'ns_per_call', k)} "
+                         f"({ratio(theirs, ours)})" if theirs else fmt(r, "variants", "default", "cpp_single_ns", k))
         L.append(f"| {name} | " + " | ".join(cells) + " |")
     L += ["", "Each cell: rbdgen (default build) vs Pinocchio (ratio).", ""]
+    bigs = {name: max((int(n) for n in r["variants"]["default"]["batch_ns_per_state"].get("1", {}).get("rnea", {})),
+                      default=None) for name, r in results["robots"].items() if "default" in r.get("variants", {})}
+    if any(bigs.values()):
+        L += ["## Summary: batches on one core (ns per state)", "",
+              "| robot | N | " + " | ".join(KERNELS) + " |", "|---|---:|" + "---:|" * len(KERNELS)]
+        for name, big in bigs.items():
+            r = results["robots"][name]
+            cells = []
+            for k in KERNELS:
+                ours = med(r, "variants", "default", "batch_ns_per_state", "1", k, str(big))
+                theirs = med(r, "pinocchio", "ns_per_call", k)
+                mine = fmt(r, "variants", "default", "batch_ns_per_state", "1", k, str(big))
+                cells.append(f"{mine} vs {fmt(r, 'pinocchio', 'ns_per_call', k)} ({ratio(theirs, ours)})" if theirs
+                             else mine)
+            L.append(f"| {name} | {big} | " + " | ".join(cells) + " |")
+        L += ["", "Each cell: rbdgen's batch path (default build, one OpenMP thread, one Python call for N states) "
+              "vs Pinocchio one state at a time (ratio).", ""]
 
     for name, r in results["robots"].items():
         L += [f"## {name}", "",
@@ -587,15 +708,18 @@ def markdown(results: dict) -> str:
         for k in KERNELS:
             row = [k]
             for vn in variants:
-                row += [fmt_ns(med(r, "variants", vn, "cpp_single_ns", k)),
-                        fmt_ns(med(r, "variants", vn, "python_single_ns", k))]
+                row += [fmt(r, "variants", vn, "cpp_single_ns", k), fmt(r, "variants", vn, "python_single_ns", k)]
             theirs = med(r, "pinocchio", "ns_per_call", k)
-            row.append(fmt_ns(theirs))
+            row.append(fmt(r, "pinocchio", "ns_per_call", k))
             row += [ratio(theirs, med(r, "variants", vn, "cpp_single_ns", k)) for vn in variants]
-            row += [fmt_ns(med(r, "reference_ns_per_state", k, str(n))) for n in ref_sizes]
+            row += [fmt(r, "reference_ns_per_state", k, str(n)) for n in ref_sizes]
             L.append("| " + " | ".join(row) + " |")
+        nr = (r.get("pinocchio") or {}).get("rounds") or len(
+            next(iter(r["variants"].values()))["cpp_single_ns"]["rnea"].get("round_medians", [0]))
         L += ["", "C++: a driver linked to the generated library calls the kernel over a pool of 256 states; "
               "Python: `kern.<kernel>(q, …, out=…)` with (nq,) arrays, over the same pool. "
+              f"rbdgen and Pinocchio took turns, {nr} round{'s' if nr > 1 else ''}: each figure is the median of the "
+              "least disturbed round (every round's median is in results.json). "
               "The NumPy reference is per state (N=16: one batched call / 16).", ""]
         for vn in variants:
             v = r["variants"][vn]
@@ -611,17 +735,20 @@ def markdown(results: dict) -> str:
                   f"unless marked)", "", "| " + " | ".join(hdr) + " |", "|---|" + "---:|" * (len(hdr) - 1)]
             for k in KERNELS:
                 b = v["batch_ns_per_state"]
-                row = [k] + [fmt_ns(med(b, str(threads[0]), k, str(n))) for n in sizes]
+                row = [k] + [fmt(b, str(threads[0]), k, str(n)) for n in sizes]
                 one = med(b, "1", k, big) if len(threads) > 1 else None
                 if len(threads) > 1:
-                    row.append(fmt_ns(one))
+                    row.append(fmt(b, "1", k, big))
                 theirs = med(r, "pinocchio", "ns_per_call", k)
-                row += [fmt_ns(theirs), ratio(theirs, med(b, str(threads[0]), k, big))]
+                row += [fmt(r, "pinocchio", "ns_per_call", k), ratio(theirs, med(b, str(threads[0]), k, big))]
                 if len(threads) > 1:
                     row.append(ratio(theirs, one))
                 L.append("| " + " | ".join(row) + " |")
-            L += ["", f"Batch path: {v['lanes']} states per SIMD vector, OpenMP across blocks of states when there "
-                  "are at least 4 blocks. N=1 goes through the batch entry point's scalar remainder loop.", ""]
+            par = results.get("parallel_ops")
+            L += ["", f"Batch path: {v['lanes']} states per SIMD vector, OpenMP across blocks of states "
+                  + (f"when N × (the kernel's op count) ≥ {par:,}" if par else "for large enough batches")
+                  + "; below that, and at N=1, one thread: the N=1 column is the overhead of a batch call "
+                  "(wall clock, like every multi-thread column).", ""]
     if results.get("plot"):
         L += ["## Plot", "", f"![per-state times]({results['plot']})", ""]
     return "\n".join(L) + "\n"
@@ -692,7 +819,10 @@ def main(argv=None) -> int:
     results = {"argv": " ".join(sys.argv[1:] if argv is None else argv), "machine": machine_info(cxx),
                "flags": {"default": " ".join(cxx_flags(opt="-O3")),
                          "native": " ".join(cxx_flags(opt="-O3", march="native"))},
-               "omp_threads": omp.default, "kernels": list(KERNELS), "robots": {}}
+               "omp_threads": omp.default, "kernels": list(KERNELS), "robots": {},
+               "parallel_ops": getattr(rbdgen.backends.cpu, "PARALLEL_OPS", None)}
+    results["openmp_empty_region_us"] = openmp_region_cost(cxx)
+    log(f"empty OpenMP parallel region, µs by wait policy: {results['openmp_empty_region_us']}")
     log(f"machine: {results['machine']['cpu']}, {results['machine']['logical_cpus']} CPUs, "
         f"{results['machine']['compiler']}; OpenMP threads {omp.default}")
 
