@@ -10,7 +10,7 @@ from rbdgen.algorithms import KERNELS, trace
 from rbdgen.ir import Graph, run
 from rbdgen.ir.graph import Block
 
-from conftest import ROBOT_CASES, TOL64, kernel_args, kernel_err, load_case, random_state
+from conftest import ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, load_case, random_state
 
 
 @pytest.mark.parametrize("robot,floating", ROBOT_CASES)
@@ -22,6 +22,21 @@ def test_interpreted_kernels_match_reference(robot, floating):
         args = kernel_args(k, q, v, a, tau)
         errs[k] = kernel_err(run(trace(m, k), *args), getattr(ref, k)(m, *args))
     bad = {k: e for k, e in errs.items() if not e <= TOL64}
+    assert not bad, f"{robot.name}: {bad}"
+
+
+@pytest.mark.parametrize("robot,floating", ROBOT_CASES)
+def test_interpreted_kernels_in_float32(robot, floating):
+    """Every kernel on every robot in float32 arithmetic (the interpreter computes in the
+    kernel's dtype), within the measured float32 bounds (conftest.TOL32)."""
+    m = load_case(robot, floating)
+    q, v, a, tau = random_state(m, seed=23, n=2)
+    errs = {}
+    for k in KERNELS:
+        args = kernel_args(k, q, v, a, tau)
+        got = run(trace(m, k), *(x.astype(np.float32) for x in args), dtype=np.float32)
+        errs[k] = kernel_err(got, getattr(ref, k)(m, *args))
+    bad = {k: e for k, e in errs.items() if not e <= TOL32[k]}
     assert not bad, f"{robot.name}: {bad}"
 
 
