@@ -78,6 +78,20 @@ def loadavg():
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
+def git_revision() -> str | None:
+    """The checkout's commit, "+ local changes" when the tree is dirty; None outside git."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE.parent, capture_output=True,
+                             text=True, timeout=30)
+        if rev.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE.parent,
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+        return rev.stdout.strip() + (" + local changes" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def machine_info(cxx: str) -> dict:
     cpu, flags = platform.processor() or "unknown", set()
     try:
@@ -104,7 +118,7 @@ def machine_info(cxx: str) -> dict:
         "cpu": cpu, "cpu_simd_flags": simd, "logical_cpus": os.cpu_count(), "cpus_available": affinity,
         "memory_gib": mem, "os": platform.platform(), "python": platform.python_version(),
         "numpy": np.__version__, "compiler": compiler_version(cxx), "cxx": cxx,
-        "rbdgen": rbdgen.__version__, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "rbdgen": rbdgen.__version__, "git": git_revision(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "OMP_WAIT_POLICY_given": OMP_WAIT_POLICY_WAS,
         "load_average_at_start": loadavg(),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -634,7 +648,7 @@ def markdown(results: dict) -> str:
          f"SIMD: {', '.join(m['cpu_simd_flags'])}; {m['memory_gib']} GiB memory",
          f"- OS: {m['os']}; Python {m['python']}, NumPy {m['numpy']}",
          f"- Compiler: {m['compiler']}",
-         f"- rbdgen {m['rbdgen']}: default build flags `{results['flags']['default']}`; "
+         f"- rbdgen {m['rbdgen']}{' (commit ' + m['git'] + ')' if m.get('git') else ''}: default build flags `{results['flags']['default']}`; "
          f"native build adds `-march=native`",
          f"- OpenMP threads for batches: {results['omp_threads']} (OMP_NUM_THREADS={m['OMP_NUM_THREADS'] or 'unset'}), "
          f"OMP_WAIT_POLICY={m['OMP_WAIT_POLICY']}{' (set by run.py)' if not m['OMP_WAIT_POLICY_given'] else ''}; "
