@@ -131,3 +131,25 @@ def random_state(model, seed: int, n: int | None = None):
     a = rng.normal(size=shape + (model.nv,))
     tau = rng.normal(size=shape + (model.nv,)) * 10.0
     return q, v, a, tau
+
+
+# ---- CLI helpers shared by test_cli.py and test_cli_codegen.py --------------------------------
+
+def run_main(capsys, *args):
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    from rbdgen.cli import main
+
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_one_error_line(err, out, *needles):
+    """A user mistake: exactly one 'error: …' line on stderr containing each needle, no traceback."""
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), lines[0]
+    for n in needles:
+        assert str(n) in lines[0], f"{n!r} not in {lines[0]!r}"
+    return lines[0]

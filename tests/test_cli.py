@@ -15,6 +15,7 @@ import pytest
 import rbdgen
 import rbdgen.robots
 from rbdgen.cli import main
+from conftest import assert_one_error_line, run_main  # noqa: E402
 
 IIWA = rbdgen.robots.path("iiwa14")
 QUADRUPED = rbdgen.robots.path("quadruped")
@@ -56,20 +57,6 @@ def files(tmp_path):
     return paths
 
 
-def run_main(capsys, *args):
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def assert_one_error_line(err, out, *needles):
-    assert "Traceback" not in err and "Traceback" not in out
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: "), lines[0]
-    for n in needles:
-        assert str(n) in lines[0], f"{n!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 # ---------------------------------------------------------------------------------------------

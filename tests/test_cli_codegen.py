@@ -26,26 +26,13 @@ from rbdgen.cli import main
 from rbdgen.errors import RbdgenError, RbdgenWarning
 
 from conftest import TOL64, kernel_args, kernel_err, random_state
+from conftest import assert_one_error_line, run_main  # noqa: E402
 
 IIWA = rbdgen.robots.path("iiwa14")
 QUADRUPED = rbdgen.robots.path("quadruped")
 OPT = "-O1"
 
 
-def run_main(capsys, *args):
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def assert_one_error_line(err, out, *needles):
-    assert "Traceback" not in err and "Traceback" not in out
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: "), lines[0]
-    for n in needles:
-        assert str(n) in lines[0], f"{n!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 def _import(folder, name):
