@@ -488,7 +488,7 @@ def load_package(pkg_dir, dtype="float64", *, march: str | None = None, opt: str
                  progress=None):
     """Compile (cached) and load the sources of a generated package: a
     :class:`rbdgen.jit.loaded.CompiledKernels` whose ``model`` is a :class:`PackageModel`."""
-    from .jit.compiler import build_library, cxx_flags
+    from .jit.compiler import build_library, cxx_flags, python_include
     from .jit.loaded import CompiledKernels
 
     pkg_dir = Path(pkg_dir)
@@ -523,7 +523,7 @@ def load_package(pkg_dir, dtype="float64", *, march: str | None = None, opt: str
     flags = cxx_flags(opt=opt, march=march)
     extra = {}
     py = m.get("python_modules", {}).get(dt)
-    include = _python_include() if py else None
+    include = python_include() if py else None
     if include:
         files[py["source"]] = _read(py["source"])
         sources.append(py["source"])
@@ -532,10 +532,4 @@ def load_package(pkg_dir, dtype="float64", *, march: str | None = None, opt: str
     lib = build_library(files, sources, m["prefix"], flags, cxx=cxx, progress=progress)
     return CompiledKernels(lib, model, m["prefix"], dt, specs, lanes=m["lanes"][dt], **extra)
 
-
-def _python_include():
-    from . import jit
-
-    find = getattr(jit, "python_include", None)
-    return find() if find is not None else None
 

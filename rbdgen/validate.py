@@ -102,7 +102,7 @@ def pinocchio_model(model):
     return pin, pm
 
 
-def _pin_eval(pin, pm, data, name, qp, args):
+def pinocchio_eval(pin, pm, data, name, qp, args):
     """Kernel ``name`` through Pinocchio at one state; every array copied (they are views into data)."""
     if name == "rnea":
         return (pin.rnea(pm, data, qp, *args).copy(),)
@@ -176,7 +176,7 @@ def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, s
             pe = []
             for i in range(states):
                 qp = model.to_pinocchio_q(st_ref["q"][i])
-                exp = _pin_eval(pin, pm, data, name, qp, [st_ref[n][i] for n in in_names[1:]])
+                exp = pinocchio_eval(pin, pm, data, name, qp, [st_ref[n][i] for n in in_names[1:]])
                 pe += [relerr(b[i], e) for b, e in zip(batch, exp)]
                 pe += [relerr(s, e) for s, e in zip(singles[i], exp)]
             err_pin = _max(pe)

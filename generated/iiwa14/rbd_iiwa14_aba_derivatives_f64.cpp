@@ -3519,7 +3519,7 @@ static __attribute__((noinline)) void aba_derivatives_part4([[maybe_unused]] con
   w[262] = t2995;
   const S t2996 = t2946 + t2984;
   w[265] = t2996;
-  w[800 + 42] = t2996;
+  w[842] = t2996;
   const S t2997 = t2947 + t2987;
   w[259] = t2997;
   const S t2998 = t2948 + t2990;
@@ -3550,7 +3550,7 @@ static __attribute__((noinline)) void aba_derivatives_part5([[maybe_unused]] con
   const S t3016 = w[263] + t3014;
   const S t3017 = w[264] + w[265];
   const S t3018 = w[266] + t3015;
-  w[800 + 35] = t3018;
+  w[835] = t3018;
   const S t3019 = w[267] + t3002;
   const S t3020 = w[268] + w[269];
   const S t3021 = w[270] + t3005;
@@ -3574,7 +3574,7 @@ static __attribute__((noinline)) void aba_derivatives_part5([[maybe_unused]] con
   const S t3038 = w[271] + t3036;
   const S t3039 = w[272] + t3037;
   const S t3040 = w[273] + t3033;
-  w[800 + 28] = t3040;
+  w[828] = t3040;
   const S t3041 = w[274] + t3024;
   const S t3042 = w[275] - t3021;
   const S t3043 = w[276] + t3027;
@@ -3598,7 +3598,7 @@ static __attribute__((noinline)) void aba_derivatives_part5([[maybe_unused]] con
   const S t3060 = w[277] + t3058;
   const S t3061 = w[278] + t3040;
   const S t3062 = w[279] + t3059;
-  w[800 + 21] = t3062;
+  w[821] = t3062;
   const S t3063 = w[280] + t3046;
   const S t3064 = w[281] + t3043;
   const S t3065 = w[282] + t3049;
@@ -3619,7 +3619,7 @@ static __attribute__((noinline)) void aba_derivatives_part5([[maybe_unused]] con
   const S t3079 = w[283] + t3077;
   const S t3080 = w[284] + t3078;
   const S t3081 = w[285] + t3074;
-  w[800 + 14] = t3081;
+  w[814] = t3081;
   const S t3082 = w[286] + t3068;
   const S t3083 = w[287] - t3065;
   // ---- d/dv[0] backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
@@ -3642,12 +3642,12 @@ static __attribute__((noinline)) void aba_derivatives_part5([[maybe_unused]] con
   const S t3100 = w[288] + t3098;
   const S t3101 = w[289] + t3081;
   const S t3102 = w[290] + t3099;
-  w[800 + 7] = t3102;
+  w[807] = t3102;
   // ---- d/dv[0] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t3103 = w[118] * t3100;
   const S t3104 = w[119] * t3101;
   const S t3105 = t3103 + t3104;
-  w[800 + 0] = t3105;
+  w[800] = t3105;
   // ---- d/dq[1] forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t3106 = -w[291];
   const S t3107 = t3106 - w[116];
@@ -4554,7 +4554,7 @@ static __attribute__((noinline)) void aba_derivatives_part6([[maybe_unused]] con
   const S t3945 = t3895 + t3933;
   const S t3946 = t3896 + t3934;
   const S t3947 = t3897 + t3935;
-  w[751 + 43] = t3947;
+  w[794] = t3947;
   const S t3948 = t3898 + t3938;
   const S t3949 = t3899 + t3941;
   const S t3950 = t3900 + t3944;
@@ -4578,7 +4578,7 @@ static __attribute__((noinline)) void aba_derivatives_part6([[maybe_unused]] con
   const S t3967 = t3803 + t3965;
   const S t3968 = t3804 + t3947;
   const S t3969 = t3805 + t3966;
-  w[751 + 36] = t3969;
+  w[787] = t3969;
   const S t3970 = t3806 + t3953;
   const S t3971 = t3807 + t3950;
   const S t3972 = t3808 + t3956;
@@ -4602,7 +4602,7 @@ static __attribute__((noinline)) void aba_derivatives_part6([[maybe_unused]] con
   const S t3989 = t3634 + t3987;
   const S t3990 = t3635 + t3988;
   const S t3991 = t3636 + t3984;
-  w[751 + 29] = t3991;
+  w[780] = t3991;
   const S t3992 = t3637 + t3975;
   const S t3993 = t3638 - t3972;
   const S t3994 = t3639 + t3978;
@@ -4626,7 +4626,7 @@ static __attribute__((noinline)) void aba_derivatives_part6([[maybe_unused]] con
   const S t4011 = w[322] + t4009;
   const S t4012 = w[323] + t3991;
   const S t4013 = w[324] + t4010;
-  w[751 + 22] = t4013;
+  w[773] = t4013;
   const S t4014 = w[325] + t3997;
   const S t4015 = w[326] + t3994;
   const S t4016 = w[327] + t4000;
@@ -4647,7 +4647,7 @@ static __attribute__((noinline)) void aba_derivatives_part6([[maybe_unused]] con
   const S t4030 = w[328] + t4028;
   const S t4031 = w[329] + t4029;
   const S t4032 = w[330] + t4025;
-  w[751 + 15] = t4032;
+  w[766] = t4032;
   const S t4033 = w[331] + t4019;
   const S t4034 = w[332] - t4016;
   // ---- d/dq[1] backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
@@ -4670,14 +4670,14 @@ static __attribute__((noinline)) void aba_derivatives_part6([[maybe_unused]] con
   const S t4051 = w[333] + t4049;
   const S t4052 = w[334] + t4032;
   const S t4053 = w[335] + t4050;
-  w[751 + 8] = t4053;
+  w[759] = t4053;
   // ---- d/dq[1] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t4054 = t4051 - w[336];
   const S t4055 = w[337] + t4052;
   const S t4056 = w[118] * t4054;
   const S t4057 = w[119] * t4055;
   const S t4058 = t4056 + t4057;
-  w[751 + 1] = t4058;
+  w[752] = t4058;
   // ---- d/dv[1] forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t4059 = w[338] - w[176];
   const S t4060 = w[177] + w[339];
@@ -5519,7 +5519,7 @@ static __attribute__((noinline)) void aba_derivatives_part8([[maybe_unused]] con
   const S t4827 = w[378] + t4815;
   const S t4828 = w[379] + t4816;
   const S t4829 = w[380] + t4817;
-  w[800 + 43] = t4829;
+  w[843] = t4829;
   const S t4830 = w[381] + t4820;
   const S t4831 = w[382] + t4823;
   const S t4832 = w[383] + t4826;
@@ -5543,7 +5543,7 @@ static __attribute__((noinline)) void aba_derivatives_part8([[maybe_unused]] con
   const S t4849 = w[384] + t4847;
   const S t4850 = w[385] + t4829;
   const S t4851 = w[386] + t4848;
-  w[800 + 36] = t4851;
+  w[836] = t4851;
   const S t4852 = w[387] + t4835;
   const S t4853 = w[388] + t4832;
   const S t4854 = w[389] + t4838;
@@ -5567,7 +5567,7 @@ static __attribute__((noinline)) void aba_derivatives_part8([[maybe_unused]] con
   const S t4871 = w[390] + t4869;
   const S t4872 = w[391] + t4870;
   const S t4873 = w[392] + t4866;
-  w[800 + 29] = t4873;
+  w[829] = t4873;
   const S t4874 = w[393] + t4857;
   const S t4875 = w[394] - t4854;
   const S t4876 = w[395] + t4860;
@@ -5591,7 +5591,7 @@ static __attribute__((noinline)) void aba_derivatives_part8([[maybe_unused]] con
   const S t4893 = w[396] + t4891;
   const S t4894 = w[397] + t4873;
   const S t4895 = w[398] + t4892;
-  w[800 + 22] = t4895;
+  w[822] = t4895;
   const S t4896 = w[399] + t4879;
   const S t4897 = w[400] + t4876;
   const S t4898 = w[401] + t4882;
@@ -5612,7 +5612,7 @@ static __attribute__((noinline)) void aba_derivatives_part8([[maybe_unused]] con
   const S t4912 = w[402] + t4910;
   const S t4913 = w[403] + t4911;
   const S t4914 = w[404] + t4907;
-  w[800 + 15] = t4914;
+  w[815] = t4914;
   const S t4915 = w[405] + t4901;
   const S t4916 = w[406] - t4898;
   // ---- d/dv[1] backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
@@ -5635,12 +5635,12 @@ static __attribute__((noinline)) void aba_derivatives_part8([[maybe_unused]] con
   const S t4933 = w[407] + t4931;
   const S t4934 = w[408] + t4914;
   const S t4935 = w[409] + t4932;
-  w[800 + 8] = t4935;
+  w[808] = t4935;
   // ---- d/dv[1] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t4936 = w[118] * t4933;
   const S t4937 = w[119] * t4934;
   const S t4938 = t4936 + t4937;
-  w[800 + 1] = t4938;
+  w[801] = t4938;
   // ---- d/dq[2] forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t4939 = -w[190];
   const S t4940 = -w[410];
@@ -6448,7 +6448,7 @@ static __attribute__((noinline)) void aba_derivatives_part9([[maybe_unused]] con
   const S t5674 = t5624 + t5662;
   const S t5675 = t5625 + t5663;
   const S t5676 = t5626 + t5664;
-  w[751 + 44] = t5676;
+  w[795] = t5676;
   const S t5677 = t5627 + t5667;
   const S t5678 = t5628 + t5670;
   const S t5679 = t5629 + t5673;
@@ -6472,7 +6472,7 @@ static __attribute__((noinline)) void aba_derivatives_part9([[maybe_unused]] con
   const S t5696 = t5532 + t5694;
   const S t5697 = t5533 + t5676;
   const S t5698 = t5534 + t5695;
-  w[751 + 37] = t5698;
+  w[788] = t5698;
   const S t5699 = t5535 + t5682;
   const S t5700 = t5536 + t5679;
   const S t5701 = t5537 + t5685;
@@ -6496,7 +6496,7 @@ static __attribute__((noinline)) void aba_derivatives_part9([[maybe_unused]] con
   const S t5718 = w[436] + t5716;
   const S t5719 = w[437] + t5717;
   const S t5720 = w[438] + t5713;
-  w[751 + 30] = t5720;
+  w[781] = t5720;
   const S t5721 = w[439] + t5704;
   const S t5722 = w[440] - t5701;
   const S t5723 = w[441] + t5707;
@@ -6520,7 +6520,7 @@ static __attribute__((noinline)) void aba_derivatives_part9([[maybe_unused]] con
   const S t5740 = w[442] + t5738;
   const S t5741 = w[443] + t5720;
   const S t5742 = w[444] + t5739;
-  w[751 + 23] = t5742;
+  w[774] = t5742;
   const S t5743 = w[445] + t5726;
   const S t5744 = w[446] + t5723;
   const S t5745 = w[447] + t5729;
@@ -6541,7 +6541,7 @@ static __attribute__((noinline)) void aba_derivatives_part9([[maybe_unused]] con
   const S t5759 = w[448] + t5757;
   const S t5760 = w[449] + t5758;
   const S t5761 = w[450] + t5754;
-  w[751 + 16] = t5761;
+  w[767] = t5761;
   const S t5762 = w[451] + t5748;
   const S t5763 = w[452] - t5745;
   // ---- d/dq[2] backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
@@ -6565,12 +6565,12 @@ static __attribute__((noinline)) void aba_derivatives_part9([[maybe_unused]] con
   const S t5781 = 0.2045 * t5770;
   const S t5782 = t5776 + t5780;
   const S t5783 = t5779 - t5781;
-  w[751 + 9] = t5783;
+  w[760] = t5783;
   // ---- d/dq[2] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t5784 = w[118] * t5782;
   const S t5785 = w[119] * t5761;
   const S t5786 = t5784 + t5785;
-  w[751 + 2] = t5786;
+  w[753] = t5786;
   // ---- d/dv[2] forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t5787 = w[457] - w[181];
   const S t5788 = w[182] + w[458];
@@ -7176,7 +7176,7 @@ static __attribute__((noinline)) void aba_derivatives_part10([[maybe_unused]] co
   const S t6349 = t6297 + t6336;
   const S t6350 = t6298 + t6337;
   const S t6351 = t6299 + t6338;
-  w[800 + 44] = t6351;
+  w[844] = t6351;
   const S t6352 = t6300 + t6342;
   const S t6353 = t6301 + t6345;
   const S t6354 = t6302 + t6348;
@@ -7200,7 +7200,7 @@ static __attribute__((noinline)) void aba_derivatives_part10([[maybe_unused]] co
   const S t6371 = t6204 + t6369;
   const S t6372 = t6205 + t6351;
   const S t6373 = t6206 + t6370;
-  w[800 + 37] = t6373;
+  w[837] = t6373;
   const S t6374 = t6207 + t6357;
   const S t6375 = t6208 + t6354;
   const S t6376 = t6209 + t6360;
@@ -7224,7 +7224,7 @@ static __attribute__((noinline)) void aba_derivatives_part10([[maybe_unused]] co
   const S t6393 = t6041 + t6391;
   const S t6394 = t6042 + t6392;
   const S t6395 = t6043 + t6388;
-  w[800 + 30] = t6395;
+  w[830] = t6395;
   const S t6396 = t6044 + t6379;
   const S t6397 = t6045 - t6376;
   const S t6398 = t6046 + t6382;
@@ -7248,7 +7248,7 @@ static __attribute__((noinline)) void aba_derivatives_part10([[maybe_unused]] co
   const S t6415 = w[507] + t6413;
   const S t6416 = w[508] + t6395;
   const S t6417 = w[509] + t6414;
-  w[800 + 23] = t6417;
+  w[823] = t6417;
   const S t6418 = w[510] + t6401;
   const S t6419 = w[511] + t6398;
   const S t6420 = w[512] + t6404;
@@ -7269,7 +7269,7 @@ static __attribute__((noinline)) void aba_derivatives_part10([[maybe_unused]] co
   const S t6434 = w[513] + t6432;
   const S t6435 = w[514] + t6433;
   const S t6436 = w[515] + t6429;
-  w[800 + 16] = t6436;
+  w[816] = t6436;
   const S t6437 = w[516] + t6423;
   const S t6438 = w[517] - t6420;
   // ---- d/dv[2] backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
@@ -7289,12 +7289,12 @@ static __attribute__((noinline)) void aba_derivatives_part10([[maybe_unused]] co
   const S t6452 = 0.2045 * t6441;
   const S t6453 = t6447 + t6451;
   const S t6454 = t6450 - t6452;
-  w[800 + 9] = t6454;
+  w[809] = t6454;
   // ---- d/dv[2] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t6455 = w[118] * t6453;
   const S t6456 = w[119] * t6436;
   const S t6457 = t6455 + t6456;
-  w[800 + 2] = t6457;
+  w[802] = t6457;
   // ---- d/dq[3] forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t6458 = -w[518];
   const S t6459 = t6458 - w[55];
@@ -7924,7 +7924,7 @@ static __attribute__((noinline)) void aba_derivatives_part11([[maybe_unused]] co
   const S t7042 = t6992 + t7030;
   const S t7043 = t6993 + t7031;
   const S t7044 = t6994 + t7032;
-  w[751 + 45] = t7044;
+  w[796] = t7044;
   const S t7045 = t6995 + t7035;
   const S t7046 = t6996 + t7038;
   const S t7047 = t6997 + t7041;
@@ -7948,7 +7948,7 @@ static __attribute__((noinline)) void aba_derivatives_part11([[maybe_unused]] co
   const S t7064 = t6900 + t7062;
   const S t7065 = t6901 + t7044;
   const S t7066 = t6902 + t7063;
-  w[751 + 38] = t7066;
+  w[789] = t7066;
   const S t7067 = t6903 + t7050;
   const S t7068 = t6904 + t7047;
   const S t7069 = t6905 + t7053;
@@ -7972,7 +7972,7 @@ static __attribute__((noinline)) void aba_derivatives_part11([[maybe_unused]] co
   const S t7086 = t6730 + t7084;
   const S t7087 = t6731 + t7085;
   const S t7088 = t6732 + t7081;
-  w[751 + 31] = t7088;
+  w[782] = t7088;
   const S t7089 = t6733 + t7072;
   const S t7090 = t6734 - t7069;
   const S t7091 = t6735 + t7075;
@@ -7996,7 +7996,7 @@ static __attribute__((noinline)) void aba_derivatives_part11([[maybe_unused]] co
   const S t7108 = w[542] + t7106;
   const S t7109 = w[543] + t7088;
   const S t7110 = w[544] + t7107;
-  w[751 + 24] = t7110;
+  w[775] = t7110;
   const S t7111 = w[545] + t7094;
   const S t7112 = w[546] + t7091;
   const S t7113 = w[547] + t7097;
@@ -8014,7 +8014,7 @@ static __attribute__((noinline)) void aba_derivatives_part11([[maybe_unused]] co
   const S t7124 = w[82] * t7114;
   const S t7125 = w[81] * t7115;
   const S t7126 = t7124 + t7125;
-  w[751 + 17] = t7126;
+  w[768] = t7126;
   const S t7127 = 0.2155 * t7113;
   const S t7128 = 0.2155 * t7120;
   const S t7129 = t7123 + t7127;
@@ -8037,12 +8037,12 @@ static __attribute__((noinline)) void aba_derivatives_part11([[maybe_unused]] co
   const S t7145 = 0.2045 * t7134;
   const S t7146 = t7140 + t7144;
   const S t7147 = t7143 - t7145;
-  w[751 + 10] = t7147;
+  w[761] = t7147;
   // ---- d/dq[3] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t7148 = w[118] * t7146;
   const S t7149 = w[119] * t7126;
   const S t7150 = t7148 + t7149;
-  w[751 + 3] = t7150;
+  w[754] = t7150;
   // ---- d/dv[3] forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t7151 = w[552] - w[192];
   const S t7152 = w[193] + w[553];
@@ -8520,7 +8520,7 @@ static __attribute__((noinline)) void aba_derivatives_part12([[maybe_unused]] co
   const S t7602 = t7549 + t7589;
   const S t7603 = t7550 + t7590;
   const S t7604 = t7551 + t7591;
-  w[800 + 45] = t7604;
+  w[845] = t7604;
   const S t7605 = t7552 + t7595;
   const S t7606 = t7553 + t7598;
   const S t7607 = t7554 + t7601;
@@ -8544,7 +8544,7 @@ static __attribute__((noinline)) void aba_derivatives_part12([[maybe_unused]] co
   const S t7624 = t7454 + t7622;
   const S t7625 = t7455 + t7604;
   const S t7626 = t7456 + t7623;
-  w[800 + 38] = t7626;
+  w[838] = t7626;
   const S t7627 = t7457 + t7610;
   const S t7628 = t7458 + t7607;
   const S t7629 = t7459 + t7613;
@@ -8568,7 +8568,7 @@ static __attribute__((noinline)) void aba_derivatives_part12([[maybe_unused]] co
   const S t7646 = t7293 + t7644;
   const S t7647 = t7294 + t7645;
   const S t7648 = t7295 + t7641;
-  w[800 + 31] = t7648;
+  w[831] = t7648;
   const S t7649 = t7296 + t7632;
   const S t7650 = t7297 - t7629;
   const S t7651 = t7298 + t7635;
@@ -8592,7 +8592,7 @@ static __attribute__((noinline)) void aba_derivatives_part12([[maybe_unused]] co
   const S t7668 = w[578] + t7666;
   const S t7669 = w[579] + t7648;
   const S t7670 = w[580] + t7667;
-  w[800 + 24] = t7670;
+  w[824] = t7670;
   const S t7671 = w[581] + t7654;
   const S t7672 = w[582] + t7651;
   const S t7673 = w[583] + t7657;
@@ -8606,7 +8606,7 @@ static __attribute__((noinline)) void aba_derivatives_part12([[maybe_unused]] co
   const S t7680 = w[82] * t7668;
   const S t7681 = w[81] * t7669;
   const S t7682 = t7680 + t7681;
-  w[800 + 17] = t7682;
+  w[817] = t7682;
   const S t7683 = 0.2155 * t7673;
   const S t7684 = 0.2155 * t7676;
   const S t7685 = t7679 + t7683;
@@ -8629,12 +8629,12 @@ static __attribute__((noinline)) void aba_derivatives_part12([[maybe_unused]] co
   const S t7701 = 0.2045 * t7690;
   const S t7702 = t7696 + t7700;
   const S t7703 = t7699 - t7701;
-  w[800 + 10] = t7703;
+  w[810] = t7703;
   // ---- d/dv[3] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t7704 = w[118] * t7702;
   const S t7705 = w[119] * t7682;
   const S t7706 = t7704 + t7705;
-  w[800 + 3] = t7706;
+  w[803] = t7706;
   // ---- d/dq[4] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t7707 = -w[235];
   w[612] = t7707;
@@ -9066,7 +9066,7 @@ static __attribute__((noinline)) void aba_derivatives_part13([[maybe_unused]] co
   const S t8107 = t8054 + t8094;
   const S t8108 = t8055 + t8095;
   const S t8109 = t8056 + t8096;
-  w[751 + 46] = t8109;
+  w[797] = t8109;
   const S t8110 = t8057 + t8100;
   const S t8111 = t8058 + t8103;
   const S t8112 = t8059 + t8106;
@@ -9090,7 +9090,7 @@ static __attribute__((noinline)) void aba_derivatives_part13([[maybe_unused]] co
   const S t8129 = t7960 + t8127;
   const S t8130 = t7961 + t8109;
   const S t8131 = t7962 + t8128;
-  w[751 + 39] = t8131;
+  w[790] = t8131;
   const S t8132 = t7963 + t8115;
   const S t8133 = t7964 + t8112;
   const S t8134 = t7965 + t8118;
@@ -9114,7 +9114,7 @@ static __attribute__((noinline)) void aba_derivatives_part13([[maybe_unused]] co
   const S t8151 = t7809 + t8149;
   const S t8152 = t7810 + t8150;
   const S t8153 = t7811 + t8146;
-  w[751 + 32] = t8153;
+  w[783] = t8153;
   const S t8154 = t7812 + t8137;
   const S t8155 = t7813 - t8134;
   const S t8156 = t7814 + t8140;
@@ -9139,7 +9139,7 @@ static __attribute__((noinline)) void aba_derivatives_part13([[maybe_unused]] co
   const S t8174 = 0.1845 * t8163;
   const S t8175 = t8169 + t8173;
   const S t8176 = t8172 - t8174;
-  w[751 + 25] = t8176;
+  w[776] = t8176;
   // ---- d/dq[4] backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t8177 = w[81] * t8163;
   const S t8178 = w[82] * t8156;
@@ -9150,7 +9150,7 @@ static __attribute__((noinline)) void aba_derivatives_part13([[maybe_unused]] co
   const S t8183 = w[82] * t8175;
   const S t8184 = w[81] * t8153;
   const S t8185 = t8183 + t8184;
-  w[751 + 18] = t8185;
+  w[769] = t8185;
   const S t8186 = 0.2155 * t8166;
   const S t8187 = 0.2155 * t8179;
   const S t8188 = t8182 + t8186;
@@ -9173,12 +9173,12 @@ static __attribute__((noinline)) void aba_derivatives_part13([[maybe_unused]] co
   const S t8204 = 0.2045 * t8193;
   const S t8205 = t8199 + t8203;
   const S t8206 = t8202 - t8204;
-  w[751 + 11] = t8206;
+  w[762] = t8206;
   // ---- d/dq[4] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t8207 = w[118] * t8205;
   const S t8208 = w[119] * t8185;
   const S t8209 = t8207 + t8208;
-  w[751 + 4] = t8209;
+  w[755] = t8209;
   // ---- d/dv[4] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t8210 = w[621] - w[226];
   const S t8211 = w[227] + w[622];
@@ -9423,7 +9423,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8419 = w[637] + t8411;
   const S t8420 = w[638] + t8412;
   const S t8421 = w[639] + t8413;
-  w[800 + 46] = t8421;
+  w[846] = t8421;
   const S t8422 = w[640] - t8414;
   const S t8423 = w[641] + t8415;
   const S t8424 = w[642] + t8418;
@@ -9447,7 +9447,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8441 = w[643] + t8439;
   const S t8442 = w[644] + t8421;
   const S t8443 = w[645] + t8440;
-  w[800 + 39] = t8443;
+  w[839] = t8443;
   const S t8444 = w[646] + t8427;
   const S t8445 = w[647] + t8424;
   const S t8446 = w[648] + t8430;
@@ -9471,7 +9471,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8463 = w[649] + t8461;
   const S t8464 = w[650] + t8462;
   const S t8465 = w[651] + t8458;
-  w[800 + 32] = t8465;
+  w[832] = t8465;
   const S t8466 = w[652] + t8449;
   const S t8467 = w[653] - t8446;
   const S t8468 = w[654] + t8452;
@@ -9492,7 +9492,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8482 = 0.1845 * t8471;
   const S t8483 = t8477 + t8481;
   const S t8484 = t8480 - t8482;
-  w[800 + 25] = t8484;
+  w[825] = t8484;
   // ---- d/dv[4] backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t8485 = w[81] * t8471;
   const S t8486 = w[82] * t8468;
@@ -9503,7 +9503,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8491 = w[82] * t8483;
   const S t8492 = w[81] * t8465;
   const S t8493 = t8491 + t8492;
-  w[800 + 18] = t8493;
+  w[818] = t8493;
   const S t8494 = 0.2155 * t8474;
   const S t8495 = 0.2155 * t8487;
   const S t8496 = t8490 + t8494;
@@ -9526,12 +9526,12 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8512 = 0.2045 * t8501;
   const S t8513 = t8507 + t8511;
   const S t8514 = t8510 - t8512;
-  w[800 + 11] = t8514;
+  w[811] = t8514;
   // ---- d/dv[4] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t8515 = w[118] * t8513;
   const S t8516 = w[119] * t8493;
   const S t8517 = t8515 + t8516;
-  w[800 + 4] = t8517;
+  w[804] = t8517;
   // ---- d/dq[5] forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t8518 = -w[655];
   const S t8519 = -w[656];
@@ -9753,7 +9753,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8734 = t8681 + t8721;
   const S t8735 = t8682 + t8722;
   const S t8736 = t8683 + t8723;
-  w[751 + 47] = t8736;
+  w[798] = t8736;
   const S t8737 = t8684 + t8727;
   const S t8738 = t8685 + t8730;
   const S t8739 = t8686 + t8733;
@@ -9777,7 +9777,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8756 = t8602 + t8754;
   const S t8757 = t8603 + t8736;
   const S t8758 = t8604 + t8755;
-  w[751 + 40] = t8758;
+  w[791] = t8758;
   const S t8759 = t8605 + t8742;
   const S t8760 = t8606 + t8739;
   const S t8761 = t8607 + t8745;
@@ -9798,7 +9798,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8775 = w[27] * t8762;
   const S t8776 = w[26] * t8763;
   const S t8777 = t8775 + t8776;
-  w[751 + 33] = t8777;
+  w[784] = t8777;
   const S t8778 = 0.2155 * t8761;
   const S t8779 = 0.2155 * t8768;
   const S t8780 = t8774 + t8778;
@@ -9821,7 +9821,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8796 = 0.1845 * t8785;
   const S t8797 = t8791 + t8795;
   const S t8798 = t8794 - t8796;
-  w[751 + 26] = t8798;
+  w[777] = t8798;
   // ---- d/dq[5] backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t8799 = w[81] * t8785;
   const S t8800 = w[82] * t8771;
@@ -9832,7 +9832,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8805 = w[82] * t8797;
   const S t8806 = w[81] * t8777;
   const S t8807 = t8805 + t8806;
-  w[751 + 19] = t8807;
+  w[770] = t8807;
   const S t8808 = 0.2155 * t8788;
   const S t8809 = 0.2155 * t8801;
   const S t8810 = t8804 + t8808;
@@ -9855,12 +9855,12 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8826 = 0.2045 * t8815;
   const S t8827 = t8821 + t8825;
   const S t8828 = t8824 - t8826;
-  w[751 + 12] = t8828;
+  w[763] = t8828;
   // ---- d/dq[5] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t8829 = w[118] * t8827;
   const S t8830 = w[119] * t8807;
   const S t8831 = t8829 + t8830;
-  w[751 + 5] = t8831;
+  w[756] = t8831;
   // ---- d/dv[5] forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t8832 = t8559 - w[237];
   const S t8833 = w[238] + t8562;
@@ -9953,7 +9953,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8919 = t8888 + t8911;
   const S t8920 = t8889 + t8912;
   const S t8921 = t8890 + t8913;
-  w[800 + 47] = t8921;
+  w[847] = t8921;
   const S t8922 = t8891 - t8914;
   const S t8923 = t8892 + t8915;
   const S t8924 = t8893 + t8918;
@@ -9977,7 +9977,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8941 = t8844 + t8939;
   const S t8942 = t8845 + t8921;
   const S t8943 = t8846 + t8940;
-  w[800 + 40] = t8943;
+  w[840] = t8943;
   const S t8944 = t8834 + t8927;
   const S t8945 = t8847 + t8924;
   const S t8946 = t8848 + t8930;
@@ -9994,7 +9994,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8956 = w[27] * t8941;
   const S t8957 = w[26] * t8942;
   const S t8958 = t8956 + t8957;
-  w[800 + 33] = t8958;
+  w[833] = t8958;
   const S t8959 = 0.2155 * t8946;
   const S t8960 = 0.2155 * t8949;
   const S t8961 = t8955 + t8959;
@@ -10017,7 +10017,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8977 = 0.1845 * t8966;
   const S t8978 = t8972 + t8976;
   const S t8979 = t8975 - t8977;
-  w[800 + 26] = t8979;
+  w[826] = t8979;
   // ---- d/dv[5] backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t8980 = w[81] * t8966;
   const S t8981 = w[82] * t8952;
@@ -10029,7 +10029,7 @@ static __attribute__((noinline)) void aba_derivatives_part14([[maybe_unused]] co
   const S t8987 = w[81] * t8958;
   const S t8988 = t8986 + t8987;
   w[686] = t8988;
-  w[800 + 19] = t8988;
+  w[819] = t8988;
   const S t8989 = 0.2155 * t8969;
   const S t8990 = 0.2155 * t8982;
   const S t8991 = t8985 + t8989;
@@ -10061,12 +10061,12 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9007 = 0.2045 * w[685];
   const S t9008 = t9002 + t9006;
   const S t9009 = t9005 - t9007;
-  w[800 + 12] = t9009;
+  w[812] = t9009;
   // ---- d/dv[5] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9010 = w[118] * t9008;
   const S t9011 = w[119] * w[686];
   const S t9012 = t9010 + t9011;
-  w[800 + 5] = t9012;
+  w[805] = t9012;
   // ---- d/dq[6] forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t9013 = -w[687];
   const S t9014 = -w[688];
@@ -10130,7 +10130,7 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9072 = t9041 + t9064;
   const S t9073 = t9042 + t9065;
   const S t9074 = t9037 + t9066;
-  w[751 + 48] = t9074;
+  w[799] = t9074;
   const S t9075 = t9043 - t9067;
   const S t9076 = t9044 + t9068;
   const S t9077 = t9040 + t9071;
@@ -10155,7 +10155,7 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9095 = 0.081 * t9084;
   const S t9096 = t9090 + t9094;
   const S t9097 = t9093 - t9095;
-  w[751 + 41] = t9097;
+  w[792] = t9097;
   // ---- d/dq[6] backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t9098 = w[26] * t9084;
   const S t9099 = w[27] * t9077;
@@ -10169,7 +10169,7 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9107 = w[27] * t9096;
   const S t9108 = w[26] * t9074;
   const S t9109 = t9107 + t9108;
-  w[751 + 34] = t9109;
+  w[785] = t9109;
   const S t9110 = 0.2155 * t9087;
   const S t9111 = 0.2155 * t9100;
   const S t9112 = t9106 + t9110;
@@ -10192,7 +10192,7 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9128 = 0.1845 * t9117;
   const S t9129 = t9123 + t9127;
   const S t9130 = t9126 - t9128;
-  w[751 + 27] = t9130;
+  w[778] = t9130;
   // ---- d/dq[6] backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t9131 = w[81] * t9117;
   const S t9132 = w[82] * t9103;
@@ -10203,7 +10203,7 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9137 = w[82] * t9129;
   const S t9138 = w[81] * t9109;
   const S t9139 = t9137 + t9138;
-  w[751 + 20] = t9139;
+  w[771] = t9139;
   const S t9140 = 0.2155 * t9120;
   const S t9141 = 0.2155 * t9133;
   const S t9142 = t9136 + t9140;
@@ -10226,12 +10226,12 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9158 = 0.2045 * t9147;
   const S t9159 = t9153 + t9157;
   const S t9160 = t9156 - t9158;
-  w[751 + 13] = t9160;
+  w[764] = t9160;
   // ---- d/dq[6] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9161 = w[118] * t9159;
   const S t9162 = w[119] * t9139;
   const S t9163 = t9161 + t9162;
-  w[751 + 6] = t9163;
+  w[757] = t9163;
   // ---- d/dv[6] forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t9164 = t9046 - w[249];
   const S t9165 = w[250] + t9048;
@@ -10258,13 +10258,13 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9185 = 0.081 * t9174;
   const S t9186 = t9180 + t9184;
   const S t9187 = t9183 - t9185;
-  w[800 + 41] = t9187;
+  w[841] = t9187;
   // ---- d/dv[6] backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t9188 = w[26] * t9174;
   const S t9189 = w[27] * t9174;
   const S t9190 = w[26] * t9186;
   const S t9191 = w[27] * t9186;
-  w[800 + 34] = t9191;
+  w[834] = t9191;
   const S t9192 = 0.2155 * t9177;
   const S t9193 = 0.2155 * t9188;
   const S t9194 = t9190 + t9192;
@@ -10287,7 +10287,7 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9210 = 0.1845 * t9199;
   const S t9211 = t9205 + t9209;
   const S t9212 = t9208 - t9210;
-  w[800 + 27] = t9212;
+  w[827] = t9212;
   // ---- d/dv[6] backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t9213 = w[81] * t9199;
   const S t9214 = w[82] * t9189;
@@ -10298,7 +10298,7 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9219 = w[82] * t9211;
   const S t9220 = w[81] * t9191;
   const S t9221 = t9219 + t9220;
-  w[800 + 20] = t9221;
+  w[820] = t9221;
   const S t9222 = 0.2155 * t9202;
   const S t9223 = 0.2155 * t9215;
   const S t9224 = t9218 + t9222;
@@ -10321,12 +10321,12 @@ static __attribute__((noinline)) void aba_derivatives_part15([[maybe_unused]] co
   const S t9240 = 0.2045 * t9229;
   const S t9241 = t9235 + t9239;
   const S t9242 = t9238 - t9240;
-  w[800 + 13] = t9242;
+  w[813] = t9242;
   // ---- d/dv[6] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9243 = w[118] * t9241;
   const S t9244 = w[119] * t9221;
   const S t9245 = t9243 + t9244;
-  w[800 + 6] = t9245;
+  w[806] = t9245;
   // ---- aba backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t9246 = w[26] * w[16];
   const S t9247 = -w[17];
@@ -11198,14 +11198,14 @@ static __attribute__((noinline)) void aba_derivatives_part16([[maybe_unused]] co
   const S t10030 = 1000.0 * t10029;
   dqdd_dtau[48] = t10030;
   // ---- outputs that are constants or inputs
-  w[751 + 0] = S{} + 0.0;
-  w[751 + 7] = S{} + 0.0;
-  w[751 + 14] = S{} + 0.0;
-  w[751 + 21] = S{} + 0.0;
-  w[751 + 28] = S{} + 0.0;
-  w[751 + 35] = S{} + 0.0;
-  w[751 + 42] = S{} + 0.0;
-  w[800 + 48] = S{} + 0.0;
+  w[751] = S{} + 0.0;
+  w[758] = S{} + 0.0;
+  w[765] = S{} + 0.0;
+  w[772] = S{} + 0.0;
+  w[779] = S{} + 0.0;
+  w[786] = S{} + 0.0;
+  w[793] = S{} + 0.0;
+  w[848] = S{} + 0.0;
 }
 
 template <typename S>

@@ -74,24 +74,6 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                  scalar: str = "S") -> PrintedKernel:
     live = kernel.live_nodes()
     ops = [n for n in live if n.op not in ("const", "input")]
-    # temps (arrays read by the epilogue only) live in the scratch array after the workspace
-    temp_base: dict[str, int] = {}
-    # output slots per node
-    out_slots: dict[int, list[str]] = {}
-    late_outputs: list[tuple[str, Node]] = []
-    placeholders = []
-    for spec, vals in kernel.traced_arrays():
-        is_temp = any(spec is t for t, _ in kernel.temps)
-        for k, v in enumerate(vals):
-            n = v.node
-            slot = f"w[@{spec.name}@ + {k}]" if is_temp else f"{spec.name}[{k}]"
-            if n.op in ("const", "input"):
-                late_outputs.append((slot, n))
-            else:
-                out_slots.setdefault(n.id, []).append(slot)
-        if is_temp:
-            placeholders.append(spec)
-
     # partition statements; part index of each op node
     nparts = 1 if len(ops) <= max(SPLIT_ABOVE, part_size) else -(-len(ops) // part_size)
     part_of = {n.id: min(idx // part_size, nparts - 1) for idx, n in enumerate(ops)}
@@ -103,6 +85,24 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             for a in n.args:
                 if a.id in part_of and part_of[a.id] != part_of[n.id] and a.id not in ws_slot:
                     ws_slot[a.id] = len(ws_slot)
+    # temps (arrays read by the epilogue only) live in the scratch array after the workspace
+    temp_base: dict[str, int] = {}
+    scratch = len(ws_slot)
+    for spec, _ in kernel.temps:
+        temp_base[spec.name] = scratch
+        scratch += spec.size
+    # where each traced value is stored: output array or temp slot
+    out_slots: dict[int, list[str]] = {}
+    late_outputs: list[tuple[str, Node]] = []
+    for spec, vals in kernel.traced_arrays():
+        base = temp_base.get(spec.name)
+        for k, v in enumerate(vals):
+            n = v.node
+            slot = f"{spec.name}[{k}]" if base is None else f"w[{base + k}]"
+            if n.op in ("const", "input"):
+                late_outputs.append((slot, n))
+            else:
+                out_slots.setdefault(n.id, []).append(slot)
 
     def ref(a: Node, cur_part: int) -> str:
         if a.op == "const":
@@ -153,20 +153,6 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 lines.append(f"{slot} = {scalar}{{}} + {literal(n.value, dtype, dialect)};")
             else:
                 lines.append(f"{slot} = {n.name}[{n.index}];")
-    # place temps after the workspace values and resolve their offsets
-    off = len(ws_slot)
-    for spec in placeholders:
-        temp_base[spec.name] = off
-        off += spec.size
-    scratch = off
-
-    def resolve(line: str) -> str:
-        for name, base in temp_base.items():
-            line = line.replace(f"@{name}@", str(base))
-        return line
-
-    for p in parts:
-        p.lines = [resolve(x) for x in p.lines]
     arrays = {a.name: a.name for a in kernel.all_outputs}
     arrays.update({name: f"(w + {base})" for name, base in temp_base.items()})
     epilogue = []

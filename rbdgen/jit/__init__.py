@@ -7,7 +7,7 @@ from ..algorithms import KERNELS
 from ..backends.cpu import DTYPES, generate_cpu
 from ..errors import RbdgenError
 from ..model import RobotModel
-from .compiler import build_library, cache_dir, cxx_flags
+from .compiler import build_library, cache_dir, cxx_flags, python_include
 from .loaded import CompiledKernels
 
 __all__ = ["build", "cache_dir"]
@@ -35,15 +35,16 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KE
         raise ValueError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(KERNELS)}")
     if lanes is None:
         lanes = default_lanes(dt, march)
+    include = python_include()
     gen = generate_cpu(model, dtypes=(dt,), kernels=tuple(kernels), fold=fold, progress=progress, name=name,
-                       simd=simd, python=python_include() is not None, lanes={dt: lanes})
+                       simd=simd, python=include is not None, lanes={dt: lanes})
     flags = cxx_flags(opt=opt, march=march)
     sources = list(gen.sources[dt])
     module = None
     if dt in gen.python_sources:
         src, module = gen.python_sources[dt]
         sources.append(src)
-        flags = flags + [f"-I{python_include()}"]
+        flags = flags + [f"-I{include}"]
     lib = build_library(gen.files, sources, gen.prefix + ("" if fold else "_dense"), flags, cxx=cxx,
                         progress=progress)
     return CompiledKernels(lib, model, gen.prefix, dt, gen.kernels, lanes=gen.lanes[dt], module=module)
@@ -57,11 +58,3 @@ def default_lanes(dtype: str, march: str | None) -> int:
     width = 16 if march is None else 32
     return width // (8 if dtype == "float64" else 4)
 
-
-def python_include():
-    """Folder of Python.h, or None (then calls go through ctypes, with more per-call overhead)."""
-    import os
-    import sysconfig
-
-    inc = sysconfig.get_paths().get("include")
-    return inc if inc and os.path.exists(os.path.join(inc, "Python.h")) else None

@@ -88,7 +88,6 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
         try:
             for name, text in files.items():
                 (tmp / name).write_text(text)
-            objs = []
 
             def compile_one(src):
                 obj = tmp / (Path(src).stem + ".o")
@@ -117,3 +116,11 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return lib
+
+
+def python_include():
+    """Folder of Python.h, or None (then calls go through ctypes, with more per-call overhead)."""
+    import sysconfig
+
+    inc = sysconfig.get_paths().get("include")
+    return inc if inc and os.path.exists(os.path.join(inc, "Python.h")) else None
