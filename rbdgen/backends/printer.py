@@ -58,6 +58,7 @@ class PrintedKernel:
     body: list[str]
     scratch: int
     counts: dict
+    temp_base: dict = field(default_factory=dict)  # temp array name → its offset in w
 
     @property
     def n_statements(self) -> int:
@@ -71,12 +72,22 @@ def _block_comment(b: Block, dialect: Dialect) -> str:
 
 
 def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = DEFAULT_PART_SIZE,
-                 scalar: str = "S") -> PrintedKernel:
+                 scalar: str = "S", partition: dict | None = None, epilogue: bool = True) -> PrintedKernel:
+    """Print ``kernel``. By default long kernels are cut into sequential parts of ``part_size``
+    statements. ``partition`` (node id → part index, every index used) instead assigns each
+    statement to a part chosen by the caller, e.g. the (stage, thread) pieces of a
+    :func:`~rbdgen.ir.schedule.level_schedule`; either way a value used by another part than
+    its own passes through ``w``. ``epilogue=False`` leaves the dense ``post`` products to the
+    caller (a backend that runs them on several threads)."""
     live = kernel.live_nodes()
     ops = [n for n in live if n.op not in ("const", "input")]
     # partition statements; part index of each op node
-    nparts = 1 if len(ops) <= max(SPLIT_ABOVE, part_size) else -(-len(ops) // part_size)
-    part_of = {n.id: min(idx // part_size, nparts - 1) for idx, n in enumerate(ops)}
+    if partition is not None:
+        part_of = {n.id: partition[n.id] for n in ops}
+        nparts = max(part_of.values(), default=0) + 1
+    else:
+        nparts = 1 if len(ops) <= max(SPLIT_ABOVE, part_size) else -(-len(ops) // part_size)
+        part_of = {n.id: min(idx // part_size, nparts - 1) for idx, n in enumerate(ops)}
     names = {n.id: f"t{idx}" for idx, n in enumerate(ops)}
     # values used in a later part than their definition go to the workspace
     ws_slot: dict[int, int] = {}
@@ -155,8 +166,9 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 lines.append(f"{slot} = {n.name}[{n.index}];")
     arrays = {a.name: a.name for a in kernel.all_outputs}
     arrays.update({name: f"(w + {base})" for name, base in temp_base.items()})
+    post = kernel.post if epilogue else ()
     epilogue = []
-    for mm in kernel.post:
+    for mm in post:
         A, B = arrays[mm.a], arrays[mm.b]
         acc_op = "-=" if mm.scale == -1.0 else "+="
         epilogue += [
@@ -173,7 +185,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         if mm.scale not in (1.0, -1.0):
             epilogue.append(f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {literal(mm.scale, dtype, dialect)} * o[j];")
         epilogue.append("}")
-    if nparts == 1:
+    if nparts == 1 and partition is None:
         body, parts = parts[0].lines + epilogue, []
     else:
         args = ", ".join([a.name for a in kernel.inputs] + [a.name for a in kernel.all_outputs])
@@ -187,4 +199,29 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         body=body,
         scratch=scratch,
         counts=kernel.op_counts(),
+        temp_base=temp_base,
     )
+
+
+def print_epilogue_shared(kernel: Kernel, printed: PrintedKernel, dtype: str, dialect: Dialect,
+                          lane: str, nlanes: str, scalar: str = "S") -> list[list[str]]:
+    """The dense ``post`` products shared out over ``nlanes`` cooperating threads (``lane`` is
+    this thread's index): one element of the product per thread at a time. One list of lines
+    per product; the caller puts a barrier between them (a product may read an earlier one)."""
+    arrays = {a.name: a.name for a in kernel.all_outputs}
+    arrays.update({name: f"(w + {base})" for name, base in printed.temp_base.items()})
+    out = []
+    for mm in kernel.post:
+        A, B = arrays[mm.a], arrays[mm.b]
+        scale = "" if mm.scale == 1.0 else ("-" if mm.scale == -1.0 else f"{literal(mm.scale, dtype, dialect)} * ")
+        out.append([
+            f"{dialect.comment} ---- {mm.out} = {'−' if mm.scale == -1.0 else ''}{mm.a} · {mm.b}, "
+            f"one element per thread",
+            f"for (int e = {lane}; e < {mm.n * mm.m}; e += {nlanes}) {{",
+            f"  const int i = e / {mm.m}, j = e % {mm.m};",
+            f"  {scalar} acc = {scalar}{{}};",
+            f"  for (int l = 0; l < {mm.k}; ++l) acc += {A}[i * {mm.k} + l] * {B}[l * {mm.m} + j];",
+            f"  {mm.out}[e] = {scale}acc;",
+            "}",
+        ])
+    return out

@@ -12,11 +12,20 @@ from .loaded import CompiledKernels
 
 __all__ = ["build", "cache_dir"]
 
+TARGETS = ("cpu", "cuda")
+
 
 def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KERNELS, opt: str = "-O3",
           march: str | None = None, cxx: str | None = None, fold: bool = True, simd: bool = True,
-          lanes: int | None = None, progress=None, name: str | None = None) -> CompiledKernels:
+          lanes: int | None = None, progress=None, name: str | None = None, arch=None, nvcc: str | None = None,
+          werror: bool = False):
     """Generate, compile (cached) and load the kernels of ``model``.
+
+    ``target="cpu"`` returns :class:`CompiledKernels`; ``target="cuda"`` returns
+    :class:`~rbdgen.jit.cuda.CudaKernels` (``arch``: CUDA architecture(s), default the GPUs
+    found here, else sm_80 and sm_90; ``nvcc``: the compiler, default the one the Makefile
+    installs; ``werror``: warnings are errors, as in CI). ``march``, ``simd`` and ``lanes``
+    apply to the CPU.
 
     ``march``: passed as ``-march=…`` (default: none, a portable build; ``"native"`` for this
     machine). ``fold=False`` builds the dense (unpruned) variant, for comparison. ``simd=False``
@@ -26,13 +35,16 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KE
     if not isinstance(model, RobotModel):
         raise TypeError(f"build() takes a RobotModel (from rbdgen.load_urdf), got {type(model).__name__}")
     dt = np.dtype(dtype).name
-    if target != "cpu":
-        raise RbdgenError(f"unknown target {target!r} (available: cpu)")
+    if target not in TARGETS:
+        raise RbdgenError(f"unknown target {target!r} (available: {', '.join(TARGETS)})")
     if dt not in DTYPES:
         raise ValueError(f"dtype must be float64 or float32, got {dtype!r}")
     unknown = [k for k in kernels if k not in KERNELS]
     if unknown:
         raise ValueError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(KERNELS)}")
+    if target == "cuda":
+        return build_cuda(model, dt, kernels=kernels, opt=opt, arch=arch, nvcc=nvcc, werror=werror, fold=fold,
+                          progress=progress, name=name)
     if lanes is None:
         lanes = default_lanes(dt, march)
     include = python_include()
@@ -48,6 +60,20 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KE
     lib = build_library(gen.files, sources, gen.prefix + ("" if fold else "_dense"), flags, cxx=cxx,
                         progress=progress)
     return CompiledKernels(lib, model, gen.prefix, dt, gen.kernels, lanes=gen.lanes[dt], module=module)
+
+
+def build_cuda(model: RobotModel, dtype: str, *, kernels=KERNELS, opt="-O3", arch=None, nvcc=None,
+               werror=False, fold=True, progress=None, name=None):
+    from ..backends.cuda import generate_cuda
+    from .cuda import CudaKernels, find_nvcc, nvcc_flags, parse_archs
+
+    nvcc = find_nvcc(nvcc)
+    archs = parse_archs(arch)
+    gen = generate_cuda(model, dtypes=(dtype,), kernels=tuple(kernels), fold=fold, progress=progress, name=name)
+    libname = gen.prefix + "_cuda" + ("" if fold else "_dense")
+    lib = build_library(gen.files, gen.sources, libname, nvcc_flags(archs, opt=opt, werror=werror), cxx=nvcc,
+                        progress=progress)
+    return CudaKernels(lib, model, gen.prefix, dtype, {k: v[dtype] for k, v in gen.kernels.items()}, archs)
 
 
 def default_lanes(dtype: str, march: str | None) -> int:

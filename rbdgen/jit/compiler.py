@@ -48,7 +48,8 @@ def compiler_version(cxx: str) -> str:
     if cxx not in _versions:
         try:
             out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
-            _versions[cxx] = out.stdout.splitlines()[0] if out.stdout else cxx
+            # the whole text: nvcc's first line names no version, its last lines do
+            _versions[cxx] = out.stdout.strip() or cxx
         except (OSError, subprocess.SubprocessError) as e:
             raise CompilerNotFoundError(f"cannot run C++ compiler '{cxx}': {e}") from e
     return _versions[cxx]
@@ -97,7 +98,7 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
                 r = subprocess.run(cmd, capture_output=True, text=True)
                 if r.returncode != 0:
                     msg = (r.stderr or r.stdout).strip().splitlines()
-                    raise BuildError(f"{cxx} failed on {src}: " + " | ".join(msg[:5]))
+                    raise BuildError(f"{Path(cxx).name} failed on {src}: " + " | ".join(msg[:5]))
                 return obj
 
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as ex:

@@ -1,0 +1,313 @@
+"""Build and load the CUDA kernels: nvcc → one shared library, called through ctypes.
+
+Why nvcc to a shared library rather than cupy's runtime compiler (NVRTC): the library is the
+same artefact a C++ project links (``rbdgen generate --target cuda``), it is compiled once into
+the content-hash cache with the same lock and atomic rename as the CPU kernels, it needs no
+runtime compiler on the machine that runs it (cudart is linked statically), and it carries the
+host emulation that CI runs without a GPU — so what CI checks is what a GPU user loads. cupy is
+optional: any array with ``__cuda_array_interface__`` is accepted, cupy only allocates outputs.
+
+nvcc comes from the ``nvidia-cuda-nvcc`` wheels the Makefile installs (``$NVCC`` overrides;
+``nvcc`` on PATH is the last resort).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BuildError, CompilerNotFoundError, RbdgenError
+from .loaded import _Method
+
+#: architectures built when no GPU is found (Ampere and Hopper, the data-centre GPUs of the field)
+DEFAULT_ARCHS = ("80", "90")
+SHAPES = {"auto": 0, "thread": 1, "block": 2}
+NVCC_WHEELS = "nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvvm"
+
+
+def find_nvcc(nvcc: str | None = None) -> str:
+    """``nvcc`` argument, else ``$NVCC``, else the nvcc of the ``nvidia-cuda-nvcc`` wheel in
+    this Python environment, else ``nvcc`` on PATH."""
+    cand = nvcc or os.environ.get("NVCC")
+    if cand:
+        path = shutil.which(cand)
+        if path is None:
+            raise CompilerNotFoundError(f"nvcc '{cand}' not found (check NVCC or the nvcc= argument)")
+        return path
+    try:
+        import nvidia  # namespace package of the CUDA wheels
+
+        for root in getattr(nvidia, "__path__", []):
+            for sub in ("cu13", "cuda_nvcc"):
+                p = Path(root) / sub / "bin" / "nvcc"
+                if p.is_file() and os.access(p, os.X_OK):
+                    return str(p)
+    except ImportError:
+        pass
+    path = shutil.which("nvcc")
+    if path is None:
+        raise CompilerNotFoundError(
+            f"nvcc not found: install the CUDA compiler wheels (pip install {NVCC_WHEELS}; "
+            "`make` does this) or set NVCC to an nvcc"
+        )
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def detect_archs() -> tuple:
+    """Compute capabilities of the GPUs on this machine (via nvidia-smi), or () when none."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ()
+    try:
+        r = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if r.returncode != 0:
+        return ()
+    caps = sorted({line.strip().replace(".", "") for line in r.stdout.splitlines() if line.strip()})
+    return tuple(c for c in caps if c.isdigit())
+
+
+def parse_archs(arch) -> tuple:
+    """``None`` → the GPUs found here, else sm_80 and sm_90; ``"native"`` likewise but an error
+    without a GPU; ``"sm_86"``, ``"86"``, ``"80,90"`` or a list of those."""
+    if arch is None or arch == "native":
+        found = detect_archs()
+        if found:
+            return found
+        if arch == "native":
+            raise BuildError("arch='native' but no NVIDIA GPU was found (nvidia-smi); name an architecture such as sm_90")
+        return DEFAULT_ARCHS
+    items = arch.replace(",", " ").split() if isinstance(arch, str) else list(arch)
+    out = []
+    for a in items:
+        s = str(a).strip().lower()
+        for pre in ("sm_", "compute_", "sm"):
+            if s.startswith(pre):
+                s = s[len(pre):]
+                break
+        if not (s.isdigit() and 2 <= len(s) <= 3 and int(s) >= 50):
+            raise BuildError(f"unknown CUDA architecture {a!r} (expected e.g. sm_80, 90 or '80,90')")
+        out.append(s)
+    if not out:
+        raise BuildError("no CUDA architecture given")
+    return tuple(sorted(set(out), key=int))
+
+
+def nvcc_flags(archs, opt: str = "-O3", werror: bool = False) -> list[str]:
+    """Device code for each architecture plus PTX of the newest, which the driver can compile
+    for GPUs newer than any listed."""
+    flags = ["-std=c++17", opt, "-Xcompiler", "-fPIC,-Wall,-Wextra" + (",-Werror" if werror else "")]
+    if werror:
+        flags += ["--Werror", "all-warnings"]
+    for a in archs:
+        flags += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
+    flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+    return flags
+
+
+class CudaKernels:
+    """Kernels of one robot on the GPU. Each method takes the inputs as the CPU kernels do — one
+    state ``(size,)`` or a batch ``(N, size)`` — and
+
+    * GPU arrays (cupy, or anything with ``__cuda_array_interface__``): runs on the GPU without
+      copies, enqueued on cupy's current stream (or ``stream=``, a stream object or handle),
+      and returns cupy arrays (or fills ``out=``);
+    * numpy arrays: copies them to the GPU, runs, copies the results back (an explicit transfer,
+      waited for) and returns numpy arrays.
+
+    ``shape=`` picks the launch shape ("thread", "block", default "auto"). :meth:`emulated`
+    runs the same GPU program on the CPU (no GPU needed).
+    """
+
+    target = "cuda"
+
+    def __init__(self, lib_path, model, prefix, dtype, info: dict, archs):
+        self.path = str(lib_path)
+        self.model = model
+        self.dtype = np.dtype(dtype)
+        self.archs = tuple(archs)
+        self.nq, self.nv, self.nb = model.nq, model.nv, model.nb
+        self.kernels = tuple(info)
+        self.info = info
+        self.op_counts = {k: v["counts"] for k, v in info.items()}
+        self.prefix = prefix
+        try:
+            self._lib = ctypes.CDLL(self.path)
+        except OSError as e:
+            raise BuildError(f"cannot load {self.path}: {e}") from e
+        lib, p = self._lib, ctypes.c_void_p
+        self._tag = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}[self.dtype]
+        getattr(lib, f"{prefix}_error_string").restype = ctypes.c_char_p
+        getattr(lib, f"{prefix}_error_string").argtypes = [ctypes.c_int]
+        getattr(lib, f"{prefix}_device_count").restype = ctypes.c_int
+        self._gpu_count = None
+        for name, ki in info.items():
+            nargs = len(ki["inputs"]) + len(ki["outputs"])
+            for suffix, extra in (("launch", [p, ctypes.c_int]), ("host", [ctypes.c_int])):
+                f = getattr(lib, f"{prefix}_{name}_{self._tag}_{suffix}")
+                f.argtypes = [ctypes.c_long] + [p] * nargs + extra
+                f.restype = ctypes.c_int
+            for suffix in ("emulate_thread", "emulate_block"):
+                f = getattr(lib, f"{prefix}_{name}_{self._tag}_{suffix}")
+                f.argtypes = [ctypes.c_long] + [p] * nargs
+                f.restype = None
+            setattr(self, name, _CudaMethod(self, name, ki))
+
+    # -- device handling ----------------------------------------------------------------
+    def error_string(self, code: int) -> str:
+        return getattr(self._lib, f"{self.prefix}_error_string")(code).decode()
+
+    def device_count(self) -> int:
+        """GPUs visible to the CUDA runtime (0 when there is no GPU or no driver)."""
+        n = getattr(self._lib, f"{self.prefix}_device_count")()
+        return max(n, 0)
+
+    def check(self, code: int, what: str):
+        if code != 0:
+            raise RbdgenError(f"{what}: CUDA error {code}: {self.error_string(code)}")
+
+    def require_gpu(self, what: str):
+        if self._gpu_count is None:
+            self._gpu_count = self.device_count()
+        if self._gpu_count == 0:
+            n = getattr(self._lib, f"{self.prefix}_device_count")()
+            why = self.error_string(-n) if n < 0 else "no device"
+            raise RbdgenError(f"{what}: no CUDA GPU available ({why}); kern.emulated() runs the same GPU "
+                              "program on the CPU")
+
+    def emulated(self, shape: str = "block"):
+        """The GPU program run on the CPU, one thread after another: the same methods, numpy in
+        and out. For tests and debugging (it is slow)."""
+        if shape not in ("thread", "block"):
+            raise ValueError(f"shape must be 'thread' or 'block', got {shape!r}")
+        return _Emulated(self, shape)
+
+    def __repr__(self):
+        return (f"<rbdgen kernels for {self.model.name!r} (cuda sm_{',sm_'.join(self.archs)}, {self.dtype}, "
+                f"nq={self.nq}, nv={self.nv}): {', '.join(self.kernels)}>")
+
+
+class _Emulated:
+    def __init__(self, owner: CudaKernels, shape: str):
+        self.owner, self.shape, self.dtype = owner, shape, owner.dtype
+        lib, pre, tag = owner._lib, owner.prefix, owner._tag
+        for name, ki in owner.info.items():
+            f = getattr(lib, f"{pre}_{name}_{tag}_emulate_{shape}")
+            single = functools.partial(f, 1)
+            setattr(self, name, _Method(self, name, single, f, ki["inputs"], ki["outputs"]))
+
+
+def _cai(x):
+    return getattr(x, "__cuda_array_interface__", None)
+
+
+_TYPESTR = {np.dtype(np.float64): "<f8", np.dtype(np.float32): "<f4"}
+
+
+class _CudaMethod:
+    def __init__(self, owner: CudaKernels, name: str, ki: dict):
+        self.owner, self.name = owner, name
+        self.inputs = ki["inputs"]
+        self.outputs = ki["outputs"]
+        tag, pre = owner._tag, owner.prefix
+        self._launch = getattr(owner._lib, f"{pre}_{name}_{tag}_launch")
+        host = getattr(owner._lib, f"{pre}_{name}_{tag}_host")
+        self._host_shape = 0
+
+        def batch(n, *ptrs):
+            owner.check(host(n, *ptrs, self._host_shape), name)
+
+        self._numpy = _Method(owner, name, functools.partial(batch, 1), batch, self.inputs, self.outputs)
+        self.__doc__ = ki["doc"]
+
+    def __call__(self, *args, out=None, stream=None, shape: str = "auto"):
+        if shape not in SHAPES:
+            raise ValueError(f"{self.name}: shape must be one of {', '.join(SHAPES)}, got {shape!r}")
+        if any(_cai(x) is not None for x in args):
+            return self._device(args, out, stream, SHAPES[shape])
+        if stream is not None:
+            raise ValueError(f"{self.name}: stream= applies to GPU arrays; numpy arrays are copied and waited for")
+        self.owner.require_gpu(self.name)
+        self._host_shape = SHAPES[shape]
+        return self._numpy(*args, out=out)
+
+    def _check_dev(self, what, x, size_or_shape, lead, is_out):
+        cai = _cai(x)
+        dt = self.owner.dtype
+        if cai is None:
+            raise ValueError(f"{self.name}: argument '{what}' must be a GPU array like the others "
+                             f"(got {type(x).__name__}); mixing numpy and GPU arrays is not supported")
+        if cai["typestr"] != _TYPESTR[dt]:
+            raise ValueError(f"{self.name}: argument '{what}' has dtype {np.dtype(cai['typestr'])}, "
+                             f"this kernel takes {dt}")
+        shape = tuple(cai["shape"])
+        if is_out:
+            want = lead + tuple(size_or_shape)
+            if shape != want:
+                raise ValueError(f"{self.name}: out array for '{what}' has shape {shape}, expected {want}")
+            if cai.get("data", (0, False))[1]:
+                raise ValueError(f"{self.name}: out array for '{what}' is read-only")
+        elif len(shape) not in (1, 2) or shape[-1] != size_or_shape:
+            raise ValueError(f"{self.name}: argument '{what}' has shape {shape}, "
+                             f"expected ({size_or_shape},) or (N, {size_or_shape})")
+        strides = cai.get("strides")
+        if strides is not None:
+            item = dt.itemsize
+            expect, acc = [], item
+            for s in reversed(shape):
+                expect.append(acc)
+                acc *= s
+            if tuple(strides) != tuple(reversed(expect)) and int(np.prod(shape)) > 1:
+                raise ValueError(f"{self.name}: argument '{what}' is not C-contiguous "
+                                 "(use cupy.ascontiguousarray)")
+        return shape, cai["data"][0]
+
+    def _device(self, args, out, stream, shape_code):
+        if len(args) != len(self.inputs):
+            names = ", ".join(n for n, _ in self.inputs)
+            raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
+        ptrs, first = [], None
+        for (nm, size), x in zip(self.inputs, args):
+            shp, ptr = self._check_dev(nm, x, size, None, False)
+            if first is None:
+                first = shp
+            elif len(shp) != len(first) or shp[:-1] != first[:-1]:
+                raise ValueError(f"{self.name}: argument '{nm}' has shape {shp}, but "
+                                 f"'{self.inputs[0][0]}' has shape {first}")
+            ptrs.append(ptr)
+        lead = first[:-1]
+        n = lead[0] if lead else 1
+        if out is None:
+            try:
+                import cupy
+            except ImportError as e:  # pragma: no cover - GPU arrays without cupy
+                raise RbdgenError(f"{self.name}: allocating GPU outputs needs cupy; pass out= arrays") from e
+            outs = [cupy.empty(lead + tuple(s), dtype=self.owner.dtype) for _, s in self.outputs]
+        else:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outs) != len(self.outputs):
+                raise ValueError(f"{self.name}: out= needs {len(self.outputs)} array(s)")
+        for (nm, s), o in zip(self.outputs, outs):
+            ptrs.append(self._check_dev(nm, o, s, lead, True)[1])
+        if stream is None:
+            stream = _current_stream()
+        handle = getattr(stream, "ptr", stream) or 0
+        if n:
+            self.owner.check(self._launch(n, *ptrs, ctypes.c_void_p(int(handle)), shape_code), self.name)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _current_stream():
+    try:
+        import cupy
+    except ImportError:
+        return 0
+    return cupy.cuda.get_current_stream()
