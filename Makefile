@@ -16,7 +16,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,cuda]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,6 +29,7 @@ test: $(STAMP)
 generated: $(STAMP)
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --out generated --name iiwa14 --quiet
 	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --out generated --name quadruped --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 --out generated --name iiwa14_cuda --quiet
 
 # benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++), ~13 min; writes
 # benchmarks/results/. BENCH_ARGS="--robots iiwa14 --quick" for a smoke run (see benchmarks/README.md)

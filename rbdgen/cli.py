@@ -270,7 +270,8 @@ def format_snap(info) -> str:
 @cli.command()
 @model_options
 @gravity_option
-@click.option("--target", type=click.Choice(["cpu"]), default="cpu", show_default=True, help="Code generation target.")
+@click.option("--target", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Code generation target: cpu (C++17) or cuda (.cu/.cuh, built with nvcc).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=str), default=".", show_default=True,
               help="Folder the package folder is written into (created if missing).")
 @click.option("--name", default=None,
@@ -283,8 +284,9 @@ def format_snap(info) -> str:
                    "and report how far the dynamics move.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out, name, dtypes, kernels, snap, quiet):
-    """Write the kernels of URDF as an importable Python package OUT/NAME/: C++ sources, manifest.json
-    and an __init__.py with load() and one function per kernel."""
+    """Write the kernels of URDF as an importable Python package OUT/NAME/: C++ (or CUDA) sources,
+    manifest.json and an __init__.py with load() and one function per kernel. The sources are
+    usable from C++ projects as they are (see the header's comment)."""
     from .generate import DTYPES, generate_package
 
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
@@ -303,25 +305,34 @@ def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out,
 @cli.command()
 @model_options
 @gravity_option
-@click.option("--target", type=click.Choice(["cpu"]), default="cpu", show_default=True, help="Code generation target.")
+@click.option("--target", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Code generation target.")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True)
 @click.option("--states", type=click.IntRange(min=1), default=16, show_default=True, help="Random states to check.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random states.")
 @click.option("--opt", default="-O3", show_default=True, callback=_parse_opt, help="Compiler optimisation flag.")
 @click.option("--march", default=None, help="Passed as -march=… (e.g. native; default: portable).")
+@click.option("--arch", default=None, help="cuda: GPU architecture(s), e.g. sm_90 or 80,90 "
+                                           "(default: the GPUs found, else sm_80 and sm_90).")
+@click.option("--emulate", is_flag=True, help="cuda: run the GPU program on the CPU (no GPU needed).")
 @kernels_option
 @click.option("--no-pinocchio", is_flag=True, help="Compare with the NumPy reference only.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def validate(urdf, floating_base, mimic, no_check_inertia, gravity, target, dtype, states, seed, opt, march, kernels,
-             no_pinocchio, quiet):
+def validate(urdf, floating_base, mimic, no_check_inertia, gravity, target, dtype, states, seed, opt, march, arch,
+             emulate, kernels, no_pinocchio, quiet):
     """Build the kernels of URDF and check each on random states (batch and single) against the
     NumPy reference and Pinocchio. Exit status 0: all pass; 1: a kernel fails."""
     from . import validate as V
 
+    if target != "cuda" and (arch or emulate):
+        raise RbdgenError("--arch and --emulate apply to --target cuda")
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
     with _report_warnings():
         rows = V.validate(model, target=target, dtype=dtype, states=states, seed=seed, opt=opt, march=march,
-                          kernels=kernels, pinocchio=not no_pinocchio, progress=_progress(quiet))
+                          kernels=kernels, pinocchio=not no_pinocchio, progress=_progress(quiet), arch=arch,
+                          emulate=emulate)
+    if emulate:
+        target += " (emulated on the CPU)"
     base = "floating" if model.floating_base else "fixed"
     click.echo(f"robot {model.name!r} ({urdf}), {base} base, nq {model.nq} nv {model.nv}: {target}, {dtype}, "
                f"{opt}{' -march=' + march if march else ''}; {states} random states (seed {seed}), batch and single")

@@ -40,7 +40,7 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 INIT = "__init__.py"
 DTYPES = ("float64", "float32")
-TARGETS = ("cpu",)
+TARGETS = ("cpu", "cuda")
 
 # names a generated package must not take: it would shadow the module for everything imported
 # after the package's folder is put on sys.path
@@ -112,6 +112,8 @@ def _sha256(data: bytes) -> str:
 
 def _regenerate_command(urdf: str, opts: dict, name: str) -> str:
     parts = ["rbdgen generate", urdf]
+    if opts.get("target", "cpu") != "cpu":
+        parts.append(f"--target {opts['target']}")
     if opts["floating_base"]:
         parts.append("--floating-base")
     if opts["mimic"] != "error":
@@ -136,12 +138,12 @@ Regenerate with ``{command}``.
 
     import {name}
     {name}.{first_call}               # {default_dtype}, compiled on first use (cached)
-    k = {name}.load(dtype="{default_dtype}", opt="-O3", march=None)   # rbdgen CompiledKernels
+    k = {name}.load(dtype="{default_dtype}", {load_example})   # {load_returns}
     {name}.nq, {name}.nv, {name}.joint_names
 
 {base} base, nq = {nq}, nv = {nv}, {nb} bodies; dtypes: {dtype_list}.
 Kernels: {kernel_list}.
-Compiling needs rbdgen and a C++ compiler (not the URDF): the sources next to this file are
+Compiling needs rbdgen and {compiler} (not the URDF): the sources next to this file are
 built through rbdgen's compile cache. manifest.json records how they were generated.
 """
 from __future__ import annotations
@@ -164,20 +166,20 @@ dtypes = {dtypes}
 kernels = {kernels}
 
 #: what the module-level functions compile with (change before their first call)
-default_options = {{"dtype": "{default_dtype}", "opt": "-O3", "march": None}}
+default_options = {{"dtype": "{default_dtype}", {default_options}}}
 
 _HERE = _os.path.dirname(_os.path.abspath(__file__))
 _lock = _threading.Lock()
 _loaded: dict = {{}}
 
 
-def load(dtype="{default_dtype}", march=None, opt="-O3", cxx=None):
+def load(dtype="{default_dtype}", {load_params}):
     """Compile (cached) and load this package's kernels for ``dtype``; returns an
-    ``rbdgen.jit.loaded.CompiledKernels`` with one method per kernel."""
-    key = (str(dtype), march, opt, cxx)
+    ``{load_returns}`` with one method per kernel."""
+    key = (str(dtype), {load_args})
     with _lock:
         if key not in _loaded:
-            _loaded[key] = _load_package(_HERE, dtype=dtype, march=march, opt=opt, cxx=cxx)
+            _loaded[key] = _load_package(_HERE, dtype=dtype, {load_kwargs})
         return _loaded[key]
 
 
@@ -217,7 +219,16 @@ def _init_py(manifest: dict) -> str:
     dts = manifest["options"]["dtypes"]
     default_dtype = "float64" if "float64" in dts else dts[0]
     first = names[0]
+    cuda = manifest["options"].get("target") == "cuda"
+    params = ("arch", "opt", "nvcc") if cuda else ("march", "opt", "cxx")
+    defaults = {"arch": "None", "march": "None", "opt": '"-O3"', "nvcc": "None", "cxx": "None"}
     text = _INIT_HEAD.format(
+        load_params=", ".join(f"{p}={defaults[p]}" for p in params), load_args=", ".join(params),
+        load_kwargs=", ".join(f"{p}={p}" for p in params),
+        load_returns="rbdgen.jit.cuda.CudaKernels" if cuda else "rbdgen.jit.loaded.CompiledKernels",
+        load_example='arch=None, opt="-O3"' if cuda else 'opt="-O3", march=None',
+        compiler="nvcc (the CUDA compiler)" if cuda else "a C++ compiler",
+        default_options='"opt": "-O3", "arch": None' if cuda else '"opt": "-O3", "march": None',
         robot_doc=_doc(manifest["robot"]), version=manifest["rbdgen_version"], name=manifest["package"],
         command=_doc(manifest["regenerate"]), default_dtype=default_dtype,
         first_call=f"{first}({', '.join(i['name'] for i in ks[first]['inputs'])})",
@@ -280,7 +291,35 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
         snap_info = snap_report(model, snapped, report)
         model = snapped
 
-    gen = generate_cpu(model, dtypes=dtypes, kernels=kernels, name=name, progress=progress)
+    if target == "cuda":
+        from .backends.cuda import generate_cuda
+
+        gen = generate_cuda(model, dtypes=dtypes, kernels=kernels, name=name, progress=progress)
+        tags = {d: "_" + d.replace("float", "f") for d in dtypes}
+        sources = {d: [s for s in gen.sources if s.endswith(tags[d] + ".cu") or s.endswith("_runtime.cu")]
+                   for d in dtypes}
+        headers = {d: [gen.header] + [f[:-3] + ".cuh" for f in sources[d] if not f.endswith("_runtime.cu")]
+                   for d in dtypes}
+        meta = {k: (i[dtypes[0]]["doc"], i[dtypes[0]]["inputs"], i[dtypes[0]]["outputs"], i[dtypes[0]]["counts"])
+                for k, i in gen.kernels.items()}
+        source_of = {d: {k: f"{gen.prefix}_{k}{tags[d]}.cu" for k in kernels} for d in dtypes}
+        target_info = {"sources": sources, "headers": headers,
+                       "launch": {k: {d: {x: i[d][x] for x in ("lanes", "states_per_block", "stages", "width",
+                                                                "thread_tile", "workspace", "default_shape")}
+                                      for d in dtypes} for k, i in gen.kernels.items()}}
+    else:
+        gen = generate_cpu(model, dtypes=dtypes, kernels=kernels, name=name, progress=progress)
+        meta = {k: (pk.doc, [(a.name, a.size) for a in pk.inputs], [(a.name, a.shape) for a in pk.outputs],
+                    pk.counts) for k, pk in gen.kernels.items()}
+        source_of = {d: dict(zip(kernels, gen.sources[d], strict=True)) for d in dtypes}
+        target_info = {
+            "sources": {d: list(gen.sources[d]) for d in dtypes},
+            "lanes": {d: int(gen.lanes[d]) for d in dtypes},
+            # CPython bindings of the kernels (fast calls), compiled into the same library when
+            # Python.h is available; otherwise the kernels are called through ctypes
+            "python_modules": {d: {"source": src, "module": mod}
+                               for d, (src, mod) in sorted(getattr(gen, "python_sources", {}).items())},
+        }
     files = {fn: text.encode("utf-8") for fn, text in gen.files.items()}
     for reserved in (MANIFEST, INIT):
         if reserved in files:  # cannot happen with the rbd_ prefix; guard anyway
@@ -300,7 +339,6 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
         "dtypes": list(dtypes),
         "kernels": list(kernels),
     }
-    source_of = {d: dict(zip(kernels, gen.sources[d], strict=True)) for d in dtypes}
     manifest = {
         "format": FORMAT,
         "generator": "rbdgen",
@@ -316,22 +354,17 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
         "joint_types": list(model.joint_types),
         "prefix": gen.prefix,
         "header": gen.header,
-        "sources": {d: list(gen.sources[d]) for d in dtypes},
-        "lanes": {d: int(gen.lanes[d]) for d in dtypes},
-        # CPython bindings of the kernels (fast calls), compiled into the same library when
-        # Python.h is available; otherwise the kernels are called through ctypes
-        "python_modules": {d: {"source": src, "module": mod}
-                           for d, (src, mod) in sorted(getattr(gen, "python_sources", {}).items())},
+        **target_info,
         "kernel_order": list(kernels),
         "kernels": {
             k: {
-                "doc": pk.doc,
-                "inputs": [{"name": a.name, "size": int(a.size)} for a in pk.inputs],
-                "outputs": [{"name": a.name, "shape": [int(s) for s in a.shape]} for a in pk.outputs],
-                "ops": {c: int(n) for c, n in pk.counts.items()},
+                "doc": doc,
+                "inputs": [{"name": n, "size": int(sz)} for n, sz in ins],
+                "outputs": [{"name": n, "shape": [int(x) for x in shp]} for n, shp in outs],
+                "ops": {c: int(n) for c, n in counts.items()},
                 "sources": {d: source_of[d][k] for d in dtypes},
             }
-            for k, pk in gen.kernels.items()
+            for k, (doc, ins, outs, counts) in meta.items()
         },
         "snap": snap_info,
     }
@@ -485,9 +518,10 @@ def read_manifest(pkg_dir) -> dict:
 
 
 def load_package(pkg_dir, dtype="float64", *, march: str | None = None, opt: str = "-O3", cxx: str | None = None,
-                 progress=None):
+                 arch=None, nvcc: str | None = None, progress=None):
     """Compile (cached) and load the sources of a generated package: a
-    :class:`rbdgen.jit.loaded.CompiledKernels` whose ``model`` is a :class:`PackageModel`."""
+    :class:`rbdgen.jit.loaded.CompiledKernels` (or, for a ``--target cuda`` package, a
+    :class:`rbdgen.jit.cuda.CudaKernels`) whose ``model`` is a :class:`PackageModel`."""
     from .jit.compiler import build_library, cxx_flags, python_include
     from .jit.loaded import CompiledKernels
 
@@ -508,6 +542,19 @@ def load_package(pkg_dir, dtype="float64", *, march: str | None = None, opt: str
                           f"building it as it is", RbdgenWarning, stacklevel=3)
         return data.decode("utf-8")
 
+    model = PackageModel(m["robot"], m["nq"], m["nv"], m["nb"], m["floating_base"], tuple(m["joint_names"]))
+    if m["options"].get("target") == "cuda":
+        from .jit.cuda import CudaKernels, find_nvcc, nvcc_flags, parse_archs
+
+        files = {fn: _read(fn) for fn in [*m["headers"][dt], *m["sources"][dt]]}
+        info = {k: {"doc": s["doc"], "inputs": [(a["name"], a["size"]) for a in s["inputs"]],
+                    "outputs": [(a["name"], tuple(a["shape"])) for a in s["outputs"]], "counts": dict(s["ops"]),
+                    "default_shape": m["launch"][k][dt]["default_shape"]}
+                for k in m["kernel_order"] for s in (m["kernels"][k],)}
+        archs = parse_archs(arch)
+        lib = build_library(files, list(m["sources"][dt]), m["prefix"] + "_cuda", nvcc_flags(archs, opt=opt),
+                            cxx=find_nvcc(nvcc), progress=progress)
+        return CudaKernels(lib, model, m["prefix"], dt, info, archs)
     files = {fn: _read(fn) for fn in [m["header"], *m["sources"][dt]]}
     specs = {
         k: _KernelSpec(
@@ -518,7 +565,6 @@ def load_package(pkg_dir, dtype="float64", *, march: str | None = None, opt: str
         )
         for k in m["kernel_order"] for s in (m["kernels"][k],)
     }
-    model = PackageModel(m["robot"], m["nq"], m["nv"], m["nb"], m["floating_base"], tuple(m["joint_names"]))
     sources = list(m["sources"][dt])
     flags = cxx_flags(opt=opt, march=march)
     extra = {}

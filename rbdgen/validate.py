@@ -137,17 +137,23 @@ def random_states(model, n: int, seed: int = 0) -> dict:
 
 def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, seed: int = 0, opt: str = "-O3",
              march: str | None = None, kernels=KERNELS, pinocchio: bool = True, progress=None,
-             compiled=None) -> list[Row]:
+             compiled=None, arch=None, emulate: bool = False) -> list[Row]:
     """Build ``kernels`` with :func:`rbdgen.build` (or use ``compiled``) and compare each, batch and
-    single state, with the reference (and Pinocchio) on ``states`` random states. One row per kernel."""
+    single state, with the reference (and Pinocchio) on ``states`` random states. One row per kernel.
+    ``target="cuda"``: on the GPU (``arch``), or with ``emulate`` the GPU program run on the CPU."""
     from . import build
 
     dt = np.dtype(dtype)
     if states < 1:
         raise ValueError(f"states must be at least 1, got {states}")
     kernels = tuple(k for k in KERNELS if k in kernels)
+    extra = {"arch": arch} if target == "cuda" else {"march": march}
     k_ = compiled if compiled is not None else build(model, target=target, dtype=dt.name, kernels=kernels, opt=opt,
-                                                     march=march, progress=progress)
+                                                     progress=progress, **extra)
+    if emulate:
+        k_ = k_.emulated("default")
+    elif target == "cuda":
+        k_.require_gpu("rbdgen validate --target cuda")
     st64 = random_states(model, states, seed)
     # the kernels see the inputs rounded to their dtype; the oracles see exactly the same numbers
     st = {n: np.ascontiguousarray(x, dtype=dt) for n, x in st64.items()}

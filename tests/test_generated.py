@@ -22,6 +22,7 @@ GENERATED = REPO / "generated"
 PACKAGES = [
     ("iiwa14", ["robots/iiwa14.urdf"]),
     ("quadruped", ["robots/quadruped.urdf", "--floating-base"]),
+    ("iiwa14_cuda", ["robots/iiwa14.urdf", "--target", "cuda", "--dtype", "float64"]),
 ]
 
 

@@ -4,7 +4,7 @@ Regenerate with ``rbdgen generate robots/iiwa14.urdf --name iiwa14 --out DIR``.
 
     import iiwa14
     iiwa14.rnea(q, v, a)               # float64, compiled on first use (cached)
-    k = iiwa14.load(dtype="float64", opt="-O3", march=None)   # rbdgen CompiledKernels
+    k = iiwa14.load(dtype="float64", opt="-O3", march=None)   # rbdgen.jit.loaded.CompiledKernels
     iiwa14.nq, iiwa14.nv, iiwa14.joint_names
 
 fixed base, nq = 7, nv = 7, 7 bodies; dtypes: float64, float32.

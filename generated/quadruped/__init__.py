@@ -4,7 +4,7 @@ Regenerate with ``rbdgen generate robots/quadruped.urdf --floating-base --name q
 
     import quadruped
     quadruped.rnea(q, v, a)               # float64, compiled on first use (cached)
-    k = quadruped.load(dtype="float64", opt="-O3", march=None)   # rbdgen CompiledKernels
+    k = quadruped.load(dtype="float64", opt="-O3", march=None)   # rbdgen.jit.loaded.CompiledKernels
     quadruped.nq, quadruped.nv, quadruped.joint_names
 
 floating base, nq = 19, nv = 18, 13 bodies; dtypes: float64, float32.

@@ -180,14 +180,15 @@ class CudaKernels:
         if self._gpu_count == 0:
             n = getattr(self._lib, f"{self.prefix}_device_count")()
             why = self.error_string(-n) if n < 0 else "no device"
-            raise RbdgenError(f"{what}: no CUDA GPU available ({why}); kern.emulated() runs the same GPU "
-                              "program on the CPU")
+            raise RbdgenError(f"{what}: no CUDA GPU available ({why}); emulation (kern.emulated(), "
+                              "rbdgen validate --emulate) runs the same GPU program on the CPU")
 
-    def emulated(self, shape: str = "block"):
+    def emulated(self, shape: str = "default"):
         """The GPU program run on the CPU, one thread after another: the same methods, numpy in
-        and out. For tests and debugging (it is slow)."""
-        if shape not in ("thread", "block"):
-            raise ValueError(f"shape must be 'thread' or 'block', got {shape!r}")
+        and out. ``shape``: "thread", "block", or "default" (each kernel's default shape). For
+        tests and debugging (it is slow)."""
+        if shape not in ("thread", "block", "default"):
+            raise ValueError(f"shape must be 'thread', 'block' or 'default', got {shape!r}")
         return _Emulated(self, shape)
 
     def __repr__(self):
@@ -198,9 +199,11 @@ class CudaKernels:
 class _Emulated:
     def __init__(self, owner: CudaKernels, shape: str):
         self.owner, self.shape, self.dtype = owner, shape, owner.dtype
+        self.model, self.op_counts, self.kernels = owner.model, owner.op_counts, owner.kernels
         lib, pre, tag = owner._lib, owner.prefix, owner._tag
         for name, ki in owner.info.items():
-            f = getattr(lib, f"{pre}_{name}_{tag}_emulate_{shape}")
+            sh = ki.get("default_shape", "block") if shape == "default" else shape
+            f = getattr(lib, f"{pre}_{name}_{tag}_emulate_{sh}")
             single = functools.partial(f, 1)
             setattr(self, name, _Method(self, name, single, f, ki["inputs"], ki["outputs"]))
 
