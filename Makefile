@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # both cores: compile-heavy tests run in parallel workers
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test bench clean venv generated
+.PHONY: demo test bench bench-cuda clean venv generated
 
 venv: $(STAMP)
 
@@ -36,6 +36,12 @@ generated: $(STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+# on a machine with an NVIDIA GPU: CUDA kernels vs batch size next to the CPU kernels (installs
+# cupy); writes benchmarks/results/cuda.{json,md}. Without a GPU it says so and writes nothing.
+bench-cuda: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[gpu]'
+	$(PY) benchmarks/run_cuda.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
