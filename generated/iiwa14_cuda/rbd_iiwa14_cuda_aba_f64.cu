@@ -130,24 +130,29 @@ int rbd_iiwa14_cuda_aba_f64_launch(long n, const double* __restrict q, const dou
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
+// numpy-style host arrays: one stream-ordered allocation from the driver's memory pool (cheap
+// after the first call), copies in, the launch, copies out, all on the per-thread default
+// stream, then a wait
 int rbd_iiwa14_cuda_aba_f64_host(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, int shape) {
   if (n <= 0) return 0;
+  const cudaStream_t s = cudaStreamPerThread;
   double* d = nullptr;
-  cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 28 * sizeof(double));
+  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 28 * sizeof(double), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_v = d + static_cast<size_t>(n) * 7;
   double* d_tau = d + static_cast<size_t>(n) * 14;
   double* d_qdd = d + static_cast<size_t>(n) * 21;
   const size_t bytes = static_cast<size_t>(n) * sizeof(double);
-  if (e == cudaSuccess) e = cudaMemcpy(d_q, q, bytes * 7, cudaMemcpyHostToDevice);
-  if (e == cudaSuccess) e = cudaMemcpy(d_v, v, bytes * 7, cudaMemcpyHostToDevice);
-  if (e == cudaSuccess) e = cudaMemcpy(d_tau, tau, bytes * 7, cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d_q, q, bytes * 7, cudaMemcpyHostToDevice, s);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d_v, v, bytes * 7, cudaMemcpyHostToDevice, s);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d_tau, tau, bytes * 7, cudaMemcpyHostToDevice, s);
   if (e == cudaSuccess)
-    e = static_cast<cudaError_t>(rbd_iiwa14_cuda_aba_f64_launch(n, d_q, d_v, d_tau, d_qdd, nullptr, shape));
-  if (e == cudaSuccess) e = cudaMemcpy(qdd, d_qdd, bytes * 7, cudaMemcpyDeviceToHost);
-  const cudaError_t f = cudaFree(d);
-  return static_cast<int>(e != cudaSuccess ? e : f);
+    e = static_cast<cudaError_t>(rbd_iiwa14_cuda_aba_f64_launch(n, d_q, d_v, d_tau, d_qdd, s, shape));
+  if (e == cudaSuccess) e = cudaMemcpyAsync(qdd, d_qdd, bytes * 7, cudaMemcpyDeviceToHost, s);
+  const cudaError_t f = cudaFreeAsync(d, s);
+  const cudaError_t g = cudaStreamSynchronize(s);
+  return static_cast<int>(e != cudaSuccess ? e : (f != cudaSuccess ? f : g));
 }
 
 void rbd_iiwa14_cuda_aba_f64_emulate_thread(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd) {
