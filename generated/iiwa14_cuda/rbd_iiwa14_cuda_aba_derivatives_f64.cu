@@ -7,8 +7,8 @@
 //   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
 //   accesses (169 scalars per state, padded to an odd count against bank conflicts; 43264 bytes).
 // block shape: 13 threads per state (threadIdx.x), 2 state(s) per block (threadIdx.y);
-//   29 stages + 2 shared dense product(s) with a barrier after each; workspace of 1574 scalars
-//   per state in shared memory.
+//   29 stages + 2 shared dense product(s) with a barrier after each; workspace of 1595 scalars
+//   per state in shared memory, the state's inputs included.
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_aba_derivatives_f64.cuh"
 
@@ -63,7 +63,15 @@ __global__ void __launch_bounds__(aba_derivatives_TILE) aba_derivatives_thread_k
 
 constexpr int aba_derivatives_LANES = 13;
 constexpr int aba_derivatives_SPB = 2;
-constexpr int aba_derivatives_SCRATCH = 1574;
+constexpr int aba_derivatives_SCRATCH = 1595;
+
+// the state's inputs, copied once into the shared workspace (after the exchanged values)
+template <typename S>
+__host__ __device__ inline void aba_derivatives_bload(int tx, const S* __restrict q, const S* __restrict v, const S* __restrict tau, S* __restrict w) {
+  for (int e = tx; e < 7; e += aba_derivatives_LANES) w[1574 + e] = q[e];
+  for (int e = tx; e < 7; e += aba_derivatives_LANES) w[1581 + e] = v[e];
+  for (int e = tx; e < 7; e += aba_derivatives_LANES) w[1588 + e] = tau[e];
+}
 
 __global__ void __launch_bounds__(26) aba_derivatives_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict dqdd_dq, double* __restrict dqdd_dv, double* __restrict dqdd_dtau, [[maybe_unused]] double* __restrict wg) {
   const long i = static_cast<long>(blockIdx.x) * aba_derivatives_SPB + threadIdx.y;
@@ -71,67 +79,69 @@ __global__ void __launch_bounds__(26) aba_derivatives_block_kernel(long n, const
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * aba_derivatives_SCRATCH;
-  if (live) aba_derivatives_s0<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_bload<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
   __syncthreads();
-  if (live) aba_derivatives_s1<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s0<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s2<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s1<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s3<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s2<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s4<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s3<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s5<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s4<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s6<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s5<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s7<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s6<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s8<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s7<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s9<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s8<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s10<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s9<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s11<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s10<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s12<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s11<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s13<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s12<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s14<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s13<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s15<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s14<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s16<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s15<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s17<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s16<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s18<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s17<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s19<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s18<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s20<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s19<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s21<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s20<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s22<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s21<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s23<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s22<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s24<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s23<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s25<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s24<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s26<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s25<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s27<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s26<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_s28<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s27<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_e0<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_s28<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
   __syncthreads();
-  if (live) aba_derivatives_e1<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  if (live) aba_derivatives_e0<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
+  __syncthreads();
+  if (live) aba_derivatives_e1<double>(threadIdx.x, w + 1574, w + 1581, w + 1588, dqdd_dq + c * 49, dqdd_dv + c * 49, dqdd_dtau + c * 49, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
@@ -150,7 +160,7 @@ int rbd_iiwa14_cuda_aba_derivatives_f64_launch(long n, const double* __restrict 
   if (shape == 2) {
     const long grid = (n + aba_derivatives_SPB - 1) / aba_derivatives_SPB;
     const dim3 threads(aba_derivatives_LANES, aba_derivatives_SPB);
-    aba_derivatives_block_kernel<<<static_cast<unsigned>(grid), threads, 3148 * sizeof(double), stream>>>(n, q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, nullptr);
+    aba_derivatives_block_kernel<<<static_cast<unsigned>(grid), threads, 3190 * sizeof(double), stream>>>(n, q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, nullptr);
     return static_cast<int>(cudaGetLastError());
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -202,157 +212,194 @@ void rbd_iiwa14_cuda_aba_derivatives_f64_emulate_block(long n, const double* __r
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s0<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_bload<double>(tx, q + i * 7, v + i * 7, tau + i * 7, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s1<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s0<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s2<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s1<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s3<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s2<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s4<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s3<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s5<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s4<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s6<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s5<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s7<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s6<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s8<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s7<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s9<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s8<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s10<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s9<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s11<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s10<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s12<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s11<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s13<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s12<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s14<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s13<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s15<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s14<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s16<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s15<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s17<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s16<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s18<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s17<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s19<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s18<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s20<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s19<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s21<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s20<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s22<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s21<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s23<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s22<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s24<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s23<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s25<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s24<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s26<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s25<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s27<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s26<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s28<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s27<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_e0<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_s28<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
     for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
       const long i = b * aba_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_e1<double>(tx, q + i * 7, v + i * 7, tau + i * 7, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, ws.data() + ty * aba_derivatives_SCRATCH);
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_e0<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
+    }
+    for (int ty = 0; ty < aba_derivatives_SPB; ++ty) {
+      const long i = b * aba_derivatives_SPB + ty;
+      if (i >= n) continue;
+      double* w = ws.data() + ty * aba_derivatives_SCRATCH;
+      for (int tx = 0; tx < aba_derivatives_LANES; ++tx) aba_derivatives_e1<double>(tx, w + 1574, w + 1581, w + 1588, dqdd_dq + i * 49, dqdd_dv + i * 49, dqdd_dtau + i * 49, w);
     }
   }
 }

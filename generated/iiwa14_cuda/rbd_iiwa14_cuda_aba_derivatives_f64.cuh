@@ -7,7 +7,7 @@
 //
 // * aba_derivatives<S>(…): one state on one thread (11149 statements in 17 parts, 849 scalars of scratch w).
 // * aba_derivatives_s0 … _s28, aba_derivatives_e0 … _e1: one state on 13 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 1574 scalars per state
+//   called in order with a barrier between calls; w is a workspace of 1595 scalars per state
 //   shared by the threads. 29 stages, up to 13 independent tasks in one stage.
 #pragma once
 

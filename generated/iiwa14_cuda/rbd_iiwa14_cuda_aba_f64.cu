@@ -7,8 +7,8 @@
 //   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
 //   accesses (29 scalars per state, padded to an odd count against bank conflicts; 29696 bytes).
 // block shape: 1 threads per state (threadIdx.x), 16 state(s) per block (threadIdx.y);
-//   20 stages with a barrier after each; workspace of 238 scalars
-//   per state in shared memory.
+//   20 stages with a barrier after each; workspace of 259 scalars
+//   per state in shared memory, the state's inputs included.
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_aba_f64.cuh"
 
@@ -59,7 +59,15 @@ __global__ void __launch_bounds__(aba_TILE) aba_thread_kernel(long n, const doub
 
 constexpr int aba_LANES = 1;
 constexpr int aba_SPB = 16;
-constexpr int aba_SCRATCH = 238;
+constexpr int aba_SCRATCH = 259;
+
+// the state's inputs, copied once into the shared workspace (after the exchanged values)
+template <typename S>
+__host__ __device__ inline void aba_bload(int tx, const S* __restrict q, const S* __restrict v, const S* __restrict tau, S* __restrict w) {
+  for (int e = tx; e < 7; e += aba_LANES) w[238 + e] = q[e];
+  for (int e = tx; e < 7; e += aba_LANES) w[245 + e] = v[e];
+  for (int e = tx; e < 7; e += aba_LANES) w[252 + e] = tau[e];
+}
 
 __global__ void __launch_bounds__(16) aba_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, [[maybe_unused]] double* __restrict wg) {
   const long i = static_cast<long>(blockIdx.x) * aba_SPB + threadIdx.y;
@@ -67,45 +75,47 @@ __global__ void __launch_bounds__(16) aba_block_kernel(long n, const double* __r
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * aba_SCRATCH;
-  if (live) aba_s0<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_bload<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
   __syncthreads();
-  if (live) aba_s1<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s0<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s2<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s1<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s3<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s2<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s4<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s3<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s5<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s4<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s6<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s5<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s7<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s6<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s8<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s7<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s9<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s8<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s10<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s9<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s11<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s10<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s12<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s11<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s13<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s12<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s14<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s13<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s15<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s14<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s16<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s15<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s17<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s16<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s18<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s17<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s19<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, qdd + c * 7, w);
+  if (live) aba_s18<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  __syncthreads();
+  if (live) aba_s19<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
@@ -124,7 +134,7 @@ int rbd_iiwa14_cuda_aba_f64_launch(long n, const double* __restrict q, const dou
   if (shape == 2) {
     const long grid = (n + aba_SPB - 1) / aba_SPB;
     const dim3 threads(aba_LANES, aba_SPB);
-    aba_block_kernel<<<static_cast<unsigned>(grid), threads, 3808 * sizeof(double), stream>>>(n, q, v, tau, qdd, nullptr);
+    aba_block_kernel<<<static_cast<unsigned>(grid), threads, 4144 * sizeof(double), stream>>>(n, q, v, tau, qdd, nullptr);
     return static_cast<int>(cudaGetLastError());
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -172,102 +182,128 @@ void rbd_iiwa14_cuda_aba_f64_emulate_block(long n, const double* __restrict q, c
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s0<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_bload<double>(tx, q + i * 7, v + i * 7, tau + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s1<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s0<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s2<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s1<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s3<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s2<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s4<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s3<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s5<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s4<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s6<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s5<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s7<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s6<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s8<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s7<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s9<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s8<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s10<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s9<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s11<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s10<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s12<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s11<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s13<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s12<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s14<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s13<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s15<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s14<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s16<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s15<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s17<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s16<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s18<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s17<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
     for (int ty = 0; ty < aba_SPB; ++ty) {
       const long i = b * aba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s19<double>(tx, q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7, ws.data() + ty * aba_SCRATCH);
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s18<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+    }
+    for (int ty = 0; ty < aba_SPB; ++ty) {
+      const long i = b * aba_SPB + ty;
+      if (i >= n) continue;
+      double* w = ws.data() + ty * aba_SCRATCH;
+      for (int tx = 0; tx < aba_LANES; ++tx) aba_s19<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
     }
   }
 }

@@ -7,7 +7,7 @@
 //
 // * aba<S>(…): one state on one thread (2053 statements in 4 parts, 147 scalars of scratch w).
 // * aba_s0 … _s19: one state on 1 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 238 scalars per state
+//   called in order with a barrier between calls; w is a workspace of 259 scalars per state
 //   shared by the threads. 20 stages, up to 1 independent tasks in one stage.
 #pragma once
 

@@ -7,8 +7,8 @@
 //   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
 //   accesses (57 scalars per state, padded to an odd count against bank conflicts; 29184 bytes).
 // block shape: 5 threads per state (threadIdx.x), 25 state(s) per block (threadIdx.y);
-//   7 stages with a barrier after each; workspace of 99 scalars
-//   per state in shared memory.
+//   7 stages with a barrier after each; workspace of 106 scalars
+//   per state in shared memory, the state's inputs included.
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_crba_f64.cuh"
 
@@ -54,7 +54,13 @@ __global__ void __launch_bounds__(crba_TILE) crba_thread_kernel(long n, const do
 
 constexpr int crba_LANES = 5;
 constexpr int crba_SPB = 25;
-constexpr int crba_SCRATCH = 99;
+constexpr int crba_SCRATCH = 106;
+
+// the state's inputs, copied once into the shared workspace (after the exchanged values)
+template <typename S>
+__host__ __device__ inline void crba_bload(int tx, const S* __restrict q, S* __restrict w) {
+  for (int e = tx; e < 7; e += crba_LANES) w[99 + e] = q[e];
+}
 
 __global__ void __launch_bounds__(125) crba_block_kernel(long n, const double* __restrict q, double* __restrict M, [[maybe_unused]] double* __restrict wg) {
   const long i = static_cast<long>(blockIdx.x) * crba_SPB + threadIdx.y;
@@ -62,19 +68,21 @@ __global__ void __launch_bounds__(125) crba_block_kernel(long n, const double* _
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * crba_SCRATCH;
-  if (live) crba_s0<double>(threadIdx.x, q + c * 7, M + c * 49, w);
+  if (live) crba_bload<double>(threadIdx.x, q + c * 7, w);
   __syncthreads();
-  if (live) crba_s1<double>(threadIdx.x, q + c * 7, M + c * 49, w);
+  if (live) crba_s0<double>(threadIdx.x, w + 99, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s2<double>(threadIdx.x, q + c * 7, M + c * 49, w);
+  if (live) crba_s1<double>(threadIdx.x, w + 99, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s3<double>(threadIdx.x, q + c * 7, M + c * 49, w);
+  if (live) crba_s2<double>(threadIdx.x, w + 99, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s4<double>(threadIdx.x, q + c * 7, M + c * 49, w);
+  if (live) crba_s3<double>(threadIdx.x, w + 99, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s5<double>(threadIdx.x, q + c * 7, M + c * 49, w);
+  if (live) crba_s4<double>(threadIdx.x, w + 99, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s6<double>(threadIdx.x, q + c * 7, M + c * 49, w);
+  if (live) crba_s5<double>(threadIdx.x, w + 99, M + c * 49, w);
+  __syncthreads();
+  if (live) crba_s6<double>(threadIdx.x, w + 99, M + c * 49, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
@@ -93,7 +101,7 @@ int rbd_iiwa14_cuda_crba_f64_launch(long n, const double* __restrict q, double* 
   if (shape == 2) {
     const long grid = (n + crba_SPB - 1) / crba_SPB;
     const dim3 threads(crba_LANES, crba_SPB);
-    crba_block_kernel<<<static_cast<unsigned>(grid), threads, 2475 * sizeof(double), stream>>>(n, q, M, nullptr);
+    crba_block_kernel<<<static_cast<unsigned>(grid), threads, 2650 * sizeof(double), stream>>>(n, q, M, nullptr);
     return static_cast<int>(cudaGetLastError());
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -137,37 +145,50 @@ void rbd_iiwa14_cuda_crba_f64_emulate_block(long n, const double* __restrict q, 
     for (int ty = 0; ty < crba_SPB; ++ty) {
       const long i = b * crba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s0<double>(tx, q + i * 7, M + i * 49, ws.data() + ty * crba_SCRATCH);
+      double* w = ws.data() + ty * crba_SCRATCH;
+      for (int tx = 0; tx < crba_LANES; ++tx) crba_bload<double>(tx, q + i * 7, w);
     }
     for (int ty = 0; ty < crba_SPB; ++ty) {
       const long i = b * crba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s1<double>(tx, q + i * 7, M + i * 49, ws.data() + ty * crba_SCRATCH);
+      double* w = ws.data() + ty * crba_SCRATCH;
+      for (int tx = 0; tx < crba_LANES; ++tx) crba_s0<double>(tx, w + 99, M + i * 49, w);
     }
     for (int ty = 0; ty < crba_SPB; ++ty) {
       const long i = b * crba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s2<double>(tx, q + i * 7, M + i * 49, ws.data() + ty * crba_SCRATCH);
+      double* w = ws.data() + ty * crba_SCRATCH;
+      for (int tx = 0; tx < crba_LANES; ++tx) crba_s1<double>(tx, w + 99, M + i * 49, w);
     }
     for (int ty = 0; ty < crba_SPB; ++ty) {
       const long i = b * crba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s3<double>(tx, q + i * 7, M + i * 49, ws.data() + ty * crba_SCRATCH);
+      double* w = ws.data() + ty * crba_SCRATCH;
+      for (int tx = 0; tx < crba_LANES; ++tx) crba_s2<double>(tx, w + 99, M + i * 49, w);
     }
     for (int ty = 0; ty < crba_SPB; ++ty) {
       const long i = b * crba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s4<double>(tx, q + i * 7, M + i * 49, ws.data() + ty * crba_SCRATCH);
+      double* w = ws.data() + ty * crba_SCRATCH;
+      for (int tx = 0; tx < crba_LANES; ++tx) crba_s3<double>(tx, w + 99, M + i * 49, w);
     }
     for (int ty = 0; ty < crba_SPB; ++ty) {
       const long i = b * crba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s5<double>(tx, q + i * 7, M + i * 49, ws.data() + ty * crba_SCRATCH);
+      double* w = ws.data() + ty * crba_SCRATCH;
+      for (int tx = 0; tx < crba_LANES; ++tx) crba_s4<double>(tx, w + 99, M + i * 49, w);
     }
     for (int ty = 0; ty < crba_SPB; ++ty) {
       const long i = b * crba_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s6<double>(tx, q + i * 7, M + i * 49, ws.data() + ty * crba_SCRATCH);
+      double* w = ws.data() + ty * crba_SCRATCH;
+      for (int tx = 0; tx < crba_LANES; ++tx) crba_s5<double>(tx, w + 99, M + i * 49, w);
+    }
+    for (int ty = 0; ty < crba_SPB; ++ty) {
+      const long i = b * crba_SPB + ty;
+      if (i >= n) continue;
+      double* w = ws.data() + ty * crba_SCRATCH;
+      for (int tx = 0; tx < crba_LANES; ++tx) crba_s6<double>(tx, w + 99, M + i * 49, w);
     }
   }
 }

@@ -7,7 +7,7 @@
 //
 // * crba<S>(…): one state on one thread (888 statements).
 // * crba_s0 … _s6: one state on 5 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 99 scalars per state
+//   called in order with a barrier between calls; w is a workspace of 106 scalars per state
 //   shared by the threads. 7 stages, up to 5 independent tasks in one stage.
 #pragma once
 

@@ -7,8 +7,8 @@
 //   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
 //   accesses (15 scalars per state, padded to an odd count against bank conflicts; 15360 bytes).
 // block shape: 1 threads per state (threadIdx.x), 64 state(s) per block (threadIdx.y);
-//   12 stages with a barrier after each; workspace of 77 scalars
-//   per state in shared memory.
+//   12 stages with a barrier after each; workspace of 84 scalars
+//   per state in shared memory, the state's inputs included.
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_gravity_f64.cuh"
 
@@ -54,7 +54,13 @@ __global__ void __launch_bounds__(gravity_TILE) gravity_thread_kernel(long n, co
 
 constexpr int gravity_LANES = 1;
 constexpr int gravity_SPB = 64;
-constexpr int gravity_SCRATCH = 77;
+constexpr int gravity_SCRATCH = 84;
+
+// the state's inputs, copied once into the shared workspace (after the exchanged values)
+template <typename S>
+__host__ __device__ inline void gravity_bload(int tx, const S* __restrict q, S* __restrict w) {
+  for (int e = tx; e < 7; e += gravity_LANES) w[77 + e] = q[e];
+}
 
 __global__ void __launch_bounds__(64) gravity_block_kernel(long n, const double* __restrict q, double* __restrict tau, [[maybe_unused]] double* __restrict wg) {
   const long i = static_cast<long>(blockIdx.x) * gravity_SPB + threadIdx.y;
@@ -62,29 +68,31 @@ __global__ void __launch_bounds__(64) gravity_block_kernel(long n, const double*
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * gravity_SCRATCH;
-  if (live) gravity_s0<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_bload<double>(threadIdx.x, q + c * 7, w);
   __syncthreads();
-  if (live) gravity_s1<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s0<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s2<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s1<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s3<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s2<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s4<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s3<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s5<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s4<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s6<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s5<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s7<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s6<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s8<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s7<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s9<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s8<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s10<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s9<double>(threadIdx.x, w + 77, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s11<double>(threadIdx.x, q + c * 7, tau + c * 7, w);
+  if (live) gravity_s10<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  __syncthreads();
+  if (live) gravity_s11<double>(threadIdx.x, w + 77, tau + c * 7, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
@@ -103,7 +111,7 @@ int rbd_iiwa14_cuda_gravity_f64_launch(long n, const double* __restrict q, doubl
   if (shape == 2) {
     const long grid = (n + gravity_SPB - 1) / gravity_SPB;
     const dim3 threads(gravity_LANES, gravity_SPB);
-    gravity_block_kernel<<<static_cast<unsigned>(grid), threads, 4928 * sizeof(double), stream>>>(n, q, tau, nullptr);
+    gravity_block_kernel<<<static_cast<unsigned>(grid), threads, 5376 * sizeof(double), stream>>>(n, q, tau, nullptr);
     return static_cast<int>(cudaGetLastError());
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -147,62 +155,80 @@ void rbd_iiwa14_cuda_gravity_f64_emulate_block(long n, const double* __restrict 
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s0<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_bload<double>(tx, q + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s1<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s0<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s2<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s1<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s3<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s2<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s4<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s3<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s5<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s4<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s6<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s5<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s7<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s6<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s8<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s7<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s9<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s8<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s10<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s9<double>(tx, w + 77, tau + i * 7, w);
     }
     for (int ty = 0; ty < gravity_SPB; ++ty) {
       const long i = b * gravity_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s11<double>(tx, q + i * 7, tau + i * 7, ws.data() + ty * gravity_SCRATCH);
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s10<double>(tx, w + 77, tau + i * 7, w);
+    }
+    for (int ty = 0; ty < gravity_SPB; ++ty) {
+      const long i = b * gravity_SPB + ty;
+      if (i >= n) continue;
+      double* w = ws.data() + ty * gravity_SCRATCH;
+      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s11<double>(tx, w + 77, tau + i * 7, w);
     }
   }
 }

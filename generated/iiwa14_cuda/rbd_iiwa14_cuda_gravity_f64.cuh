@@ -7,7 +7,7 @@
 //
 // * gravity<S>(…): one state on one thread (212 statements).
 // * gravity_s0 … _s11: one state on 1 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 77 scalars per state
+//   called in order with a barrier between calls; w is a workspace of 84 scalars per state
 //   shared by the threads. 12 stages, up to 1 independent tasks in one stage.
 #pragma once
 

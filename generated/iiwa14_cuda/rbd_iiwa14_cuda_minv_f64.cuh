@@ -7,7 +7,7 @@
 //
 // * minv<S>(…): one state on one thread (1814 statements in 3 parts, 96 scalars of scratch w).
 // * minv_s0 … _s14: one state on 6 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 241 scalars per state
+//   called in order with a barrier between calls; w is a workspace of 248 scalars per state
 //   shared by the threads. 15 stages, up to 6 independent tasks in one stage.
 #pragma once
 

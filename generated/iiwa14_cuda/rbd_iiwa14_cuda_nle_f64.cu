@@ -7,8 +7,8 @@
 //   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
 //   accesses (21 scalars per state, padded to an odd count against bank conflicts; 21504 bytes).
 // block shape: 1 threads per state (threadIdx.x), 32 state(s) per block (threadIdx.y);
-//   12 stages with a barrier after each; workspace of 115 scalars
-//   per state in shared memory.
+//   12 stages with a barrier after each; workspace of 129 scalars
+//   per state in shared memory, the state's inputs included.
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_nle_f64.cuh"
 
@@ -56,7 +56,14 @@ __global__ void __launch_bounds__(nle_TILE) nle_thread_kernel(long n, const doub
 
 constexpr int nle_LANES = 1;
 constexpr int nle_SPB = 32;
-constexpr int nle_SCRATCH = 115;
+constexpr int nle_SCRATCH = 129;
+
+// the state's inputs, copied once into the shared workspace (after the exchanged values)
+template <typename S>
+__host__ __device__ inline void nle_bload(int tx, const S* __restrict q, const S* __restrict v, S* __restrict w) {
+  for (int e = tx; e < 7; e += nle_LANES) w[115 + e] = q[e];
+  for (int e = tx; e < 7; e += nle_LANES) w[122 + e] = v[e];
+}
 
 __global__ void __launch_bounds__(32) nle_block_kernel(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau, [[maybe_unused]] double* __restrict wg) {
   const long i = static_cast<long>(blockIdx.x) * nle_SPB + threadIdx.y;
@@ -64,29 +71,31 @@ __global__ void __launch_bounds__(32) nle_block_kernel(long n, const double* __r
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * nle_SCRATCH;
-  if (live) nle_s0<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_bload<double>(threadIdx.x, q + c * 7, v + c * 7, w);
   __syncthreads();
-  if (live) nle_s1<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s0<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s2<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s1<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s3<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s2<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s4<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s3<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s5<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s4<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s6<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s5<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s7<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s6<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s8<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s7<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s9<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s8<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s10<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s9<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s11<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  if (live) nle_s10<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  __syncthreads();
+  if (live) nle_s11<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
@@ -105,7 +114,7 @@ int rbd_iiwa14_cuda_nle_f64_launch(long n, const double* __restrict q, const dou
   if (shape == 2) {
     const long grid = (n + nle_SPB - 1) / nle_SPB;
     const dim3 threads(nle_LANES, nle_SPB);
-    nle_block_kernel<<<static_cast<unsigned>(grid), threads, 3680 * sizeof(double), stream>>>(n, q, v, tau, nullptr);
+    nle_block_kernel<<<static_cast<unsigned>(grid), threads, 4128 * sizeof(double), stream>>>(n, q, v, tau, nullptr);
     return static_cast<int>(cudaGetLastError());
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -151,62 +160,80 @@ void rbd_iiwa14_cuda_nle_f64_emulate_block(long n, const double* __restrict q, c
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s0<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_bload<double>(tx, q + i * 7, v + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s1<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s0<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s2<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s1<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s3<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s2<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s4<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s3<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s5<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s4<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s6<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s5<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s7<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s6<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s8<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s7<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s9<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s8<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s10<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s9<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
     for (int ty = 0; ty < nle_SPB; ++ty) {
       const long i = b * nle_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s11<double>(tx, q + i * 7, v + i * 7, tau + i * 7, ws.data() + ty * nle_SCRATCH);
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s10<double>(tx, w + 115, w + 122, tau + i * 7, w);
+    }
+    for (int ty = 0; ty < nle_SPB; ++ty) {
+      const long i = b * nle_SPB + ty;
+      if (i >= n) continue;
+      double* w = ws.data() + ty * nle_SCRATCH;
+      for (int tx = 0; tx < nle_LANES; ++tx) nle_s11<double>(tx, w + 115, w + 122, tau + i * 7, w);
     }
   }
 }

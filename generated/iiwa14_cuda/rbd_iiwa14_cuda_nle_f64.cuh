@@ -7,7 +7,7 @@
 //
 // * nle<S>(…): one state on one thread (819 statements).
 // * nle_s0 … _s11: one state on 1 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 115 scalars per state
+//   called in order with a barrier between calls; w is a workspace of 129 scalars per state
 //   shared by the threads. 12 stages, up to 1 independent tasks in one stage.
 #pragma once
 

@@ -7,8 +7,8 @@
 //   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
 //   accesses (119 scalars per state, padded to an odd count against bank conflicts; 30464 bytes).
 // block shape: 14 threads per state (threadIdx.x), 4 state(s) per block (threadIdx.y);
-//   14 stages with a barrier after each; workspace of 1122 scalars
-//   per state in shared memory.
+//   14 stages with a barrier after each; workspace of 1143 scalars
+//   per state in shared memory, the state's inputs included.
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_rnea_derivatives_f64.cuh"
 
@@ -61,7 +61,15 @@ __global__ void __launch_bounds__(rnea_derivatives_TILE) rnea_derivatives_thread
 
 constexpr int rnea_derivatives_LANES = 14;
 constexpr int rnea_derivatives_SPB = 4;
-constexpr int rnea_derivatives_SCRATCH = 1122;
+constexpr int rnea_derivatives_SCRATCH = 1143;
+
+// the state's inputs, copied once into the shared workspace (after the exchanged values)
+template <typename S>
+__host__ __device__ inline void rnea_derivatives_bload(int tx, const S* __restrict q, const S* __restrict v, const S* __restrict a, S* __restrict w) {
+  for (int e = tx; e < 7; e += rnea_derivatives_LANES) w[1122 + e] = q[e];
+  for (int e = tx; e < 7; e += rnea_derivatives_LANES) w[1129 + e] = v[e];
+  for (int e = tx; e < 7; e += rnea_derivatives_LANES) w[1136 + e] = a[e];
+}
 
 __global__ void __launch_bounds__(56) rnea_derivatives_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict dtau_dq, double* __restrict dtau_dv, [[maybe_unused]] double* __restrict wg) {
   const long i = static_cast<long>(blockIdx.x) * rnea_derivatives_SPB + threadIdx.y;
@@ -69,33 +77,35 @@ __global__ void __launch_bounds__(56) rnea_derivatives_block_kernel(long n, cons
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * rnea_derivatives_SCRATCH;
-  if (live) rnea_derivatives_s0<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_bload<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, w);
   __syncthreads();
-  if (live) rnea_derivatives_s1<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s0<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s2<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s1<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s3<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s2<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s4<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s3<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s5<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s4<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s6<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s5<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s7<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s6<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s8<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s7<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s9<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s8<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s10<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s9<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s11<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s10<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s12<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s11<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
   __syncthreads();
-  if (live) rnea_derivatives_s13<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  if (live) rnea_derivatives_s12<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
+  __syncthreads();
+  if (live) rnea_derivatives_s13<double>(threadIdx.x, w + 1122, w + 1129, w + 1136, dtau_dq + c * 49, dtau_dv + c * 49, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
@@ -114,7 +124,7 @@ int rbd_iiwa14_cuda_rnea_derivatives_f64_launch(long n, const double* __restrict
   if (shape == 2) {
     const long grid = (n + rnea_derivatives_SPB - 1) / rnea_derivatives_SPB;
     const dim3 threads(rnea_derivatives_LANES, rnea_derivatives_SPB);
-    rnea_derivatives_block_kernel<<<static_cast<unsigned>(grid), threads, 4488 * sizeof(double), stream>>>(n, q, v, a, dtau_dq, dtau_dv, nullptr);
+    rnea_derivatives_block_kernel<<<static_cast<unsigned>(grid), threads, 4572 * sizeof(double), stream>>>(n, q, v, a, dtau_dq, dtau_dv, nullptr);
     return static_cast<int>(cudaGetLastError());
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -164,72 +174,92 @@ void rbd_iiwa14_cuda_rnea_derivatives_f64_emulate_block(long n, const double* __
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s0<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_bload<double>(tx, q + i * 7, v + i * 7, a + i * 7, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s1<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s0<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s2<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s1<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s3<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s2<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s4<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s3<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s5<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s4<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s6<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s5<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s7<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s6<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s8<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s7<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s9<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s8<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s10<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s9<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s11<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s10<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s12<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s11<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
     for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
       const long i = b * rnea_derivatives_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s13<double>(tx, q + i * 7, v + i * 7, a + i * 7, dtau_dq + i * 49, dtau_dv + i * 49, ws.data() + ty * rnea_derivatives_SCRATCH);
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s12<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
+    }
+    for (int ty = 0; ty < rnea_derivatives_SPB; ++ty) {
+      const long i = b * rnea_derivatives_SPB + ty;
+      if (i >= n) continue;
+      double* w = ws.data() + ty * rnea_derivatives_SCRATCH;
+      for (int tx = 0; tx < rnea_derivatives_LANES; ++tx) rnea_derivatives_s13<double>(tx, w + 1122, w + 1129, w + 1136, dtau_dq + i * 49, dtau_dv + i * 49, w);
     }
   }
 }

@@ -7,7 +7,7 @@
 //
 // * rnea_derivatives<S>(…): one state on one thread (8773 statements in 14 parts, 626 scalars of scratch w).
 // * rnea_derivatives_s0 … _s13: one state on 14 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 1122 scalars per state
+//   called in order with a barrier between calls; w is a workspace of 1143 scalars per state
 //   shared by the threads. 14 stages, up to 14 independent tasks in one stage.
 #pragma once
 

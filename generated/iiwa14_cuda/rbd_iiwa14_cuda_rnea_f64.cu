@@ -7,8 +7,8 @@
 //   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
 //   accesses (29 scalars per state, padded to an odd count against bank conflicts; 29696 bytes).
 // block shape: 2 threads per state (threadIdx.x), 32 state(s) per block (threadIdx.y);
-//   12 stages with a barrier after each; workspace of 120 scalars
-//   per state in shared memory.
+//   12 stages with a barrier after each; workspace of 141 scalars
+//   per state in shared memory, the state's inputs included.
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_rnea_f64.cuh"
 
@@ -58,7 +58,15 @@ __global__ void __launch_bounds__(rnea_TILE) rnea_thread_kernel(long n, const do
 
 constexpr int rnea_LANES = 2;
 constexpr int rnea_SPB = 32;
-constexpr int rnea_SCRATCH = 120;
+constexpr int rnea_SCRATCH = 141;
+
+// the state's inputs, copied once into the shared workspace (after the exchanged values)
+template <typename S>
+__host__ __device__ inline void rnea_bload(int tx, const S* __restrict q, const S* __restrict v, const S* __restrict a, S* __restrict w) {
+  for (int e = tx; e < 7; e += rnea_LANES) w[120 + e] = q[e];
+  for (int e = tx; e < 7; e += rnea_LANES) w[127 + e] = v[e];
+  for (int e = tx; e < 7; e += rnea_LANES) w[134 + e] = a[e];
+}
 
 __global__ void __launch_bounds__(64) rnea_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau, [[maybe_unused]] double* __restrict wg) {
   const long i = static_cast<long>(blockIdx.x) * rnea_SPB + threadIdx.y;
@@ -66,29 +74,31 @@ __global__ void __launch_bounds__(64) rnea_block_kernel(long n, const double* __
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * rnea_SCRATCH;
-  if (live) rnea_s0<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_bload<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, w);
   __syncthreads();
-  if (live) rnea_s1<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s0<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s2<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s1<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s3<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s2<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s4<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s3<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s5<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s4<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s6<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s5<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s7<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s6<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s8<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s7<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s9<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s8<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s10<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s9<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s11<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, tau + c * 7, w);
+  if (live) rnea_s10<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  __syncthreads();
+  if (live) rnea_s11<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
@@ -107,7 +117,7 @@ int rbd_iiwa14_cuda_rnea_f64_launch(long n, const double* __restrict q, const do
   if (shape == 2) {
     const long grid = (n + rnea_SPB - 1) / rnea_SPB;
     const dim3 threads(rnea_LANES, rnea_SPB);
-    rnea_block_kernel<<<static_cast<unsigned>(grid), threads, 3840 * sizeof(double), stream>>>(n, q, v, a, tau, nullptr);
+    rnea_block_kernel<<<static_cast<unsigned>(grid), threads, 4512 * sizeof(double), stream>>>(n, q, v, a, tau, nullptr);
     return static_cast<int>(cudaGetLastError());
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -155,62 +165,80 @@ void rbd_iiwa14_cuda_rnea_f64_emulate_block(long n, const double* __restrict q, 
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s0<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_bload<double>(tx, q + i * 7, v + i * 7, a + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s1<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s0<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s2<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s1<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s3<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s2<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s4<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s3<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s5<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s4<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s6<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s5<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s7<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s6<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s8<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s7<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s9<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s8<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s10<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s9<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
     for (int ty = 0; ty < rnea_SPB; ++ty) {
       const long i = b * rnea_SPB + ty;
       if (i >= n) continue;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s11<double>(tx, q + i * 7, v + i * 7, a + i * 7, tau + i * 7, ws.data() + ty * rnea_SCRATCH);
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s10<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+    }
+    for (int ty = 0; ty < rnea_SPB; ++ty) {
+      const long i = b * rnea_SPB + ty;
+      if (i >= n) continue;
+      double* w = ws.data() + ty * rnea_SCRATCH;
+      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s11<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
     }
   }
 }

@@ -7,7 +7,7 @@
 //
 // * rnea<S>(…): one state on one thread (840 statements).
 // * rnea_s0 … _s11: one state on 2 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 120 scalars per state
+//   called in order with a barrier between calls; w is a workspace of 141 scalars per state
 //   shared by the threads. 12 stages, up to 2 independent tasks in one stage.
 #pragma once
 

@@ -110,11 +110,25 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=KERNELS, *, fo
             for p, (s, lane) in enumerate(sched.pieces):
                 stages[s].append({"lane": lane, "lines": pb.parts[p].lines})
             lanes = sched.lanes
-            scr_b = max(pb.scratch, 1)
+            # per state: the workspace, then a copy of the inputs (the state, kept in shared
+            # memory next to the values the threads exchange) when it all fits in shared memory
+            n_in = sum(a.size for a in ins)
             spb = max(1, BLOCK_THREADS // lanes)
+            scr_b = pb.scratch + n_in
             while spb > 1 and spb * scr_b * nbytes > SHARED_LIMIT:
                 spb //= 2
             ws_shared = spb * scr_b * nbytes <= SHARED_LIMIT
+            if not ws_shared:  # global workspace: the inputs are read where they are
+                scr_b = pb.scratch
+            scr_b = max(scr_b, 1)
+            in_off, o = {}, pb.scratch
+            for a in ins:
+                in_off[a.name] = o
+                o += a.size
+            b_args = [f"w + {in_off[a.name]}" if ws_shared else f"{a.name} + c * {a.size}" for a in ins]
+            b_args += [f"{a.name} + c * {a.size}" for a in outs]
+            b_emu = [f"w + {in_off[a.name]}" if ws_shared else f"{a.name} + i * {a.size}" for a in ins]
+            b_emu += [f"{a.name} + i * {a.size}" for a in outs]
             phases = [f"{k}_s{s}" for s in range(len(stages))] + [f"{k}_e{j}" for j in range(len(epi))]
             kk = {
                 "name": k, "doc": kernel.doc, "inputs": ins, "outputs": outs, "arrays": arrays, "counts": counts,
@@ -125,8 +139,10 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=KERNELS, *, fo
                 "stages": stages, "epilogue": epi, "phases": phases, "lanes": lanes, "spb": spb,
                 "b_scratch": scr_b, "ws_shared": ws_shared, "n_stages": sched.n_stages, "width": sched.width,
                 "critical_ops": sched.critical_ops, "default_shape": 1 if k in CHEAP else 2,
-                "state_args": ", ".join(f"{a.name} + c * {a.size}" for a in arrays),
-                "emu_args": ", ".join(f"{a.name} + i * {a.size}" for a in arrays),
+                "state_args": ", ".join(b_args), "emu_args": ", ".join(b_emu), "in_off": in_off,
+                "load_args": ", ".join(f"{a.name} + c * {a.size}" for a in ins),
+                "load_emu_args": ", ".join(f"{a.name} + i * {a.size}" for a in ins),
+                "direct_args": ", ".join(f"{a.name} + i * {a.size}" for a in arrays),
             }
             ctx = dict(banner=banner, robot=model.name, dtype=dtype, ctype=ctype, tag=tag, prefix=prefix,
                        header=header, k=kk)
