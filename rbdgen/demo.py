@@ -11,7 +11,6 @@ import os
 import time
 
 import click
-import numpy as np
 
 from . import reference as ref
 from .model import load_urdf

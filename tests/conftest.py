@@ -50,6 +50,24 @@ def kernel_err(got, exp) -> float:
     return relerr(got, exp)
 
 
+def kernel_errors(kern, model, dtype, *, seed: int, n: int, single: int) -> dict:
+    """Error of every kernel of ``kern`` against the reference: on a batch of ``n`` random
+    states and on state ``single`` alone (the single-state entry point); the larger of the two."""
+    from rbdgen import reference as ref
+
+    q, v, a, tau = random_state(model, seed=seed, n=n)
+    cast = lambda x: np.ascontiguousarray(x, dtype=dtype)  # noqa: E731
+    errs = {}
+    for k in kern.kernels:
+        args = kernel_args(k, q, v, a, tau)
+        exp = getattr(ref, k)(model, *args)
+        batch = getattr(kern, k)(*map(cast, args))
+        one = getattr(kern, k)(*(cast(x[single]) for x in args))
+        exp1 = tuple(e[single] for e in exp) if isinstance(exp, tuple) else exp[single]
+        errs[k] = max(kernel_err(batch, exp), kernel_err(one, exp1))
+    return errs
+
+
 def relerr(a, b) -> float:
     """max |a − b| / max(1, max |b|): the max-norm error relative to the reference's size
     (absolute for entries below 1, so values near zero do not inflate it)."""

@@ -14,7 +14,6 @@ import pytest
 
 import rbdgen
 import rbdgen.robots
-from rbdgen.cli import main
 from conftest import assert_one_error_line, run_main  # noqa: E402
 
 IIWA = rbdgen.robots.path("iiwa14")

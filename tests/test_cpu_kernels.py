@@ -23,7 +23,7 @@ from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS
 from rbdgen.errors import CompilerNotFoundError
 
-from conftest import ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, load_case, random_state
+from conftest import ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, kernel_errors, load_case, random_state
 
 BIG_NV = 20
 F32_CASES = ("iiwa14-fixed", "kinova-fixed", "quadruped-floating", "g1-fixed")
@@ -48,16 +48,7 @@ def _build(case_id, model, dtype, **kw):
 
 
 def _check(kern, model, dtype, tol):
-    q, v, a, tau = random_state(model, seed=31, n=N)
-    cast = lambda x: np.ascontiguousarray(x, dtype=dtype)  # noqa: E731
-    errs = {}
-    for k in kern.kernels:
-        args = kernel_args(k, q, v, a, tau)
-        exp = getattr(ref, k)(model, *args)
-        batch = getattr(kern, k)(*map(cast, args))
-        single = getattr(kern, k)(*(cast(x[4]) for x in args))
-        exp4 = tuple(e[4] for e in exp) if isinstance(exp, tuple) else exp[4]
-        errs[k] = max(kernel_err(batch, exp), kernel_err(single, exp4))
+    errs = kernel_errors(kern, model, dtype, seed=31, n=N, single=4)
     bad = {k: e for k, e in errs.items() if not e <= tol(k)}
     assert not bad, f"{model.name} {dtype}: errors above bound: {bad}"
 

@@ -33,7 +33,7 @@ from rbdgen.errors import BuildError, CompilerNotFoundError, RbdgenError
 from rbdgen.ir.schedule import level_schedule
 
 from conftest import (ROBOT_CASES, ROBOTS, TOL32, TOL64, assert_one_error_line, kernel_args, kernel_err,
-                      load_case, random_state, run_main)
+                      kernel_errors, load_case, random_state, run_main)
 
 ARCHS = "80,90"
 N = 37  # not a multiple of any block's state count: full blocks and a partial one
@@ -63,18 +63,8 @@ def _build(case, dtype="float64"):
     return _built[key]
 
 
-def _errors(kern, model, dtype, seed=5):
-    q, v, a, tau = random_state(model, seed=seed, n=N)
-    cast = lambda x: np.ascontiguousarray(x, dtype=dtype)  # noqa: E731
-    errs = {}
-    for k in kern.kernels:
-        args = kernel_args(k, q, v, a, tau)
-        exp = getattr(ref, k)(model, *args)
-        batch = getattr(kern, k)(*map(cast, args))
-        single = getattr(kern, k)(*(cast(x[3]) for x in args))
-        exp3 = tuple(e[3] for e in exp) if isinstance(exp, tuple) else exp[3]
-        errs[k] = max(kernel_err(batch, exp), kernel_err(single, exp3))
-    return errs
+def _errors(kern, model, dtype):
+    return kernel_errors(kern, model, dtype, seed=5, n=N, single=3)
 
 
 @pytest.mark.parametrize("shape", ["thread", "block"])

@@ -369,7 +369,6 @@ def rnea_derivatives(model: RobotModel, fold=True) -> Kernel:
 
 def aba_derivatives(model: RobotModel, fold=True) -> Kernel:
     t = Trace(model, fold)
-    g = t.g
     q, v, tau = t.inputs("q", model.nq), t.inputs("v", model.nv), t.inputs("tau", model.nv)
     qdd = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau])]
     dq, dv = _rnea_derivative_values(t, q, v, qdd)
