@@ -29,13 +29,16 @@ class Dialect:
     qualifier: str = "static inline"
     part_qualifier: str = "static __attribute__((noinline))"
     comment: str = "//"
+    #: how a literal is written around its digits: "{}" (C literals, the default) or e.g.
+    #: "S({})" where the scalar type has no arithmetic with double (HLS ap_fixed)
+    literal_wrap: str = "{}"
 
 
 def literal(x: float, dtype: str, dialect: Dialect) -> str:
     s = repr(float(x))
     if "e" not in s and "." not in s:
         s += ".0"
-    return s + dialect.literal_suffix[dtype]
+    return dialect.literal_wrap.format(s + dialect.literal_suffix[dtype])
 
 
 @dataclass
