@@ -32,7 +32,7 @@ from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel
 from .render import render
 
 #: the one printer's dialect for HLS: ``S(…)`` literals (valid for double, float and ap_fixed)
-HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})")
+HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})", zero="S(0.0)")
 
 ROUNDING = ("AP_RND", "AP_RND_ZERO", "AP_RND_MIN_INF", "AP_RND_INF", "AP_RND_CONV", "AP_TRN", "AP_TRN_ZERO")
 OVERFLOW = ("AP_SAT", "AP_SAT_ZERO", "AP_SAT_SYM", "AP_WRAP", "AP_WRAP_SM")
@@ -226,7 +226,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=KERN
     q = model.random_q(rng, tb_states)
     env = {"q": q, "v": rng.normal(size=(tb_states, model.nv)), "a": rng.normal(size=(tb_states, model.nv)),
            "tau": 10.0 * rng.normal(size=(tb_states, model.nv))}
-    tb_inputs = [{"name": n, "size": x.shape[1], "values": ", ".join(_c_float(v) for v in x.ravel())}
+    tb_inputs = [{"name": n, "size": x.shape[1], "data": ", ".join(_c_float(v) for v in x.ravel())}
                  for n, x in env.items()]
     if tb_tol is None:
         tb_tol = {"double": 1e-9, "float": 1e-3}.get(numtype.kind, 0.1)

@@ -58,7 +58,8 @@ def hls_flags(opt: str = "-O1", csim: str = "fast") -> list[str]:
     arithmetic, see the generated header), ``"top"`` the synthesizable top functions."""
     if csim not in CSIM_MODES:
         raise RbdgenError(f"csim must be one of {', '.join(CSIM_MODES)}, got {csim!r}")
-    extra = ["-isystem", str(ap_types_dir()), "-Wno-unused-parameter", "-DRBD_HLS_NO_DOUBLE_REFERENCE"]
+    extra = ["-isystem", str(ap_types_dir()), "-Wno-unused-parameter", "-Wno-unknown-pragmas",
+             "-DRBD_HLS_NO_DOUBLE_REFERENCE"]
     if csim == "fast":
         extra.append("-DRBD_HLS_CSIM_FAST")
     return cxx_flags(opt=opt, openmp=False, extra=extra)
