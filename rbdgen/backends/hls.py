@@ -201,6 +201,8 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=KERN
                                    + [f"S* {a.name}" for a in outs]),
             "top_args": ", ".join([f"const {data_t} {a.name}[{a.size}]" for a in ins]
                                   + [f"{data_t} {a.name}[{a.size}]" for a in outs]),
+            "csim_args": ", ".join([f"const {ns}::csim_t {a.name}[{a.size}]" for a in ins]
+                                   + [f"{ns}::csim_t {a.name}[{a.size}]" for a in outs]),
             "ref_args": ", ".join([f"const double* {a.name}" for a in ins] + [f"double* {a.name}" for a in outs]),
             "c_args": ", ".join([f"const double* {a.name}" for a in ins] + [f"double* {a.name}" for a in outs]),
             "call_args": ", ".join(a.name for a in ins + outs),
