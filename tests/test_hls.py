@@ -251,6 +251,8 @@ def test_datapath_has_the_pruned_operator_count():
         trig = sum(1 for e in stmts if e.startswith(("rbd_sin(", "rbd_cos(")))
         cost = H.hls_cost(trace(m, k), H.numeric_type(fixed=(32, 16)))
         assert (cost["mul"], cost["add"], cost["div"], cost["sincos"]) == (muls, adds, divs, trig), k
+        const_muls = sum(1 for e in stmts if re.fullmatch(r"\S+ \* \S+", e) and "S(" in e)
+        assert cost["const_mul"] == const_muls, k
         assert 0 < trig <= 2 * m.nv  # at most a sin and a cos per joint (joint 1 about gravity needs none)
 
 
@@ -386,5 +388,7 @@ def test_cli_inspect_cost_hls(capsys):
     rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in KERNELS}
     assert set(rows) == set(KERNELS)
     oc = trace(m, "rnea").op_counts()
-    assert rows["rnea"][1:6] == [str(oc["mul"]), str(oc["add"]), str(oc["div"]), str(oc["sincos"]), str(oc["depth"])]
-    assert rows["rnea"][6] == str(4 * oc["mul"])
+    r = rows["rnea"]
+    assert [r[1]] + r[3:7] == [str(oc["mul"]), str(oc["add"]), str(oc["div"]), str(oc["sincos"]), str(oc["depth"])]
+    assert r[7] == str(4 * oc["mul"])
+    assert 0 < int(r[2]) < oc["mul"]

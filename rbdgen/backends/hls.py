@@ -308,10 +308,13 @@ def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii:
         weight[cls] = delay / budget if chained else float(max(1, math.ceil(delay / budget)))
     counts = kernel.op_counts()
     finish: dict[int, float] = {}
+    const_mul = 0
     for n in kernel.live_nodes():
         if n.op in ("const", "input"):
             finish[n.id] = 0.0
             continue
+        if n.op == "mul" and any(a.op == "const" for a in n.args):
+            const_mul += 1
         start = max(finish[a.id] for a in n.args)
         w = weight[_op_class(n.op)]
         if not model[_op_class(n.op)][2]:
@@ -327,6 +330,9 @@ def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii:
         dsp = math.ceil(dsp / ii)
     out = {c: counts[c] for c in ("mul", "add", "div", "sincos", "depth", "total")}
     out.update({
+        # products with a generation-time constant (model constants: inertias, offsets, gravity);
+        # the tool may build these from LUT shift-adds instead of DSPs: the DSP total counts them
+        "const_mul": const_mul,
         "type": numtype.describe(), "clock_mhz": float(clock_mhz), "ii": ii, "dsp": int(dsp),
         "dsp_per_mul": model["mul"][0], "latency_cycles": int(cycles),
         "latency_us": cycles * period / 1000.0,
@@ -345,7 +351,7 @@ def cost_table(model: RobotModel, numtype: NumType, kernels=KERNELS, clock_mhz: 
 
 
 def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: int | None) -> str:
-    cols = [("mul", "mul"), ("add", "add/sub"), ("div", "div"), ("sincos", "sin/cos"), ("depth", "depth"),
+    cols = [("mul", "mul"), ("const_mul", "×const"), ("add", "add/sub"), ("div", "div"), ("sincos", "sin/cos"), ("depth", "depth"),
             ("dsp", "DSP"), ("latency_cycles", "cycles"), ("latency_us", "latency")]
     table = [("kernel",) + tuple(h for _, h in cols)]
     for r in rows:
@@ -356,7 +362,8 @@ def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: 
     widths = [max(len(row[c]) for row in table) for c in range(len(table[0]))]
     head = [f"HLS cost estimate: {numtype.describe()}, clock {clock_mhz:g} MHz, "
             + (f"pipelined II={ii} (DSP shared up to {ii}x)" if ii else "fully spatial datapath (DSP: one operator per operation)"),
-            f"DSP48E2 per multiplier: {rows[0]['dsp_per_mul'] if rows else '-'}; depth: critical path in ops; "
+            f"DSP48E2 per multiplier: {rows[0]['dsp_per_mul'] if rows else '-'}; ×const: multiplies by a model "
+            "constant (of mul; may map to LUTs); depth: critical path in ops;",
             "cycles: critical path weighted by operator latency (model: docs/hls.md)", ""]
     body = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths)))
             for row in table]
