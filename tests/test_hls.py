@@ -144,10 +144,23 @@ def test_fixed_wider_format_is_more_accurate():
 def test_too_narrow_format_exceeds_the_bounds():
     """Q8.8 resolves 4e-3: the Q16.16 bounds must catch it (the bound check can fail)."""
     m = load_case(*_case("iiwa14-fixed"))
-    kern = _build(("fixed", (16, 8)), m, fixed=(16, 8), kernels=("rnea", "gravity"))
+    kern = _build(("fixed", (16, 8)), m, fixed=(16, 8), kernels=("rnea", "gravity", "minv"))
     errs = _errors(kern, m)
-    for k in ("rnea", "gravity"):
+    for k in ("rnea", "gravity", "minv"):
         assert errs[k] > FIXED_TOL[(32, 16)][k], (k, errs[k])
+
+
+def test_divisor_quantised_to_zero_saturates_and_is_counted():
+    """ap_fixed<16,12> resolves 1/16: the wrist's articulated inertias become 0. The fast C
+    simulation saturates those quotients (instead of trapping) and counts them."""
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = _build(("fixed", (16, 12)), m, fixed=(16, 12), kernels=("minv",))
+    kern.div_by_zero()
+    q = random_state(m, seed=1, n=4)[0]
+    out = kern.minv(q)
+    assert kern.div_by_zero() > 0 and kern.div_by_zero() == 0  # counted, then reset
+    assert np.all(np.isfinite(out)) and np.max(np.abs(out)) >= 2.0 ** 11 * 0.99  # saturated: ±2^11
+    assert _build(("fixed", (32, 16)), m, fixed=(32, 16)).div_by_zero() == 0
 
 
 def test_fast_csim_is_bit_identical_to_top_functions(tmp_path):

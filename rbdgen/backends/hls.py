@@ -222,7 +222,9 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=KERN
     # C-simulation harness for Python: double in, double out, one state or a batch
     harness_prefix = f"{prefix}_csim"
     harness = f"{prefix}_csim.cpp"
-    files[harness] = render("hls/csim.cpp.j2", harness_prefix=harness_prefix, **ctx)
+    raw_max, raw_min = (f"{2 ** (numtype.W - 1) - 1}LL", f"(-{2 ** (numtype.W - 1) - 1}LL - 1)") if fixed else ("0", "0")
+    files[harness] = render("hls/csim.cpp.j2", harness_prefix=harness_prefix, raw_max=raw_max, raw_min=raw_min,
+                            **ctx)
     # testbench: seeded random states within the joint limits, format vs the same code in double
     rng = np.random.default_rng(12345)
     q = model.random_q(rng, tb_states)

@@ -7,6 +7,7 @@ dependencies), which ships them, and :func:`ap_types_dir` finds them in site-pac
 """
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import site
@@ -72,6 +73,15 @@ class HLSKernels(CompiledKernels):
     def __init__(self, lib_path, model, gen, **kw):
         self.numtype: NumType = gen.numtype
         super().__init__(lib_path, model, gen.harness_prefix, "float64", gen.kernels, target="hls", **kw)
+        self._div0 = getattr(self._lib, f"{gen.harness_prefix}_div_by_zero")
+        self._div0.argtypes = []
+        self._div0.restype = ctypes.c_long
+
+    def div_by_zero(self) -> int:
+        """Divisions by a divisor that quantised to zero since the last call (ap_fixed, fast C
+        simulation: the quotient saturates; the top functions would trap, as ap_fixed's integer
+        division does in C simulation, and hardware leaves it undefined)."""
+        return int(self._div0())
 
     def __repr__(self):
         return (f"<rbdgen HLS C-simulation kernels for {self.model.name!r} ({self.numtype.describe()}, "
