@@ -8,15 +8,22 @@ STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 # both cores: compile-heavy tests run in parallel workers
 PYTEST_WORKERS ?= 2
+# only its ap_types headers are used (see the venv rule)
+HLS4ML_VERSION := 1.3.0
 
-.PHONY: demo test bench bench-cuda clean venv generated
+.PHONY: demo test bench bench-cuda bench-hls clean venv generated
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# the Makefile is a prerequisite: a change to what it installs reinstalls
+$(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,cuda]'
+	# Xilinx's Apache-2.0 ap_types headers (ap_fixed.h) for the HLS C simulation: the hls4ml wheel
+	# ships them; its own dependencies (tensorflow, ...) are not needed. rbdgen finds the folder
+	# in site-packages at run time (rbdgen.jit.hls.ap_types_dir; RBDGEN_AP_TYPES overrides it).
+	$(PY) -m pip install --quiet --no-deps hls4ml==$(HLS4ML_VERSION)
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -42,6 +49,13 @@ bench: $(STAMP)
 bench-cuda: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[gpu]'
 	$(PY) benchmarks/run_cuda.py $(BENCH_ARGS)
+# HLS fixed-point accuracy sweep (not a test): error of every kernel vs the reference across
+# ap_fixed formats, iiwa14 and the quadruped; writes benchmarks/results/hls_accuracy.{json,md,png}.
+# matplotlib (for the plot) is installed here only: nothing else needs it.
+HLS_BENCH_ARGS ?=
+bench-hls: $(STAMP)
+	$(PY) -m pip install --quiet matplotlib
+	$(PY) benchmarks/hls_accuracy.py $(HLS_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

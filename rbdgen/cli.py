@@ -7,6 +7,7 @@ is a bug in rbdgen and keeps its traceback. ``rbdgen validate`` exits 1 when a k
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
@@ -107,6 +108,55 @@ def _parse_opt(ctx, param, value):
     if not _OPT_RE.fullmatch(value):
         raise click.BadParameter(f"expected an optimisation flag such as -O3 or -O1, got {value!r}")
     return value
+
+
+def _parse_fixed(ctx, param, value):
+    if value is None:
+        return None
+    from .backends.hls import numeric_type
+
+    try:
+        nt = numeric_type(fixed=value)
+    except RbdgenError as e:
+        raise click.BadParameter(str(e).replace("--fixed ", "", 1)) from None
+    return (nt.W, nt.I)
+
+
+def _check_clock(ctx, param, value):
+    if value is not None and not (np.isfinite(value) and value > 0):
+        raise click.BadParameter(f"expected a positive frequency in MHz such as 250, got {value!r}")
+    return value
+
+
+def hls_options(f, generate=False):
+    """The FPGA options (``--target hls``): datapath type, and for ``generate`` the design's."""
+    from .backends import hls as H
+
+    if generate:
+        f = click.option("--interface", type=click.Choice(H.INTERFACES), default=None,
+                         help="hls: port protocol of the top functions (default ap_memory: ports partitioned "
+                              "into registers; see docs/hls.md).")(f)
+        f = click.option("--part", default=None, metavar="PART",
+                         help=f"hls: FPGA part for the synthesis script (default {H.DEFAULT_PART}).")(f)
+    f = click.option("--ii", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="hls: pipeline each kernel with initiation interval N (throughput); default: "
+                          "latency-oriented, not pipelined.")(f)
+    f = click.option("--clock-mhz", "clock_mhz", type=float, default=None, callback=_check_clock, metavar="F",
+                     help=f"hls: target clock in MHz (default {H.DEFAULT_CLOCK_MHZ:g}).")(f)
+    f = click.option("--overflow", type=click.Choice(H.OVERFLOW), default=H.DEFAULT_OVERFLOW, show_default=True,
+                     help="hls: ap_fixed overflow mode.")(f)
+    f = click.option("--rounding", type=click.Choice(H.ROUNDING), default=H.DEFAULT_ROUNDING, show_default=True,
+                     help="hls: ap_fixed rounding (quantisation) mode.")(f)
+    f = click.option("--fixed", callback=_parse_fixed, default=None, metavar="W,I",
+                     help="hls: ap_fixed<W,I> datapath (W total bits <= 64, I integer bits incl. sign), "
+                          "e.g. 32,16; default: floating point of --dtype.")(f)
+    return f
+
+
+def _hls_only(target, **given):
+    used = [f"--{k.replace('_', '-')}" for k, v in given.items() if v not in (None, False)]
+    if used and target != "hls":
+        raise click.UsageError(f"{', '.join(used)}: only with --target hls")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -217,10 +267,19 @@ def format_cost(model, kernels=None, progress=None) -> str:
               help="Per joint: the zero/±1/constant/q-dependent pattern of X, S and I, and the X·v multiplies pruned.")
 @click.option("--cost", "show_cost", is_flag=True,
               help="Per kernel: op counts of the generated (pruned) code against the dense algorithm.")
+@click.option("--target", type=click.Choice(["cpu", "hls"]), default="cpu", show_default=True,
+              help="With --cost: hls adds the FPGA estimate (DSP blocks, latency in cycles).")
+@click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
+              help="hls: floating-point datapath type when --fixed is not given.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_cost, quiet):
+@functools.partial(hls_options, generate=False)
+def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_cost, target, dtype, quiet,
+            fixed, rounding, overflow, clock_mhz, ii):
     """Print the kinematic tree, sizes, mass and merged fixed joints of URDF
     (or, with --sparsity / --cost, what code generation prunes)."""
+    _hls_only(target, fixed=fixed, clock_mhz=clock_mhz, ii=ii)
+    if target == "hls" and not show_cost:
+        raise click.UsageError("--target hls goes with --cost (the FPGA cost estimate)")
     model = _load(urdf, floating_base, mimic, not no_check_inertia)
     base = "floating" if model.floating_base else "fixed"
     click.echo(f"robot {model.name!r} ({urdf}), {base} base")
@@ -230,7 +289,15 @@ def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_co
         if show_sparsity:
             click.echo("")
             click.echo(format_sparsity(model))
-        if show_cost:
+        if show_cost and target == "hls":
+            from .backends import hls as H
+
+            nt = H.numeric_type(dtype, fixed, rounding, overflow)
+            clock = clock_mhz or H.DEFAULT_CLOCK_MHZ
+            click.echo("")
+            click.echo(H.format_cost_table(H.cost_table(model, nt, clock_mhz=clock, ii=ii, progress=_progress(quiet)),
+                                           nt, clock, ii))
+        elif show_cost:
             click.echo("")
             click.echo(format_cost(model, progress=_progress(quiet)))
         return
@@ -270,8 +337,9 @@ def format_snap(info) -> str:
 @cli.command()
 @model_options
 @gravity_option
-@click.option("--target", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="Code generation target: cpu (C++17) or cuda (.cu/.cuh, built with nvcc).")
+@click.option("--target", type=click.Choice(["cpu", "cuda", "hls"]), default="cpu", show_default=True,
+              help="Code generation target: cpu (C++ and a Python package), cuda (.cu/.cuh, built with nvcc) "
+                   "or hls (FPGA: Vitis HLS C++, testbench, Tcl).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=str), default=".", show_default=True,
               help="Folder the package folder is written into (created if missing).")
 @click.option("--name", default=None,
@@ -283,21 +351,37 @@ def format_snap(info) -> str:
               help="First snap transform entries within TOL of 0 or ±1 (e.g. rpy 1.5708 for π/2), "
                    "and report how far the dynamics move.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out, name, dtypes, kernels, snap, quiet):
-    """Write the kernels of URDF as an importable Python package OUT/NAME/: C++ (or CUDA) sources,
-    manifest.json and an __init__.py with load() and one function per kernel. The sources are
-    usable from C++ projects as they are (see the header's comment)."""
+@functools.partial(hls_options, generate=True)
+def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out, name, dtypes, kernels, snap, quiet,
+             fixed, rounding, overflow, clock_mhz, ii, part, interface):
+    """Write the kernels of URDF as an importable Python package OUT/NAME/: C++ (or CUDA, or HLS)
+    sources, manifest.json and an __init__.py with load() and one function per kernel. The
+    sources are usable from C++ projects as they are (see the header's comment)."""
     from .generate import DTYPES, generate_package
 
+    _hls_only(target, fixed=fixed, clock_mhz=clock_mhz, ii=ii, part=part, interface=interface)
+    hls = None
+    if target == "hls":
+        if fixed is not None and dtypes:
+            raise click.UsageError("--fixed and --dtype are alternatives for --target hls; give one")
+        hls = {"fixed": fixed, "rounding": rounding, "overflow": overflow, "ii": ii}
+        hls.update({k: v for k, v in (("clock_mhz", clock_mhz), ("part", part), ("interface", interface)) if v is not None})
+        dtypes = dtypes or ("float64",)
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
     load_options = {"floating_base": floating_base, "mimic": mimic, "check_inertia": not no_check_inertia}
     with _report_warnings():
         pkg = generate_package(model, out, urdf=urdf, load_options=load_options, name=name,
                                dtypes=dtypes or DTYPES, kernels=kernels, target=target, snap=snap,
-                               progress=_progress(quiet))
+                               progress=_progress(quiet), hls=hls)
     if pkg.snap is not None:
         click.echo(format_snap(pkg.snap))
     m = pkg.manifest
+    if target == "hls":
+        h = m["options"]["hls"]
+        click.echo(f"wrote {os.path.abspath(pkg.path)}{os.sep} ({len(pkg.files)} files): HLS sources for robot "
+                   f"{m['robot']!r}, nq {m['nq']} nv {m['nv']}, {h['type']}, {len(m['kernel_order'])} kernels, "
+                   f"part {h['part']} at {h['clock_mhz']:g} MHz; synthesize with `vitis_hls -f {m['tcl']}` there")
+        return
     click.echo(f"wrote {os.path.abspath(pkg.path)}{os.sep} ({len(pkg.files)} files): package '{pkg.name}', robot {m['robot']!r}, "
                f"nq {m['nq']} nv {m['nv']}, {', '.join(m['options']['dtypes'])}, {len(m['kernel_order'])} kernels")
 

@@ -40,7 +40,7 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 INIT = "__init__.py"
 DTYPES = ("float64", "float32")
-TARGETS = ("cpu", "cuda")
+TARGETS = ("cpu", "cuda", "hls")
 
 # names a generated package must not take: it would shadow the module for everything imported
 # after the package's folder is put on sys.path
@@ -262,10 +262,15 @@ class Package:
 
 
 def package_files(model, *, urdf: str, load_options: dict, name: str | None = None, dtypes=DTYPES,
-                  kernels=KERNELS, target: str = "cpu", snap: float | None = None, progress=None) -> Package:
+                  kernels=KERNELS, target: str = "cpu", snap: float | None = None, progress=None,
+                  hls: dict | None = None) -> Package:
     """Generate every file of the package of ``model`` (loaded from ``urdf`` with
     ``load_options``: floating_base, mimic, check_inertia; gravity is read from the model) in
-    memory. Kernels and dtypes are put in canonical order."""
+    memory. Kernels and dtypes are put in canonical order.
+
+    ``target="hls"``: the FPGA sources (see :func:`rbdgen.backends.hls.generate_hls`) instead
+    of a Python package; ``hls`` holds its options (fixed, rounding, overflow, ii, interface,
+    part, clock_mhz); the datapath is ``ap_fixed`` when ``fixed`` is given, else the one dtype."""
     from .backends.cpu import generate_cpu
     from .symbolic import snap_model
 
@@ -291,6 +296,11 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
         snap_info = snap_report(model, snapped, report)
         model = snapped
 
+    if target == "hls":
+        return _hls_package(model, urdf=urdf, load_options=load_options, name=name, dtypes=dtypes, kernels=kernels,
+                            snap=snap, snap_info=snap_info, progress=progress, options=dict(hls or {}))
+    if hls:
+        raise RbdgenError(f"HLS options ({', '.join(sorted(hls))}) apply only to --target hls")
     if target == "cuda":
         from .backends.cuda import generate_cuda
 
@@ -374,6 +384,73 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
     return Package(name, dict(sorted(files.items())), manifest, snap_info, model)
 
 
+def _hls_package(model, *, urdf, load_options, name, dtypes, kernels, snap, snap_info, progress, options) -> Package:
+    """The HLS target's folder: header, one source per kernel, C-sim harness, testbench, Tcl
+    script and manifest.json (no __init__.py: the sources are for Vitis HLS; from Python,
+    ``rbdgen.build(model, target="hls")`` C-simulates them)."""
+    from .backends import hls as H
+
+    fixed = options.pop("fixed", None)
+    if fixed is None and len(dtypes) != 1:
+        raise RbdgenError("--target hls takes one datapath type: --fixed W,I, or a single --dtype")
+    numtype = H.numeric_type(dtypes[0], fixed, options.pop("rounding", H.DEFAULT_ROUNDING),
+                             options.pop("overflow", H.DEFAULT_OVERFLOW))
+    gen = H.generate_hls(model, numtype, kernels, name=name, progress=progress, **options)
+    files = {fn: text.encode("utf-8") for fn, text in gen.files.items()}
+    try:
+        urdf_bytes = Path(urdf).read_bytes()
+    except OSError as e:
+        raise RbdgenError(f"cannot read: {_why(e)}", file=urdf) from e
+    hopts = {"type": numtype.ctype, "fixed": [numtype.W, numtype.I] if numtype.kind == "fixed" else None,
+             "ii": options.get("ii"), "interface": options.get("interface", "ap_memory"),
+             "part": options.get("part", H.DEFAULT_PART), "clock_mhz": float(options.get("clock_mhz", H.DEFAULT_CLOCK_MHZ))}
+    opts = {
+        "target": "hls",
+        "floating_base": bool(load_options.get("floating_base", False)),
+        "mimic": load_options.get("mimic", "error"),
+        "check_inertia": bool(load_options.get("check_inertia", True)),
+        "gravity": [float(g) for g in model.gravity],
+        "snap": None if snap is None else float(snap),
+        "kernels": list(kernels),
+        "hls": hopts,
+    }
+    cmd = _regenerate_command(str(urdf), {**opts, "dtypes": list(DTYPES)}, name).replace("rbdgen generate", "rbdgen generate --target hls", 1)
+    if numtype.kind == "fixed":
+        cmd += f" --fixed {numtype.W},{numtype.I}"
+        if numtype.rounding != H.DEFAULT_ROUNDING:
+            cmd += f" --rounding {numtype.rounding}"
+        if numtype.overflow != H.DEFAULT_OVERFLOW:
+            cmd += f" --overflow {numtype.overflow}"
+    else:
+        cmd += f" --dtype {dtypes[0]}"
+    for key, flag in (("ii", "--ii"), ("interface", "--interface"), ("part", "--part"), ("clock_mhz", "--clock-mhz")):
+        if key in options and options[key] is not None:
+            cmd += f" {flag} {options[key]}"
+    manifest = {
+        "format": FORMAT, "generator": "rbdgen", "rbdgen_version": __version__, "package": name,
+        "robot": model.name, "source": {"urdf": str(urdf), "sha256": _sha256(urdf_bytes)}, "options": opts,
+        "regenerate": cmd, "floating_base": bool(model.floating_base),
+        "nq": model.nq, "nv": model.nv, "nb": model.nb,
+        "joint_names": list(model.joint_names), "joint_types": list(model.joint_types),
+        "prefix": gen.prefix, "header": gen.header, "hls_sources": list(gen.sources), "csim_harness": gen.harness,
+        "testbench": gen.testbench, "tcl": gen.tcl,
+        "kernel_order": list(kernels),
+        "kernels": {
+            k: {
+                "doc": pk.doc, "top": f"{gen.prefix}_{k}",
+                "inputs": [{"name": a.name, "size": int(a.size)} for a in pk.inputs],
+                "outputs": [{"name": a.name, "shape": [int(s) for s in a.shape]} for a in pk.outputs],
+                "ops": {c: int(n) for c, n in pk.counts.items()},
+            }
+            for k, pk in gen.kernels.items()
+        },
+        "snap": snap_info,
+    }
+    manifest["files"] = {fn: _sha256(data) for fn, data in sorted(files.items())}
+    files[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    return Package(name, dict(sorted(files.items())), manifest, snap_info, model)
+
+
 # ---- atomic writing ---------------------------------------------------------------------------
 
 def _why(e: OSError) -> str:
@@ -443,7 +520,8 @@ class _Staging:
 
 
 def generate_package(model, out, *, urdf: str, load_options: dict, name: str | None = None, dtypes=DTYPES,
-                     kernels=KERNELS, target: str = "cpu", snap: float | None = None, progress=None) -> Package:
+                     kernels=KERNELS, target: str = "cpu", snap: float | None = None, progress=None,
+                     hls: dict | None = None) -> Package:
     """Generate the package of ``model`` and write it to ``out/<name>/`` atomically (an existing
     package written by rbdgen is replaced; any other existing folder is refused).
     Returns the :class:`Package`, with ``.path`` set."""
@@ -451,7 +529,7 @@ def generate_package(model, out, *, urdf: str, load_options: dict, name: str | N
     staging = _Staging(Path(out) / name)
     try:
         pkg = package_files(model, urdf=urdf, load_options=load_options, name=name, dtypes=dtypes,
-                            kernels=kernels, target=target, snap=snap, progress=progress)
+                            kernels=kernels, target=target, snap=snap, progress=progress, hls=hls)
         if progress:
             progress(f"writing {staging.target}")
         staging.commit(pkg.files)
@@ -527,6 +605,9 @@ def load_package(pkg_dir, dtype="float64", *, march: str | None = None, opt: str
 
     pkg_dir = Path(pkg_dir)
     m = read_manifest(pkg_dir)
+    if m.get("options", {}).get("target") == "hls":
+        raise RbdgenError(f"'{pkg_dir}' holds HLS sources for Vitis HLS (see its run_hls.tcl), not a Python package; "
+                          f"C-simulate them from Python with rbdgen.build(model, target='hls')")
     dt = np.dtype(dtype).name
     if dt not in m["sources"]:
         raise RbdgenError(f"package '{m['package']}' was generated for {', '.join(m['sources'])}, not {dt}; "

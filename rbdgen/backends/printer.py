@@ -29,13 +29,19 @@ class Dialect:
     qualifier: str = "static inline"
     part_qualifier: str = "static __attribute__((noinline))"
     comment: str = "//"
+    #: how a literal is written around its digits: "{}" (C literals, the default) or e.g.
+    #: "S({})" where the scalar type has no arithmetic with double (HLS ap_fixed)
+    literal_wrap: str = "{}"
+    #: a zero of the scalar type (``{scalar}`` is its name): value-initialisation by default;
+    #: HLS needs ``S(0.0)`` because ap_fixed's default constructor leaves the value undefined
+    zero: str = "{scalar}{{}}"
 
 
 def literal(x: float, dtype: str, dialect: Dialect) -> str:
     s = repr(float(x))
     if "e" not in s and "." not in s:
         s += ".0"
-    return s + dialect.literal_suffix[dtype]
+    return dialect.literal_wrap.format(s + dialect.literal_suffix[dtype])
 
 
 @dataclass
@@ -115,6 +121,8 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             else:
                 out_slots.setdefault(n.id, []).append(slot)
 
+    zero = dialect.zero.format(scalar=scalar)
+
     def ref(a: Node, cur_part: int) -> str:
         if a.op == "const":
             return literal(a.value, dtype, dialect)
@@ -150,7 +158,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         else:  # pragma: no cover - the graph only makes the ops above
             raise AssertionError(n.op)
         if all(x.op == "const" for x in n.args):  # only in unfolded (dense) graphs
-            e = f"{scalar}{{}} + ({e})"
+            e = f"{zero} + ({e})"
         lines.append(f"const {scalar} {names[n.id]} = {e};")
         if n.id in ws_slot:
             lines.append(f"w[{ws_slot[n.id]}] = {names[n.id]};")
@@ -161,7 +169,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         lines.append(f"{dialect.comment} ---- outputs that are constants or inputs")
         for slot, n in late_outputs:
             if n.op == "const":
-                lines.append(f"{slot} = {scalar}{{}} + {literal(n.value, dtype, dialect)};")
+                lines.append(f"{slot} = {zero} + {literal(n.value, dtype, dialect)};")
             else:
                 lines.append(f"{slot} = {n.name}[{n.index}];")
     arrays = {a.name: a.name for a in kernel.all_outputs}
@@ -176,7 +184,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             "(dense: nothing to prune; looped, inner loop contiguous so it vectorises)",
             f"for (int i = 0; i < {mm.n}; ++i) {{",
             f"  {scalar}* __restrict o = {mm.out} + i * {mm.m};",
-            f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {scalar}{{}};",
+            f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {zero};",
             f"  for (int l = 0; l < {mm.k}; ++l) {{",
             f"    const {scalar} s = {A}[i * {mm.k} + l];",
             f"    for (int j = 0; j < {mm.m}; ++j) o[j] {acc_op} s * {B}[l * {mm.m} + j];",

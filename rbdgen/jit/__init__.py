@@ -18,7 +18,7 @@ TARGETS = ("cpu", "cuda")
 def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KERNELS, opt: str = "-O3",
           march: str | None = None, cxx: str | None = None, fold: bool = True, simd: bool = True,
           lanes: int | None = None, progress=None, name: str | None = None, arch=None, nvcc: str | None = None,
-          werror: bool = False):
+          werror: bool = False, **target_options):
     """Generate, compile (cached) and load the kernels of ``model``.
 
     ``target="cpu"`` returns :class:`CompiledKernels`; ``target="cuda"`` returns
@@ -31,12 +31,25 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KE
     machine). ``fold=False`` builds the dense (unpruned) variant, for comparison. ``simd=False``
     drops the vectorised batch path (the batch runs the single-state kernel per state under
     OpenMP): half the compile time, for when batches are rare.
+
+    ``target="hls"``: C simulation of the FPGA kernels, see :func:`rbdgen.jit.hls.build_hls`
+    (``fixed=(W, I)``, ``rounding``, ``overflow``, ``csim``; compiled at -O1 unless another
+    ``opt`` than the default is given).
     """
     if not isinstance(model, RobotModel):
         raise TypeError(f"build() takes a RobotModel (from rbdgen.load_urdf), got {type(model).__name__}")
+    if target == "hls":
+        from .hls import build_hls
+
+        if opt != "-O3":  # build()'s default is the CPU's; the C simulation defaults to -O1
+            target_options.setdefault("opt", opt)
+        return build_hls(model, dtype, kernels=kernels, cxx=cxx, fold=fold, name=name, progress=progress,
+                         **target_options)
+    if target_options:
+        raise TypeError(f"build(target={target!r}) got unexpected option(s): {', '.join(sorted(target_options))}")
     dt = np.dtype(dtype).name
     if target not in TARGETS:
-        raise RbdgenError(f"unknown target {target!r} (available: {', '.join(TARGETS)})")
+        raise RbdgenError(f"unknown target {target!r} (available: {', '.join(TARGETS)}, hls)")
     if dt not in DTYPES:
         raise ValueError(f"dtype must be float64 or float32, got {dtype!r}")
     unknown = [k for k in kernels if k not in KERNELS]

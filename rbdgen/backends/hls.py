@@ -1,0 +1,374 @@
+"""FPGA backend: Vitis-HLS-style C++ (one top function per kernel), a C-simulation harness, a
+self-checking testbench and a synthesis Tcl script; plus the cost model of ``inspect --cost
+--target hls``.
+
+The statements come from the one printer (:func:`print_kernel`) with the :data:`HLS` dialect:
+literals are written ``S(0.5)`` because ``ap_fixed`` has no arithmetic with ``double``, and
+``rbd_sin``/``rbd_cos`` are ``hls::sin``/``hls::cos`` under synthesis and the standard library
+(through ``double``) in C simulation. Kernel bodies are templates over the scalar ``S``: the
+top function instantiates them with the chosen numeric type, the testbench also with
+``double`` (the quantisation error of a format is measured against the same statements in
+double precision). Templates only place what Python computed (see ``templates/hls/``).
+
+Numeric type: ``double``, ``float`` or ``ap_fixed<W, I, Q, O>`` (W total bits, I integer bits
+including the sign, Q rounding mode, O overflow mode), chosen at generation time. Every
+statement's result is quantised to that type, as in hardware; so are the constants and the
+inputs.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import __version__
+from ..algorithms import KERNELS, trace
+from ..errors import RbdgenError
+from ..model import RobotModel
+from .cpu import c_identifier
+from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel
+from .render import render
+
+#: the one printer's dialect for HLS: ``S(…)`` literals (valid for double, float and ap_fixed)
+HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})", zero="S(0.0)")
+
+ROUNDING = ("AP_RND", "AP_RND_ZERO", "AP_RND_MIN_INF", "AP_RND_INF", "AP_RND_CONV", "AP_TRN", "AP_TRN_ZERO")
+OVERFLOW = ("AP_SAT", "AP_SAT_ZERO", "AP_SAT_SYM", "AP_WRAP", "AP_WRAP_SM")
+INTERFACES = ("ap_memory", "s_axilite", "m_axi")
+#: widest ap_fixed accepted (ap_fixed itself goes further; nothing here needs more)
+MAX_W = 64
+DEFAULT_PART = "xcvu9p-flga2104-2-e"
+DEFAULT_CLOCK_MHZ = 250.0
+DEFAULT_ROUNDING = "AP_RND_CONV"
+DEFAULT_OVERFLOW = "AP_SAT"
+
+
+# ---- the numeric type ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NumType:
+    """The scalar type of the generated datapath."""
+
+    kind: str                 # "double" | "float" | "fixed"
+    W: int = 0
+    I: int = 0                # noqa: E741 (the HLS name)
+    rounding: str = DEFAULT_ROUNDING
+    overflow: str = DEFAULT_OVERFLOW
+
+    @property
+    def ctype(self) -> str:
+        if self.kind == "fixed":
+            return f"ap_fixed<{self.W}, {self.I}, {self.rounding}, {self.overflow}>"
+        return self.kind
+
+    @property
+    def tag(self) -> str:
+        """Short name used in file and symbol names."""
+        if self.kind != "fixed":
+            return {"double": "f64", "float": "f32"}[self.kind]
+        t = f"fx{self.W}_{self.I}"
+        if (self.rounding, self.overflow) != (DEFAULT_ROUNDING, DEFAULT_OVERFLOW):
+            t += "_" + self.rounding[3:].lower() + "_" + self.overflow[3:].lower()
+        return t
+
+    @property
+    def bits(self) -> int:
+        return {"double": 64, "float": 32}.get(self.kind, self.W)
+
+    @property
+    def frac_bits(self) -> int:
+        return self.W - self.I
+
+    def describe(self) -> str:
+        if self.kind == "fixed":
+            return f"ap_fixed<{self.W},{self.I}> ({self.frac_bits} fractional bits, {self.rounding}, {self.overflow})"
+        return self.kind
+
+
+def parse_fixed(text) -> tuple[int, int]:
+    """``"32,16"`` (or a (W, I) pair) → (W, I), checked; RbdgenError names what is wrong."""
+    if isinstance(text, (tuple, list)):
+        parts = list(text)
+    else:
+        parts = [p.strip() for p in str(text).replace(" ", ",").split(",") if p.strip()]
+    if len(parts) != 2:
+        raise RbdgenError(f"--fixed expects W,I (total bits, integer bits), e.g. 32,16; got {text!r}")
+    try:
+        W, I = (int(p) for p in parts)  # noqa: E741
+    except (TypeError, ValueError):
+        raise RbdgenError(f"--fixed expects two integers W,I such as 32,16; got {text!r}") from None
+    return W, I
+
+
+def numeric_type(dtype: str = "float64", fixed=None, rounding: str = DEFAULT_ROUNDING,
+                 overflow: str = DEFAULT_OVERFLOW) -> NumType:
+    """The datapath type: ``fixed=(W, I)`` (or "W,I") for ap_fixed, else ``dtype`` float64 /
+    float32 for double / float."""
+    if fixed is not None:
+        W, I = parse_fixed(fixed)  # noqa: E741
+        if not 2 <= W <= MAX_W:
+            raise RbdgenError(f"--fixed {W},{I}: total width W must be between 2 and {MAX_W} bits, got {W}")
+        if not 1 <= I <= W:
+            raise RbdgenError(f"--fixed {W},{I}: integer bits I (sign included) must be between 1 and W={W}, got {I}")
+        if rounding not in ROUNDING:
+            raise RbdgenError(f"unknown rounding mode {rounding!r} (one of {', '.join(ROUNDING)})")
+        if overflow not in OVERFLOW:
+            raise RbdgenError(f"unknown overflow mode {overflow!r} (one of {', '.join(OVERFLOW)})")
+        return NumType("fixed", W, I, rounding, overflow)
+    dt = np.dtype(dtype).name if not isinstance(dtype, str) or dtype in ("float64", "float32") else dtype
+    kinds = {"float64": "double", "double": "double", "float32": "float", "float": "float"}
+    if dt not in kinds:
+        raise RbdgenError(f"HLS dtype must be float64 (double) or float32 (float), or give fixed=(W, I); got {dtype!r}")
+    return NumType(kinds[dt])
+
+
+# ---- generation ------------------------------------------------------------------------------
+
+@dataclass
+class GeneratedHLS:
+    prefix: str
+    numtype: NumType
+    files: dict           # file name → text
+    kernels: dict         # kernel name → PrintedKernel
+    header: str
+    sources: list         # kernel sources (synthesizable), one per kernel
+    harness: str          # C-simulation harness (extern "C", double in/out) for Python
+    harness_prefix: str   # symbol prefix of the harness functions
+    testbench: str
+    tcl: str
+
+
+def _c_float(x: float) -> str:
+    s = repr(float(x))
+    return s if ("e" in s or "." in s or "n" in s) else s + ".0"
+
+
+def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=KERNELS, *, ii: int | None = None,
+                 interface: str = "ap_memory", part: str = DEFAULT_PART, clock_mhz: float = DEFAULT_CLOCK_MHZ,
+                 name: str | None = None, part_size: int = DEFAULT_PART_SIZE, tb_states: int = 4,
+                 tb_tol: float | None = None, fold: bool = True, progress=None) -> GeneratedHLS:
+    """Render the HLS sources of ``kernels`` for ``model``. Deterministic: same input → same bytes.
+
+    ``ii``: when given, each top function is pipelined with ``#pragma HLS PIPELINE II=ii``
+    (throughput: a new state every ``ii`` cycles, the datapath fully spatial); otherwise the
+    design is latency-oriented (one evaluation at a time, operators shared by the scheduler).
+    ``interface``: ``ap_memory`` (default: port arrays completely partitioned into registers,
+    lowest latency), ``s_axilite`` (registers on an AXI4-Lite slave, for a processor-attached
+    accelerator) or ``m_axi`` (arrays in external memory); the last two copy the ports into
+    local, completely partitioned arrays first.
+    """
+    numtype = numtype or NumType("double")
+    if ii is not None and (not isinstance(ii, int) or ii < 1):
+        raise RbdgenError(f"II must be a positive integer, got {ii!r}")
+    if interface not in INTERFACES:
+        raise RbdgenError(f"unknown interface {interface!r} (one of {', '.join(INTERFACES)})")
+    if not (isinstance(clock_mhz, (int, float)) and math.isfinite(clock_mhz) and clock_mhz > 0):
+        raise RbdgenError(f"clock must be a positive frequency in MHz, got {clock_mhz!r}")
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", part or ""):
+        raise RbdgenError(f"FPGA part {part!r} is not a part name such as {DEFAULT_PART}")
+    unknown = [k for k in kernels if k not in KERNELS]
+    if unknown:
+        raise RbdgenError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(KERNELS)}")
+    kernels = tuple(k for k in KERNELS if k in kernels)
+    ident = c_identifier(name or model.name).lower()
+    prefix = ident if ident.startswith("rbd_") else "rbd_" + ident
+    banner = (f"Generated by rbdgen {__version__} from {model.name} for HLS ({numtype.describe()}) — do not edit. "
+              f"Regenerate with `rbdgen generate --target hls`.")
+    header = f"{prefix}.h"
+    ns = f"{prefix}_impl"
+    data_t = f"{prefix}_data_t"
+    printed, ks = {}, []
+    for k in kernels:
+        if progress:
+            progress(f"tracing {k}")
+        kern = trace(model, k, fold=fold)
+        if progress:
+            progress(f"printing {k} (hls, {numtype.ctype})")
+        pk = print_kernel(kern, "hls", HLS, part_size=part_size)
+        printed[k] = pk
+        ins, outs = pk.inputs, pk.outputs
+        arrays = [{"name": a.name, "size": a.size, "out": False} for a in ins] + \
+                 [{"name": a.name, "size": a.size, "out": True} for a in outs]
+        ks.append({
+            "name": k, "doc": pk.doc, "counts": pk.counts, "parts": pk.parts, "body": pk.body,
+            "scratch": pk.scratch, "n_statements": pk.n_statements, "arrays": arrays,
+            "inputs": [a for a in arrays if not a["out"]], "outputs": [a for a in arrays if a["out"]],
+            "top": f"{prefix}_{k}",
+            "t_args": ", ".join([f"const S* {a.name}" for a in ins] + [f"S* {a.name}" for a in outs]),
+            "part_args": ", ".join([f"const S* {a.name}" for a in ins]
+                                   + [f"S* {a.name}" for a in outs]),
+            "top_args": ", ".join([f"const {data_t} {a.name}[{a.size}]" for a in ins]
+                                  + [f"{data_t} {a.name}[{a.size}]" for a in outs]),
+            "csim_args": ", ".join([f"const {ns}::csim_t {a.name}[{a.size}]" for a in ins]
+                                   + [f"{ns}::csim_t {a.name}[{a.size}]" for a in outs]),
+            "ref_args": ", ".join([f"const double* {a.name}" for a in ins] + [f"double* {a.name}" for a in outs]),
+            "c_args": ", ".join([f"const double* {a.name}" for a in ins] + [f"double* {a.name}" for a in outs]),
+            "call_args": ", ".join(a.name for a in ins + outs),
+            "local_args": ", ".join(f"{a.name}_l" for a in ins + outs),
+            "offset_args": ", ".join(f"{a.name} + i * {a.size}" for a in ins + outs),
+        })
+    fixed = numtype.kind == "fixed"
+    ctx = dict(banner=banner, robot=model.name, prefix=prefix, ns=ns, data_t=data_t, ctype=numtype.ctype,
+               fixed=fixed, numtype=numtype.describe(), numtype_W=numtype.W, numtype_I=numtype.I, header=header, kernels=ks, ii=ii, interface=interface,
+               nq=model.nq, nv=model.nv, nb=model.nb, base="floating" if model.floating_base else "fixed")
+    files = {header: render("hls/kernels.h.j2", **ctx)}
+    sources = []
+    for kk in ks:
+        src = f"{prefix}_{kk['name']}.cpp"
+        files[src] = render("hls/kernel.cpp.j2", k=kk, **ctx)
+        sources.append(src)
+    # C-simulation harness for Python: double in, double out, one state or a batch
+    harness_prefix = f"{prefix}_csim"
+    harness = f"{prefix}_csim.cpp"
+    raw_max, raw_min = (f"{2 ** (numtype.W - 1) - 1}LL", f"(-{2 ** (numtype.W - 1) - 1}LL - 1)") if fixed else ("0", "0")
+    files[harness] = render("hls/csim.cpp.j2", harness_prefix=harness_prefix, raw_max=raw_max, raw_min=raw_min,
+                            **ctx)
+    # testbench: seeded random states within the joint limits, format vs the same code in double
+    rng = np.random.default_rng(12345)
+    q = model.random_q(rng, tb_states)
+    env = {"q": q, "v": rng.normal(size=(tb_states, model.nv)), "a": rng.normal(size=(tb_states, model.nv)),
+           "tau": 10.0 * rng.normal(size=(tb_states, model.nv))}
+    tb_inputs = [{"name": n, "size": x.shape[1], "data": ", ".join(_c_float(v) for v in x.ravel())}
+                 for n, x in env.items()]
+    if tb_tol is None:
+        # double: round-off only; float: the measured float32 bounds with margin; ap_fixed:
+        # 2^14 quanta of the format (the worst measured on iiwa14 is ~9000 quanta: aba at
+        # Q16.16), so the default catches overflow and wiring errors, not a format's accuracy
+        tb_tol = {"double": 1e-9, "float": 1e-3}.get(numtype.kind, min(0.5, 2.0 ** (14 - numtype.frac_bits)))
+    testbench = f"{prefix}_tb.cpp"
+    files[testbench] = render("hls/testbench.cpp.j2", tb_inputs=tb_inputs, tb_states=tb_states,
+                              tb_tol=_c_float(tb_tol), **ctx)
+    period = 1000.0 / clock_mhz
+    tcl = "run_hls.tcl"
+    files[tcl] = render("hls/run_hls.tcl.j2", part=part, period=f"{period:.3f}", clock_mhz=f"{clock_mhz:g}",
+                        sources=sources, testbench=testbench, **ctx)
+    return GeneratedHLS(prefix, numtype, files, printed, header, sources, harness, harness_prefix, testbench, tcl)
+
+
+# ---- cost model ------------------------------------------------------------------------------
+#
+# Stated in docs/hls.md. Units: a DSP48E2 slice (UltraScale/UltraScale+: a 27×18 signed
+# multiplier with a 48-bit post-adder); delays in ns on a -2 speed grade, before routing
+# margin. Each operation of the IR is one operator instance (the fully spatial, II=1 design;
+# with II=n the scheduler may share each operator among up to n operations).
+
+#: fraction of the clock period HLS schedules logic into (Vitis HLS' default clock
+#: uncertainty is 27 % of the period)
+CLOCK_BUDGET = 0.73
+
+
+def _fixed_mul_dsps(W: int) -> int:
+    """DSP48E2 slices for a W×W signed product: the operands are split into 27- and 18-bit
+    pieces, one slice per pair of pieces."""
+    return math.ceil(W / 27) * math.ceil(W / 18)
+
+
+def op_model(numtype: NumType) -> dict:
+    """Per operation class: (DSP slices per operator, delay in ns, chained?). A chained
+    operation (a fixed-point adder: a carry chain in LUTs) can share a clock cycle with
+    others; the rest are registered operators that take whole cycles."""
+    if numtype.kind == "fixed":
+        W, F = numtype.W, numtype.frac_bits
+        nd = _fixed_mul_dsps(W)
+        return {
+            "add": (0, 1.0 + W / 64.0, True),                       # LUT + CARRY8 chain
+            "mul": (nd, 3.0 + 1.5 * math.log2(nd), False),          # DSP + cascade/adder stages
+            "div": (0, 1.0 * (W + F), False),                       # one subtract per quotient bit
+            "sincos": (0, 1.2 * W + 4.0, False),                    # CORDIC: ~W shift-add rotations
+        }
+    if numtype.kind == "float":
+        return {"add": (2, 12.0, False), "mul": (3, 8.0, False), "div": (0, 30.0, False),
+                "sincos": (0, 60.0, False)}
+    return {"add": (3, 16.0, False), "mul": (11, 14.0, False), "div": (0, 55.0, False),
+            "sincos": (0, 120.0, False)}
+
+
+def _op_class(op: str) -> str:
+    return {"add": "add", "sub": "add", "neg": "add", "mul": "mul", "div": "div", "sin": "sincos",
+            "cos": "sincos"}[op]
+
+
+def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii: int | None = None) -> dict:
+    """Resource and latency estimate of one traced kernel (see docs/hls.md, "Cost model").
+
+    Counts are the IR's (``kernel.op_counts()``). ``dsp``: DSP slices of the fully spatial
+    datapath (``ii`` given: divided by ``ii``, the most sharing a pipeline of that II allows).
+    ``latency_cycles``: the longest path through the DAG with each operation weighted by its
+    latency in cycles at ``clock_mhz`` (registered operators: whole cycles; fixed-point adders:
+    their delay as a fraction of a cycle, so chains of adders share cycles), plus the dense
+    epilogue (one product, then the serial accumulation as written).
+    """
+    if not (math.isfinite(clock_mhz) and clock_mhz > 0):
+        raise RbdgenError(f"clock must be a positive frequency in MHz, got {clock_mhz!r}")
+    model = op_model(numtype)
+    period = 1000.0 / clock_mhz
+    budget = CLOCK_BUDGET * period
+    weight = {}
+    for cls, (_, delay, chained) in model.items():
+        weight[cls] = delay / budget if chained else float(max(1, math.ceil(delay / budget)))
+    counts = kernel.op_counts()
+    finish: dict[int, float] = {}
+    const_mul = 0
+    for n in kernel.live_nodes():
+        if n.op in ("const", "input"):
+            finish[n.id] = 0.0
+            continue
+        if n.op == "mul" and any(a.op == "const" for a in n.args):
+            const_mul += 1
+        start = max(finish[a.id] for a in n.args)
+        w = weight[_op_class(n.op)]
+        if not model[_op_class(n.op)][2]:
+            start = math.ceil(start - 1e-9)  # a registered operator starts on a cycle boundary
+        finish[n.id] = start + w
+    path = max(finish.values(), default=0.0)
+    if kernel.post:
+        k = max(mm.k for mm in kernel.post)
+        path = math.ceil(path - 1e-9) + weight["mul"] + k * weight["add"]
+    cycles = max(1, math.ceil(path - 1e-9)) if counts["total"] else 0
+    dsp = sum(counts[c] * model[c][0] for c in ("add", "mul", "div", "sincos"))
+    if ii:
+        dsp = math.ceil(dsp / ii)
+    out = {c: counts[c] for c in ("mul", "add", "div", "sincos", "depth", "total")}
+    out.update({
+        # products with a generation-time constant (model constants: inertias, offsets, gravity);
+        # the tool may build these from LUT shift-adds instead of DSPs: the DSP total counts them
+        "const_mul": const_mul,
+        "type": numtype.describe(), "clock_mhz": float(clock_mhz), "ii": ii, "dsp": int(dsp),
+        "dsp_per_mul": model["mul"][0], "latency_cycles": int(cycles),
+        "latency_us": cycles * period / 1000.0,
+    })
+    return out
+
+
+def cost_table(model: RobotModel, numtype: NumType, kernels=KERNELS, clock_mhz: float = DEFAULT_CLOCK_MHZ,
+               ii: int | None = None, progress=None) -> list[dict]:
+    rows = []
+    for k in kernels:
+        if progress:
+            progress(f"tracing {k}")
+        rows.append({"kernel": k, **hls_cost(trace(model, k), numtype, clock_mhz, ii)})
+    return rows
+
+
+def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: int | None) -> str:
+    cols = [("mul", "mul"), ("const_mul", "×const"), ("add", "add/sub"), ("div", "div"), ("sincos", "sin/cos"), ("depth", "depth"),
+            ("dsp", "DSP"), ("latency_cycles", "cycles"), ("latency_us", "latency")]
+    table = [("kernel",) + tuple(h for _, h in cols)]
+    for r in rows:
+        cells = []
+        for c, _ in cols:
+            cells.append(f"{r[c] * 1000:.0f} ns" if c == "latency_us" else str(r[c]))
+        table.append((r["kernel"],) + tuple(cells))
+    widths = [max(len(row[c]) for row in table) for c in range(len(table[0]))]
+    head = [f"HLS cost estimate: {numtype.describe()}, clock {clock_mhz:g} MHz, "
+            + (f"pipelined II={ii} (DSP shared up to {ii}x)" if ii else "fully spatial datapath (DSP: one operator per operation)"),
+            f"DSP48E2 per multiplier: {rows[0]['dsp_per_mul'] if rows else '-'}; ×const: multiplies by a model "
+            "constant (of mul; may map to LUTs); depth: critical path in ops;",
+            "cycles: critical path weighted by operator latency (model: docs/hls.md)", ""]
+    body = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths)))
+            for row in table]
+    body.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(head + body)
+

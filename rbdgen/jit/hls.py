@@ -1,0 +1,114 @@
+"""C simulation of the HLS kernels: compile the generated HLS C++ with g++ against Xilinx's
+Apache-2.0 ``ap_types`` headers and load it with the same machinery as the CPU kernels.
+
+The headers are not part of rbdgen: ``make venv`` installs the ``hls4ml`` wheel (without its
+dependencies), which ships them, and :func:`ap_types_dir` finds them in site-packages;
+``RBDGEN_AP_TYPES`` points at another copy (e.g. ``$XILINX_HLS/include``).
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import site
+import sysconfig
+from pathlib import Path
+
+from ..algorithms import KERNELS
+from ..backends.hls import DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType, generate_hls, numeric_type
+from ..errors import BuildError, RbdgenError
+from ..model import RobotModel
+from .compiler import build_library, cxx_flags
+from .loaded import CompiledKernels
+
+AP_TYPES_ENV = "RBDGEN_AP_TYPES"
+
+
+def ap_types_dir() -> Path:
+    """The folder holding ``ap_fixed.h``: ``$RBDGEN_AP_TYPES``, else the copy the hls4ml wheel
+    installed in this Python's site-packages."""
+    env = os.environ.get(AP_TYPES_ENV)
+    if env:
+        p = Path(env)
+        if not (p / "ap_fixed.h").is_file():
+            raise BuildError(f"{AP_TYPES_ENV}={env}: no ap_fixed.h in that folder")
+        return p
+    roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    try:
+        roots.update(site.getsitepackages())
+    except AttributeError:  # some virtualenv layouts
+        pass
+    for root in sorted(roots):
+        for cand in [os.path.join(root, "hls4ml", "templates", "vivado", "ap_types")] + \
+                sorted(glob.glob(os.path.join(root, "hls4ml", "**", "ap_fixed.h"), recursive=True)):
+            d = Path(cand if not cand.endswith(".h") else os.path.dirname(cand))
+            if (d / "ap_fixed.h").is_file():
+                return d
+    raise BuildError("the HLS C simulation needs Xilinx's ap_types headers (ap_fixed.h), which were not found: "
+                     "run `make venv` (installs them with `pip install --no-deps hls4ml==1.3.0`) or set "
+                     f"{AP_TYPES_ENV} to a folder holding ap_fixed.h")
+
+
+CSIM_MODES = ("fast", "top")
+
+
+def hls_flags(opt: str = "-O1", csim: str = "fast") -> list[str]:
+    """g++ flags of the C simulation: the ap_types headers as system headers (their own
+    warnings are not ours), no OpenMP, no double reference (only the testbench needs it);
+    ``csim="fast"`` runs the kernel bodies through the out-of-line operator wrapper (same
+    arithmetic, see the generated header), ``"top"`` the synthesizable top functions."""
+    if csim not in CSIM_MODES:
+        raise RbdgenError(f"csim must be one of {', '.join(CSIM_MODES)}, got {csim!r}")
+    extra = ["-isystem", str(ap_types_dir()), "-Wno-unused-parameter", "-Wno-unknown-pragmas",
+             "-DRBD_HLS_NO_DOUBLE_REFERENCE"]
+    if csim == "fast":
+        extra.append("-DRBD_HLS_CSIM_FAST")
+    return cxx_flags(opt=opt, openmp=False, extra=extra)
+
+
+class HLSKernels(CompiledKernels):
+    """C-simulated HLS kernels: the methods of :class:`CompiledKernels`, float64 arrays in and
+    out (converted to and from the datapath type ``numtype`` inside the harness)."""
+
+    def __init__(self, lib_path, model, gen, **kw):
+        self.numtype: NumType = gen.numtype
+        super().__init__(lib_path, model, gen.harness_prefix, "float64", gen.kernels, target="hls", **kw)
+        self._div0 = getattr(self._lib, f"{gen.harness_prefix}_div_by_zero")
+        self._div0.argtypes = []
+        self._div0.restype = ctypes.c_long
+
+    def div_by_zero(self) -> int:
+        """Divisions by a divisor that quantised to zero since the last call (ap_fixed, fast C
+        simulation: the quotient saturates; the top functions would trap, as ap_fixed's integer
+        division does in C simulation, and hardware leaves it undefined)."""
+        return int(self._div0())
+
+    def __repr__(self):
+        return (f"<rbdgen HLS C-simulation kernels for {self.model.name!r} ({self.numtype.describe()}, "
+                f"nq={self.nq}, nv={self.nv}): {', '.join(self.kernels)}>")
+
+
+def build_hls(model: RobotModel, dtype="float64", *, fixed=None, rounding: str = DEFAULT_ROUNDING,
+              overflow: str = DEFAULT_OVERFLOW, kernels=KERNELS, opt: str = "-O1", csim: str = "fast", cxx: str | None = None,
+              fold: bool = True, name: str | None = None, progress=None) -> HLSKernels:
+    """Generate the HLS kernels of ``model`` for a datapath type and C-simulate them: compile
+    (cached) with g++ and load. ``fixed=(W, I)`` selects ``ap_fixed<W, I, rounding, overflow>``,
+    otherwise ``dtype`` float64/float32 selects double/float. The methods take and return
+    float64 arrays whatever the datapath type (inputs are quantised on the way in).
+
+    ``opt`` defaults to -O1: ap_fixed arithmetic is header templates, and the unrolled kernels
+    compile several times slower at -O2/-O3 for little gain in simulation speed. ``csim``:
+    "fast" (default) or "top" (see :func:`hls_flags`; both give bit-identical results, which
+    tests/test_hls.py checks)."""
+    if not isinstance(model, RobotModel):
+        raise TypeError(f"build_hls() takes a RobotModel (from rbdgen.load_urdf), got {type(model).__name__}")
+    numtype = numeric_type(dtype, fixed, rounding, overflow)
+    unknown = [k for k in kernels if k not in KERNELS]
+    if unknown:
+        raise RbdgenError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(KERNELS)}")
+    flags = hls_flags(opt, csim)
+    gen = generate_hls(model, numtype, tuple(kernels), name=name, fold=fold, progress=progress)
+    files = {fn: gen.files[fn] for fn in [gen.header, *gen.sources, gen.harness]}
+    libname = f"{gen.prefix}_hls_{numtype.tag}" + ("" if fold else "_dense")
+    lib = build_library(files, [*gen.sources, gen.harness], libname, flags, cxx=cxx, progress=progress)
+    return HLSKernels(lib, model, gen)

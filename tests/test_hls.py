@@ -1,0 +1,407 @@
+"""FPGA (HLS) backend: C simulation of the generated HLS C++ against the NumPy reference, the
+generated testbench, the cost model, and the command line.
+
+The C simulation compiles the HLS sources with g++ against Xilinx's ap_types headers (installed
+by `make venv` from the hls4ml wheel). What runs where, and why:
+
+* double: every kernel on iiwa14 (fixed base), the bundled quadruped (floating base, branched)
+  and a synthetic branched tree with revolute, prismatic and continuous joints: ≤ TOL64.
+* float: every kernel on iiwa14, within conftest.TOL32 (the same float32 bounds as the CPU).
+* ap_fixed: ap_fixed<W, I> arithmetic is header templates that g++ compiles ~10× slower than
+  double (iiwa14's eight kernels: ~50 s on one core), so fixed point runs on iiwa14 only (the
+  7-DoF arm of the published FPGA work): Q16.16 on every kernel, a wider Q24.24 on the
+  kernels that bound it (the recursions, aba and ∇FD), and a deliberately too-narrow Q8.8
+  that must fail the Q16.16 bounds. The quadruped and the other formats are covered by the
+  accuracy sweep (`make bench-hls`, benchmarks/results/hls_accuracy.md), not by CI.
+* Python calls the C-simulation harness, which by default runs the kernel bodies through an
+  out-of-line operator wrapper over the same ap_fixed arithmetic (fast to compile);
+  test_fast_csim_is_bit_identical_to_top_functions checks it against the synthesizable top
+  functions bit for bit, and test_generated_testbench compiles the generated testbench
+  against the top functions exactly as a user would.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import rbdgen
+import rbdgen.robots
+from rbdgen import reference as ref
+from rbdgen.algorithms import KERNELS, trace
+from rbdgen.backends import hls as H
+from rbdgen.errors import BuildError, RbdgenError
+from rbdgen.jit.hls import ap_types_dir, build_hls
+
+from conftest import ROBOT_CASES, TOL32, TOL64, assert_one_error_line, kernel_args, kernel_err, load_case, \
+    random_state, run_main
+
+N = 32  # states per check: C simulation of ap_fixed takes ~1.5 ms per state for iiwa14's ∇FD
+
+#: Measured bounds of the C-simulated ap_fixed kernels against the float64 reference, in
+#: conftest.relerr (max|x − y| / max(1, max|y|)), inputs quantised too. Measured on iiwa14 over
+#: 200 random states (seed 7; benchmarks/hls_accuracy.py reproduces them), then given ~2× margin.
+#: Worst seen, Q16.16: 9.6e-5 for the recursions (rnea, nle, gravity, crba), 1.9e-4 ∇ID,
+#: 8.0e-4 minv, 5.4e-2 ∇FD and 0.136 aba (a few states where a small articulated inertia
+#: D_i, quantised to 2^-16, is divided by: q̈ of the wrist joints moves most).
+#: Q24.24: 4.9e-7 recursions, 7.5e-7 ∇ID, 1.5e-5 aba, 1.6e-4 ∇FD.
+FIXED_TOL = {
+    (32, 16): {"rnea": 2e-4, "nle": 2e-4, "gravity": 2e-4, "crba": 2e-4, "rnea_derivatives": 4e-4,
+               "minv": 2e-3, "aba": 0.3, "aba_derivatives": 0.12},
+    (48, 24): {"rnea": 1e-6, "nle": 1e-6, "gravity": 1e-6, "crba": 1e-6, "rnea_derivatives": 2e-6,
+               "aba": 4e-5, "aba_derivatives": 4e-4},
+}
+WIDE_KERNELS = ("rnea", "crba", "aba", "aba_derivatives")
+
+_built: dict = {}
+
+
+def _case(case_id):
+    return [c for c in ROBOT_CASES if c.id == case_id][0].values
+
+
+def _tree_model(tmp_path_factory):
+    from rbdgen.robots import tree_urdf
+
+    if "tree" not in _built:
+        p = tmp_path_factory.mktemp("tree") / "tree.urdf"
+        p.write_text(tree_urdf(7, branching=3, seed=4, joint_types=("revolute", "prismatic", "continuous")))
+        _built["tree"] = rbdgen.load_urdf(p)
+    return _built["tree"]
+
+
+def _build(key, model, **kw):
+    if "fixed" in kw:
+        kw.setdefault("opt", "-O0")  # ap_fixed: -O0 compiles 2× faster; 32 states still run in < 1 s
+    if key not in _built:
+        _built[key] = rbdgen.build(model, target="hls", **kw)
+    return _built[key]
+
+
+def _errors(kern, model, n=N, seed=31):
+    q, v, a, tau = random_state(model, seed=seed, n=n)
+    errs = {}
+    for k in kern.kernels:
+        args = kernel_args(k, q, v, a, tau)
+        exp = getattr(ref, k)(model, *args)
+        batch = getattr(kern, k)(*args)
+        single = getattr(kern, k)(*(x[3] for x in args))
+        exp3 = tuple(e[3] for e in exp) if isinstance(exp, tuple) else exp[3]
+        errs[k] = max(kernel_err(batch, exp), kernel_err(single, exp3))
+    return errs
+
+
+# ---- C simulation against the reference ------------------------------------------------------
+
+@pytest.mark.parametrize("case_id", ["iiwa14-fixed", "quadruped-floating", "tree"])
+def test_double_csim_matches_reference(case_id, tmp_path_factory):
+    if case_id == "tree":
+        m = _tree_model(tmp_path_factory)
+    else:
+        m = load_case(*_case(case_id))
+    kern = _build(("double", case_id), m, dtype="float64")
+    assert kern.numtype.ctype == "double" and set(kern.kernels) == set(KERNELS)
+    errs = _errors(kern, m, n=8)
+    bad = {k: e for k, e in errs.items() if not e <= TOL64}
+    assert not bad, f"{m.name}: HLS double C simulation above {TOL64}: {bad}"
+
+
+def test_float_csim_matches_reference():
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = _build(("float", "iiwa"), m, dtype="float32")
+    assert kern.numtype.ctype == "float"
+    errs = _errors(kern, m, n=8)
+    bad = {k: e for k, e in errs.items() if not e <= TOL32[k]}
+    assert not bad, f"HLS float C simulation above the float32 bounds: {bad}"
+
+
+@pytest.mark.parametrize("fmt", [(32, 16), (48, 24)], ids=["Q16.16", "Q24.24"])
+def test_fixed_csim_within_measured_bounds(fmt):
+    m = load_case(*_case("iiwa14-fixed"))
+    kernels = KERNELS if fmt == (32, 16) else WIDE_KERNELS
+    kern = _build(("fixed", fmt), m, fixed=fmt, kernels=kernels)
+    assert kern.numtype.ctype == f"ap_fixed<{fmt[0]}, {fmt[1]}, AP_RND_CONV, AP_SAT>"
+    errs = _errors(kern, m)
+    tol = FIXED_TOL[fmt]
+    bad = {k: e for k, e in errs.items() if not e <= tol[k]}
+    assert not bad, f"ap_fixed<{fmt[0]},{fmt[1]}> above its measured bounds: {bad}"
+    # and the format is not accidentally exact: quantisation shows
+    assert errs["rnea"] > 1e-12
+
+
+def test_fixed_wider_format_is_more_accurate():
+    m = load_case(*_case("iiwa14-fixed"))
+    e32 = _errors(_build(("fixed", (32, 16)), m, fixed=(32, 16)), m)
+    e48 = _errors(_build(("fixed", (48, 24)), m, fixed=(48, 24), kernels=WIDE_KERNELS), m)
+    for k in WIDE_KERNELS:
+        assert e48[k] < e32[k] / 30, (k, e48[k], e32[k])  # 8 more fractional bits: ~256× smaller
+
+
+def test_too_narrow_format_exceeds_the_bounds():
+    """Q8.8 resolves 4e-3: the Q16.16 bounds must catch it (the bound check can fail)."""
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = _build(("fixed", (16, 8)), m, fixed=(16, 8), kernels=("rnea", "gravity", "minv"))
+    errs = _errors(kern, m)
+    for k in ("rnea", "gravity", "minv"):
+        assert errs[k] > FIXED_TOL[(32, 16)][k], (k, errs[k])
+
+
+def test_divisor_quantised_to_zero_saturates_and_is_counted():
+    """ap_fixed<16,12> resolves 1/16: the wrist's articulated inertias become 0. The fast C
+    simulation saturates those quotients (instead of trapping) and counts them."""
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = _build(("fixed", (16, 12)), m, fixed=(16, 12), kernels=("minv",))
+    kern.div_by_zero()
+    q = random_state(m, seed=1, n=4)[0]
+    out = kern.minv(q)
+    assert kern.div_by_zero() > 0 and kern.div_by_zero() == 0  # counted, then reset
+    assert np.all(np.isfinite(out)) and np.max(np.abs(out)) >= 2.0 ** 11 * 0.99  # saturated: ±2^11
+    assert _build(("fixed", (32, 16)), m, fixed=(32, 16)).div_by_zero() == 0
+
+
+def test_fast_csim_is_bit_identical_to_top_functions(tmp_path):
+    """The Python harness's fast C simulation (operator wrapper) against the synthesizable top
+    functions: the same bits, including ∇FD's looped epilogue (exact products accumulated),
+    division and constant outputs; non-default rounding and overflow modes."""
+    from rbdgen.robots import chain_urdf
+
+    p = tmp_path / "chain.urdf"
+    p.write_text(chain_urdf(3, seed=2, joint_types=("revolute", "prismatic")))
+    m = rbdgen.load_urdf(p)
+    # ∇FD holds aba, minv (divisions) and the epilogue; gravity a constant output
+    opts = dict(fixed=(24, 10), rounding="AP_TRN", overflow="AP_WRAP", kernels=("gravity", "aba_derivatives"),
+                opt="-O0")
+    fast = build_hls(m, csim="fast", **opts)
+    top = build_hls(m, csim="top", **opts)
+    q, v, a, tau = random_state(m, seed=5, n=16)
+    for k in fast.kernels:
+        args = kernel_args(k, q, v, a, tau)
+        x, y = getattr(fast, k)(*args), getattr(top, k)(*args)
+        for xa, ya in zip(x if isinstance(x, tuple) else (x,), y if isinstance(y, tuple) else (y,)):
+            assert np.array_equal(xa, ya), k
+        assert kernel_err(x, getattr(ref, k)(m, *args)) < 0.05, k  # and it is the right computation
+
+
+def test_generated_testbench(tmp_path):
+    """The testbench, compiled with g++ against the top functions (pragmas and all) as a user
+    would: passes at its default tolerance, fails when asked for float64 accuracy."""
+    m = load_case(*_case("iiwa14-fixed"))
+    gen = H.generate_hls(m, H.numeric_type(fixed=(32, 16)), ("gravity", "aba"))
+    for fn, text in gen.files.items():
+        (tmp_path / fn).write_text(text)
+    exe = tmp_path / "tb"
+    cmd = ["g++", "-std=c++14", "-O0", "-isystem", str(ap_types_dir()), gen.testbench, *gen.sources, "-o", str(exe)]
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ok = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout
+    assert re.search(r"gravity\s+\S+\s+ok", ok.stdout) and "all kernels within tolerance" in ok.stdout
+    worst = float(re.search(r"aba\s+(\S+)", ok.stdout).group(1))
+    assert 1e-7 < worst < FIXED_TOL[(32, 16)]["aba"]
+    strict = subprocess.run([str(exe), "1e-9"], capture_output=True, text=True)
+    assert strict.returncode == 1 and "FAIL" in strict.stdout
+
+
+def test_harness_validates_arguments():
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = _build(("double", "iiwa14-fixed"), m, dtype="float64")
+    with pytest.raises(ValueError, match="'v'"):
+        kern.rnea(np.zeros(7), np.zeros(6), np.zeros(7))
+    with pytest.raises(ValueError, match="float64"):
+        kern.gravity(np.zeros(7, dtype=np.float32))
+
+
+def test_missing_ap_types_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("RBDGEN_AP_TYPES", str(tmp_path))
+    with pytest.raises(BuildError, match="RBDGEN_AP_TYPES.*no ap_fixed.h"):
+        ap_types_dir()
+
+
+# ---- generated sources ------------------------------------------------------------------------
+
+def test_sources_are_deterministic_and_carry_the_pragmas():
+    m = load_case(*_case("iiwa14-fixed"))
+    nt = H.numeric_type(fixed=(32, 16))
+    a = H.generate_hls(m, nt, ("rnea", "aba_derivatives"), ii=2, part="xc7z020clg400-1", clock_mhz=200)
+    b = H.generate_hls(m, nt, ("rnea", "aba_derivatives"), ii=2, part="xc7z020clg400-1", clock_mhz=200)
+    assert a.files == b.files
+    rnea = a.files["rbd_iiwa14_rnea.cpp"]
+    for port in ("q", "v", "a", "tau"):
+        assert f"#pragma HLS INTERFACE mode=ap_memory port={port}" in rnea
+        assert f"#pragma HLS ARRAY_PARTITION variable={port} type=complete dim=1" in rnea
+    assert "#pragma HLS PIPELINE II=2" in rnea
+    assert "// ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3" in rnea
+    assert "typedef ap_fixed<32, 16, AP_RND_CONV, AP_SAT> rbd_iiwa14_data_t;" in a.files["rbd_iiwa14.h"]
+    # ∇FD is split into parts passing values through a register array; the epilogue is a loop
+    fd = a.files["rbd_iiwa14_aba_derivatives.cpp"]
+    assert "#pragma HLS ARRAY_PARTITION variable=w type=complete dim=1" in fd and "_part1<S>(" in fd
+    tcl = a.files["run_hls.tcl"]
+    assert "set part {xc7z020clg400-1}" in tcl and "set period 5.000" in tcl
+    for cmd in ("open_project", "set_top rbd_iiwa14_$k", "add_files", "open_solution", "set_part $part",
+                "create_clock -period $period", "csynth_design"):
+        assert cmd in tcl
+    lat = H.generate_hls(m, nt, ("rnea",))
+    assert "PIPELINE" not in lat.files["rbd_iiwa14_rnea.cpp"]
+    axi = H.generate_hls(m, nt, ("rnea",), interface="m_axi").files["rbd_iiwa14_rnea.cpp"]
+    assert "mode=m_axi port=q offset=slave" in axi and "q_l[i] = q[i]" in axi
+
+
+def test_datapath_has_the_pruned_operator_count():
+    """Count the operators in the generated source text: an independent look at what the IR
+    says (op_counts) and at what the cost report multiplies by."""
+    m = load_case(*_case("iiwa14-fixed"))
+    gen = H.generate_hls(m, H.numeric_type(fixed=(32, 16)), ("rnea", "crba", "minv"))
+    for k in ("rnea", "crba", "minv"):
+        src = gen.files[f"rbd_iiwa14_{k}.cpp"]
+        stmts = re.findall(r"const S t\d+ = (.*);", src)
+        muls = sum(1 for e in stmts if re.fullmatch(r"\S+ \* \S+", e))
+        adds = sum(1 for e in stmts if re.fullmatch(r"\S+ [+-] \S+", e) or re.fullmatch(r"-\S+", e))
+        divs = sum(1 for e in stmts if re.fullmatch(r"\S+ / \S+", e))
+        trig = sum(1 for e in stmts if e.startswith(("rbd_sin(", "rbd_cos(")))
+        cost = H.hls_cost(trace(m, k), H.numeric_type(fixed=(32, 16)))
+        assert (cost["mul"], cost["add"], cost["div"], cost["sincos"]) == (muls, adds, divs, trig), k
+        const_muls = sum(1 for e in stmts if re.fullmatch(r"\S+ \* \S+", e) and "S(" in e)
+        assert cost["const_mul"] == const_muls, k
+        assert 0 < trig <= 2 * m.nv  # at most a sin and a cos per joint (joint 1 about gravity needs none)
+
+
+# ---- cost model --------------------------------------------------------------------------------
+
+def _brute_depth(kernel):
+    """Critical path in ops by explicit recursion over the DAG (independent of op_counts)."""
+    memo = {}
+
+    def d(n):
+        if n.op in ("const", "input"):
+            return 0
+        if n.id not in memo:
+            memo[n.id] = 1 + max(d(a) for a in n.args)
+        return memo[n.id]
+
+    import sys
+    sys.setrecursionlimit(100000)
+    return max(d(v.node) for _, vals in kernel.traced_arrays() for v in vals)
+
+
+def test_cost_counts_match_the_ir():
+    m = load_case(*_case("iiwa14-fixed"))
+    for k in ("rnea", "aba", "aba_derivatives"):
+        kern = trace(m, k)
+        c = H.hls_cost(kern, H.numeric_type(fixed=(32, 16)))
+        oc = kern.op_counts()
+        for f in ("mul", "add", "div", "sincos", "depth"):
+            assert c[f] == oc[f], (k, f)
+        extra = max((mm.k for mm in kern.post), default=0)
+        assert c["depth"] == _brute_depth(kern) + extra
+
+
+def test_dsp_estimate_grows_with_width():
+    kern = trace(load_case(*_case("iiwa14-fixed")), "rnea")
+    prev = 0
+    for W in (16, 18, 24, 27, 32, 36, 48, 54, 64):
+        c = H.hls_cost(kern, H.numeric_type(fixed=(W, W // 2)))
+        assert c["dsp"] == c["mul"] * math.ceil(W / 27) * math.ceil(W / 18)
+        assert c["dsp"] >= prev
+        prev = c["dsp"]
+    assert H.hls_cost(kern, H.numeric_type(fixed=(18, 9)))["dsp"] == kern.op_counts()["mul"]  # one DSP each
+    dbl = H.hls_cost(kern, H.numeric_type("float64"))
+    flt = H.hls_cost(kern, H.numeric_type("float32"))
+    assert dbl["dsp"] > flt["dsp"] > H.hls_cost(kern, H.numeric_type(fixed=(32, 16)))["dsp"]
+    # II = n shares each DSP among up to n operations
+    c32 = H.hls_cost(kern, H.numeric_type(fixed=(32, 16)))
+    assert H.hls_cost(kern, H.numeric_type(fixed=(32, 16)), ii=4)["dsp"] == math.ceil(c32["dsp"] / 4)
+
+
+def test_latency_model():
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = trace(m, "rnea")
+    nt = H.numeric_type(fixed=(32, 16))
+    slow, fast = H.hls_cost(kern, nt, clock_mhz=50), H.hls_cost(kern, nt, clock_mhz=400)
+    assert fast["latency_cycles"] > slow["latency_cycles"]          # more cycles at a faster clock
+    assert fast["latency_us"] < slow["latency_us"]                  # but less time
+    # at a slow clock every registered operator (mul, sin/cos) takes one cycle and adder chains
+    # share cycles: the latency is at most the critical path in ops, at least the multiplies on it
+    assert slow["latency_cycles"] <= kern.op_counts()["depth"]
+    assert H.hls_cost(kern, H.numeric_type("float64"), clock_mhz=400)["latency_cycles"] > fast["latency_cycles"]
+    with pytest.raises(RbdgenError, match="positive frequency"):
+        H.hls_cost(kern, nt, clock_mhz=0)
+
+
+def test_numeric_type_checks():
+    assert H.numeric_type(fixed="32,16").ctype == "ap_fixed<32, 16, AP_RND_CONV, AP_SAT>"
+    assert H.numeric_type("float32").ctype == "float"
+    for bad, msg in (("33,40", "integer bits"), ("70,3", "between 2 and 64"), ("a,b", "two integers"),
+                     ("32", "W,I"), ("16,0", "integer bits")):
+        with pytest.raises(RbdgenError, match=msg):
+            H.numeric_type(fixed=bad)
+    with pytest.raises(RbdgenError, match="rounding"):
+        H.numeric_type(fixed=(32, 16), rounding="AP_NEAREST")
+    with pytest.raises(RbdgenError, match="HLS dtype"):
+        H.numeric_type("int8")
+
+
+# ---- command line -----------------------------------------------------------------------------
+
+def test_cli_generate_hls(tmp_path, capsys):
+    urdf = rbdgen.robots.path("iiwa14")
+    rc, out, err = run_main(capsys, "generate", urdf, "--target", "hls", "--fixed", "32,16", "--kernels",
+                            "rnea,crba", "--ii", "1", "--clock-mhz", "300", "--part", "xczu9eg-ffvb1156-2-e",
+                            "--out", tmp_path, "-q")
+    assert rc == 0, err
+    d = tmp_path / "iiwa14"
+    names = sorted(os.listdir(d))
+    assert names == sorted(["manifest.json", "rbd_iiwa14.h", "rbd_iiwa14_crba.cpp", "rbd_iiwa14_csim.cpp",
+                            "rbd_iiwa14_rnea.cpp", "rbd_iiwa14_tb.cpp", "run_hls.tcl"])
+    assert "ap_fixed<32, 16" in out and "vitis_hls -f run_hls.tcl" in out
+    assert "#pragma HLS PIPELINE II=1" in (d / "rbd_iiwa14_rnea.cpp").read_text()
+    assert "set part {xczu9eg-ffvb1156-2-e}" in (d / "run_hls.tcl").read_text()
+    import json
+    man = json.loads((d / "manifest.json").read_text())
+    assert man["options"]["hls"]["fixed"] == [32, 16] and "--fixed 32,16" in man["regenerate"]
+    first = {n: (d / n).read_bytes() for n in names}
+    rc, _, _ = run_main(capsys, "generate", urdf, "--target", "hls", "--fixed", "32,16", "--kernels", "rnea,crba",
+                        "--ii", "1", "--clock-mhz", "300", "--part", "xczu9eg-ffvb1156-2-e", "--out", tmp_path, "-q")
+    assert rc == 0 and {n: (d / n).read_bytes() for n in names} == first   # same input, same bytes
+    with pytest.raises(RbdgenError, match="HLS sources"):
+        from rbdgen.generate import load_package
+        load_package(d)
+
+
+@pytest.mark.parametrize("value,needle", [("40,48", "integer bits"), ("65,16", "between 2 and 64"),
+                                          ("x,16", "two integers"), ("32", "W,I"), ("32,16,4", "W,I")])
+def test_cli_bad_fixed(value, needle, tmp_path, capsys):
+    rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--target", "hls",
+                            "--fixed", value, "--out", tmp_path)
+    assert rc == 2
+    assert_one_error_line(err, out, "--fixed", needle)
+    assert not (tmp_path / "iiwa14").exists()
+
+
+def test_cli_hls_options_need_target_hls(tmp_path, capsys):
+    rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--fixed", "32,16", "--out", tmp_path)
+    assert rc == 2
+    assert_one_error_line(err, out, "--fixed", "--target hls")
+    rc, out, err = run_main(capsys, "inspect", rbdgen.robots.path("iiwa14"), "--cost", "--clock-mhz", "-5",
+                            "--target", "hls")
+    assert rc == 2
+    assert_one_error_line(err, out, "--clock-mhz")
+
+
+def test_cli_inspect_cost_hls(capsys):
+    urdf = rbdgen.robots.path("iiwa14")
+    rc, out, err = run_main(capsys, "inspect", urdf, "--cost", "--target", "hls", "--fixed", "32,16",
+                            "--clock-mhz", "200", "-q")
+    assert rc == 0, err
+    assert "ap_fixed<32,16>" in out and "200 MHz" in out and "DSP48E2 per multiplier: 4" in out
+    m = rbdgen.load_urdf(urdf)
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in KERNELS}
+    assert set(rows) == set(KERNELS)
+    oc = trace(m, "rnea").op_counts()
+    r = rows["rnea"]
+    assert [r[1]] + r[3:7] == [str(oc["mul"]), str(oc["add"]), str(oc["div"]), str(oc["sincos"]), str(oc["depth"])]
+    assert r[7] == str(4 * oc["mul"])
+    assert 0 < int(r[2]) < oc["mul"]
