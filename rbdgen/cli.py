@@ -267,8 +267,9 @@ def format_cost(model, kernels=None, progress=None) -> str:
               help="Per joint: the zero/±1/constant/q-dependent pattern of X, S and I, and the X·v multiplies pruned.")
 @click.option("--cost", "show_cost", is_flag=True,
               help="Per kernel: op counts of the generated (pruned) code against the dense algorithm.")
-@click.option("--target", type=click.Choice(["cpu", "hls"]), default="cpu", show_default=True,
-              help="With --cost: hls adds the FPGA estimate (DSP blocks, latency in cycles).")
+@click.option("--target", type=click.Choice(["cpu", "cuda", "hls"]), default="cpu", show_default=True,
+              help="With --cost: cuda adds the block shape's schedule (threads, stages, critical path); "
+                   "hls the FPGA estimate (DSP blocks, latency in cycles).")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
               help="hls: floating-point datapath type when --fixed is not given.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
@@ -278,8 +279,8 @@ def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_co
     """Print the kinematic tree, sizes, mass and merged fixed joints of URDF
     (or, with --sparsity / --cost, what code generation prunes)."""
     _hls_only(target, fixed=fixed, clock_mhz=clock_mhz, ii=ii)
-    if target == "hls" and not show_cost:
-        raise click.UsageError("--target hls goes with --cost (the FPGA cost estimate)")
+    if target != "cpu" and not show_cost:
+        raise click.UsageError(f"--target {target} goes with --cost")
     model = _load(urdf, floating_base, mimic, not no_check_inertia)
     base = "floating" if model.floating_base else "fixed"
     click.echo(f"robot {model.name!r} ({urdf}), {base} base")
@@ -300,6 +301,11 @@ def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_co
         elif show_cost:
             click.echo("")
             click.echo(format_cost(model, progress=_progress(quiet)))
+            if target == "cuda":
+                from .backends.cuda import format_schedule_table, schedule_table
+
+                click.echo("")
+                click.echo(format_schedule_table(schedule_table(model, progress=_progress(quiet))))
         return
     click.echo("")
     click.echo(format_tree(model))

@@ -295,3 +295,21 @@ def test_gpu_every_kernel_matches_reference(robot, floating, shape):
         dev = getattr(kern, k)(*map(cupy.asarray, args), shape=shape)
         dev = tuple(cupy.asnumpy(x) for x in dev) if isinstance(dev, tuple) else cupy.asnumpy(dev)
         assert kernel_err(dev, exp) <= TOL64, (k, shape, "cupy")
+
+
+def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):
+    """The schedule figures are the scheduler's, re-derived here from the IR: statements are the
+    kernel's op nodes, and the critical path can be no shorter than total / threads."""
+    robot = next(r for r in ROBOTS if r.name == "quadruped")
+    rc, out, err = run_main(capsys, "inspect", robot.path, "--floating-base", "--cost", "--target", "cuda", "-q")
+    assert rc == 0, err
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[-len(KERNELS):]}
+    assert set(rows) == set(KERNELS)
+    model = load_case(robot, True)
+    for k, r in rows.items():
+        statements, threads, critical = int(r[1]), int(r[2]), int(r[5])
+        ops = [n for n in trace(model, k).live_nodes() if n.op not in ("const", "input")]
+        assert statements == len(ops)
+        assert -(-statements // threads) <= critical <= statements
+    # the gradient's columns are independent: far more than a few threads' worth of parallelism
+    assert float(rows["rnea_derivatives"][6].rstrip("x")) > 4

@@ -169,3 +169,36 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=KERNELS, *, fo
                            nv=model.nv, base=base, guard=prefix.upper() + "_CUH", prefix=prefix, kernels=api,
                            dtypes=[{"tag": DTYPES[d][0], "ctype": DTYPES[d][1]} for d in dtypes])
     return GeneratedCuda(prefix, files, sources, header, info)
+
+
+def schedule_table(model: RobotModel, kernels=KERNELS, max_lanes: int = MAX_LANES, progress=None) -> list[dict]:
+    """Per kernel, what the block shape does with one state: threads, stages (barriers),
+    independent tasks in the widest stage, the statements on the critical path through the
+    stages (the busiest thread of each stage, summed), and the bound on the speed-up over one
+    thread that follows (total / critical). Dense epilogues are not counted."""
+    rows = []
+    for k in kernels:
+        if progress:
+            progress(f"scheduling {k}")
+        kernel = trace(model, k)
+        s = level_schedule(kernel, max_lanes=max_lanes)
+        total = sum(1 for n in kernel.live_nodes() if n.op not in ("const", "input"))
+        rows.append({"kernel": k, "statements": total, "lanes": s.lanes, "stages": s.n_stages, "width": s.width,
+                     "critical": s.critical_ops, "speedup_bound": total / max(s.critical_ops, 1),
+                     "default_shape": "thread" if k in CHEAP else "block"})
+    return rows
+
+
+def format_schedule_table(rows: list[dict]) -> str:
+    head = ("kernel", "statements", "threads", "stages", "widest", "critical", "bound", "default shape")
+    table = [head] + [(r["kernel"], str(r["statements"]), str(r["lanes"]), str(r["stages"]), str(r["width"]),
+                       str(r["critical"]), f"{r['speedup_bound']:.1f}x", r["default_shape"]) for r in rows]
+    widths = [max(len(t[c]) for t in table) for c in range(len(head))]
+    lines = ["cuda block shape (one state on cooperating threads): threads per state, stages (= barriers), "
+             "independent tasks in the widest stage, statements on the critical path (busiest thread per "
+             "stage), and the speed-up bound over one thread (statements / critical; barriers and memory "
+             "not counted)", ""]
+    lines += ["  ".join(c.rjust(w) if 0 < i < 7 else c.ljust(w) for i, (c, w) in enumerate(zip(t, widths))).rstrip()
+              for t in table]
+    lines.insert(3, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
