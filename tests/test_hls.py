@@ -406,3 +406,14 @@ def test_cli_inspect_cost_hls(capsys):
     assert [r[1]] + r[3:7] == [str(oc["mul"]), str(oc["add"]), str(oc["div"]), str(oc["sincos"]), str(oc["depth"])]
     assert r[7] == str(4 * oc["mul"])
     assert 0 < int(r[2]) < oc["mul"]
+
+
+def test_build_dispatch():
+    """rbdgen.build(target="hls") forwards the HLS options; the CPU target refuses them."""
+    m = load_case(*_case("iiwa14-fixed"))
+    with pytest.raises(TypeError, match="fixed"):
+        rbdgen.build(m, target="cpu", fixed=(32, 16))
+    with pytest.raises(RbdgenError, match="integer bits"):
+        rbdgen.build(m, target="hls", fixed=(16, 20))
+    with pytest.raises(RbdgenError, match="unknown target"):
+        rbdgen.build(m, target="fpga")
