@@ -37,6 +37,7 @@ generated: $(STAMP)
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --out generated --name iiwa14 --quiet
 	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --out generated --name quadruped --quiet
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 --out generated --name iiwa14_cuda --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --out generated --name iiwa14_hls --quiet
 
 # benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++), ~13 min; writes
 # benchmarks/results/. BENCH_ARGS="--robots iiwa14 --quick" for a smoke run (see benchmarks/README.md)

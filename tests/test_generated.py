@@ -23,6 +23,7 @@ PACKAGES = [
     ("iiwa14", ["robots/iiwa14.urdf"]),
     ("quadruped", ["robots/quadruped.urdf", "--floating-base"]),
     ("iiwa14_cuda", ["robots/iiwa14.urdf", "--target", "cuda", "--dtype", "float64"]),
+    ("iiwa14_hls", ["robots/iiwa14.urdf", "--target", "hls", "--fixed", "32,16"]),
 ]
 
 
