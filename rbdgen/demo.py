@@ -3,7 +3,10 @@
 1. load the bundled KUKA iiwa 14;
 2. generate pruned C++ kernels, compile them (cached) and load them;
 3. validate every kernel against the reference and Pinocchio (:func:`rbdgen.validate.validate`);
-4. print how much pruning saved and a small timing table.
+4. print how much pruning saved and a small timing table;
+5. the same IR for the other targets: CUDA (compiled with nvcc for sm_80 and sm_90, the GPU
+   program run on the CPU when there is no GPU) and FPGA (HLS C++ C-simulated in Q16.16 fixed
+   point), each checked against the reference.
 """
 from __future__ import annotations
 
@@ -77,12 +80,57 @@ def run_demo() -> None:
     click.echo("   * Pinocchio through its Python bindings (call overhead included); `make bench` compares "
                "against Pinocchio's C++")
 
-    ok = all(r.passed for r in rows)
+    ok = all(r.passed for r in rows) and _other_targets(model)
     worst_ref = max(r.err_ref for r in rows)
     worst_pin = max((r.err_pin for r in rows if r.err_pin is not None), default=float("nan"))
-    click.echo(f"\nworst error: {worst_ref:.1e} vs reference, {worst_pin:.1e} vs Pinocchio (bound 1e-9) "
-               f"-> {'OK' if ok else 'FAILED'}   [{time.perf_counter() - t0:.1f} s]")
+    click.echo(f"\nC++ kernels, worst error: {worst_ref:.1e} vs reference, {worst_pin:.1e} vs Pinocchio (bound 1e-9) "
+               f"; all targets -> {'OK' if ok else 'FAILED'}   [{time.perf_counter() - t0:.1f} s]")
     click.echo("next: `rbdgen generate robots/iiwa14.urdf --out DIR` writes these kernels as an importable package;"
                " `rbdgen validate <your robot>.urdf` checks them on your robot")
     if not ok:
         raise SystemExit(1)
+
+
+def _other_targets(model) -> bool:
+    """rnea and ∇FD through the CUDA and HLS backends, against the reference; True when within
+    bounds (float64 1e-9 for CUDA; the measured Q16.16 bounds of tests/test_hls.py for HLS)."""
+    import numpy as np
+
+    from . import build
+    from .errors import RbdgenError
+
+    st = random_states(model, 64, seed=1)
+    q, v, a, tau = st["q"], st["v"], st["a"], st["tau"]
+    want_tau = ref.rnea(model, q, v, a)
+    want_d = ref.aba_derivatives(model, q, v, tau)
+
+    def err(got, want):
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        return max(float(np.max(np.abs(g - w)) / max(1.0, float(np.max(np.abs(w))))) for g, w in zip(got, want))
+
+    ok = True
+    click.echo("\n-- other targets from the same IR: rnea and aba_derivatives, 64 random states")
+    try:
+        t1 = time.perf_counter()
+        cu = build(model, target="cuda", kernels=("rnea", "aba_derivatives"), arch="80,90", opt="-O1")
+        gpu = cu.device_count() > 0
+        k = cu if gpu else cu.emulated()
+        e = max(err(k.rnea(q, v, a), want_tau), err(k.aba_derivatives(q, v, tau), want_d))
+        where = "on the GPU" if gpu else "no GPU here: the GPU program emulated on the CPU"
+        click.echo(f"   cuda (nvcc, sm_80 + sm_90, {time.perf_counter() - t1:.0f} s): {where}; "
+                   f"max error {e:.1e} (bound 1e-9)")
+        ok &= e <= 1e-9
+    except RbdgenError as ex:  # no nvcc: say so, the CPU kernels above stand
+        click.echo(f"   cuda: skipped ({ex})")
+    try:
+        t1 = time.perf_counter()
+        hk = build(model, target="hls", fixed=(32, 16), kernels=("rnea", "aba_derivatives"))
+        e_tau = err(hk.rnea(q, v, a), want_tau)
+        e_d = err(hk.aba_derivatives(q, v, tau), want_d)
+        click.echo(f"   fpga (HLS C simulation, ap_fixed<32,16>, {time.perf_counter() - t1:.0f} s): rnea {e_tau:.1e}, "
+                   f"aba_derivatives {e_d:.1e} (bounds 4e-4, 0.12: fixed point; `make bench-hls` sweeps formats)")
+        ok &= e_tau <= 4e-4 and e_d <= 0.12
+    except RbdgenError as ex:  # no ap_types headers: say so
+        click.echo(f"   fpga: skipped ({ex})")
+    return ok
