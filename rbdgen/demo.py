@@ -83,7 +83,7 @@ def run_demo() -> None:
     ok = all(r.passed for r in rows) and _other_targets(model)
     worst_ref = max(r.err_ref for r in rows)
     worst_pin = max((r.err_pin for r in rows if r.err_pin is not None), default=float("nan"))
-    click.echo(f"\nC++ kernels, worst error: {worst_ref:.1e} vs reference, {worst_pin:.1e} vs Pinocchio (bound 1e-9) "
+    click.echo(f"\nC++ kernels, worst error: {worst_ref:.1e} vs reference, {worst_pin:.1e} vs Pinocchio (bound 1e-9)"
                f"; all targets -> {'OK' if ok else 'FAILED'}   [{time.perf_counter() - t0:.1f} s]")
     click.echo("next: `rbdgen generate robots/iiwa14.urdf --out DIR` writes these kernels as an importable package;"
                " `rbdgen validate <your robot>.urdf` checks them on your robot")
