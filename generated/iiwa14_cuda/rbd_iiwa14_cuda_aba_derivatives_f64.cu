@@ -35,7 +35,7 @@ template <typename S>
 __host__ __device__ inline void aba_derivatives_tcompute(int tx, long blk, long n, S* __restrict tile) {
   if (blk * aba_derivatives_TILE + tx >= n) return;
   S* s = tile + tx * aba_derivatives_STRIDE;
-  S w[849];
+  S w[847];
   aba_derivatives<S>(s + 0, s + 7, s + 14, s + 21, s + 70, s + 119, w);
 }
 

@@ -35,7 +35,7 @@ template <typename S>
 __host__ __device__ inline void aba_tcompute(int tx, long blk, long n, S* __restrict tile) {
   if (blk * aba_TILE + tx >= n) return;
   S* s = tile + tx * aba_STRIDE;
-  S w[147];
+  S w[149];
   aba<S>(s + 0, s + 7, s + 14, s + 21, w);
 }
 

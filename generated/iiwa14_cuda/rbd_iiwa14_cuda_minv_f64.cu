@@ -6,8 +6,8 @@
 // thread shape: one thread per state, 64 states per block. The states of a block are one
 //   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
 //   accesses (57 scalars per state, padded to an odd count against bank conflicts; 29184 bytes).
-// block shape: 6 threads per state (threadIdx.x), 21 state(s) per block (threadIdx.y);
-//   15 stages with a barrier after each; workspace of 248 scalars
+// block shape: 7 threads per state (threadIdx.x), 18 state(s) per block (threadIdx.y);
+//   15 stages with a barrier after each; workspace of 269 scalars
 //   per state in shared memory, the state's inputs included.
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_minv_f64.cuh"
@@ -31,7 +31,7 @@ template <typename S>
 __host__ __device__ inline void minv_tcompute(int tx, long blk, long n, S* __restrict tile) {
   if (blk * minv_TILE + tx >= n) return;
   S* s = tile + tx * minv_STRIDE;
-  S w[96];
+  S w[98];
   minv<S>(s + 0, s + 7, w);
 }
 
@@ -53,14 +53,14 @@ __global__ void __launch_bounds__(minv_TILE) minv_thread_kernel(long n, const do
   minv_tstore<double>(threadIdx.x, blockIdx.x, n, q, Minv, tile);
 }
 
-constexpr int minv_LANES = 6;
-constexpr int minv_SPB = 21;
-constexpr int minv_SCRATCH = 248;
+constexpr int minv_LANES = 7;
+constexpr int minv_SPB = 18;
+constexpr int minv_SCRATCH = 269;
 
 // the state's inputs, copied once into the shared workspace (after the exchanged values)
 template <typename S>
 __host__ __device__ inline void minv_bload(int tx, const S* __restrict q, S* __restrict w) {
-  for (int e = tx; e < 7; e += minv_LANES) w[241 + e] = q[e];
+  for (int e = tx; e < 7; e += minv_LANES) w[262 + e] = q[e];
 }
 
 __global__ void __launch_bounds__(126) minv_block_kernel(long n, const double* __restrict q, double* __restrict Minv, [[maybe_unused]] double* __restrict wg) {
@@ -71,35 +71,35 @@ __global__ void __launch_bounds__(126) minv_block_kernel(long n, const double* _
   double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * minv_SCRATCH;
   if (live) minv_bload<double>(threadIdx.x, q + c * 7, w);
   __syncthreads();
-  if (live) minv_s0<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s0<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s1<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s1<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s2<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s2<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s3<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s3<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s4<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s4<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s5<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s5<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s6<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s6<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s7<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s7<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s8<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s8<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s9<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s9<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s10<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s10<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s11<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s11<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s12<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s12<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s13<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s13<double>(threadIdx.x, w + 262, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s14<double>(threadIdx.x, w + 241, Minv + c * 49, w);
+  if (live) minv_s14<double>(threadIdx.x, w + 262, Minv + c * 49, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
@@ -118,7 +118,7 @@ int rbd_iiwa14_cuda_minv_f64_launch(long n, const double* __restrict q, double* 
   if (shape == 2) {
     const long grid = (n + minv_SPB - 1) / minv_SPB;
     const dim3 threads(minv_LANES, minv_SPB);
-    minv_block_kernel<<<static_cast<unsigned>(grid), threads, 5208 * sizeof(double), stream>>>(n, q, Minv, nullptr);
+    minv_block_kernel<<<static_cast<unsigned>(grid), threads, 4842 * sizeof(double), stream>>>(n, q, Minv, nullptr);
     return static_cast<int>(cudaGetLastError());
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -169,91 +169,91 @@ void rbd_iiwa14_cuda_minv_f64_emulate_block(long n, const double* __restrict q, 
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s0<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s0<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s1<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s1<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s2<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s2<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s3<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s3<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s4<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s4<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s5<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s5<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s6<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s6<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s7<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s7<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s8<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s8<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s9<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s9<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s10<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s10<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s11<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s11<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s12<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s12<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s13<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s13<double>(tx, w + 262, Minv + i * 49, w);
     }
     for (int ty = 0; ty < minv_SPB; ++ty) {
       const long i = b * minv_SPB + ty;
       if (i >= n) continue;
       double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s14<double>(tx, w + 241, Minv + i * 49, w);
+      for (int tx = 0; tx < minv_LANES; ++tx) minv_s14<double>(tx, w + 262, Minv + i * 49, w);
     }
   }
 }

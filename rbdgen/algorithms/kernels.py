@@ -237,20 +237,31 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
         U[i] = S.mat_mat(g, IA[i], Si)
         Dinv[i] = S.spd_inverse(g, S.mat_mat(g, S.transpose(Si), U[i]))
         vs = m.v_slice(i)
-        STpA = S.mat_mat(g, S.transpose(Si), pA[i])
-        u[i] = [[tau_cols[vs.start + r][col] - STpA[r][col] for col in range(k)] for r in range(len(Si[0]))]
         p = m.parent[i]
         if p >= 0:
             UDinv = S.mat_mat(g, U[i], Dinv[i])
             Ia = S.msub(IA[i], S.mat_mat(g, UDinv, S.transpose(U[i])))
             Ia = [[Ia[a][b] if a <= b else Ia[b][a] for b in range(6)] for a in range(6)]  # symmetric
             Iac = S.mat_vec(g, Ia, c[i])
-            Uu = S.mat_mat(g, UDinv, u[i])
-            pa = [[pA[i][r][col] + Iac[r] + Uu[r][col] for col in range(k)] for r in range(6)]
             X = t.X(i, q)
             IA[p] = S.madd(IA[p], S.congruence(g, X.matrix(g), Ia))
-            XTpa = S.transpose([X.force_T(g, col) for col in S.transpose(pa)])
-            pA[p] = S.madd(pA[p], XTpa)
+        # the bias force of each right-hand side: with several (M⁻¹), each column is its own
+        # block, so a scheduler can run the columns side by side
+        u[i] = [[None] * k for _ in range(len(Si[0]))]
+        for col in range(k):
+            if k > 1:
+                t.block(f"aba backward, column {col}", i)
+            pcol = [pA[i][r][col] for r in range(6)]
+            STp = S.mat_vec(g, S.transpose(Si), pcol)
+            ucol = [tau_cols[vs.start + r][col] - STp[r] for r in range(len(Si[0]))]
+            for r, val in enumerate(ucol):
+                u[i][r][col] = val
+            if p >= 0:
+                Uu = S.mat_vec(g, UDinv, ucol)
+                pa = [pcol[r] + Iac[r] + Uu[r] for r in range(6)]
+                XTpa = X.force_T(g, pa)
+                for r in range(6):
+                    pA[p][r][col] = pA[p][r][col] + XTpa[r]
     qdd = [[None] * k for _ in range(m.nv)]
     acc = [None] * nb
     a0 = t.a_gravity() if gravity else t.zeros(6)
@@ -264,9 +275,13 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
             ap_col = S.vadd(X.motion(g, a0), c[i])
             ap = {col: ap_col for col in cols}
         else:
-            ap = {col: S.vadd(X.motion(g, acc[p][col]), c[i]) for col in cols}
+            ap = {}
         acc[i] = {}
         for col in cols:
+            if k > 1:
+                t.block(f"aba forward 2, column {col}", i)
+            if p >= 0:
+                ap[col] = S.vadd(X.motion(g, acc[p][col]), c[i])
             rhs = [u[i][r][col] - S.dot(g, [U[i][a_][r] for a_ in range(6)], ap[col]) for r in range(len(u[i]))]
             qi = S.mat_vec(g, Dinv[i], rhs)
             for r, val in enumerate(qi):
