@@ -17,6 +17,7 @@ import click
 import numpy as np
 
 from .errors import RbdgenError, RbdgenWarning
+from .textutil import text_table
 
 EXIT_FAIL = 1   # rbdgen validate: a kernel is wrong
 EXIT_USAGE = 2  # a user mistake
@@ -251,14 +252,10 @@ def format_cost(model, kernels=None, progress=None) -> str:
         d = trace(model, k, fold=False).op_counts()
         ratio = f"{d['total'] / p['total']:.2f}x" if p["total"] else "-"
         rows.append((k,) + tuple(f"{p[c]}/{d[c]}" for c, _ in COST_COLUMNS) + (ratio,))
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["op counts, pruned/dense (dense: the same algorithm traced without folding zeros, ones and "
              "shared subexpressions);",
              "depth: critical path in ops; reduction: dense total / pruned total", ""]
-    body = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths)))
-            for r in rows]
-    body.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines + body)
+    return "\n".join(lines + text_table(rows))
 
 
 @cli.command()

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import reference as ref
 from .algorithms import KERNELS
+from .textutil import text_table
 
 #: float64: two independent float64 computations of the same quantity (see tests/conftest.py)
 TOL64 = 1e-9
@@ -202,9 +203,4 @@ def format_table(rows: list[Row]) -> str:
     for r in rows:
         table.append((r.kernel, str(r.ops), _fmt_err(r.err_ref), _fmt_err(r.err_pin), f"{r.tol:.0e}",
                       "pass" if r.passed else "FAIL"))
-    widths = [max(len(t[c]) for t in table) for c in range(len(table[0]))]
-    right = {1, 2, 3, 4}
-    lines = ["  ".join(cell.rjust(w) if c in right else cell.ljust(w)
-                       for c, (cell, w) in enumerate(zip(t, widths))).rstrip() for t in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(text_table(table, left=(0, 5)))

@@ -27,6 +27,7 @@ from ..algorithms import KERNELS, trace
 from ..ir.schedule import level_schedule
 from ..model import RobotModel
 from .cpu import DTYPES, c_identifier
+from ..textutil import text_table
 from .printer import DEFAULT_PART_SIZE, Dialect, print_epilogue_shared, print_kernel
 from .render import render
 
@@ -193,12 +194,8 @@ def format_schedule_table(rows: list[dict]) -> str:
     head = ("kernel", "statements", "threads", "stages", "widest", "critical", "bound", "default shape")
     table = [head] + [(r["kernel"], str(r["statements"]), str(r["lanes"]), str(r["stages"]), str(r["width"]),
                        str(r["critical"]), f"{r['speedup_bound']:.1f}x", r["default_shape"]) for r in rows]
-    widths = [max(len(t[c]) for t in table) for c in range(len(head))]
     lines = ["cuda block shape (one state on cooperating threads): threads per state, stages (= barriers), "
              "independent tasks in the widest stage, statements on the critical path (busiest thread per "
              "stage), and the speed-up bound over one thread (statements / critical; barriers and memory "
              "not counted)", ""]
-    lines += ["  ".join(c.rjust(w) if 0 < i < 7 else c.ljust(w) for i, (c, w) in enumerate(zip(t, widths))).rstrip()
-              for t in table]
-    lines.insert(3, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(lines + text_table(table, left=(0, len(head) - 1)))

@@ -28,6 +28,7 @@ from ..algorithms import KERNELS, trace
 from ..errors import RbdgenError
 from ..model import RobotModel
 from .cpu import c_identifier
+from ..textutil import text_table
 from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel
 from .render import render
 
@@ -361,14 +362,10 @@ def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: 
         for c, _ in cols:
             cells.append(f"{r[c] * 1000:.0f} ns" if c == "latency_us" else str(r[c]))
         table.append((r["kernel"],) + tuple(cells))
-    widths = [max(len(row[c]) for row in table) for c in range(len(table[0]))]
     head = [f"HLS cost estimate: {numtype.describe()}, clock {clock_mhz:g} MHz, "
             + (f"pipelined II={ii} (DSP shared up to {ii}x)" if ii else "fully spatial datapath (DSP: one operator per operation)"),
             f"DSP48E2 per multiplier: {rows[0]['dsp_per_mul'] if rows else '-'}; ×const: multiplies by a model "
             "constant (of mul; may map to LUTs); depth: critical path in ops;",
             "cycles: critical path weighted by operator latency (model: docs/hls.md)", ""]
-    body = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths)))
-            for row in table]
-    body.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(head + body)
+    return "\n".join(head + text_table(table))
 
