@@ -305,15 +305,10 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
         from .backends.cuda import generate_cuda
 
         gen = generate_cuda(model, dtypes=dtypes, kernels=kernels, name=name, progress=progress)
-        tags = {d: "_" + d.replace("float", "f") for d in dtypes}
-        sources = {d: [s for s in gen.sources if s.endswith(tags[d] + ".cu") or s.endswith("_runtime.cu")]
-                   for d in dtypes}
-        headers = {d: [gen.header] + [f[:-3] + ".cuh" for f in sources[d] if not f.endswith("_runtime.cu")]
-                   for d in dtypes}
         meta = {k: (i[dtypes[0]]["doc"], i[dtypes[0]]["inputs"], i[dtypes[0]]["outputs"], i[dtypes[0]]["counts"])
                 for k, i in gen.kernels.items()}
-        source_of = {d: {k: f"{gen.prefix}_{k}{tags[d]}.cu" for k in kernels} for d in dtypes}
-        target_info = {"sources": sources, "headers": headers,
+        source_of = {d: {k: gen.kernels[k][d]["source"] for k in kernels} for d in dtypes}
+        target_info = {"sources": gen.sources, "headers": gen.headers,
                        "launch": {k: {d: {x: i[d][x] for x in ("lanes", "states_per_block", "stages", "width",
                                                                 "thread_tile", "workspace", "default_shape")}
                                       for d in dtypes} for k, i in gen.kernels.items()}}
@@ -625,17 +620,15 @@ def load_package(pkg_dir, dtype="float64", *, march: str | None = None, opt: str
 
     model = PackageModel(m["robot"], m["nq"], m["nv"], m["nb"], m["floating_base"], tuple(m["joint_names"]))
     if m["options"].get("target") == "cuda":
-        from .jit.cuda import CudaKernels, find_nvcc, nvcc_flags, parse_archs
+        from .jit.cuda import compile_and_load
 
         files = {fn: _read(fn) for fn in [*m["headers"][dt], *m["sources"][dt]]}
         info = {k: {"doc": s["doc"], "inputs": [(a["name"], a["size"]) for a in s["inputs"]],
                     "outputs": [(a["name"], tuple(a["shape"])) for a in s["outputs"]], "counts": dict(s["ops"]),
                     "default_shape": m["launch"][k][dt]["default_shape"]}
                 for k in m["kernel_order"] for s in (m["kernels"][k],)}
-        archs = parse_archs(arch)
-        lib = build_library(files, list(m["sources"][dt]), m["prefix"] + "_cuda", nvcc_flags(archs, opt=opt),
-                            cxx=find_nvcc(nvcc), progress=progress)
-        return CudaKernels(lib, model, m["prefix"], dt, info, archs)
+        return compile_and_load(files, list(m["sources"][dt]), m["prefix"] + "_cuda", model, m["prefix"], dt, info,
+                                arch=arch, opt=opt, nvcc=nvcc, progress=progress)
     files = {fn: _read(fn) for fn in [m["header"], *m["sources"][dt]]}
     specs = {
         k: _KernelSpec(

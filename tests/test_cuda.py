@@ -266,11 +266,8 @@ def test_cli_cuda_errors(capsys):
 # ---- on a GPU ----------------------------------------------------------------------------------
 
 def _gpu_reason():
-    kern = _build("iiwa14-fixed")
-    if kern.device_count() == 0:
-        n = kern._lib.rbd_iiwa14_device_count()
-        return f"no NVIDIA GPU here (CUDA runtime: {kern.error_string(-n) if n < 0 else 'no device'})"
-    return None
+    n, why = _build("iiwa14-fixed").gpu_status()
+    return None if n else f"no NVIDIA GPU here (CUDA runtime: {why})"
 
 
 @pytest.mark.gpu

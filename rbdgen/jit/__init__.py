@@ -78,15 +78,12 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=KE
 def build_cuda(model: RobotModel, dtype: str, *, kernels=KERNELS, opt="-O3", arch=None, nvcc=None,
                werror=False, fold=True, progress=None, name=None):
     from ..backends.cuda import generate_cuda
-    from .cuda import CudaKernels, find_nvcc, nvcc_flags, parse_archs
+    from .cuda import compile_and_load
 
-    nvcc = find_nvcc(nvcc)
-    archs = parse_archs(arch)
     gen = generate_cuda(model, dtypes=(dtype,), kernels=tuple(kernels), fold=fold, progress=progress, name=name)
-    libname = gen.prefix + "_cuda" + ("" if fold else "_dense")
-    lib = build_library(gen.files, gen.sources, libname, nvcc_flags(archs, opt=opt, werror=werror), cxx=nvcc,
-                        progress=progress)
-    return CudaKernels(lib, model, gen.prefix, dtype, {k: v[dtype] for k, v in gen.kernels.items()}, archs)
+    return compile_and_load(gen.files, gen.sources[dtype], gen.prefix + "_cuda" + ("" if fold else "_dense"), model,
+                            gen.prefix, dtype, {k: v[dtype] for k, v in gen.kernels.items()}, arch=arch, opt=opt,
+                            nvcc=nvcc, werror=werror, progress=progress)
 
 
 def default_lanes(dtype: str, march: str | None) -> int:

@@ -113,6 +113,19 @@ def nvcc_flags(archs, opt: str = "-O3", werror: bool = False) -> list[str]:
     return flags
 
 
+def compile_and_load(files: dict, sources: list, libname: str, model, prefix: str, dtype: str, info: dict, *,
+                     arch=None, opt: str = "-O3", nvcc: str | None = None, werror: bool = False, progress=None):
+    """nvcc ``sources`` (cached like the CPU kernels) and load them: what :func:`rbdgen.build`
+    and :func:`rbdgen.generate.load_package` share for the CUDA target."""
+    from .compiler import build_library
+
+    nvcc = find_nvcc(nvcc)
+    archs = parse_archs(arch)
+    lib = build_library(files, sources, libname, nvcc_flags(archs, opt=opt, werror=werror), cxx=nvcc,
+                        progress=progress)
+    return CudaKernels(lib, model, prefix, dtype, info, archs)
+
+
 class CudaKernels:
     """Kernels of one robot on the GPU. Each method takes the inputs as the CPU kernels do — one
     state ``(size,)`` or a batch ``(N, size)`` — and
@@ -148,7 +161,7 @@ class CudaKernels:
         getattr(lib, f"{prefix}_error_string").restype = ctypes.c_char_p
         getattr(lib, f"{prefix}_error_string").argtypes = [ctypes.c_int]
         getattr(lib, f"{prefix}_device_count").restype = ctypes.c_int
-        self._gpu_count = None
+        self._gpu = None  # (count, why none), asked once
         for name, ki in info.items():
             nargs = len(ki["inputs"]) + len(ki["outputs"])
             for suffix, extra in (("launch", [p, ctypes.c_int]), ("host", [ctypes.c_int])):
@@ -165,22 +178,26 @@ class CudaKernels:
     def error_string(self, code: int) -> str:
         return getattr(self._lib, f"{self.prefix}_error_string")(code).decode()
 
+    def gpu_status(self) -> tuple[int, str]:
+        """(GPUs visible to the CUDA runtime, why none when 0)."""
+        n = getattr(self._lib, f"{self.prefix}_device_count")()
+        if n > 0:
+            return n, ""
+        return 0, self.error_string(-n) if n < 0 else "no device"
+
     def device_count(self) -> int:
         """GPUs visible to the CUDA runtime (0 when there is no GPU or no driver)."""
-        n = getattr(self._lib, f"{self.prefix}_device_count")()
-        return max(n, 0)
+        return self.gpu_status()[0]
 
     def check(self, code: int, what: str):
         if code != 0:
             raise RbdgenError(f"{what}: CUDA error {code}: {self.error_string(code)}")
 
     def require_gpu(self, what: str):
-        if self._gpu_count is None:
-            self._gpu_count = self.device_count()
-        if self._gpu_count == 0:
-            n = getattr(self._lib, f"{self.prefix}_device_count")()
-            why = self.error_string(-n) if n < 0 else "no device"
-            raise RbdgenError(f"{what}: no CUDA GPU available ({why}); emulation (kern.emulated(), "
+        if self._gpu is None:
+            self._gpu = self.gpu_status()
+        if self._gpu[0] == 0:
+            raise RbdgenError(f"{what}: no CUDA GPU available ({self._gpu[1]}); emulation (kern.emulated(), "
                               "rbdgen validate --emulate) runs the same GPU program on the CPU")
 
     def emulated(self, shape: str = "default"):
@@ -223,12 +240,15 @@ class _CudaMethod:
         tag, pre = owner._tag, owner.prefix
         self._launch = getattr(owner._lib, f"{pre}_{name}_{tag}_launch")
         host = getattr(owner._lib, f"{pre}_{name}_{tag}_host")
-        self._host_shape = 0
 
-        def batch(n, *ptrs):
-            owner.check(host(n, *ptrs, self._host_shape), name)
+        def numpy_method(code):
+            def batch(n, *ptrs):
+                owner.check(host(n, *ptrs, code), name)
 
-        self._numpy = _Method(owner, name, functools.partial(batch, 1), batch, self.inputs, self.outputs)
+            return _Method(owner, name, functools.partial(batch, 1), batch, self.inputs, self.outputs)
+
+        # numpy in and out (copies to and from the GPU), one per launch shape
+        self._numpy = {code: numpy_method(code) for code in SHAPES.values()}
         self.__doc__ = ki["doc"]
 
     def __call__(self, *args, out=None, stream=None, shape: str = "auto"):
@@ -239,8 +259,7 @@ class _CudaMethod:
         if stream is not None:
             raise ValueError(f"{self.name}: stream= applies to GPU arrays; numpy arrays are copied and waited for")
         self.owner.require_gpu(self.name)
-        self._host_shape = SHAPES[shape]
-        return self._numpy(*args, out=out)
+        return self._numpy[SHAPES[shape]](*args, out=out)
 
     def _check_dev(self, what, x, size_or_shape, lead, is_out):
         cai = _cai(x)
