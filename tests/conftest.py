@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import rbdgen
+from rbdgen import registry
 from rbdgen.errors import RbdgenWarning
 
 # Compiled kernels are cached by content hash; keep the test cache inside the checkout (ignored
@@ -23,25 +24,15 @@ os.environ.setdefault("RBDGEN_CACHE_DIR", str(Path(__file__).resolve().parent.pa
 TOL64 = 1e-9
 
 
-#: float32 bounds, relative as relerr, measured with the IR interpreter in float32 over the whole
-#: robot set (random states) and then given ~8× margin: worst seen 5e-7 for the recursive
-#: kernels, 1.4e-6 for aba/minv (solo12) and 1.5e-5 for aba_derivatives (solo12 floating,
-#: cond(M) = 3e4: forward dynamics amplifies round-off by the conditioning of M).
-TOL32 = {
-    "rnea": 4e-6, "nle": 4e-6, "gravity": 4e-6, "crba": 4e-6, "rnea_derivatives": 4e-6,
-    "aba": 2e-5, "minv": 2e-5, "aba_derivatives": 1.2e-4,
-}
-
-KERNEL_ARGS = {
-    "rnea": ("q", "v", "a"), "nle": ("q", "v"), "gravity": ("q",), "crba": ("q",),
-    "aba": ("q", "v", "tau"), "minv": ("q",), "rnea_derivatives": ("q", "v", "a"),
-    "aba_derivatives": ("q", "v", "tau"),
-}
+#: float32 bounds per kernel: declared with the kernel (rbdgen.registry; the measurement behind
+#: each number is written next to its declaration)
+TOL32 = {k: registry.get(k).float32_tol for k in registry.kernels()}
 
 
 def kernel_args(name, q, v, a, tau):
+    """The inputs of kernel ``name``, in its declared order, from one random state."""
     env = {"q": q, "v": v, "a": a, "tau": tau}
-    return tuple(env[x] for x in KERNEL_ARGS[name])
+    return tuple(env[x] for x in registry.get(name).input_names)
 
 
 def kernel_err(got, exp) -> float:

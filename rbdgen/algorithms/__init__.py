@@ -1,4 +1,8 @@
-"""Dynamics algorithms traced into kernel IR."""
-from .kernels import KERNELS, trace
+"""Algorithms traced into kernel IR. Importing this package declares every kernel in
+:mod:`rbdgen.registry` (one module per family; declaration order is the canonical order)."""
+from . import dynamics, kinematics  # noqa: F401  (declarations)
+from ..registry import kernels as _kernels, trace
+
+KERNELS = _kernels()
 
 __all__ = ["KERNELS", "trace"]

@@ -16,7 +16,8 @@ import numpy as np
 from .. import spatial as sp
 from ..model import RobotModel
 
-__all__ = ["rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives"]
+__all__ = ["rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives",
+           "forward_kinematics"]
 
 
 # ---- argument handling -------------------------------------------------------------------------
@@ -292,3 +293,27 @@ def aba_derivatives(model: RobotModel, q, v, tau):
     """(∂q̈/∂q, ∂q̈/∂v, ∂q̈/∂τ = M⁻¹), analytically: ∂q̈/∂u = −M⁻¹ ∂τ/∂u at (q, v, q̈)."""
     return _batched(model, lambda q, v, t: _aba_derivatives(model, q, v, t),
                     [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)])
+
+
+# ---- kinematics ---------------------------------------------------------------------------------
+
+def _forward_kinematics(model, q):
+    """ᵒT_i = ᵒT_parent · ᵖT_i, where ᵖT_i is read off the 6×6 Plücker transform
+    X_i = [E 0; −E r× E] (parent → body): rotation Eᵀ, translation r (r× = −Eᵀ X_lower-left)."""
+    Xs, _ = _kinematics(model, q)
+    T = np.zeros((model.nb, 4, 4))
+    for i, X in enumerate(Xs):
+        E = X[:3, :3]
+        rx = -E.T @ X[3:, :3]
+        pTi = np.eye(4)
+        pTi[:3, :3] = E.T
+        pTi[:3, 3] = [rx[2, 1], rx[0, 2], rx[1, 0]]
+        p = model.parent[i]
+        T[i] = pTi if p < 0 else T[p] @ pTi
+    return T
+
+
+def forward_kinematics(model: RobotModel, q):
+    """Placement of every body in the world: ``(nb, 4, 4)`` homogeneous transforms in
+    ``model.body_names`` order (``(N, nb, 4, 4)`` for a batch)."""
+    return _batched(model, lambda q: _forward_kinematics(model, q), [("q", q, model.nq)])

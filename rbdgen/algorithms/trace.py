@@ -1,0 +1,90 @@
+"""Per-kernel tracing context shared by the algorithms (see :mod:`rbdgen.registry`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import Block, Graph, Kernel
+from ..model import RobotModel
+from ..symbolic import joint_transform
+from . import spatial as S
+
+
+class Trace:
+    """Per-kernel tracing context: the graph, the inputs, and X_i / S_i / I_i as Values."""
+
+    def __init__(self, model: RobotModel, fold: bool = True):
+        self.m = model
+        self.g = Graph(fold=fold)
+        self.depth = model.depth
+        self._X: dict[int, S.XForm] = {}
+
+    def block(self, phase: str, i: int | None = None):
+        m = self.m
+        if i is None:
+            self.g.block = Block(phase)
+        else:
+            self.g.block = Block(phase, i, self.depth[i], f"{m.body_names[i]} (joint {m.joint_names[i]})")
+
+    def inputs(self, name: str, n: int):
+        return [self.g.input(name, k) for k in range(n)]
+
+    def consts(self, arr):
+        a = np.asarray(arr, dtype=float)
+        if a.ndim == 1:
+            return [self.g.const(x) for x in a]
+        return [[self.g.const(x) for x in row] for row in a]
+
+    def zeros(self, n: int):
+        return [self.g.const(0.0)] * n
+
+    # ---- model quantities as Values ---------------------------------------------------------
+    def X(self, i: int, q) -> S.XForm:
+        if i in self._X:
+            return self._X[i]
+        g, m = self.g, self.m
+        jt = joint_transform(m, i)
+        qs = m.q_start[i]
+        if jt.kind == "revolute":
+            c, s = g.op("cos", q[qs]), g.op("sin", q[qs])
+            E = [[jt.Ec[a, b] * c + jt.Es[a, b] * s + jt.E0[a, b] for b in range(3)] for a in range(3)]
+            E = [[g.lift(e) for e in row] for row in E]
+            r = self.consts(jt.r0)
+        elif jt.kind == "prismatic":
+            E = self.consts(jt.E0)
+            r = [g.lift(jt.r0[k] + jt.rq[k] * q[qs]) for k in range(3)]
+        else:  # free-flyer: q = [p; quaternion (x y z w)], assumed unit (as Pinocchio does)
+            p = q[qs : qs + 3]
+            x, y, z, w = q[qs + 3 : qs + 7]
+            two = 2.0
+            R = [
+                [1.0 - two * (y * y + z * z), two * (x * y - z * w), two * (x * z + y * w)],
+                [two * (x * y + z * w), 1.0 - two * (x * x + z * z), two * (y * z - x * w)],
+                [two * (x * z - y * w), two * (y * z + x * w), 1.0 - two * (x * x + y * y)],
+            ]
+            E0 = self.consts(jt.E0)
+            RT = S.transpose(R)
+            E = S.mat_mat(g, RT, E0)
+            r = S.vadd(self.consts(jt.r0), S.mat3T_vec(g, E0, p))
+        self._X[i] = S.XForm(E, r)
+        return self._X[i]
+
+    def Smat(self, i: int):
+        """S_i as a 6×nv_i list of constant Values."""
+        return self.consts(self.m.motion_subspace(i))
+
+    def S_times(self, i, x):
+        """S_i · x (x: nv_i Values) → 6 Values."""
+        return S.mat_vec(self.g, self.Smat(i), x)
+
+    def ST_times(self, i, f):
+        """S_iᵀ · f → nv_i Values."""
+        return S.matT_vec(self.g, self.Smat(i), f)
+
+    def I(self, i: int):
+        return self.consts(self.m.inertia[i])
+
+    def a_gravity(self):
+        return self.consts(np.concatenate([np.zeros(3), -self.m.gravity]))
+
+    def kernel(self, name, inputs, outputs, doc=""):
+        return Kernel(name, self.g, inputs, outputs, doc=doc, meta={"robot": self.m.name})

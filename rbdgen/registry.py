@@ -1,0 +1,271 @@
+"""The kernel registry: one declaration per kernel, everything else derived from it.
+
+A kernel is declared once, next to its algorithm, with :func:`declare`::
+
+    declare(
+        "rnea", "inverse dynamics τ = M a + C v + g",
+        inputs=("q", "v", "a"), outputs=(Arg("tau", ("nv",)),),
+        algorithm=_rnea,                 # (Trace, q, v, a) → {"tau": [Value, …]}
+        reference=ref.rnea,              # the NumPy oracle, same inputs and outputs
+        pinocchio=lambda pin, pm, data, q, v, a: (pin.rnea(pm, data, q, v, a),),
+        float32_tol=4e-6, fixed_tol={(32, 16): 4e-4}, gpu_shape="thread",
+    )
+
+From the declarations come: the IR signature of each traced kernel (:func:`trace`), the Python
+methods and their argument checks, the C/CUDA/HLS signatures (the backends print the traced
+kernel's arrays), the CLI's ``--kernels`` help, ``rbdgen validate`` (reference, Pinocchio,
+tolerances), the tests' parametrisation, the benchmark lists and the package manifest.
+
+Input arrays are shared between kernels (``q`` is the same everywhere), so they are declared
+once in :data:`INPUTS`, each with how to draw random values of it for validation.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .errors import RbdgenError
+
+#: the model sizes a shape may name
+_DIMS = ("nq", "nv", "nb")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel argument: a name and a shape whose entries are ints or model sizes
+    (``"nq"``, ``"nv"``, ``"nb"``), e.g. ``("nb", 4, 4)``."""
+
+    name: str
+    shape: tuple
+    doc: str = ""
+    #: how to draw random values for validation: (model, rng, n) → (n, size) array
+    sample: Callable | None = field(default=None, compare=False, repr=False)
+
+    def dims(self, model) -> tuple:
+        out = []
+        for s in self.shape:
+            if isinstance(s, str):
+                if s not in _DIMS:
+                    raise ValueError(f"argument {self.name!r}: unknown size {s!r} (one of {', '.join(_DIMS)})")
+                out.append(int(getattr(model, s)))
+            else:
+                out.append(int(s))
+        return tuple(out)
+
+    def size(self, model) -> int:
+        return int(np.prod(self.dims(model), dtype=int))
+
+
+def _normal(scale=1.0):
+    return lambda model, rng, n: scale * rng.normal(size=(n, model.nv))
+
+
+#: every input array a kernel may take, declared once
+INPUTS = {
+    "q": Arg("q", ("nq",), "joint positions (free-flyer: xyz, quaternion x y z w)",
+             sample=lambda model, rng, n: model.random_q(rng, n)),
+    "v": Arg("v", ("nv",), "joint velocities", sample=_normal()),
+    "a": Arg("a", ("nv",), "joint accelerations", sample=_normal()),
+    "tau": Arg("tau", ("nv",), "joint torques", sample=_normal()),
+}
+
+
+@dataclass(frozen=True)
+class Product:
+    """An output computed after the straight-line code as ``scale · A @ B`` (dense, nothing to
+    prune: backends print it as a loop). Each operand is the name of another output of the
+    kernel, or ``(name, values)``: a scratch array the straight-line code writes."""
+
+    a: object
+    b: object
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class KernelDecl:
+    """Everything rbdgen knows about one kernel."""
+
+    name: str
+    doc: str                      # one line: what it computes
+    inputs: tuple                 # Arg (from INPUTS)
+    outputs: tuple                # Arg
+    algorithm: Callable           # (Trace, *input Values) → {output name: [Value] | Product}
+    reference: Callable           # (model, *inputs) → output or tuple of outputs
+    pinocchio: Callable | None    # (pin, pm, data, q_pinocchio, *other inputs) → tuple of outputs
+    float32_tol: float            # relative max-norm bound of the float32 build (measured, with margin)
+    fixed_tol: dict               # (W, I) → bound of the HLS ap_fixed<W, I> C simulation
+    gpu_shape: str                # preferred CUDA launch shape: "thread" or "block"
+    pinocchio_note: str = ""      # how the Pinocchio comparison is made, when it is not obvious
+
+    @property
+    def input_names(self) -> tuple:
+        return tuple(a.name for a in self.inputs)
+
+    @property
+    def output_names(self) -> tuple:
+        return tuple(a.name for a in self.outputs)
+
+    def signature(self) -> str:
+        """``rnea(q, v, a) -> tau``"""
+        return f"{self.name}({', '.join(self.input_names)}) -> {', '.join(self.output_names)}"
+
+
+_REGISTRY: dict[str, KernelDecl] = {}
+
+
+def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinocchio=None,
+            float32_tol: float, fixed_tol: dict | None = None, gpu_shape: str = "block",
+            pinocchio_note: str = "") -> KernelDecl:
+    """Register a kernel (see the module docstring). Declaration order is the canonical order."""
+    if not name.isidentifier() or name in _REGISTRY:
+        raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
+    ins = tuple(INPUTS[i] if isinstance(i, str) else i for i in inputs)
+    outs = tuple(outputs)
+    names = [a.name for a in ins + outs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"kernel {name!r}: argument names repeat: {names}")
+    if gpu_shape not in ("thread", "block"):
+        raise ValueError(f"kernel {name!r}: gpu_shape must be 'thread' or 'block'")
+    d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
+                   gpu_shape, pinocchio_note)
+    _REGISTRY[name] = d
+    return d
+
+
+def _ensure_loaded() -> None:
+    from . import algorithms  # noqa: F401  (importing it runs the declarations)
+
+
+def kernels() -> tuple:
+    """Names of every declared kernel, in canonical (declaration) order."""
+    _ensure_loaded()
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> KernelDecl:
+    _ensure_loaded()
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise RbdgenError(f"unknown kernel {name!r}; known: {', '.join(_REGISTRY)}") from None
+
+
+def resolve(names=None) -> tuple:
+    """The kernels a caller asked for, checked and in canonical order: ``None`` → all; a name or
+    a comma-separated string → those; an iterable of names → those. Unknown names and an empty
+    selection are an :class:`RbdgenError` naming what is known."""
+    _ensure_loaded()
+    if names is None:
+        return tuple(_REGISTRY)
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    else:
+        try:
+            names = list(names)
+        except TypeError:
+            raise RbdgenError(f"kernels must be a name or a list of names, got {type(names).__name__}") from None
+    bad = [n for n in names if not isinstance(n, str) or n not in _REGISTRY]
+    if bad:
+        raise RbdgenError(f"unknown kernel(s) {', '.join(map(repr, bad))}; known: {', '.join(_REGISTRY)}")
+    if not names:
+        raise RbdgenError(f"no kernels selected; known: {', '.join(_REGISTRY)}")
+    return tuple(k for k in _REGISTRY if k in names)
+
+
+def help_text() -> str:
+    """One line per kernel, for the CLI."""
+    return "; ".join(f"{d.signature()}: {d.doc}" for d in (get(k) for k in kernels()))
+
+
+# ---- tracing ---------------------------------------------------------------------------------
+
+_cache: collections.OrderedDict = collections.OrderedDict()
+_cache_lock = threading.Lock()
+#: traced kernels kept: the backends of one generate/build/validate/inspect call share them
+_CACHE_SIZE = 24
+
+
+def trace(model, name: str, fold: bool = True, cached: bool = True):
+    """The :class:`~rbdgen.ir.graph.Kernel` of ``name`` for ``model``: the algorithm traced over
+    the declared inputs, its outputs laid out as declared. Traced once per (model, kernel, fold)
+    and shared by every backend (traced kernels are not modified after tracing)."""
+    d = get(name)
+    if not cached:
+        return _trace(model, d, fold)
+    key = (id(model), name, bool(fold))
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0]() is model:
+            _cache.move_to_end(key)
+            return hit[1]
+    kernel = _trace(model, d, fold)
+    try:
+        ref = weakref.ref(model)
+    except TypeError:  # not weak-referenceable: do not cache
+        return kernel
+    with _cache_lock:
+        _cache[key] = (ref, kernel)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return kernel
+
+
+def _trace(model, d: KernelDecl, fold: bool):
+    from .algorithms.trace import Trace
+    from .ir.graph import Array, MatMul
+
+    t = Trace(model, fold)
+    ins = [t.inputs(a.name, a.size(model)) for a in d.inputs]
+    values = d.algorithm(t, *ins)
+    missing = set(d.output_names) - set(values)
+    if missing or set(values) - set(d.output_names):
+        raise AssertionError(f"{d.name}: the algorithm returned {sorted(values)}, declared {list(d.output_names)}")
+    outputs, temps, post, epi = [], [], [], []
+    for a in d.outputs:
+        val = values[a.name]
+        if not isinstance(val, Product):
+            outputs.append((Array(a.name, a.dims(model)), list(val)))
+    shapes = {a.name: a.dims(model) for a in d.outputs}
+    for a in d.outputs:
+        val = values[a.name]
+        if not isinstance(val, Product):
+            continue
+        n, m = shapes[a.name]
+        ops = []
+        for operand in (val.a, val.b):
+            if isinstance(operand, str):
+                ops.append((operand, int(np.prod(shapes[operand]))))
+            else:
+                tname, tvals = operand
+                if tname not in {s.name for s, _ in temps}:
+                    temps.append((Array(tname, (len(tvals),)), list(tvals)))
+                ops.append((tname, len(tvals)))
+        k = ops[0][1] // n
+        post.append(MatMul(a.name, ops[0][0], ops[1][0], n, k, m, float(val.scale)))
+        epi.append(Array(a.name, shapes[a.name]))
+    kern = t.kernel(d.name, [Array(a.name, a.dims(model)) for a in d.inputs], outputs, d.doc)
+    kern.temps, kern.post, kern.epilogue_outputs = temps, post, epi
+    if post:
+        kern.output_order = list(d.output_names)
+    return kern
+
+
+# ---- inputs for validation and tests ---------------------------------------------------------
+
+def random_inputs(model, n: int, seed: int = 0) -> dict:
+    """``n`` random values of every input in :data:`INPUTS` (seeded; q within the joint limits,
+    unit quaternions), as ``(n, size)`` float64 arrays."""
+    rng = np.random.default_rng(seed)
+    return {name: np.asarray(a.sample(model, rng, n), dtype=float) for name, a in INPUTS.items()}
+
+
+def reference(model, name: str, env: dict):
+    """The reference outputs of kernel ``name`` on the inputs in ``env``, always a tuple."""
+    d = get(name)
+    out = d.reference(model, *(env[a] for a in d.input_names))
+    return out if isinstance(out, tuple) else (out,)
