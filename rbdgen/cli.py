@@ -7,9 +7,7 @@ is a bug in rbdgen and keeps its traceback. ``rbdgen validate`` exits 1 when a k
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import re
 import sys
 import warnings
 
@@ -21,6 +19,7 @@ from .textutil import text_table
 
 EXIT_FAIL = 1   # rbdgen validate: a kernel is wrong
 EXIT_USAGE = 2  # a user mistake
+INIT_NAME = "__init__.py"
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
 
@@ -84,80 +83,72 @@ def gravity_option(f):
 
 
 def _parse_kernels(ctx, param, value):
-    from .algorithms import KERNELS
+    from . import registry
 
     if value is None:
-        return KERNELS
-    names = [k.strip() for k in value.split(",") if k.strip()]
-    unknown = [k for k in names if k not in KERNELS]
-    if unknown or not names:
-        raise click.BadParameter(f"unknown kernel(s) {', '.join(unknown) or '(none given)'}; "
-                                 f"known: {','.join(KERNELS)}")
-    return tuple(k for k in KERNELS if k in names)
+        return registry.kernels()
+    try:
+        return registry.resolve(value)
+    except RbdgenError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 def kernels_option(f):
+    from . import registry
+
     return click.option("--kernels", callback=_parse_kernels, metavar="K1,K2,...",
-                        help="Comma-separated kernels (default: all: rnea, nle, gravity, crba, aba, minv, "
-                             "rnea_derivatives, aba_derivatives).")(f)
+                        help=f"Comma-separated kernels (default: all: {', '.join(registry.kernels())}; "
+                             "`rbdgen kernels` describes each).")(f)
 
 
-_OPT_RE = re.compile(r"-O([0-3sgz]|fast)?")
+#: which target options each command offers (by the stage they act at)
+_COMMAND_STAGES = {"generate": ("generate",), "validate": ("generate", "compile", "run"), "inspect": ("cost",)}
 
 
-def _parse_opt(ctx, param, value):
-    if not _OPT_RE.fullmatch(value):
-        raise click.BadParameter(f"expected an optimisation flag such as -O3 or -O1, got {value!r}")
-    return value
+def target_options(command):
+    """Every registered target's options that act at ``command``'s stages, each flag once. They
+    default to "not given"; :func:`_target_kwargs` refuses those the chosen target lacks."""
+    from .backends.base import all_options, targets_of
+
+    stages = set(_COMMAND_STAGES[command])
+
+    def deco(f):
+        for o in reversed(all_options()):
+            if not o.flag or not set(o.stages) & stages:
+                continue
+            kw = dict(o.click)
+            choices = kw.pop("choices", None)
+            if choices:
+                kw["type"] = click.Choice(choices)
+            owners = targets_of(o.name)
+            text = o.help if ":" in o.help.split(" ")[0] else f"{'/'.join(owners)}: {o.help}"
+            f = click.option(o.flag, o.name, default=False if kw.get("is_flag") else None, help=text, **kw)(f)
+        return f
+
+    return deco
 
 
-def _parse_fixed(ctx, param, value):
-    if value is None:
-        return None
-    from .backends.hls import numeric_type
+def target_option(f):
+    from .backends.base import get_target, targets
 
-    try:
-        nt = numeric_type(fixed=value)
-    except RbdgenError as e:
-        raise click.BadParameter(str(e).replace("--fixed ", "", 1)) from None
-    return (nt.W, nt.I)
+    text = "; ".join(f"{t}: {get_target(t).help}" for t in targets())
+    return click.option("--target", type=click.Choice(targets()), default="cpu", show_default=True,
+                        help=f"Code generation target ({text}).")(f)
 
 
-def _check_clock(ctx, param, value):
-    if value is not None and not (np.isfinite(value) and value > 0):
-        raise click.BadParameter(f"expected a positive frequency in MHz such as 250, got {value!r}")
-    return value
+def _target_kwargs(target: str, command: str, given: dict) -> dict:
+    """The target options the user gave (not None/False), checked against ``target``."""
+    from .backends.base import all_options, get_target, targets_of
 
-
-def hls_options(f, generate=False):
-    """The FPGA options (``--target hls``): datapath type, and for ``generate`` the design's."""
-    from .backends import hls as H
-
-    if generate:
-        f = click.option("--interface", type=click.Choice(H.INTERFACES), default=None,
-                         help="hls: port protocol of the top functions (default ap_memory: ports partitioned "
-                              "into registers; see docs/hls.md).")(f)
-        f = click.option("--part", default=None, metavar="PART",
-                         help=f"hls: FPGA part for the synthesis script (default {H.DEFAULT_PART}).")(f)
-    f = click.option("--ii", type=click.IntRange(min=1), default=None, metavar="N",
-                     help="hls: pipeline each kernel with initiation interval N (throughput); default: "
-                          "latency-oriented, not pipelined.")(f)
-    f = click.option("--clock-mhz", "clock_mhz", type=float, default=None, callback=_check_clock, metavar="F",
-                     help=f"hls: target clock in MHz (default {H.DEFAULT_CLOCK_MHZ:g}).")(f)
-    f = click.option("--overflow", type=click.Choice(H.OVERFLOW), default=H.DEFAULT_OVERFLOW, show_default=True,
-                     help="hls: ap_fixed overflow mode.")(f)
-    f = click.option("--rounding", type=click.Choice(H.ROUNDING), default=H.DEFAULT_ROUNDING, show_default=True,
-                     help="hls: ap_fixed rounding (quantisation) mode.")(f)
-    f = click.option("--fixed", callback=_parse_fixed, default=None, metavar="W,I",
-                     help="hls: ap_fixed<W,I> datapath (W total bits <= 64, I integer bits incl. sign), "
-                          "e.g. 32,16; default: floating point of --dtype.")(f)
-    return f
-
-
-def _hls_only(target, **given):
-    used = [f"--{k.replace('_', '-')}" for k, v in given.items() if v not in (None, False)]
-    if used and target != "hls":
-        raise click.UsageError(f"{', '.join(used)}: only with --target hls")
+    t = get_target(target)
+    flags = {o.name: o.flag for o in all_options()}
+    used = {k: v for k, v in given.items() if v is not None and v is not False}
+    ours = t.option_names(*_COMMAND_STAGES[command])
+    wrong = [k for k in used if k not in ours]
+    if wrong:
+        owners = sorted({x for k in wrong for x in targets_of(k)})
+        raise click.UsageError(f"{', '.join(flags[k] for k in wrong)}: only with --target {' or '.join(owners)}")
+    return used
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -242,10 +233,10 @@ COST_COLUMNS = (("mul", "mul"), ("add", "add/sub"), ("div", "div"), ("sincos", "
 
 def format_cost(model, kernels=None, progress=None) -> str:
     """Per kernel: op counts of the pruned kernel against the dense trace of the same algorithm."""
-    from .algorithms import KERNELS, trace
+    from .registry import resolve, trace
 
     rows = [("kernel",) + tuple(h for _, h in COST_COLUMNS) + ("reduction",)]
-    for k in kernels or KERNELS:
+    for k in resolve(kernels):
         if progress:
             progress(f"tracing {k} (pruned and dense)")
         p = trace(model, k, fold=True).op_counts()
@@ -263,19 +254,21 @@ def format_cost(model, kernels=None, progress=None) -> str:
 @click.option("--sparsity", "show_sparsity", is_flag=True,
               help="Per joint: the zero/±1/constant/q-dependent pattern of X, S and I, and the X·v multiplies pruned.")
 @click.option("--cost", "show_cost", is_flag=True,
-              help="Per kernel: op counts of the generated (pruned) code against the dense algorithm.")
-@click.option("--target", type=click.Choice(["cpu", "cuda", "hls"]), default="cpu", show_default=True,
-              help="With --cost: cuda adds the block shape's schedule (threads, stages, critical path); "
-                   "hls the FPGA estimate (DSP blocks, latency in cycles).")
+              help="Per kernel: op counts of the generated (pruned) code against the dense algorithm, and what "
+                   "the target adds (cuda: the block shape's schedule; hls: DSP blocks and latency).")
+@target_option
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
               help="hls: floating-point datapath type when --fixed is not given.")
+@kernels_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-@functools.partial(hls_options, generate=False)
-def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_cost, target, dtype, quiet,
-            fixed, rounding, overflow, clock_mhz, ii):
+@target_options("inspect")
+def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_cost, target, dtype, kernels, quiet,
+            **given):
     """Print the kinematic tree, sizes, mass and merged fixed joints of URDF
     (or, with --sparsity / --cost, what code generation prunes)."""
-    _hls_only(target, fixed=fixed, clock_mhz=clock_mhz, ii=ii)
+    from .backends.base import get_target
+
+    topts = _target_kwargs(target, "inspect", given)
     if target != "cpu" and not show_cost:
         raise click.UsageError(f"--target {target} goes with --cost")
     model = _load(urdf, floating_base, mimic, not no_check_inertia)
@@ -287,22 +280,13 @@ def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_co
         if show_sparsity:
             click.echo("")
             click.echo(format_sparsity(model))
-        if show_cost and target == "hls":
-            from .backends import hls as H
-
-            nt = H.numeric_type(dtype, fixed, rounding, overflow)
-            clock = clock_mhz or H.DEFAULT_CLOCK_MHZ
+        if show_cost:
             click.echo("")
-            click.echo(H.format_cost_table(H.cost_table(model, nt, clock_mhz=clock, ii=ii, progress=_progress(quiet)),
-                                           nt, clock, ii))
-        elif show_cost:
-            click.echo("")
-            click.echo(format_cost(model, progress=_progress(quiet)))
-            if target == "cuda":
-                from .backends.cuda import format_schedule_table, schedule_table
-
+            click.echo(format_cost(model, kernels, progress=_progress(quiet)))
+            for section in get_target(target).cost_sections(model, kernels, dtype=dtype, progress=_progress(quiet),
+                                                              **topts):
                 click.echo("")
-                click.echo(format_schedule_table(schedule_table(model, progress=_progress(quiet))))
+                click.echo(section)
         return
     click.echo("")
     click.echo(format_tree(model))
@@ -314,6 +298,19 @@ def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_co
     if model.ignored_mimic:
         click.echo("")
         click.echo("mimic joints treated as independent: " + ", ".join(model.ignored_mimic))
+
+
+@cli.command(name="kernels")
+def kernels_cmd():
+    """List the kernels rbdgen generates: signature, meaning, float32 bound, preferred GPU shape."""
+    from . import registry
+
+    rows = [("kernel", "inputs -> outputs", "float32 bound", "gpu shape", "what it computes")]
+    for k in registry.kernels():
+        d = registry.get(k)
+        outs = ", ".join(f"{a.name}{'(' + ','.join(map(str, a.shape)) + ')'}" for a in d.outputs)
+        rows.append((k, f"{', '.join(d.input_names)} -> {outs}", f"{d.float32_tol:.0e}", d.gpu_shape, d.doc))
+    click.echo("\n".join(text_table(rows, left=(0, 1, 3, 4))))
 
 
 def _check_snap(ctx, param, value):
@@ -340,89 +337,74 @@ def format_snap(info) -> str:
 @cli.command()
 @model_options
 @gravity_option
-@click.option("--target", type=click.Choice(["cpu", "cuda", "hls"]), default="cpu", show_default=True,
-              help="Code generation target: cpu (C++ and a Python package), cuda (.cu/.cuh, built with nvcc) "
-                   "or hls (FPGA: Vitis HLS C++, testbench, Tcl).")
+@target_option
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=str), default=".", show_default=True,
               help="Folder the package folder is written into (created if missing).")
 @click.option("--name", default=None,
               help="Package name, a Python identifier (default: the robot's name, lower case).")
 @click.option("--dtype", "dtypes", type=click.Choice(["float64", "float32"]), multiple=True,
-              help="Scalar type; repeat for several (default: both).")
+              help="Scalar type; repeat for several (default: both; hls: one, float64 unless --fixed).")
 @kernels_option
 @click.option("--snap", type=float, default=None, callback=_check_snap, metavar="TOL",
               help="First snap transform entries within TOL of 0 or ±1 (e.g. rpy 1.5708 for π/2), "
                    "and report how far the dynamics move.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-@functools.partial(hls_options, generate=True)
+@target_options("generate")
 def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out, name, dtypes, kernels, snap, quiet,
-             fixed, rounding, overflow, clock_mhz, ii, part, interface):
-    """Write the kernels of URDF as an importable Python package OUT/NAME/: C++ (or CUDA, or HLS)
-    sources, manifest.json and an __init__.py with load() and one function per kernel. The
-    sources are usable from C++ projects as they are (see the header's comment)."""
-    from .generate import DTYPES, generate_package
+             **given):
+    """Write the kernels of URDF as a folder OUT/NAME/: the target's sources and manifest.json;
+    for cpu and cuda an importable Python package (an __init__.py with load() and one function
+    per kernel). The sources are usable from C++ projects as they are (see the header's comment)."""
+    from .package import generate_package
 
-    _hls_only(target, fixed=fixed, clock_mhz=clock_mhz, ii=ii, part=part, interface=interface)
-    hls = None
-    if target == "hls":
-        if fixed is not None and dtypes:
-            raise click.UsageError("--fixed and --dtype are alternatives for --target hls; give one")
-        hls = {"fixed": fixed, "rounding": rounding, "overflow": overflow, "ii": ii}
-        hls.update({k: v for k, v in (("clock_mhz", clock_mhz), ("part", part), ("interface", interface)) if v is not None})
-        dtypes = dtypes or ("float64",)
+    topts = _target_kwargs(target, "generate", given)
+    if topts.get("fixed") is not None and dtypes:
+        raise click.UsageError("--fixed and --dtype are alternatives for --target hls; give one")
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
     load_options = {"floating_base": floating_base, "mimic": mimic, "check_inertia": not no_check_inertia}
     with _report_warnings():
         pkg = generate_package(model, out, urdf=urdf, load_options=load_options, name=name,
-                               dtypes=dtypes or DTYPES, kernels=kernels, target=target, snap=snap,
-                               progress=_progress(quiet), hls=hls)
+                               dtypes=dtypes or None, kernels=kernels, target=target, snap=snap,
+                               progress=_progress(quiet), **topts)
     if pkg.snap is not None:
         click.echo(format_snap(pkg.snap))
     m = pkg.manifest
-    if target == "hls":
-        h = m["options"]["hls"]
-        click.echo(f"wrote {os.path.abspath(pkg.path)}{os.sep} ({len(pkg.files)} files): HLS sources for robot "
-                   f"{m['robot']!r}, nq {m['nq']} nv {m['nv']}, {h['type']}, {len(m['kernel_order'])} kernels, "
-                   f"part {h['part']} at {h['clock_mhz']:g} MHz; synthesize with `vitis_hls -f {m['tcl']}` there")
-        return
-    click.echo(f"wrote {os.path.abspath(pkg.path)}{os.sep} ({len(pkg.files)} files): package '{pkg.name}', robot {m['robot']!r}, "
-               f"nq {m['nq']} nv {m['nv']}, {', '.join(m['options']['dtypes'])}, {len(m['kernel_order'])} kernels")
+    what = f"package '{pkg.name}'" if INIT_NAME in pkg.files else f"{target} sources"
+    types = m["target"].get("type") or ", ".join(m["options"]["dtypes"])
+    line = (f"wrote {os.path.abspath(pkg.path)}{os.sep} ({len(pkg.files)} files): {what}, robot {m['robot']!r}, "
+            f"nq {m['nq']} nv {m['nv']}, {types}, {len(m['kernel_order'])} kernels")
+    if m["target"].get("tcl"):
+        line += f"; synthesize with `vitis_hls -f {m['target']['tcl']}` there"
+    click.echo(line)
 
 
 @cli.command()
 @model_options
 @gravity_option
-@click.option("--target", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="Code generation target.")
+@target_option
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True)
 @click.option("--states", type=click.IntRange(min=1), default=16, show_default=True, help="Random states to check.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random states.")
-@click.option("--opt", default="-O3", show_default=True, callback=_parse_opt, help="Compiler optimisation flag.")
-@click.option("--march", default=None, help="Passed as -march=… (e.g. native; default: portable).")
-@click.option("--arch", default=None, help="cuda: GPU architecture(s), e.g. sm_90 or 80,90 "
-                                           "(default: the GPUs found, else sm_80 and sm_90).")
-@click.option("--emulate", is_flag=True, help="cuda: run the GPU program on the CPU (no GPU needed).")
 @kernels_option
 @click.option("--no-pinocchio", is_flag=True, help="Compare with the NumPy reference only.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def validate(urdf, floating_base, mimic, no_check_inertia, gravity, target, dtype, states, seed, opt, march, arch,
-             emulate, kernels, no_pinocchio, quiet):
-    """Build the kernels of URDF and check each on random states (batch and single) against the
-    NumPy reference and Pinocchio. Exit status 0: all pass; 1: a kernel fails."""
+@target_options("validate")
+def validate(urdf, floating_base, mimic, no_check_inertia, gravity, target, dtype, states, seed, kernels,
+             no_pinocchio, quiet, **given):
+    """Build the kernels of URDF for the target and check each on random states (batch and single)
+    against the NumPy reference and Pinocchio. Exit status 0: all pass; 1: a kernel fails."""
     from . import validate as V
+    from .backends.base import get_target
 
-    if target != "cuda" and (arch or emulate):
-        raise RbdgenError("--arch and --emulate apply to --target cuda")
+    topts = _target_kwargs(target, "validate", given)
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
     with _report_warnings():
-        rows = V.validate(model, target=target, dtype=dtype, states=states, seed=seed, opt=opt, march=march,
-                          kernels=kernels, pinocchio=not no_pinocchio, progress=_progress(quiet), arch=arch,
-                          emulate=emulate)
-    if emulate:
-        target += " (emulated on the CPU)"
+        rows = V.validate(model, target=target, dtype=dtype, states=states, seed=seed, kernels=kernels,
+                          pinocchio=not no_pinocchio, progress=_progress(quiet), **topts)
     base = "floating" if model.floating_base else "fixed"
-    click.echo(f"robot {model.name!r} ({urdf}), {base} base, nq {model.nq} nv {model.nv}: {target}, {dtype}, "
-               f"{opt}{' -march=' + march if march else ''}; {states} random states (seed {seed}), batch and single")
+    click.echo(f"robot {model.name!r} ({urdf}), {base} base, nq {model.nq} nv {model.nv}: "
+               f"{get_target(target).describe({**topts, 'dtype': dtype})}, {dtype}; {states} random states "
+               f"(seed {seed}), batch and single")
     click.echo("relative error: max|x - y| / max(1, max|y|) over all states and outputs")
     click.echo("")
     click.echo(V.format_table(rows))

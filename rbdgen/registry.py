@@ -22,6 +22,7 @@ once in :data:`INPUTS`, each with how to draw random values of it for validation
 from __future__ import annotations
 
 import collections
+from importlib import import_module
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -138,7 +139,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
 
 
 def _ensure_loaded() -> None:
-    from . import algorithms  # noqa: F401  (importing it runs the declarations)
+    import_module(f"{__package__}.algorithms")  # importing it runs the declarations
 
 
 def kernels() -> tuple:

@@ -1,9 +1,10 @@
-"""``rbdgen validate``: build a robot's kernels and check every one of them on random states
-against the NumPy reference and, when it is installed, against Pinocchio.
+"""``rbdgen validate``: build a robot's kernels for any target and check every one of them on
+random states against its declared reference and, when it is installed, against Pinocchio.
 
 Error measure (as in the tests): ``max|x − y| / max(1, max|y|)`` over all states and outputs of
 a kernel, for the batch call and for one call per state. A kernel passes when both errors are at
-most the tolerance of its dtype (float64: 1e-9; float32: :func:`float32_tolerance`).
+most its bound for the build (:meth:`rbdgen.backends.base.Target.tolerance`: float64 1e-9;
+float32 and fixed point the bounds declared with the kernel in :mod:`rbdgen.registry`).
 """
 from __future__ import annotations
 
@@ -11,32 +12,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import reference as ref
-from .algorithms import KERNELS
+from . import registry
+from .backends.base import TOL64, get_target
 from .textutil import text_table
 
-#: float64: two independent float64 computations of the same quantity (see tests/conftest.py)
-TOL64 = 1e-9
-
-
-#: float32 bounds (relative, max-norm): the worst error measured over the 21 robot cases of the
-#: test suite (IR run in float32, random states), with ~8× margin: 5e-7 for the recursive
-#: kernels, 1.4e-6 for aba/minv, 1.5e-5 for aba_derivatives (solo12 floating base, cond(M) 3e4).
-#: Forward dynamics amplifies round-off by the conditioning of M, so a robot with a much
-#: worse-conditioned M can exceed these; float64 is then the right choice.
-FLOAT32_TOL = {
-    "rnea": 4e-6, "nle": 4e-6, "gravity": 4e-6, "crba": 4e-6, "rnea_derivatives": 4e-6,
-    "aba": 2e-5, "minv": 2e-5, "aba_derivatives": 1.2e-4,
-}
-
-
-def float32_tolerance(kernel: str, model) -> float:
-    """Bound on a float32 kernel's relative error (see FLOAT32_TOL)."""
-    return FLOAT32_TOL.get(kernel, 1e-3)
+__all__ = ["TOL64", "Row", "format_table", "pinocchio_model", "random_states", "relerr", "tolerance", "validate"]
 
 
 def tolerance(kernel: str, model, dtype) -> float:
-    return TOL64 if np.dtype(dtype) == np.float64 else float32_tolerance(kernel, model)
+    """The CPU/CUDA bound of ``kernel`` for ``dtype`` (float64 1e-9; float32 as declared)."""
+    return get_target("cpu").tolerance(registry.get(kernel), dtype, {})
 
 
 def relerr(x, y) -> float:
@@ -79,12 +64,6 @@ class Row:
 
 # ---- Pinocchio --------------------------------------------------------------------------------
 
-def _sym(U):
-    """Pinocchio fills only the upper triangle of M and M⁻¹."""
-    U = np.array(U, dtype=float)
-    return np.triu(U) + np.triu(U, 1).T
-
-
 def pinocchio_model(model):
     """(pinocchio module, pinocchio model) for ``model``, or (None, reason)."""
     try:
@@ -103,62 +82,34 @@ def pinocchio_model(model):
     return pin, pm
 
 
-def pinocchio_eval(pin, pm, data, name, qp, args):
-    """Kernel ``name`` through Pinocchio at one state; every array copied (they are views into data)."""
-    if name == "rnea":
-        return (pin.rnea(pm, data, qp, *args).copy(),)
-    if name == "nle":
-        return (pin.nonLinearEffects(pm, data, qp, *args).copy(),)
-    if name == "gravity":
-        return (pin.computeGeneralizedGravity(pm, data, qp).copy(),)
-    if name == "crba":
-        return (_sym(pin.crba(pm, data, qp)),)
-    if name == "aba":
-        return (pin.aba(pm, data, qp, *args).copy(),)
-    if name == "minv":
-        return (_sym(pin.computeMinverse(pm, data, qp)),)
-    if name == "rnea_derivatives":
-        dq, dv, _ = pin.computeRNEADerivatives(pm, data, qp, *args)
-        return dq.copy(), dv.copy()
-    if name == "aba_derivatives":
-        ddq, ddv, dtau = pin.computeABADerivatives(pm, data, qp, *args)
-        return ddq.copy(), ddv.copy(), _sym(dtau)
-    raise KeyError(name)
-
-
 # ---- validation -------------------------------------------------------------------------------
 
 def random_states(model, n: int, seed: int = 0) -> dict:
-    """``n`` random states: q within the joint limits (unit quaternions), v, a, tau normal."""
-    rng = np.random.default_rng(seed)
-    q = model.random_q(rng, n)
-    return {"q": q, "v": rng.normal(size=(n, model.nv)), "a": rng.normal(size=(n, model.nv)),
-            "tau": rng.normal(size=(n, model.nv))}
+    """``n`` random values of every kernel input (see :func:`rbdgen.registry.random_inputs`)."""
+    return registry.random_inputs(model, n, seed)
 
 
-def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, seed: int = 0, opt: str = "-O3",
-             march: str | None = None, kernels=KERNELS, pinocchio: bool = True, progress=None,
-             compiled=None, arch=None, emulate: bool = False) -> list[Row]:
-    """Build ``kernels`` with :func:`rbdgen.build` (or use ``compiled``) and compare each, batch and
-    single state, with the reference (and Pinocchio) on ``states`` random states. One row per kernel.
-    ``target="cuda"``: on the GPU (``arch``), or with ``emulate`` the GPU program run on the CPU."""
+def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, seed: int = 0, kernels=None,
+             pinocchio: bool = True, progress=None, compiled=None, **options) -> list[Row]:
+    """Build ``kernels`` with :func:`rbdgen.build` for ``target`` (or use ``compiled``) and compare
+    each, batch and single state, with its reference (and Pinocchio) on ``states`` random states.
+    One row per kernel. ``options``: the target's options (e.g. ``fixed=(32, 16)`` for hls,
+    ``emulate=True`` for cuda: the GPU program run on the CPU)."""
     from . import build
 
+    t = get_target(target)
     dt = np.dtype(dtype)
     if states < 1:
         raise ValueError(f"states must be at least 1, got {states}")
-    kernels = tuple(k for k in KERNELS if k in kernels)
-    extra = {"arch": arch} if target == "cuda" else {"march": march}
-    k_ = compiled if compiled is not None else build(model, target=target, dtype=dt.name, kernels=kernels, opt=opt,
-                                                     progress=progress, **extra)
-    if emulate:
-        k_ = k_.emulated("default")
-    elif target == "cuda":
-        k_.require_gpu("rbdgen validate --target cuda")
+    kernels = registry.resolve(kernels)
+    st = t.split_options(options, where="validate")
+    k_ = compiled if compiled is not None else build(model, target=target, dtype=dt.name, kernels=kernels,
+                                                     progress=progress, **st["generate"], **st["compile"])
+    k_ = t.for_validation(k_, **st["run"])
     st64 = random_states(model, states, seed)
-    # the kernels see the inputs rounded to their dtype; the oracles see exactly the same numbers
-    st = {n: np.ascontiguousarray(x, dtype=dt) for n, x in st64.items()}
-    st_ref = {n: x.astype(np.float64) for n, x in st.items()}
+    # the kernels see the inputs rounded to the datapath's dtype; the oracles see exactly the same numbers
+    st_dt = {n: np.ascontiguousarray(np.asarray(x, dtype=dt), dtype=k_.dtype) for n, x in st64.items()}
+    st_ref = {n: x.astype(np.float64) for n, x in st_dt.items()}
 
     pin, pm = (None, "not compared (--no-pinocchio)") if not pinocchio else pinocchio_model(model)
     pin_note = "" if pin is not None else pm
@@ -168,27 +119,32 @@ def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, s
     for name in kernels:
         if progress:
             progress(f"checking {name}")
+        decl = registry.get(name)
         method = getattr(k_, name)
-        in_names = [n for n, _ in method.inputs]
-        args = [st[n] for n in in_names]
-        # reference: every state at once (its own loop)
-        want = _tuple(getattr(ref, name)(model, *(st_ref[n] for n in in_names)))
+        in_names = decl.input_names
+        args = [st_dt[n] for n in in_names]
+        want = registry.reference(model, name, st_ref)
         batch = _tuple(method(*args))
         singles = [_tuple(method(*(a[i] for a in args))) for i in range(states)]
         errs = [relerr(g, w) for g, w in zip(batch, want)]
         errs += [relerr(np.stack([s[j] for s in singles]), want[j]) for j in range(len(want))]
         err_ref = _max(errs)
-        err_pin = None
-        if pin is not None:
+        err_pin, note = None, pin_note
+        if pin is not None and decl.pinocchio is None:
+            note = f"{name}: no Pinocchio counterpart declared"
+        elif pin is not None:
             pe = []
             for i in range(states):
                 qp = model.to_pinocchio_q(st_ref["q"][i])
-                exp = pinocchio_eval(pin, pm, data, name, qp, [st_ref[n][i] for n in in_names[1:]])
+                exp = decl.pinocchio(pin, pm, data, qp, *[st_ref[n][i] for n in in_names[1:]])
                 pe += [relerr(b[i], e) for b, e in zip(batch, exp)]
                 pe += [relerr(s, e) for s, e in zip(singles[i], exp)]
             err_pin = _max(pe)
+        tol = t.tolerance(decl, dt, st["generate"])
+        if tol is None:
+            tol, note = float("nan"), f"{name}: no measured bound for this format"
         ops = int(k_.op_counts[name]["total"])
-        rows.append(Row(name, ops, err_ref, err_pin, tolerance(name, model, dt), pin_note))
+        rows.append(Row(name, ops, err_ref, err_pin, tol, note))
     return rows
 
 

@@ -14,11 +14,9 @@ import site
 import sysconfig
 from pathlib import Path
 
-from ..algorithms import KERNELS
-from ..backends.hls import DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType, generate_hls, numeric_type
+from ..backends.hls import DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType
 from ..errors import BuildError, RbdgenError
-from ..model import RobotModel
-from .compiler import build_library, cxx_flags
+from .compiler import cxx_flags
 from .loaded import CompiledKernels
 
 AP_TYPES_ENV = "RBDGEN_AP_TYPES"
@@ -70,10 +68,10 @@ class HLSKernels(CompiledKernels):
     """C-simulated HLS kernels: the methods of :class:`CompiledKernels`, float64 arrays in and
     out (converted to and from the datapath type ``numtype`` inside the harness)."""
 
-    def __init__(self, lib_path, model, gen, **kw):
-        self.numtype: NumType = gen.numtype
-        super().__init__(lib_path, model, gen.harness_prefix, "float64", gen.kernels, target="hls", **kw)
-        self._div0 = getattr(self._lib, f"{gen.harness_prefix}_div_by_zero")
+    def __init__(self, lib_path, model, numtype: NumType, harness_prefix: str, specs: dict, **kw):
+        self.numtype = numtype
+        super().__init__(lib_path, model, harness_prefix, "float64", specs, target="hls", **kw)
+        self._div0 = getattr(self._lib, f"{harness_prefix}_div_by_zero")
         self._div0.argtypes = []
         self._div0.restype = ctypes.c_long
 
@@ -88,27 +86,20 @@ class HLSKernels(CompiledKernels):
                 f"nq={self.nq}, nv={self.nv}): {', '.join(self.kernels)}>")
 
 
-def build_hls(model: RobotModel, dtype="float64", *, fixed=None, rounding: str = DEFAULT_ROUNDING,
-              overflow: str = DEFAULT_OVERFLOW, kernels=KERNELS, opt: str = "-O1", csim: str = "fast", cxx: str | None = None,
-              fold: bool = True, name: str | None = None, progress=None) -> HLSKernels:
+def build_hls(model, dtype="float64", *, fixed=None, rounding: str = DEFAULT_ROUNDING,
+              overflow: str = DEFAULT_OVERFLOW, kernels=None, opt: str = "-O1", csim: str = "fast",
+              cxx: str | None = None, fold: bool = True, name: str | None = None, progress=None) -> HLSKernels:
     """Generate the HLS kernels of ``model`` for a datapath type and C-simulate them: compile
-    (cached) with g++ and load. ``fixed=(W, I)`` selects ``ap_fixed<W, I, rounding, overflow>``,
-    otherwise ``dtype`` float64/float32 selects double/float. The methods take and return
-    float64 arrays whatever the datapath type (inputs are quantised on the way in).
+    (cached) with g++ and load; the same as ``rbdgen.build(model, target="hls", …)``.
+    ``fixed=(W, I)`` selects ``ap_fixed<W, I, rounding, overflow>``, otherwise ``dtype``
+    float64/float32 selects double/float. The methods take and return float64 arrays whatever
+    the datapath type (inputs are quantised on the way in).
 
     ``opt`` defaults to -O1: ap_fixed arithmetic is header templates, and the unrolled kernels
     compile several times slower at -O2/-O3 for little gain in simulation speed. ``csim``:
     "fast" (default) or "top" (see :func:`hls_flags`; both give bit-identical results, which
     tests/test_hls.py checks)."""
-    if not isinstance(model, RobotModel):
-        raise TypeError(f"build_hls() takes a RobotModel (from rbdgen.load_urdf), got {type(model).__name__}")
-    numtype = numeric_type(dtype, fixed, rounding, overflow)
-    unknown = [k for k in kernels if k not in KERNELS]
-    if unknown:
-        raise RbdgenError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(KERNELS)}")
-    flags = hls_flags(opt, csim)
-    gen = generate_hls(model, numtype, tuple(kernels), name=name, fold=fold, progress=progress)
-    files = {fn: gen.files[fn] for fn in [gen.header, *gen.sources, gen.harness]}
-    libname = f"{gen.prefix}_hls_{numtype.tag}" + ("" if fold else "_dense")
-    lib = build_library(files, [*gen.sources, gen.harness], libname, flags, cxx=cxx, progress=progress)
-    return HLSKernels(lib, model, gen)
+    from . import build
+
+    return build(model, target="hls", dtype=dtype, kernels=kernels, fold=fold, name=name, progress=progress,
+                 fixed=fixed, rounding=rounding, overflow=overflow, opt=opt, csim=csim, cxx=cxx)

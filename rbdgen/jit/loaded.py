@@ -8,6 +8,7 @@ over states runs in C++ (vectorised across states, OpenMP across blocks), never 
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,17 +16,33 @@ from ..errors import BuildError
 
 _CT = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float}
 
-# the public methods and the names of their inputs (outputs come from the generated kernel)
-SIGNATURES = {
-    "rnea": ("q", "v", "a"),
-    "nle": ("q", "v"),
-    "gravity": ("q",),
-    "crba": ("q",),
-    "aba": ("q", "v", "tau"),
-    "minv": ("q",),
-    "rnea_derivatives": ("q", "v", "a"),
-    "aba_derivatives": ("q", "v", "tau"),
-}
+@dataclass(frozen=True)
+class _Arg:
+    name: str
+    shape: tuple
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=int))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What the loaded kernels need to know of one kernel: its arrays and op counts."""
+
+    name: str
+    doc: str
+    inputs: tuple
+    outputs: tuple
+    counts: dict
+
+
+def kernel_specs(entries: dict) -> dict:
+    """Kernel specs from manifest entries (:func:`rbdgen.backends.base.kernel_entry`)."""
+    return {k: KernelSpec(k, e["doc"], tuple(_Arg(a["name"], (int(a["size"]),)) for a in e["inputs"]),
+                          tuple(_Arg(a["name"], tuple(int(x) for x in a["shape"])) for a in e["outputs"]),
+                          dict(e["ops"]))
+            for k, e in entries.items()}
 
 
 class _Method:
