@@ -35,6 +35,7 @@ from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS, trace
 from rbdgen.backends import hls as H
 from rbdgen.errors import BuildError, RbdgenError
+from rbdgen.ir.ops import COST_CLASSES
 from rbdgen.jit.hls import ap_types_dir, build_hls
 
 from conftest import ROBOT_CASES, TOL32, TOL64, assert_one_error_line, kernel_args, kernel_err, load_case, \
@@ -298,6 +299,12 @@ def test_cost_counts_match_the_ir():
             assert c[f] == oc[f], (k, f)
         extra = max((mm.k for mm in kern.post), default=0)
         assert c["depth"] == _brute_depth(kern) + extra
+
+
+def test_cost_model_covers_every_cost_class():
+    """op_model is keyed by the op table's cost classes, so every IR op has a cost."""
+    for nt in (H.numeric_type(fixed=(32, 16)), H.numeric_type("float32"), H.numeric_type("float64")):
+        assert tuple(H.op_model(nt)) == COST_CLASSES, nt.describe()
 
 
 def test_dsp_estimate_grows_with_width():

@@ -7,8 +7,11 @@ import pytest
 
 from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS, trace
+from rbdgen.backends.cpu import CPU
+from rbdgen.backends.printer import print_kernel
 from rbdgen.ir import Graph, run
-from rbdgen.ir.graph import Block
+from rbdgen.ir.graph import Array, Block, Kernel
+from rbdgen.ir.ops import COST_CLASSES, OPS
 
 from conftest import ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, load_case, random_state
 
@@ -98,3 +101,28 @@ def test_blocks_tag_bodies_and_levels():
         if b.body is not None:
             assert b.level == m.depth[b.body]
             assert m.body_names[b.body] in b.label
+
+
+def test_every_op_in_the_table_folds_interprets_prints_and_counts():
+    """The op table is the only description of an op: each one, applied to inputs, is run by
+    the interpreter like its folded constant, printed with the target's names, and counted in
+    its cost class."""
+    for op in OPS.values():
+        xs = (0.7, -1.3)[:op.arity]
+        g = Graph()
+        folded = g.op(op.name, *(g.const(x) for x in xs)).const
+        assert folded == op.fold(*xs) and type(folded) is float, op.name
+        ins = [g.input("x", i) for i in range(op.arity)]
+        v = g.op(op.name, *ins)
+        if op.commutative:
+            assert g.op(op.name, *reversed(ins)).node is v.node, op.name
+        k = Kernel(op.name, g, [Array("x", (op.arity,))], [(Array("y", (1,)), [v])])
+        got = run(k, np.array(xs))
+        np.testing.assert_allclose(got, [folded], rtol=1e-15, err_msg=op.name)  # NumPy vs libm: ulps
+        counts = k.op_counts()
+        assert counts[op.cost] == counts["total"] == 1, op.name
+        (line,) = [ln for ln in print_kernel(k, "float64", CPU).body if ln.startswith("const S t0")]
+        expect = {"add": "x[0] + x[1]", "sub": "x[0] - x[1]", "mul": "x[0] * x[1]", "div": "x[0] / x[1]",
+                  "neg": "-x[0]", "sin": f"{CPU.sin}(x[0])", "cos": f"{CPU.cos}(x[0])"}[op.name]
+        assert line == f"const S t0 = {expect};", op.name
+    assert {op.cost for op in OPS.values()} == set(COST_CLASSES)

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import registry
 from ..errors import RbdgenError
+from ..ir.ops import COST_CLASSES, OPS
 from ..model import RobotModel
 from ..textutil import text_table
 from .base import CXX, OPT, Option, Sources, Target, check_opt, kernel_entry, prefix_for, register
@@ -262,28 +263,24 @@ def _fixed_mul_dsps(W: int) -> int:
 
 
 def op_model(numtype: NumType) -> dict:
-    """Per operation class: (DSP slices per operator, delay in ns, chained?). A chained
-    operation (a fixed-point adder: a carry chain in LUTs) can share a clock cycle with
-    others; the rest are registered operators that take whole cycles."""
+    """Per cost class of the op table (``COST_CLASSES``, in that order): (DSP slices per
+    operator, delay in ns, chained?). A chained operation (a fixed-point adder: a carry chain
+    in LUTs) can share a clock cycle with others; the rest are registered operators that take
+    whole cycles."""
     if numtype.kind == "fixed":
         W, F = numtype.W, numtype.frac_bits
         nd = _fixed_mul_dsps(W)
         return {
-            "add": (0, 1.0 + W / 64.0, True),                       # LUT + CARRY8 chain
             "mul": (nd, 3.0 + 1.5 * math.log2(nd), False),          # DSP + cascade/adder stages
+            "add": (0, 1.0 + W / 64.0, True),                       # LUT + CARRY8 chain
             "div": (0, 1.0 * (W + F), False),                       # one subtract per quotient bit
             "sincos": (0, 1.2 * W + 4.0, False),                    # CORDIC: ~W shift-add rotations
         }
     if numtype.kind == "float":
-        return {"add": (2, 12.0, False), "mul": (3, 8.0, False), "div": (0, 30.0, False),
+        return {"mul": (3, 8.0, False), "add": (2, 12.0, False), "div": (0, 30.0, False),
                 "sincos": (0, 60.0, False)}
-    return {"add": (3, 16.0, False), "mul": (11, 14.0, False), "div": (0, 55.0, False),
+    return {"mul": (11, 14.0, False), "add": (3, 16.0, False), "div": (0, 55.0, False),
             "sincos": (0, 120.0, False)}
-
-
-def _op_class(op: str) -> str:
-    return {"add": "add", "sub": "add", "neg": "add", "mul": "mul", "div": "div", "sin": "sincos",
-            "cos": "sincos"}[op]
 
 
 def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii: int | None = None) -> dict:
@@ -314,8 +311,9 @@ def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii:
         if n.op == "mul" and any(a.op == "const" for a in n.args):
             const_mul += 1
         start = max(finish[a.id] for a in n.args)
-        w = weight[_op_class(n.op)]
-        if not model[_op_class(n.op)][2]:
+        cls = OPS[n.op].cost
+        w = weight[cls]
+        if not model[cls][2]:
             start = math.ceil(start - 1e-9)  # a registered operator starts on a cycle boundary
         finish[n.id] = start + w
     path = max(finish.values(), default=0.0)
@@ -323,10 +321,10 @@ def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii:
         k = max(mm.k for mm in kernel.post)
         path = math.ceil(path - 1e-9) + weight["mul"] + k * weight["add"]
     cycles = max(1, math.ceil(path - 1e-9)) if counts["total"] else 0
-    dsp = sum(counts[c] * model[c][0] for c in ("add", "mul", "div", "sincos"))
+    dsp = sum(counts[c] * model[c][0] for c in COST_CLASSES)
     if ii:
         dsp = math.ceil(dsp / ii)
-    out = {c: counts[c] for c in ("mul", "add", "div", "sincos", "depth", "total")}
+    out = {c: counts[c] for c in COST_CLASSES + ("depth", "total")}
     out.update({
         # products with a generation-time constant (model constants: inertias, offsets, gravity);
         # the tool may build these from LUT shift-adds instead of DSPs: the DSP total counts them

@@ -9,9 +9,10 @@ functions, qualifiers — comes from a :class:`Dialect`; templates only place th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..ir.graph import Block, Kernel, Node
+from ..ir.ops import OPS
 
 #: statements per part when a kernel is split (keeps g++ -O3 near-linear in kernel size)
 DEFAULT_PART_SIZE = 600
@@ -122,6 +123,8 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 out_slots.setdefault(n.id, []).append(slot)
 
     zero = dialect.zero.format(scalar=scalar)
+    # names an op's spelling may use besides its operands: the target's functions ({sin}, …)
+    dialect_names = {f.name: getattr(dialect, f.name) for f in fields(dialect)}
 
     def ref(a: Node, cur_part: int) -> str:
         if a.op == "const":
@@ -140,23 +143,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         if n.block != last_block[p]:
             lines.append(_block_comment(n.block, dialect))
             last_block[p] = n.block
-        a = [ref(x, p) for x in n.args]
-        if n.op == "add":
-            e = f"{a[0]} + {a[1]}"
-        elif n.op == "sub":
-            e = f"{a[0]} - {a[1]}"
-        elif n.op == "mul":
-            e = f"{a[0]} * {a[1]}"
-        elif n.op == "div":
-            e = f"{a[0]} / {a[1]}"
-        elif n.op == "neg":
-            e = f"-{a[0]}"
-        elif n.op == "sin":
-            e = f"{dialect.sin}({a[0]})"
-        elif n.op == "cos":
-            e = f"{dialect.cos}({a[0]})"
-        else:  # pragma: no cover - the graph only makes the ops above
-            raise AssertionError(n.op)
+        e = OPS[n.op].spelling.format(*[ref(x, p) for x in n.args], **dialect_names)
         if all(x.op == "const" for x in n.args):  # only in unfolded (dense) graphs
             e = f"{zero} + ({e})"
         lines.append(f"const {scalar} {names[n.id]} = {e};")

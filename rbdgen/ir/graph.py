@@ -21,8 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-OPS = {"add": 2, "sub": 2, "mul": 2, "div": 2, "neg": 1, "sin": 1, "cos": 1}
-COMMUTATIVE = {"add", "mul"}
+from .ops import COST_CLASSES, OPS
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class Node:
 
     def __init__(self, id, op, args=(), value=None, block=None, name=None, index=None):
         self.id = id
-        self.op = op          # "const", "input" or one of OPS
+        self.op = op          # "const", "input" or a name in ops.OPS
         self.args = args      # tuple of Node
         self.value = value    # float for const
         self.block = block
@@ -154,7 +153,7 @@ class Graph:
             r = self._simplify(op, args)
             if r is not None:
                 return r
-            if op in COMMUTATIVE and args[0].node.id > args[1].node.id:
+            if OPS[op].commutative and args[0].node.id > args[1].node.id:
                 args = (args[1], args[0])
             key = (op,) + tuple(a.node.id for a in args)
             n = self._memo.get(key)
@@ -167,7 +166,7 @@ class Graph:
     def _simplify(self, op, args):
         cs = [a.const for a in args]
         if all(c is not None for c in cs):
-            return self.const(_eval_scalar(op, cs))
+            return self.const(OPS[op].fold(*cs))
         if op == "mul":
             a, b = args
             for x, y, c in ((a, b, cs[0]), (b, a, cs[1])):
@@ -217,24 +216,6 @@ class Graph:
             if cs[1] == 0.0:
                 raise ZeroDivisionError("structural division by zero while tracing a kernel")
         return None
-
-
-def _eval_scalar(op, cs):
-    if op == "add":
-        return cs[0] + cs[1]
-    if op == "sub":
-        return cs[0] - cs[1]
-    if op == "mul":
-        return cs[0] * cs[1]
-    if op == "div":
-        return cs[0] / cs[1]
-    if op == "neg":
-        return -cs[0]
-    if op == "sin":
-        return math.sin(cs[0])
-    if op == "cos":
-        return math.cos(cs[0])
-    raise KeyError(op)
 
 
 @dataclass
@@ -313,25 +294,19 @@ class Kernel:
         return [n for n in self.graph.nodes if n.id in live]
 
     def op_counts(self) -> dict:
-        """Arithmetic operations in the emitted code (a negation counts as an add)."""
-        c = {"mul": 0, "add": 0, "div": 0, "sincos": 0}
+        """Arithmetic operations in the emitted code, per cost class of the op table (a negation
+        counts as an add)."""
+        c = dict.fromkeys(COST_CLASSES, 0)
         depth: dict[int, int] = {}
         for n in self.live_nodes():
             if n.op in ("const", "input"):
                 depth[n.id] = 0
                 continue
             depth[n.id] = 1 + max(depth[a.id] for a in n.args)
-            if n.op == "mul":
-                c["mul"] += 1
-            elif n.op in ("add", "sub", "neg"):
-                c["add"] += 1
-            elif n.op == "div":
-                c["div"] += 1
-            else:
-                c["sincos"] += 1
+            c[OPS[n.op].cost] += 1
         for mm in self.post:
             c["mul"] += mm.n * mm.k * mm.m
             c["add"] += mm.n * (mm.k - 1) * mm.m
         c["depth"] = max(depth.values(), default=0) + (max((mm.k for mm in self.post), default=0))
-        c["total"] = c["mul"] + c["add"] + c["div"] + c["sincos"]
+        c["total"] = sum(c[k] for k in COST_CLASSES)
         return c

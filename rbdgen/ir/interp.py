@@ -7,9 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import Kernel
-
-_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
-_UN = {"neg": np.negative, "sin": np.sin, "cos": np.cos}
+from .ops import OPS
 
 
 def run(kernel: Kernel, *args, dtype=np.float64):
@@ -35,10 +33,8 @@ def run(kernel: Kernel, *args, dtype=np.float64):
             elif n.op == "input":
                 a = arrays[n.name]
                 val[n.id] = (a[..., n.index] * np.ones(shape, dtype=dtype)).astype(dtype)
-            elif n.op in _BIN:
-                val[n.id] = _BIN[n.op](val[n.args[0].id], val[n.args[1].id]).astype(dtype, copy=False)
             else:
-                val[n.id] = _UN[n.op](val[n.args[0].id]).astype(dtype, copy=False)
+                val[n.id] = OPS[n.op].numpy(*[val[a.id] for a in n.args]).astype(dtype, copy=False)
     named = {}
     for spec, vals in kernel.traced_arrays():
         o = np.stack([val[v.node.id] for v in vals], axis=-1) if vals else np.zeros(shape + (0,), dtype)
