@@ -35,11 +35,11 @@ import numpy as np
 
 import rbdgen
 import rbdgen.robots
-from rbdgen import reference as ref
-from rbdgen.algorithms import KERNELS
+from rbdgen import registry
 from rbdgen.jit.compiler import CACHE_ENV
 from rbdgen.jit.hls import build_hls
-from rbdgen.jit.loaded import SIGNATURES
+
+KERNELS = registry.kernels()  # every declared kernel
 
 HERE = Path(__file__).resolve().parent
 ROBOTS = {
@@ -67,7 +67,7 @@ def per_state_errors(kern, model, env, expected):
     out = {}
     n = env["q"].shape[0]
     for k in KERNELS:
-        args = [env[a] for a in SIGNATURES[k]]
+        args = [env[a] for a in registry.get(k).input_names]
         kern.div_by_zero()
         got = getattr(kern, k)(*args)
         div0 = kern.div_by_zero()
@@ -201,7 +201,7 @@ def main(argv=None) -> int:
         stem, floating, desc = ROBOTS[rname]
         model = rbdgen.load_urdf(rbdgen.robots.path(stem), floating_base=floating)
         env = states(model, n_states, args.seed)
-        expected = {k: getattr(ref, k)(model, *[env[a] for a in SIGNATURES[k]]) for k in KERNELS}
+        expected = {k: registry.reference(model, k, env) for k in KERNELS}
         rows = []
         variants = [("double", None, "float64"), ("float", None, "float32")] + \
                    [(f"ap_fixed<{W},{I}>", (W, I), "float64") for W, I in formats]

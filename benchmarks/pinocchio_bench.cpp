@@ -9,14 +9,17 @@
 // to last about --target-ms, and the reported figure ("median") is the median over --runs runs
 // of (thread CPU time of the run / calls); the wall-clock figures come along ("wall_median",
 // "wall_runs"). Prints one JSON object on stdout.
+//
+// Which algorithms it times comes from rbdgen's kernel registry: benchmarks/run.py writes
+// pinocchio_benches.inc (the headers, and one {name, call} entry per kernel that declares a
+// Pinocchio C++ counterpart) next to the executable and compiles this file with -I there.
 #include <pinocchio/parsers/urdf.hpp>
 
-#include <pinocchio/algorithm/aba-derivatives.hpp>
-#include <pinocchio/algorithm/aba.hpp>
-#include <pinocchio/algorithm/crba.hpp>
 #include <pinocchio/algorithm/joint-configuration.hpp>
-#include <pinocchio/algorithm/rnea-derivatives.hpp>
-#include <pinocchio/algorithm/rnea.hpp>
+
+#define RBD_PIN_HEADERS
+#include "pinocchio_benches.inc"
+#undef RBD_PIN_HEADERS
 
 #include <algorithm>
 #include <chrono>
@@ -125,14 +128,7 @@ int main(int argc, char **argv) {
     std::function<void(int)> body;
   };
   const std::vector<Bench> benches = {
-    {"rnea", [&](int i) { pin::rnea(model, data, q[i], v[i], a[i]); }},
-    {"nle", [&](int i) { pin::nonLinearEffects(model, data, q[i], v[i]); }},
-    {"gravity", [&](int i) { pin::computeGeneralizedGravity(model, data, q[i]); }},
-    {"crba", [&](int i) { pin::crba(model, data, q[i]); }},
-    {"aba", [&](int i) { pin::aba(model, data, q[i], v[i], tau[i]); }},
-    {"minv", [&](int i) { pin::computeMinverse(model, data, q[i]); }},
-    {"rnea_derivatives", [&](int i) { pin::computeRNEADerivatives(model, data, q[i], v[i], a[i]); }},
-    {"aba_derivatives", [&](int i) { pin::computeABADerivatives(model, data, q[i], v[i], tau[i]); }},
+#include "pinocchio_benches.inc"
   };
 
   double checksum = 0.0;
@@ -144,7 +140,7 @@ int main(int argc, char **argv) {
   std::printf("  \"ns_per_call\": {");
   for (size_t b = 0; b < benches.size(); ++b) {
     Timing t = time_per_call(benches[b].body, pool, runs, target_ms);
-    checksum += data.tau.sum() + data.M(0, 0) + data.Minv(0, 0);
+    checksum += data.tau.sum() + data.M(0, 0) + data.Minv(0, 0) + data.oMi.back().translation().sum();
     std::printf("%s\n    \"%s\": {\"median\": %.2f, \"min\": %.2f, \"wall_median\": %.2f, \"runs\": ", b ? "," : "",
                 benches[b].name, median(t.cpu), *std::min_element(t.cpu.begin(), t.cpu.end()), median(t.wall));
     print_list(t.cpu);

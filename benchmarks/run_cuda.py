@@ -35,12 +35,11 @@ import numpy as np
 
 import rbdgen
 import rbdgen.robots
-from rbdgen.algorithms import KERNELS
+from rbdgen import registry
 
 HERE = Path(__file__).resolve().parent
 SIZES = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536]
-SIGS = {"rnea": ("q", "v", "a"), "nle": ("q", "v"), "gravity": ("q",), "crba": ("q",), "aba": ("q", "v", "tau"),
-        "minv": ("q",), "rnea_derivatives": ("q", "v", "a"), "aba_derivatives": ("q", "v", "tau")}
+SIGS = {k: registry.get(k).input_names for k in registry.kernels()}  # declared inputs
 
 
 def robots():
@@ -176,7 +175,7 @@ def markdown(r):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--robots", default="iiwa14,quadruped,talos_reduced")
-    p.add_argument("--kernels", default=",".join(KERNELS))
+    p.add_argument("--kernels", default=",".join(registry.kernels()))
     p.add_argument("--max-n", type=int, default=65536)
     p.add_argument("--quick", action="store_true", help="short rounds (a smoke run)")
     p.add_argument("--out", type=Path, default=HERE / "results")

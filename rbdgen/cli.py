@@ -93,12 +93,32 @@ def _parse_kernels(ctx, param, value):
         raise click.BadParameter(str(e)) from None
 
 
+def _parse_skip(ctx, param, value):
+    from . import registry
+
+    if value is None:
+        return ()
+    try:
+        return registry.resolve(value)
+    except RbdgenError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 def kernels_option(f):
     from . import registry
 
+    f = click.option("--skip-kernels", "skip_kernels", callback=_parse_skip, metavar="K1,K2,...",
+                     help="Comma-separated kernels to leave out of the selection (a new kernel is still included).")(f)
     return click.option("--kernels", callback=_parse_kernels, metavar="K1,K2,...",
                         help=f"Comma-separated kernels (default: all: {', '.join(registry.kernels())}; "
                              "`rbdgen kernels` describes each).")(f)
+
+
+def _selected(kernels, skip):
+    out = tuple(k for k in kernels if k not in skip)
+    if not out:
+        raise click.UsageError("--skip-kernels leaves no kernel to work on")
+    return out
 
 
 #: which target options each command offers (by the stage they act at)
@@ -122,10 +142,24 @@ def target_options(command):
                 kw["type"] = click.Choice(choices)
             owners = targets_of(o.name)
             text = o.help if ":" in o.help.split(" ")[0] else f"{'/'.join(owners)}: {o.help}"
+            if o.check is not None:
+                kw["callback"] = _checker(o.check)
             f = click.option(o.flag, o.name, default=False if kw.get("is_flag") else None, help=text, **kw)(f)
         return f
 
     return deco
+
+
+def _checker(check):
+    def callback(ctx, param, value):
+        if value is None or value is False:
+            return value
+        try:
+            return check(value)
+        except RbdgenError as e:
+            raise click.BadParameter(str(e)) from None
+
+    return callback
 
 
 def target_option(f):
@@ -262,13 +296,14 @@ def format_cost(model, kernels=None, progress=None) -> str:
 @kernels_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("inspect")
-def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_cost, target, dtype, kernels, quiet,
-            **given):
+def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_cost, target, dtype, kernels,
+            skip_kernels, quiet, **given):
     """Print the kinematic tree, sizes, mass and merged fixed joints of URDF
     (or, with --sparsity / --cost, what code generation prunes)."""
     from .backends.base import get_target
 
     topts = _target_kwargs(target, "inspect", given)
+    kernels = _selected(kernels, skip_kernels)
     if target != "cpu" and not show_cost:
         raise click.UsageError(f"--target {target} goes with --cost")
     model = _load(urdf, floating_base, mimic, not no_check_inertia)
@@ -350,14 +385,15 @@ def format_snap(info) -> str:
                    "and report how far the dynamics move.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("generate")
-def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out, name, dtypes, kernels, snap, quiet,
-             **given):
+def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out, name, dtypes, kernels, skip_kernels,
+             snap, quiet, **given):
     """Write the kernels of URDF as a folder OUT/NAME/: the target's sources and manifest.json;
     for cpu and cuda an importable Python package (an __init__.py with load() and one function
     per kernel). The sources are usable from C++ projects as they are (see the header's comment)."""
     from .package import generate_package
 
     topts = _target_kwargs(target, "generate", given)
+    kernels = _selected(kernels, skip_kernels)
     if topts.get("fixed") is not None and dtypes:
         raise click.UsageError("--fixed and --dtype are alternatives for --target hls; give one")
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
@@ -390,13 +426,14 @@ def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out,
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("validate")
 def validate(urdf, floating_base, mimic, no_check_inertia, gravity, target, dtype, states, seed, kernels,
-             no_pinocchio, quiet, **given):
+             skip_kernels, no_pinocchio, quiet, **given):
     """Build the kernels of URDF for the target and check each on random states (batch and single)
     against the NumPy reference and Pinocchio. Exit status 0: all pass; 1: a kernel fails."""
     from . import validate as V
     from .backends.base import get_target
 
     topts = _target_kwargs(target, "validate", given)
+    kernels = _selected(kernels, skip_kernels)
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
     with _report_warnings():
         rows = V.validate(model, target=target, dtype=dtype, states=states, seed=seed, kernels=kernels,

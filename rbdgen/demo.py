@@ -15,9 +15,9 @@ import time
 
 import click
 
-from . import reference as ref
+from . import registry
 from .model import load_urdf
-from .validate import pinocchio_eval, pinocchio_model, random_states, relerr, validate
+from .validate import pinocchio_model, random_states, validate
 
 
 def _time_per_call(f, budget=0.15):
@@ -72,15 +72,16 @@ def run_demo() -> None:
         out1, outb = method(*args1), method(*argsb)
         t_single = _time_per_call(lambda: method(*args1, out=out1))
         t_batch = _time_per_call(lambda: method(*argsb, out=outb)) / Nb
-        t_ref = _time_per_call(lambda: getattr(ref, r.kernel)(model, *args1), budget=0.05)
-        t_pin = (_time_per_call(lambda: pinocchio_eval(pin, pm, data, r.kernel, qp, args1[1:]), budget=0.05)
-                 if pin is not None else float("nan"))
+        decl = registry.get(r.kernel)
+        t_ref = _time_per_call(lambda: decl.reference(model, *args1), budget=0.05)
+        t_pin = (_time_per_call(lambda: decl.pinocchio(pin, pm, data, qp, *args1[1:]), budget=0.05)
+                 if pin is not None and decl.pinocchio is not None else float("nan"))
         click.echo(f"   {r.kernel:<17} {t_single * 1e9:>8.0f}ns {t_batch * 1e9:>9.0f}ns {t_ref * 1e6:>9.0f}µs "
                    f"{t_pin * 1e9:>9.0f}ns")
     click.echo("   * Pinocchio through its Python bindings (call overhead included); `make bench` compares "
                "against Pinocchio's C++")
 
-    ok = all(r.passed for r in rows) and _other_targets(model)
+    ok = all(r.passed for r in rows) and _other_targets(model, rows)
     worst_ref = max(r.err_ref for r in rows)
     worst_pin = max((r.err_pin for r in rows if r.err_pin is not None), default=float("nan"))
     click.echo(f"\nC++ kernels, worst error: {worst_ref:.1e} vs reference, {worst_pin:.1e} vs Pinocchio (bound 1e-9)"
@@ -91,44 +92,35 @@ def run_demo() -> None:
         raise SystemExit(1)
 
 
-def _other_targets(model) -> bool:
-    """rnea and ∇FD through the CUDA and HLS backends, against the reference; True when within
-    bounds (float64 1e-9 for CUDA; the measured Q16.16 bounds of tests/test_hls.py for HLS)."""
+def _other_targets(model, rows) -> bool:
+    """The cheapest and the costliest kernel (by op count) through the CUDA and HLS backends,
+    validated as `rbdgen validate --target …` does (against the reference; CUDA in float64 to
+    1e-9, HLS in ap_fixed<32,16> to the bounds declared with each kernel). True when all pass."""
     from . import build
     from .errors import RbdgenError
 
-    st = random_states(model, 64, seed=1)
-    q, v, a, tau = st["q"], st["v"], st["a"], st["tau"]
-    want_tau = ref.rnea(model, q, v, a)
-    want_d = ref.aba_derivatives(model, q, v, tau)
-
-    def err(got, want):  # the validation's measure, over every output array
-        got = got if isinstance(got, tuple) else (got,)
-        want = want if isinstance(want, tuple) else (want,)
-        return max(relerr(g, w) for g, w in zip(got, want))
-
+    picked = tuple(r.kernel for r in (min(rows, key=lambda r: r.ops), max(rows, key=lambda r: r.ops)))
     ok = True
-    click.echo("\n-- other targets from the same IR: rnea and aba_derivatives, 64 random states")
+    click.echo(f"\n-- other targets from the same IR: {' and '.join(picked)}, 64 random states")
     try:
         t1 = time.perf_counter()
-        cu = build(model, target="cuda", kernels=("rnea", "aba_derivatives"), arch="80,90", opt="-O1")
+        cu = build(model, target="cuda", kernels=picked, arch="80,90", opt="-O1")
         gpu = cu.device_count() > 0
-        k = cu if gpu else cu.emulated()
-        e = max(err(k.rnea(q, v, a), want_tau), err(k.aba_derivatives(q, v, tau), want_d))
+        res = validate(model, target="cuda", kernels=picked, states=64, seed=1, pinocchio=False, compiled=cu,
+                       emulate=not gpu)
         where = "on the GPU" if gpu else "no GPU here: the GPU program emulated on the CPU"
         click.echo(f"   cuda (nvcc, sm_80 + sm_90, {time.perf_counter() - t1:.0f} s): {where}; "
-                   f"max error {e:.1e} (bound 1e-9)")
-        ok &= e <= 1e-9
+                   + ", ".join(f"{r.kernel} {r.err_ref:.1e}" for r in res) + " (bound 1e-9)")
+        ok &= all(r.passed for r in res)
     except RbdgenError as ex:  # no nvcc: say so, the CPU kernels above stand
         click.echo(f"   cuda: skipped ({ex})")
     try:
         t1 = time.perf_counter()
-        hk = build(model, target="hls", fixed=(32, 16), kernels=("rnea", "aba_derivatives"))
-        e_tau = err(hk.rnea(q, v, a), want_tau)
-        e_d = err(hk.aba_derivatives(q, v, tau), want_d)
-        click.echo(f"   fpga (HLS C simulation, ap_fixed<32,16>, {time.perf_counter() - t1:.0f} s): rnea {e_tau:.1e}, "
-                   f"aba_derivatives {e_d:.1e} (bounds 4e-4, 0.12: fixed point; `make bench-hls` sweeps formats)")
-        ok &= e_tau <= 4e-4 and e_d <= 0.12
+        res = validate(model, target="hls", kernels=picked, states=64, seed=1, pinocchio=False, fixed=(32, 16))
+        click.echo(f"   fpga (HLS C simulation, ap_fixed<32,16>, {time.perf_counter() - t1:.0f} s): "
+                   + ", ".join(f"{r.kernel} {r.err_ref:.1e} (bound {r.tol:.0e})" for r in res)
+                   + "; `make bench-hls` sweeps formats")
+        ok &= all(r.passed for r in res)
     except RbdgenError as ex:  # no ap_types headers: say so
         click.echo(f"   fpga: skipped ({ex})")
     return ok

@@ -102,6 +102,9 @@ class KernelDecl:
     fixed_tol: dict               # (W, I) → bound of the HLS ap_fixed<W, I> C simulation
     gpu_shape: str                # preferred CUDA launch shape: "thread" or "block"
     pinocchio_note: str = ""      # how the Pinocchio comparison is made, when it is not obvious
+    #: the same work in Pinocchio's C++ API, for the benchmark's peer: (header, call) with the call
+    #: written over ``model, data, q[i], v[i], a[i], tau[i]``; None when Pinocchio has none
+    pinocchio_cpp: tuple | None = None
 
     @property
     def input_names(self) -> tuple:
@@ -121,7 +124,7 @@ _REGISTRY: dict[str, KernelDecl] = {}
 
 def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinocchio=None,
             float32_tol: float, fixed_tol: dict | None = None, gpu_shape: str = "block",
-            pinocchio_note: str = "") -> KernelDecl:
+            pinocchio_note: str = "", pinocchio_cpp: tuple | None = None) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -133,7 +136,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
     if gpu_shape not in ("thread", "block"):
         raise ValueError(f"kernel {name!r}: gpu_shape must be 'thread' or 'block'")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
-                   gpu_shape, pinocchio_note)
+                   gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp))
     _REGISTRY[name] = d
     return d
 

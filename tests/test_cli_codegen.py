@@ -8,6 +8,7 @@ shared cache compiles them once). The cache is conftest's RBDGEN_CACHE_DIR.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 import rbdgen
+from rbdgen import registry
 import rbdgen.robots
 from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS, trace
@@ -141,6 +143,7 @@ def test_manifest_describes_the_files(iiwa_pkg, iiwa_model):
     assert m["options"] == {
         "target": "cpu", "floating_base": False, "mimic": "error", "check_inertia": True,
         "gravity": [0.0, 0.0, -9.81], "snap": None, "dtypes": ["float64", "float32"], "kernels": list(KERNELS),
+        "target_options": {},
     }
     assert m["snap"] is None
     assert m["kernel_order"] == list(KERNELS)
@@ -149,8 +152,9 @@ def test_manifest_describes_the_files(iiwa_pkg, iiwa_model):
         assert spec["ops"] == trace(iiwa_model, k).op_counts(), k
         assert [i["name"] for i in spec["inputs"]] == ["q", *(n for n in kernel_args(k, "q", "v", "a", "tau")[1:])]
         assert all(i["size"] == 7 for i in spec["inputs"])
-        for d in ("float64", "float32"):
-            assert spec["sources"][d] in m["files"] and spec["sources"][d] in m["sources"][d]
+        for d, tag in (("float64", "f64"), ("float32", "f32")):
+            src = f"{m['prefix']}_{k}_{tag}.cpp"
+            assert src in m["files"] and src in m["target"]["sources"][d]
     assert m["kernels"]["aba_derivatives"]["outputs"] == [
         {"name": "dqdd_dq", "shape": [7, 7]}, {"name": "dqdd_dv", "shape": [7, 7]},
         {"name": "dqdd_dtau", "shape": [7, 7]}]
@@ -168,7 +172,7 @@ def test_generate_messages_and_options(capsys, tmp_path):
     m = json.loads((tmp_path / "iiwa14" / "manifest.json").read_text())
     assert m["kernel_order"] == ["gravity", "crba"]  # canonical order, whatever the order given
     assert m["options"]["dtypes"] == ["float64"] and m["options"]["gravity"] == [0.0, 0.0, -3.7]
-    assert sorted(m["sources"]) == ["float64"]
+    assert sorted(m["target"]["sources"]) == ["float64"]
     assert "--gravity '0.0 0.0 -3.7'" in m["regenerate"] and "--kernels gravity,crba" in m["regenerate"]
     # --quiet: nothing on stderr; regenerating replaces the package and leaves no temporary folder
     rc, out, err = run_main(capsys, "generate", IIWA, "--out", tmp_path, "--kernels", "crba", "--dtype", "float64",
@@ -208,19 +212,20 @@ def test_validate_passes(capsys):
     for k, line in rows.items():
         assert line.rstrip().endswith("pass"), line
         assert "n/a" not in line, line  # Pinocchio is a test dependency: every kernel compared
-    assert "all 8 kernels pass" in out
+    assert f"all {len(KERNELS)} kernels pass" in out
 
 
 def test_validate_float32(capsys):
     rc, out, err = run_main(capsys, "validate", IIWA, "--states", 3, "--opt", OPT, "--dtype", "float32", "-q")
     assert rc == 0, out + err
     assert err == ""
-    assert "float32" in out and "2e-05" in out and "all 8 kernels pass" in out  # aba's float32 bound
+    assert "float32" in out and "2e-05" in out and f"all {len(KERNELS)} kernels pass" in out  # aba's float32 bound
 
 
 def test_validate_failure_exits_1(capsys, monkeypatch):
-    real = ref.rnea
-    monkeypatch.setattr(ref, "rnea", lambda *a, **kw: real(*a, **kw) + 1.0)
+    decl = registry.get("rnea")  # validate compares with the reference declared with the kernel
+    monkeypatch.setitem(registry._REGISTRY, "rnea", dataclasses.replace(
+        decl, reference=lambda *a, **kw: decl.reference(*a, **kw) + 1.0))
     monkeypatch.setitem(sys.modules, "pinocchio", None)  # import fails: reference only
     rc, out, err = run_main(capsys, "validate", IIWA, "--states", 2, "--opt", OPT, "-q")
     assert rc == 1, out + err
@@ -229,13 +234,14 @@ def test_validate_failure_exits_1(capsys, monkeypatch):
     assert rows["rnea"].rstrip().endswith("FAIL")
     assert all(rows[k].rstrip().endswith("pass") for k in KERNELS if k != "rnea")
     assert "n/a" in rows["crba"] and "pinocchio not installed" in out
-    assert "FAIL: 1 of 8 kernels" in out
+    assert f"FAIL: 1 of {len(KERNELS)} kernels" in out
 
 
 def test_validate_function_rows(iiwa_model):
     from rbdgen import validate as V
 
-    assert V.float32_tolerance("aba", iiwa_model) == V.FLOAT32_TOL["aba"] == 2e-5
+    assert V.tolerance("aba", iiwa_model, "float32") == registry.get("aba").float32_tol == 2e-5
+    assert V.tolerance("aba", iiwa_model, "float64") == 1e-9
     assert V.relerr([1.0, 2.0], [1.0, 2.5]) == pytest.approx(0.2)
     assert V.relerr([0.0], [1e-3]) == pytest.approx(1e-3)  # absolute below 1
     assert not V.Row("x", 1, float("nan"), None, 1e-9).passed

@@ -207,7 +207,7 @@ def test_cli_generate_cuda_package_builds_and_runs_emulated(tmp_path, capsys):
     pkg = tmp_path / "iiwa14"
     names = sorted(p.name for p in pkg.iterdir())
     assert "rbd_iiwa14.cuh" in names and "rbd_iiwa14_rnea_f64.cu" in names and "rbd_iiwa14_gravity_f64.cuh" in names
-    from rbdgen.generate import load_package
+    from rbdgen.package import load_package
 
     kern = load_package(pkg, arch=ARCHS)
     model = _model("iiwa14-fixed")

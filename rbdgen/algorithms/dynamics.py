@@ -317,39 +317,47 @@ _RECURSION_FIXED = {(32, 16): 4e-4, (48, 24): 1e-6}
 declare("rnea", "inverse dynamics τ = M a + C v + g",
         inputs=("q", "v", "a"), outputs=(TAU,), algorithm=_rnea, reference=ref.rnea,
         pinocchio=lambda pin, pm, data, q, v, a: (pin.rnea(pm, data, q, v, a).copy(),),
-        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread")
+        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread",
+        pinocchio_cpp=("pinocchio/algorithm/rnea.hpp", "pin::rnea(model, data, q[i], v[i], a[i])"))
 declare("nle", "nonlinear effects C v + g",
         inputs=("q", "v"), outputs=(TAU,), algorithm=_nle, reference=ref.nle,
         pinocchio=lambda pin, pm, data, q, v: (pin.nonLinearEffects(pm, data, q, v).copy(),),
-        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread")
+        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread",
+        pinocchio_cpp=("pinocchio/algorithm/rnea.hpp", "pin::nonLinearEffects(model, data, q[i], v[i])"))
 declare("gravity", "generalised gravity g(q)",
         inputs=("q",), outputs=(TAU,), algorithm=_gravity, reference=ref.gravity,
         pinocchio=lambda pin, pm, data, q: (pin.computeGeneralizedGravity(pm, data, q).copy(),),
-        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread")
+        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread",
+        pinocchio_cpp=("pinocchio/algorithm/rnea.hpp", "pin::computeGeneralizedGravity(model, data, q[i])"))
 declare("crba", "joint-space inertia matrix M(q), full (row-major, symmetric)",
         inputs=("q",), outputs=(Arg("M", ("nv", "nv"), "joint-space inertia matrix"),),
         algorithm=_crba, reference=ref.crba,
         pinocchio=lambda pin, pm, data, q: (_sym(pin.crba(pm, data, q)),),
         pinocchio_note="Pinocchio fills the upper triangle; compared after mirroring it",
-        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread")
+        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread",
+        pinocchio_cpp=("pinocchio/algorithm/crba.hpp", "pin::crba(model, data, q[i])"))
 declare("aba", "forward dynamics q̈ (articulated-body algorithm)",
         inputs=("q", "v", "tau"), outputs=(Arg("qdd", ("nv",), "joint accelerations"),),
         algorithm=_aba, reference=ref.aba,
         pinocchio=lambda pin, pm, data, q, v, tau: (pin.aba(pm, data, q, v, tau).copy(),),
-        float32_tol=2e-5, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="thread")
+        float32_tol=2e-5, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="thread",
+        pinocchio_cpp=("pinocchio/algorithm/aba.hpp", "pin::aba(model, data, q[i], v[i], tau[i])"))
 declare("minv", "M(q)⁻¹ directly (articulated-body recursions on the identity)",
         inputs=("q",), outputs=(Arg("Minv", ("nv", "nv"), "inverse of the joint-space inertia matrix"),),
         algorithm=_minv, reference=ref.minv,
         pinocchio=lambda pin, pm, data, q: (_sym(pin.computeMinverse(pm, data, q)),),
         pinocchio_note="Pinocchio fills the upper triangle; compared after mirroring it",
-        float32_tol=2e-5, fixed_tol={(32, 16): 2e-3}, gpu_shape="block")
+        float32_tol=2e-5, fixed_tol={(32, 16): 2e-3}, gpu_shape="block",
+        pinocchio_cpp=("pinocchio/algorithm/aba.hpp", "pin::computeMinverse(model, data, q[i])"))
 declare("rnea_derivatives", "∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)",
         inputs=("q", "v", "a"),
         outputs=(Arg("dtau_dq", ("nv", "nv")), Arg("dtau_dv", ("nv", "nv"))),
         algorithm=_rnea_derivatives, reference=ref.rnea_derivatives, pinocchio=_pin_rnea_derivatives,
-        float32_tol=4e-6, fixed_tol={(32, 16): 6e-4, (48, 24): 2e-6}, gpu_shape="block")
+        float32_tol=4e-6, fixed_tol={(32, 16): 6e-4, (48, 24): 2e-6}, gpu_shape="block",
+        pinocchio_cpp=("pinocchio/algorithm/rnea-derivatives.hpp", "pin::computeRNEADerivatives(model, data, q[i], v[i], a[i])"))
 declare("aba_derivatives", "∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)",
         inputs=("q", "v", "tau"),
         outputs=(Arg("dqdd_dq", ("nv", "nv")), Arg("dqdd_dv", ("nv", "nv")), Arg("dqdd_dtau", ("nv", "nv"))),
         algorithm=_aba_derivatives, reference=ref.aba_derivatives, pinocchio=_pin_aba_derivatives,
-        float32_tol=1.2e-4, fixed_tol={(32, 16): 0.12, (48, 24): 4e-4}, gpu_shape="block")
+        float32_tol=1.2e-4, fixed_tol={(32, 16): 0.12, (48, 24): 4e-4}, gpu_shape="block",
+        pinocchio_cpp=("pinocchio/algorithm/aba-derivatives.hpp", "pin::computeABADerivatives(model, data, q[i], v[i], tau[i])"))

@@ -52,4 +52,5 @@ declare("forward_kinematics", "placement of every body in the world (homogeneous
         algorithm=_forward_kinematics, reference=ref.forward_kinematics, pinocchio=_pin_forward_kinematics,
         pinocchio_note="Pinocchio's data.oMi after forwardKinematics (joint frame = body frame)",
         # a product of unit rotations and the model's offsets: float32 round-off ~1e-7 per level
-        float32_tol=4e-6, fixed_tol={(32, 16): 4e-4, (48, 24): 1e-6}, gpu_shape="thread")
+        float32_tol=4e-6, fixed_tol={(32, 16): 4e-4, (48, 24): 1e-6}, gpu_shape="thread",
+        pinocchio_cpp=("pinocchio/algorithm/kinematics.hpp", "pin::forwardKinematics(model, data, q[i])"))

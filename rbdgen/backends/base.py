@@ -56,12 +56,10 @@ class Option:
     help: str
     stages: tuple               # subset of STAGES
     click: dict = field(default_factory=dict, compare=False, hash=False)
+    #: checks and normalises a given value (RbdgenError saying what is wrong); the CLI runs it
+    #: while parsing, so a bad value is refused before any work
+    check: object = field(default=None, compare=False, hash=False)
 
-
-# options several targets share (one object each, so the CLI declares each flag once)
-OPT = Option("opt", "--opt", "compiler optimisation flag (default -O3; hls C simulation: -O1)", ("compile",),
-             {"metavar": "-ON"})
-CXX = Option("cxx", "--cxx", "C++ compiler (default: $CXX, else g++)", ("compile",), {"metavar": "PATH"})
 
 _OPT_RE = re.compile(r"-O([0-3sgz]|fast)?")
 
@@ -70,6 +68,12 @@ def check_opt(opt: str) -> str:
     if not isinstance(opt, str) or not _OPT_RE.fullmatch(opt):
         raise RbdgenError(f"expected an optimisation flag such as -O3 or -O1, got {opt!r}")
     return opt
+
+
+# options several targets share (one object each, so the CLI declares each flag once)
+OPT = Option("opt", "--opt", "compiler optimisation flag (default -O3; hls C simulation: -O1)", ("compile",),
+             {"metavar": "-ON"}, check=check_opt)
+CXX = Option("cxx", "--cxx", "C++ compiler (default: $CXX, else g++)", ("compile",), {"metavar": "PATH"})
 
 
 @dataclass
@@ -124,6 +128,8 @@ class Target:
                               f"{self.name!r} (it takes: {', '.join(sorted(known)) or 'none'})")
         out = {s: {} for s in STAGES}
         for k, v in opts.items():
+            if v is not None and known[k].check is not None:
+                v = known[k].check(v)
             for s in known[k].stages:
                 out[s][k] = v
         return out

@@ -83,6 +83,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                 "n_statements": pk.n_statements, "t_args": t_args, "part_args": part_args, "c_args": c_args,
                 "call_args": call, "vcall_args": vcall, "offset_args": offs,
                 "buffer_size": sum(a.size for a in ins + outs) + pk.scratch,
+                "buf_off": _offsets([*ins, *outs], pk.scratch),
             })
             if dtype == dtypes[0]:
                 header_kernels.append({"name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "c_args": {}})
@@ -122,6 +123,16 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                            nv=model.nv, base=base, guard=prefix.upper() + "_H", prefix=prefix,
                            kernels=header_kernels, dtypes=[{"tag": DTYPES[d][0]} for d in dtypes])
     return Generated(prefix, files, printed_all, header, sources, lane_map, py_sources)
+
+
+def _offsets(arrays, scratch: int = 0) -> dict:
+    """Offsets of ``arrays`` laid end to end (and of the scratch ``w`` after them)."""
+    offs, o = {}, 0
+    for a in arrays:
+        offs[a.name] = o
+        o += a.size
+    offs["w"] = o
+    return offs
 
 
 def default_lanes(dtype: str, march: str | None) -> int:

@@ -30,7 +30,7 @@ from ..ir.schedule import level_schedule
 from ..model import RobotModel
 from ..textutil import text_table
 from .base import DTYPES, OPT, Option, Sources, Target, check_opt, prefix_for, register
-from .printer import DEFAULT_PART_SIZE, Dialect, print_epilogue_shared, print_kernel
+from .printer import DEFAULT_PART_SIZE, SPLIT_ABOVE, Dialect, print_epilogue_shared, print_kernel
 from .render import render
 
 CUDA = Dialect("cuda")
@@ -141,7 +141,10 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
                 "tile": tile, "stride": stride, "offs": offs, "tile_bytes": tile * stride * nbytes,
                 "stages": stages, "epilogue": epi, "phases": phases, "lanes": lanes, "spb": spb,
                 "b_scratch": scr_b, "ws_shared": ws_shared, "n_stages": sched.n_stages, "width": sched.width,
-                "critical_ops": sched.critical_ops, "default_shape": 1 if shape == "thread" else 2,
+                "critical_ops": sched.critical_ops, "block_threads": lanes * spb, "block_scratch": spb * scr_b,
+                "state_size": sum(a.size for a in arrays),
+                # long stage functions stay out of line, as the printer splits long kernels
+                "stage_inline": "__noinline__" if pt.n_statements > SPLIT_ABOVE else "inline", "default_shape": 1 if shape == "thread" else 2,
                 "state_args": ", ".join(b_args), "emu_args": ", ".join(b_emu), "in_off": in_off,
                 "load_args": ", ".join(f"{a.name} + c * {a.size}" for a in ins),
                 "load_emu_args": ", ".join(f"{a.name} + i * {a.size}" for a in ins),
@@ -248,7 +251,7 @@ class CudaTarget(Target):
         files = {fn: sources.files[fn] for fn in [*info["headers"][dt], *info["sources"][dt]]}
         ki = {k: {"doc": e["doc"], "inputs": [(a["name"], a["size"]) for a in e["inputs"]],
                   "outputs": [(a["name"], tuple(a["shape"])) for a in e["outputs"]], "counts": dict(e["ops"]),
-                  "default_shape": info["launch"][k][dt]["default_shape"]}
+                  **info["launch"][k][dt]}  # lanes, states per block, stages, default shape, …
               for k, e in sources.kernels.items()}
         return compile_and_load(files, list(info["sources"][dt]), info["library"], model, sources.prefix, dt, ki,
                                 arch=arch, opt=check_opt(opt), nvcc=nvcc, werror=werror, progress=progress)
@@ -260,8 +263,8 @@ class CudaTarget(Target):
         return kern
 
     def describe(self, options):
-        return (f"cuda, {options.get('opt') or '-O3'}" + (f", {options['arch']}" if options.get("arch") else "")
-                + (" (emulated on the CPU)" if options.get("emulate") else ""))
+        return ("cuda" + (" (emulated on the CPU)" if options.get("emulate") else "")
+                + f", {options.get('opt') or '-O3'}" + (f", arch {options['arch']}" if options.get("arch") else ""))
 
     def cost_sections(self, model, kernels, *, dtype=None, progress=None):
         return [format_schedule_table(schedule_table(model, kernels, progress=progress))]

@@ -366,6 +366,23 @@ def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: 
 
 # ---- the target ------------------------------------------------------------------------------
 
+def _check_fixed(value):
+    nt = numeric_type(fixed=value)
+    return (nt.W, nt.I)
+
+
+def _check_clock(value):
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise RbdgenError(f"expected a positive frequency in MHz such as 250, got {value!r}")
+    return float(value)
+
+
+def _check_ii(value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RbdgenError(f"II must be a positive integer, got {value!r}")
+    return value
+
+
 class HlsTarget(Target):
     name = "hls"
     help = "FPGA: Vitis-HLS C++ top functions, testbench and Tcl; C-simulated with g++ and the ap_types headers"
@@ -374,15 +391,17 @@ class HlsTarget(Target):
     returns = "rbdgen.jit.hls.HLSKernels"
     options = (
         Option("fixed", "--fixed", "hls: ap_fixed<W,I> datapath (W total bits <= 64, I integer bits incl. sign), "
-               "e.g. 32,16; default: floating point of --dtype", ("generate", "cost"), {"metavar": "W,I"}),
+               "e.g. 32,16; default: floating point of --dtype", ("generate", "cost"), {"metavar": "W,I"},
+               check=_check_fixed),
         Option("rounding", "--rounding", f"hls: ap_fixed rounding (quantisation) mode (default {DEFAULT_ROUNDING})",
                ("generate", "cost"), {"choices": ROUNDING}),
         Option("overflow", "--overflow", f"hls: ap_fixed overflow mode (default {DEFAULT_OVERFLOW})",
                ("generate", "cost"), {"choices": OVERFLOW}),
         Option("clock_mhz", "--clock-mhz", f"hls: target clock in MHz (default {DEFAULT_CLOCK_MHZ:g})",
-               ("generate", "cost"), {"type": float, "metavar": "F"}),
+               ("generate", "cost"), {"type": float, "metavar": "F"}, check=_check_clock),
         Option("ii", "--ii", "hls: pipeline each kernel with initiation interval N (throughput); default: "
-               "latency-oriented, not pipelined", ("generate", "cost"), {"type": int, "metavar": "N"}),
+               "latency-oriented, not pipelined", ("generate", "cost"), {"type": int, "metavar": "N"},
+               check=_check_ii),
         Option("part", "--part", f"hls: FPGA part for the synthesis script (default {DEFAULT_PART})", ("generate",),
                {"metavar": "PART"}),
         Option("interface", "--interface", "hls: port protocol of the top functions (default ap_memory: ports "

@@ -41,10 +41,13 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=No
         dt = None
     if dt not in ("float64", "float32"):
         raise ValueError(f"dtype must be float64 or float32, got {dtype!r}")
-    kernels = registry.resolve(kernels)
     try:
-        t.split_options(options, where=f"build(target={target!r})")
-    except RbdgenError as e:
-        raise TypeError(str(e)) from None
+        kernels = registry.resolve(kernels)
+    except RbdgenError as e:  # a bad argument to a Python function
+        raise ValueError(str(e)) from None
+    unknown = sorted(set(options) - t.option_names())
+    if unknown:
+        raise TypeError(f"build(target={target!r}) got option(s) {', '.join(unknown)} it does not take "
+                        f"(it takes: {', '.join(sorted(t.option_names()))})")
     return t.build(model, kernels, dt, fold=fold, name=name, progress=progress,
                    **{k: v for k, v in options.items() if v is not None})

@@ -87,7 +87,8 @@ def read_sources(pkg_dir, m: dict | None = None) -> Sources:
                           f"building it as it is", RbdgenWarning, stacklevel=3)
         files[fn] = data.decode("utf-8")
     dtypes = tuple(m["options"]["dtypes"] or ())
-    return Sources(m["options"]["target"], m["prefix"], files, m["kernels"], m["target"], dtypes)
+    kernels = {k: m["kernels"][k] for k in m["kernel_order"]}  # JSON keys are sorted; keep the canonical order
+    return Sources(m["options"]["target"], m["prefix"], files, kernels, m["target"], dtypes)
 
 
 def load_package(pkg_dir, dtype="float64", *, progress=None, **options):
