@@ -48,7 +48,8 @@ N = 32  # states per check: C simulation of ap_fixed takes ~1.5 ms per state for
 #: (rbdgen.registry, fixed_tol; the measurement is written next to the declarations).
 FIXED_TOL = {fmt: {k: registry.get(k).fixed_tol[fmt] for k in KERNELS if fmt in registry.get(k).fixed_tol}
              for fmt in ((32, 16), (48, 24))}
-WIDE_KERNELS = ("rnea", "crba", "aba", "aba_derivatives")
+#: the kernels with a declared Q24.24 bound (the recursions, aba, the derivatives, kinematics)
+WIDE_KERNELS = tuple(FIXED_TOL[(48, 24)])
 
 _built: dict = {}
 
