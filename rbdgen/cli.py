@@ -312,6 +312,10 @@ def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_co
     click.echo(f"bodies {model.nb}   nq {model.nq}   nv {model.nv}   tree depth {max(model.depth) + 1}   "
                f"total mass {model.total_mass:.4g} kg")
     if show_sparsity or show_cost:
+        if show_cost:
+            from .registry import check_model
+
+            check_model(model, kernels)
         if show_sparsity:
             click.echo("")
             click.echo(format_sparsity(model))

@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import RbdgenError
+from .errors import RbdgenError, UnsupportedError
 
 #: the model sizes a shape may name
 _DIMS = ("nq", "nv", "nb")
@@ -105,6 +105,9 @@ class KernelDecl:
     #: the same work in Pinocchio's C++ API, for the benchmark's peer: (header, call) with the call
     #: written over ``model, data, q[i], v[i], a[i], tau[i]``; None when Pinocchio has none
     pinocchio_cpp: tuple | None = None
+    #: the kernel divides by the articulated inertia of every joint (it needs M⁻¹): a joint that
+    #: moves nothing with mass makes it undefined, and tracing refuses such a model
+    needs_minv: bool = False
 
     @property
     def input_names(self) -> tuple:
@@ -124,7 +127,7 @@ _REGISTRY: dict[str, KernelDecl] = {}
 
 def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinocchio=None,
             float32_tol: float, fixed_tol: dict | None = None, gpu_shape: str = "block",
-            pinocchio_note: str = "", pinocchio_cpp: tuple | None = None) -> KernelDecl:
+            pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -136,7 +139,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
     if gpu_shape not in ("thread", "block"):
         raise ValueError(f"kernel {name!r}: gpu_shape must be 'thread' or 'block'")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
-                   gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp))
+                   gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv))
     _REGISTRY[name] = d
     return d
 
@@ -223,9 +226,15 @@ def _trace(model, d: KernelDecl, fold: bool):
     from .algorithms.trace import Trace
     from .ir.graph import Array, MatMul
 
+    if d.needs_minv:
+        check_invertible(model, d.name)
     t = Trace(model, fold)
     ins = [t.inputs(a.name, a.size(model)) for a in d.inputs]
-    values = d.algorithm(t, *ins)
+    try:
+        values = d.algorithm(t, *ins)
+    except ZeroDivisionError as e:  # a structural zero divisor check_invertible did not foresee
+        raise UnsupportedError(f"kernel {d.name}: {e} (the model makes a divisor identically zero)",
+                               file=getattr(model, "source", None)) from None
     missing = set(d.output_names) - set(values)
     if missing or set(values) - set(d.output_names):
         raise AssertionError(f"{d.name}: the algorithm returned {sorted(values)}, declared {list(d.output_names)}")
@@ -257,6 +266,41 @@ def _trace(model, d: KernelDecl, fold: bool):
     if post:
         kern.output_order = list(d.output_names)
     return kern
+
+
+def check_model(model, kernels) -> None:
+    """Refuse, before any work, a model that some of ``kernels`` cannot be generated for."""
+    for k in kernels:
+        if get(k).needs_minv:
+            check_invertible(model, k)
+            return
+
+
+def check_invertible(model, kernel: str) -> None:
+    """Refuse (one line naming the joint, its link and what to do) a model whose mass matrix is
+    singular whatever q is: a joint that moves nothing with mass or inertia (typically a leaf
+    link without ``<inertial>`` on a revolute or prismatic joint). M_ii = S_iᵀ I^c_i S_i is then
+    exactly zero; it is evaluated at the neutral and at a random configuration so that a
+    divisor that vanishes only at some q is not mistaken for a structural one."""
+    from . import reference as ref
+
+    rng = np.random.default_rng(0)
+    qs = [model.random_q(rng) for _ in range(2)]
+    zero = None
+    for q in qs:
+        d = np.diag(ref.crba(model, q))
+        z = {i for i in range(model.nv) if not d[i] > 0.0}
+        zero = z if zero is None else zero & z
+    if not zero:
+        return
+    col = min(zero)
+    body = next(b for b in range(model.nb) if model.v_start[b] <= col < model.v_start[b] + model.nv_joint(b))
+    needing = ", ".join(k for k in _REGISTRY if _REGISTRY[k].needs_minv)
+    raise UnsupportedError(
+        f"joint '{model.joint_names[body]}' (link '{model.body_names[body]}'): nothing with mass or inertia "
+        f"moves with this joint (no <inertial> on the link or below it, or zero mass), so the mass matrix "
+        f"is singular and {kernel} cannot be generated; give the link an <inertial>, make the joint fixed, "
+        f"or leave out the kernels that need M⁻¹ ({needing}: --skip-kernels)", file=getattr(model, "source", None))
 
 
 # ---- inputs for validation and tests ---------------------------------------------------------

@@ -17,6 +17,11 @@ def skew(p) -> np.ndarray:
 
 
 _HALF_PI = np.pi / 2
+#: quarter turns are recognised up to 4 turns either way. Beyond, 4 ulps of the angle grow past
+#: 1e-14 and then past π/2 itself (above ~1e16 every double is "within 4 ulps" of some k·π/2), so
+#: large angles are taken as written: the cosine and sine of the double, as Pinocchio computes
+#: them.
+_SNAP_MAX = 8 * np.pi
 
 
 def cos_sin(t: float):
@@ -24,14 +29,16 @@ def cos_sin(t: float):
 
     URDFs write quarter turns as the double nearest π/2 (1.5707963267948966), whose cosine in
     float64 is 6.1e-17, not 0: noise that would defeat structural-zero pruning everywhere.
-    An angle within 4 ulps of k·π/2 is taken as exactly k·π/2 — a change far below float64
-    resolution of any result. Angles rounded coarser (1.5708) are left as written; that is
-    what `rbdgen generate --snap` is for.
+    An angle of at most 4 turns within 4 ulps of k·π/2 is taken as exactly k·π/2 — a change
+    below 1.4e-14, far below float64 resolution of any result. Angles rounded coarser (1.5708)
+    are left as written; that is what `rbdgen generate --snap` is for. Larger angles are never
+    snapped (see _SNAP_MAX). The angle must be finite (the URDF loader checks).
     """
     t = float(t)
-    k = round(t / _HALF_PI)
-    if abs(t - k * _HALF_PI) <= 4 * np.spacing(max(abs(t), 1.0)):
-        return ((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0))[k % 4]
+    if abs(t) <= _SNAP_MAX:
+        k = round(t / _HALF_PI)
+        if abs(t - k * _HALF_PI) <= 4 * np.spacing(max(abs(t), 1.0)):
+            return ((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0))[k % 4]
     return float(np.cos(t)), float(np.sin(t))
 
 

@@ -388,15 +388,15 @@ static PyObject* py_forward_kinematics(PyObject*, PyObject* const* args, Py_ssiz
 }
 
 static PyMethodDef methods[] = {
-  {"rnea", (PyCFunction)(void (*)(void))py_rnea, METH_FASTCALL, "inverse dynamics τ = M a + C v + g"},
+  {"rnea", (PyCFunction)(void (*)(void))py_rnea, METH_FASTCALL, "inverse dynamics \317\204 = M a + C v + g"},
   {"nle", (PyCFunction)(void (*)(void))py_nle, METH_FASTCALL, "nonlinear effects C v + g"},
   {"gravity", (PyCFunction)(void (*)(void))py_gravity, METH_FASTCALL, "generalised gravity g(q)"},
   {"crba", (PyCFunction)(void (*)(void))py_crba, METH_FASTCALL, "joint-space inertia matrix M(q), full (row-major, symmetric)"},
-  {"aba", (PyCFunction)(void (*)(void))py_aba, METH_FASTCALL, "forward dynamics q̈ (articulated-body algorithm)"},
-  {"minv", (PyCFunction)(void (*)(void))py_minv, METH_FASTCALL, "M(q)⁻¹ directly (articulated-body recursions on the identity)"},
-  {"rnea_derivatives", (PyCFunction)(void (*)(void))py_rnea_derivatives, METH_FASTCALL, "∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)"},
-  {"aba_derivatives", (PyCFunction)(void (*)(void))py_aba_derivatives, METH_FASTCALL, "∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)"},
-  {"forward_kinematics", (PyCFunction)(void (*)(void))py_forward_kinematics, METH_FASTCALL, "placement of every body in the world (homogeneous 4×4, body_names order)"},
+  {"aba", (PyCFunction)(void (*)(void))py_aba, METH_FASTCALL, "forward dynamics q\314\210 (articulated-body algorithm)"},
+  {"minv", (PyCFunction)(void (*)(void))py_minv, METH_FASTCALL, "M(q)\342\201\273\302\271 directly (articulated-body recursions on the identity)"},
+  {"rnea_derivatives", (PyCFunction)(void (*)(void))py_rnea_derivatives, METH_FASTCALL, "\342\210\202\317\204/\342\210\202q and \342\210\202\317\204/\342\210\202v of inverse dynamics (\342\210\202\317\204/\342\210\202a = M)"},
+  {"aba_derivatives", (PyCFunction)(void (*)(void))py_aba_derivatives, METH_FASTCALL, "\342\210\202q\314\210/\342\210\202q, \342\210\202q\314\210/\342\210\202v and \342\210\202q\314\210/\342\210\202\317\204 = M\342\201\273\302\271 of forward dynamics (\342\210\222M\342\201\273\302\271 \342\210\202\317\204/\342\210\202u at q\314\210)"},
+  {"forward_kinematics", (PyCFunction)(void (*)(void))py_forward_kinematics, METH_FASTCALL, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
   {nullptr, nullptr, 0, nullptr},
 };
 

@@ -37,7 +37,7 @@ static double relerr(const rbd_iiwa14_hls_data_t* x, const double* y, int n) {
 int main(int argc, char** argv) {
   int failed = 0;
   const double tol = argc > 1 ? std::atof(argv[1]) : (double)RBD_TB_TOL;
-  std::printf("iiwa14: ap_fixed<32,16> (16 fractional bits, AP_RND_CONV, AP_SAT) vs double, %d states, tolerance %g\n", NSTATES, tol);
+  std::printf("%s: ap_fixed<32,16> (16 fractional bits, AP_RND_CONV, AP_SAT) vs double, %d states, tolerance %g\n", "iiwa14", NSTATES, tol);
   {
     double worst = 0.0;
     for (int s = 0; s < NSTATES; ++s) {

@@ -341,6 +341,7 @@ declare("aba", "forward dynamics q̈ (articulated-body algorithm)",
         algorithm=_aba, reference=ref.aba,
         pinocchio=lambda pin, pm, data, q, v, tau: (pin.aba(pm, data, q, v, tau).copy(),),
         float32_tol=2e-5, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="thread",
+        needs_minv=True,
         pinocchio_cpp=("pinocchio/algorithm/aba.hpp", "pin::aba(model, data, q[i], v[i], tau[i])"))
 declare("minv", "M(q)⁻¹ directly (articulated-body recursions on the identity)",
         inputs=("q",), outputs=(Arg("Minv", ("nv", "nv"), "inverse of the joint-space inertia matrix"),),
@@ -348,6 +349,7 @@ declare("minv", "M(q)⁻¹ directly (articulated-body recursions on the identity
         pinocchio=lambda pin, pm, data, q: (_sym(pin.computeMinverse(pm, data, q)),),
         pinocchio_note="Pinocchio fills the upper triangle; compared after mirroring it",
         float32_tol=2e-5, fixed_tol={(32, 16): 2e-3}, gpu_shape="block",
+        needs_minv=True,
         pinocchio_cpp=("pinocchio/algorithm/aba.hpp", "pin::computeMinverse(model, data, q[i])"))
 declare("rnea_derivatives", "∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)",
         inputs=("q", "v", "a"),
@@ -360,4 +362,5 @@ declare("aba_derivatives", "∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ o
         outputs=(Arg("dqdd_dq", ("nv", "nv")), Arg("dqdd_dv", ("nv", "nv")), Arg("dqdd_dtau", ("nv", "nv"))),
         algorithm=_aba_derivatives, reference=ref.aba_derivatives, pinocchio=_pin_aba_derivatives,
         float32_tol=1.2e-4, fixed_tol={(32, 16): 0.12, (48, 24): 4e-4}, gpu_shape="block",
+        needs_minv=True,
         pinocchio_cpp=("pinocchio/algorithm/aba-derivatives.hpp", "pin::computeABADerivatives(model, data, q[i], v[i], tau[i])"))

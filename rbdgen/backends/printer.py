@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..ir.graph import Block, Kernel, Node
+from . import escape as esc
 from ..ir.ops import OPS
 
 #: statements per part when a kernel is split (keeps g++ -O3 near-linear in kernel size)
@@ -73,9 +74,11 @@ class PrintedKernel:
 
 
 def _block_comment(b: Block, dialect: Dialect) -> str:
+    """The comment naming a block; the label holds link and joint names from the URDF, so it
+    goes through :func:`rbdgen.backends.escape.comment` (the phase is rbdgen's own constant text)."""
     if b.body is None:
         return f"{dialect.comment} ---- {b.phase}"
-    return f"{dialect.comment} ---- {b.phase}: body {b.body} {b.label}, tree level {b.level}"
+    return f"{dialect.comment} ---- {b.phase}: body {b.body} {esc.comment(b.label)}, tree level {b.level}"
 
 
 def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = DEFAULT_PART_SIZE,

@@ -49,5 +49,6 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=No
     if unknown:
         raise TypeError(f"build(target={target!r}) got option(s) {', '.join(unknown)} it does not take "
                         f"(it takes: {', '.join(sorted(t.option_names()))})")
+    registry.check_model(model, kernels)
     return t.build(model, kernels, dt, fold=fold, name=name, progress=progress,
                    **{k: v for k, v in options.items() if v is not None})

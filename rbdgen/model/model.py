@@ -302,28 +302,31 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
     else:
         root_body = -1
 
-    # Depth-first walk. Each link belongs to a body (or the world, -1) and sits at a constant
-    # transform X_bl (body frame → link frame) from it.
-    def visit(link: str, body: int, X_bl: np.ndarray):
-        I_link = _link_inertia(urdf.links[link])
-        body_links.setdefault(body, []).append(link)
-        if body >= 0:
-            inertias[body] = inertias[body] + sp.transform_inertia(X_bl, I_link)
-        for j in children.get(link, []):
-            X_joint = sp.pose_to_X(sp.rpy_to_rot(j.rpy), j.xyz) @ X_bl
-            if j.type == "fixed":
-                merged.append((j.child, j.name, body_names[body] if body >= 0 else "world"))
-                visit(j.child, body, X_joint)
+    # Depth-first walk, pre-order, children in joint-name order (Pinocchio's body order). Each
+    # link belongs to a body (or the world, -1) and sits at a constant transform X_bl (body frame
+    # → link frame) from it. An explicit stack rather than recursion: a chain of any length
+    # loads (Python's recursion limit stopped a recursive walk at ~700 links).
+    stack: list = [("link", root, root_body, np.eye(6))]
+    while stack:
+        kind, item, body, X_bl = stack.pop()
+        if kind == "link":
+            I_link = _link_inertia(urdf.links[item])
+            body_links.setdefault(body, []).append(item)
+            if body >= 0:
+                inertias[body] = inertias[body] + sp.transform_inertia(X_bl, I_link)
+            stack.extend(("joint", j, body, X_bl) for j in reversed(children.get(item, [])))
+            continue
+        j = item
+        X_joint = sp.pose_to_X(sp.rpy_to_rot(j.rpy), j.xyz) @ X_bl
+        if j.type == "fixed":
+            merged.append((j.child, j.name, body_names[body] if body >= 0 else "world"))
+            stack.append(("link", j.child, body, X_joint))
+        else:
+            if j.type == "floating":
+                b = add_body(j.child, j.name, "floating", body, np.zeros(3), X_joint, NOLIM)
             else:
-                jtype = j.type
-                if jtype == "floating":
-                    b = add_body(j.child, j.name, "floating", body, np.zeros(3), X_joint, NOLIM)
-                else:
-                    b = add_body(j.child, j.name, jtype, body, j.axis, X_joint,
-                                 (j.lower, j.upper, j.velocity, j.effort))
-                visit(j.child, b, np.eye(6))
-
-    visit(root, root_body, np.eye(6))
+                b = add_body(j.child, j.name, j.type, body, j.axis, X_joint, (j.lower, j.upper, j.velocity, j.effort))
+            stack.append(("link", j.child, b, np.eye(6)))
     if not body_names:
         fail("the robot has no movable joint (and floating_base is off)")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
@@ -109,9 +110,19 @@ def read_urdf(path) -> URDF:
     if os.path.isdir(path):
         r.fail("is a directory, not a URDF file")
     try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        r.fail(f"cannot read file: {e.strerror or e}")
+    if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
+        r.fail("is not a regular file (a pipe, socket or device?); give the path of a URDF file")
+    try:
         tree = ET.parse(path)
     except ET.ParseError as e:
         r.fail(f"malformed XML: {e}")
+    except LookupError as e:  # <?xml encoding="..."?> names an encoding Python does not know
+        r.fail(f"malformed XML: {' '.join(str(e).split())}")
+    except (UnicodeError, ValueError) as e:
+        r.fail(f"malformed XML: {' '.join(str(e).split())[:200]}")
     except OSError as e:
         r.fail(f"cannot read file: {e.strerror or e}")
     root = tree.getroot()

@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import __version__, registry
 from ..backends.base import c_identifier, get_target
+from ..backends import escape as esc
 from ..backends.render import render
 from ..errors import BuildError, RbdgenError
 from .load import FORMAT, INIT, MANIFEST, is_generated_package
@@ -133,8 +134,8 @@ def _lit(x) -> str:
 
 
 def _doc(text: str) -> str:
-    """Text safe inside a triple-quoted docstring."""
-    return str(text).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    """Text safe inside a triple-quoted docstring (the one escaping path for Python sources)."""
+    return esc.py_docstring(text)
 
 
 def _init_py(manifest: dict, target) -> str:
@@ -247,6 +248,7 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
         snap_info = snap_report(model, snapped, report)
         model = snapped
 
+    registry.check_model(model, kernels)
     sources = t.generate(model, kernels, dtypes=dtypes, name=name, progress=progress, **gen_opts)
     files = {fn: text.encode("utf-8") for fn, text in sources.files.items()}
     for reserved in (MANIFEST, INIT):
