@@ -8,6 +8,10 @@ float32 and fixed point the bounds declared with the kernel in :mod:`rbdgen.regi
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,18 +68,42 @@ class Row:
 
 # ---- Pinocchio --------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _captured_stderr():
+    """Collect what C++ code writes to file descriptor 2 (std::cerr) instead of letting it reach
+    the user's terminal before rbdgen's own one-line message; the text lands in the dict."""
+    said: dict = {}
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no real fd 2 (embedded interpreters)
+        yield said
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            said["text"] = tmp.read().decode("utf-8", "replace")
+
+
 def pinocchio_model(model):
     """(pinocchio module, pinocchio model) for ``model``, or (None, reason)."""
     try:
         import pinocchio as pin
     except ImportError:
         return None, "pinocchio not installed"
+    path = str(model.source)
     try:
-        path = str(model.source)
-        pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if model.floating_base \
-            else pin.buildModelFromUrdf(path)
+        with _captured_stderr() as said:  # Pinocchio's parser prints its own "Error:" lines
+            pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if model.floating_base \
+                else pin.buildModelFromUrdf(path)
     except Exception as e:  # noqa: BLE001 — any failure of the oracle only drops the comparison
-        return None, f"pinocchio cannot load {model.source}: {' '.join(str(e).split())[:200]}"
+        why = " ".join((str(e) + " " + said.get("text", "")).split())
+        return None, f"pinocchio cannot load {model.source}: {why[:200]}"
     if list(pm.names[1:]) != list(model.joint_names) or pm.nv != model.nv or pm.nq != model.nq_pinocchio:
         return None, "pinocchio's joints differ from rbdgen's (order or sizes): not compared"
     pm.gravity.linear = np.asarray(model.gravity, dtype=float)

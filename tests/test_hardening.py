@@ -4,6 +4,8 @@ the input is valid."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -11,6 +13,7 @@ import pinocchio as pin
 import pytest
 
 import rbdgen
+import rbdgen.robots
 from rbdgen import reference as ref
 from rbdgen import registry
 from rbdgen.errors import UnsupportedError, URDFError
@@ -116,3 +119,178 @@ def test_massless_leaf_refuses_only_the_kernels_that_need_minv(tmp_path, capsys)
     assert_one_error_line(err, out, "j_finger")
     with pytest.raises(UnsupportedError, match="j_finger"):
         rbdgen.build(m, kernels=("aba",))
+
+
+# ---- absurd magnitudes ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where,part,needle", [
+    ("origin", joint("j1", "base", "l1", xyz="1e300 0 0"), "xyz"),
+    ("mass", link("l1", mass=1e300), "mass"),
+    ("inertia", link("l1", inertia=(1e300, 1e300, 1e300, 0, 0, 0)), "ixx"),
+], ids=["translation", "mass", "inertia"])
+def test_absurd_magnitudes_are_one_line_and_write_nothing(tmp_path, capsys, where, part, needle):
+    """A translation of 1e300 used to stop generate with a traceback (a non-finite constant)
+    while --target hls wrote 1e+300 into the datapath and exited 0."""
+    parts = [link("base"), link("l1"), joint("j1", "base", "l1")]
+    parts[2 if where == "origin" else 1] = part
+    p = write(tmp_path, urdf(*parts))
+    for target in ("cpu", "hls"):
+        out_dir = tmp_path / f"out_{target}"
+        rc, out, err = run_main(capsys, "generate", p, "--target", target, "--out", out_dir, "-q")
+        assert rc == 2
+        assert_one_error_line(err, out, str(p), needle, "out of range")
+        assert not out_dir.exists()
+
+
+# ---- arrays a user may pass -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def iiwa_kernels():
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    return m, rbdgen.build(m, kernels=("rnea",), opt="-O1")
+
+
+def test_array_like_batches_are_accepted(iiwa_kernels, tmp_path):
+    m, k = iiwa_kernels
+    rng = np.random.default_rng(0)
+    q, v, a = m.random_q(rng, 4), rng.normal(size=(4, 7)), rng.normal(size=(4, 7))
+    want = ref.rnea(m, q, v, a)
+    mm = np.memmap(tmp_path / "q.bin", dtype=np.float64, mode="w+", shape=q.shape)
+    mm[:] = q
+
+    class Sub(np.ndarray):
+        pass
+
+    for qq in (mm, q.view(Sub), memoryview(q), q.tolist()):
+        got = k.rnea(qq, v, a)
+        assert got.shape == (4, 7) and relerr(got, want) <= TOL64, type(qq)
+    # lists in any position, not only the first
+    assert relerr(k.rnea(q[0], v[0].tolist(), list(a[0])), want[0]) <= TOL64
+
+
+def test_array_mistakes_name_the_argument(iiwa_kernels):
+    m, k = iiwa_kernels
+    q, v = np.zeros(7), np.zeros(7)
+    with pytest.raises(ValueError, match="'v' is float64 in non-native byte order"):
+        k.rnea(q, v.astype(">f8"), v)
+    with pytest.raises(ValueError, match="'a' is not a rectangular list"):
+        k.rnea(q, v, [[0.0] * 7, [0.0] * 6])
+    with pytest.raises(ValueError, match="'q' must be a numpy array"):
+        k.rnea("q", v, v)
+
+
+def test_build_kernel_selection(iiwa_kernels):
+    m, _ = iiwa_kernels
+    assert rbdgen.build(m, kernels="rnea", opt="-O1").kernels == ("rnea",)  # a name, not its letters
+    with pytest.raises(ValueError, match="no kernels selected"):
+        rbdgen.build(m, kernels=[])
+
+
+# ---- a killed build, and a cache shared between users -------------------------------------------
+
+def _processes_mentioning(text: str) -> list:
+    """PIDs whose command line mentions ``text`` (Linux /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc") or not sys.platform.startswith("linux"),
+                    reason="PR_SET_PDEATHSIG and /proc are Linux's; elsewhere compilers outlive a killed build")
+def test_killed_build_takes_its_compilers_along_and_a_later_build_cleans_up(tmp_path):
+    cache = tmp_path / "cache"
+    script = (f"import rbdgen\nfrom rbdgen.robots import chain_urdf\np = {str(tmp_path / 'c.urdf')!r}\n"
+              "open(p, 'w').write(chain_urdf(24, seed=1))\n"
+              "rbdgen.build(rbdgen.load_urdf(p), kernels=('aba_derivatives',), opt='-O2', simd=False)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ, RBDGEN_CACHE_DIR=str(cache)))
+    try:
+        deadline = time.monotonic() + 240
+        while not _processes_mentioning(str(cache)) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None and _processes_mentioning(str(cache)), "the compiler never started"
+        proc.kill()  # SIGKILL: no Python cleanup runs
+        proc.wait()
+        deadline = time.monotonic() + 20
+        while _processes_mentioning(str(cache)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _processes_mentioning(str(cache)), "compilers outlived the killed build"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [d for d in os.listdir(cache) if d.startswith(".")], "the killed build left its temporary folder"
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    old = os.environ.get("RBDGEN_CACHE_DIR")
+    os.environ["RBDGEN_CACHE_DIR"] = str(cache)
+    try:
+        rbdgen.build(m, kernels=("gravity",), opt="-O0", simd=False)
+    finally:
+        os.environ["RBDGEN_CACHE_DIR"] = old
+    assert not [d for d in os.listdir(cache) if d.startswith(".") and os.path.isdir(cache / d)]
+
+
+def test_cache_entries_follow_the_umask(tmp_path, monkeypatch):
+    """Entries used to be 0700 (mkdtemp's), so a cache could not be shared by a group."""
+    monkeypatch.setenv("RBDGEN_CACHE_DIR", str(tmp_path / "shared"))
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    old = os.umask(0o002)
+    try:
+        k = rbdgen.build(m, kernels=("gravity",), opt="-O0", simd=False)
+    finally:
+        os.umask(old)
+    entry = os.path.dirname(k.path)
+    assert os.stat(entry).st_mode & 0o777 == 0o775
+    assert os.stat(k.path).st_mode & 0o040  # the group can load the library
+    locks = [f for f in os.listdir(tmp_path / "shared") if f.endswith(".lock")]
+    assert locks and all(os.stat(tmp_path / "shared" / f).st_mode & 0o020 for f in locks)
+
+
+# ---- when the oracle is missing or cannot load the file ---------------------------------------
+
+def test_pinocchio_parser_errors_stay_off_stderr(tmp_path, capfd):
+    """urdfdom (inside Pinocchio) writes its own "Error:" lines to fd 2; they become part of
+    rbdgen's note instead of preceding it on the terminal."""
+    from rbdgen.validate import pinocchio_model
+
+    p = write(tmp_path, urdf(link("base"), link("l1"), joint("j1", "base", "l1", limit=None,
+                                                                extra='<limit lower="-1" upper="1"/>')))
+    m = rbdgen.load_urdf(p)  # rbdgen does not need <limit effort>
+    pin_, why = pinocchio_model(m)
+    assert pin_ is None and "pinocchio cannot load" in why and "effort" in why
+    assert capfd.readouterr().err == ""
+    rc, out, err = run_main(capfd, "validate", p, "--kernels", "rnea", "--states", "2", "--opt", "-O0", "-q")
+    assert rc == 0 and err == "", err
+    assert "note: pinocchio cannot load" in out
+
+
+def test_demo_without_pinocchio_says_so(monkeypatch, capsys):
+    from rbdgen.demo import run_demo
+
+    monkeypatch.setitem(sys.modules, "pinocchio", None)  # import fails as if not installed
+    run_demo()
+    out = capsys.readouterr().out
+    assert "nan" not in out.lower()
+    assert "pinocchio not installed" in out and "not compared with Pinocchio" in out
+    assert "-> OK" in out
+
+
+def test_errors_doc_cites_tests_that_exist():
+    """docs/errors.md backs each row with a test; a renamed or deleted test must show up here."""
+    from pathlib import Path
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    doc = (root / "docs" / "errors.md").read_text(encoding="utf-8")
+    cited, current = [], None
+    for m in re.finditer(r"(test_\w+\.py)?::(test_\w+)", doc):
+        current = m.group(1) or current
+        cited.append((current, m.group(2)))
+    assert len(cited) >= 20
+    for file, name in cited:
+        assert f"def {name}(" in (root / "tests" / file).read_text(encoding="utf-8"), (file, name)

@@ -4,13 +4,27 @@ Cache key: SHA-256 of every source file, the full compiler command line, the com
 version string and the rbdgen version. A build happens only on a miss, under a file lock
 (concurrent processes building the same kernels wait for one another), in a private temporary
 folder that is renamed into place when complete — a half-written library is never loaded.
+
+A build that is killed (even with SIGKILL) takes its compilers with it: each compiler runs in
+its own process group under a small shell that the kernel sends SIGTERM when rbdgen's process
+dies (Linux ``PR_SET_PDEATHSIG``), and that shell kills the group (the compiler driver and its
+cc1plus/as children). The temporary folder such a build leaves is removed by a later build
+(:func:`_remove_stale`).
+
+Sharing a cache between users: entries, lock files and folders are created with the
+permissions the umask allows (not 0700), so a cache folder owned by a common group with the
+setgid bit (``chmod 2775``), used with ``umask 002``, is shared.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -64,6 +78,61 @@ def cxx_flags(opt: str = "-O3", march: str | None = None, openmp: bool = True, e
     return flags + list(extra)
 
 
+def _pdeathsig():
+    """A preexec function that makes the child receive SIGTERM when this process dies, or None
+    where the kernel offers no such thing. Resolved once, here: the child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+
+    return preexec
+
+
+_PREEXEC = _pdeathsig()
+# the shell that holds the compiler's process group and kills it when told to (or when the
+# parent dies: SIGTERM from PR_SET_PDEATHSIG)
+_GUARD = ['/bin/sh', '-c', 'trap "kill -KILL 0" TERM; "$@" & wait $!', "rbdgen-compile"]
+
+
+def run_compiler(cmd: list) -> subprocess.CompletedProcess:
+    """Run one compiler command, capturing its output; it dies with this process."""
+    if _PREEXEC is None or not os.path.exists(_GUARD[0]):
+        return subprocess.run(cmd, capture_output=True, text=True)
+    return subprocess.run(_GUARD + cmd, capture_output=True, text=True, start_new_session=True, preexec_fn=_PREEXEC)
+
+
+_TMP_RE = re.compile(r"^\.([0-9a-f]{24})-")
+
+
+def _remove_stale(root: Path, own_key: str) -> None:
+    """Remove the temporary folders of builds that were killed: those of ``own_key`` (whose
+    lock this process holds) and those of any other key whose lock is free (no build of it is
+    running). A folder of a build in progress is never touched."""
+    for d in root.iterdir():
+        m = _TMP_RE.match(d.name)
+        if not m or not d.is_dir():
+            continue
+        key = m.group(1)
+        if key == own_key:
+            shutil.rmtree(d, ignore_errors=True)
+            continue
+        lock = filelock.FileLock(str(root / f"{key}.lock"), timeout=0, mode=0o666)
+        try:
+            with lock:
+                shutil.rmtree(d, ignore_errors=True)
+        except filelock.Timeout:
+            pass  # being built right now
+
+
 def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
                   progress=None, jobs: int | None = None) -> Path:
     """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path."""
@@ -82,9 +151,10 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
     lib = final / f"{libname}.so"
     if lib.exists():
         return lib
-    with filelock.FileLock(str(root / f"{key}.lock")):
+    with filelock.FileLock(str(root / f"{key}.lock"), mode=0o666):  # group-writable under umask 002
         if lib.exists():
             return lib
+        _remove_stale(root, key)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
             for name, text in files.items():
@@ -95,7 +165,7 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
                 cmd = [cxx, *flags, "-c", str(tmp / src), "-o", str(obj)]
                 if progress:
                     progress(f"compiling {src}")
-                r = subprocess.run(cmd, capture_output=True, text=True)
+                r = run_compiler(cmd)
                 if r.returncode != 0:
                     msg = (r.stderr or r.stdout).strip().splitlines()
                     raise BuildError(f"{Path(cxx).name} failed on {src}: " + " | ".join(msg[:5]))
@@ -104,12 +174,15 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as ex:
                 objs = list(ex.map(compile_one, sources))
             link = [cxx, *flags, "-shared", *map(str, objs), "-o", str(tmp / f"{libname}.so")]
-            r = subprocess.run(link, capture_output=True, text=True)
+            r = run_compiler(link)
             if r.returncode != 0:
                 raise BuildError(f"linking {libname}.so failed: {(r.stderr or r.stdout).strip()[:500]}")
             for o in objs:
                 o.unlink()
             (tmp / "command.txt").write_text(" ".join([cxx, *flags]) + "\n")
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp made it private; the cache may be shared
             if final.exists():  # a stale partial folder from a killed build
                 shutil.rmtree(final)
             os.rename(tmp, final)

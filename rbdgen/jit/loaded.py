@@ -58,14 +58,35 @@ class _Method:
         self._shapes = [tuple(s) for _, s in outputs]
         self._nin = len(inputs)
 
+    def _coerce(self, name, x):
+        """An argument as an ndarray without copying its data: ndarray subclasses (np.memmap, …)
+        and buffer-protocol objects (memoryview, …) as views; a list or tuple converted to the
+        kernel's dtype (the one conversion made for the caller)."""
+        if type(x) is np.ndarray:
+            return x
+        if isinstance(x, np.ndarray):
+            return x.view(np.ndarray)
+        if isinstance(x, (list, tuple)):
+            try:
+                return np.asarray(x, dtype=self._dt)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"{self.name}: argument '{name}' is not a rectangular list of numbers "
+                                 f"({' '.join(str(e).split())[:120]})") from None
+        try:
+            memoryview(x)
+        except TypeError:
+            raise ValueError(f"{self.name}: argument '{name}' must be a numpy array (or a list), "
+                             f"got {type(x).__name__}") from None
+        return np.asarray(x)
+
     def _arg(self, name, x, size):
         dt = self.owner.dtype
-        if not isinstance(x, np.ndarray):
-            if isinstance(x, (list, tuple)):
-                x = np.asarray(x, dtype=dt)
-            else:
-                raise ValueError(f"{self.name}: argument '{name}' must be a numpy array, got {type(x).__name__}")
+        x = self._coerce(name, x)
         if x.dtype != dt:
+            if x.dtype.newbyteorder("=") == dt:
+                raise ValueError(f"{self.name}: argument '{name}' is {dt} in non-native byte order "
+                                 f"({'big' if x.dtype.byteorder == '>' else 'little'}-endian); "
+                                 f"convert with .astype(np.{dt})")
             raise ValueError(f"{self.name}: argument '{name}' has dtype {x.dtype}, this kernel takes {dt} "
                              f"(convert with .astype(np.{dt}) or build with dtype='{x.dtype}')")
         if x.ndim not in (1, 2) or x.shape[-1] != size:
@@ -76,30 +97,41 @@ class _Method:
 
     def __call__(self, *args, out=None):
         fast = self.fast
-        if fast is not None and len(args) == self._nin:
-            a0 = args[0]
-            if type(a0) is not np.ndarray:
-                args = tuple(np.asarray(x, dtype=self._dt) if isinstance(x, (list, tuple)) else x for x in args)
-                a0 = args[0]
-            if out is None:
-                lead = a0.shape[:-1] if type(a0) is np.ndarray else ()
-                if len(self._shapes) == 1:
-                    o = np.empty(lead + self._shapes[0], self._dt)
-                    fast(*args, o)
-                    return o
-                outs = tuple(np.empty(lead + s, self._dt) for s in self._shapes)
-                fast(*args, *outs)
-                return outs
-            if type(out) is np.ndarray:
-                if len(self._shapes) != 1:
-                    raise ValueError(f"{self.name}: out= needs {len(self._shapes)} arrays")
-                fast(*args, out)
-                return out
-            if not isinstance(out, (tuple, list)) or len(out) != len(self._shapes):
-                raise ValueError(f"{self.name}: out= needs {len(self._shapes)} array(s)")
-            fast(*args, *out)
-            return out if isinstance(out, tuple) else tuple(out)
-        return self._slow(*args, out=out)
+        if fast is None or len(args) != self._nin:
+            return self._slow(*args, out=out)
+        if not all(type(x) is np.ndarray for x in args):
+            args = tuple(self._coerce(n, x) for (n, _), x in zip(self.inputs, args))
+        try:
+            return self._fast(fast, args, out)
+        except ValueError:
+            self._diagnose(args, out)  # a clearer message when the checks in Python find one
+            raise
+
+    def _diagnose(self, args, out):
+        """Re-check the arguments in Python (only after the binding refused them) for the cases
+        its one-line C check words badly (byte order, ...)."""
+        for (n, s), x in zip(self.inputs, args):
+            self._arg(n, x, s)
+
+    def _fast(self, fast, args, out):
+        if out is None:
+            lead = args[0].shape[:-1]
+            if len(self._shapes) == 1:
+                o = np.empty(lead + self._shapes[0], self._dt)
+                fast(*args, o)
+                return o
+            outs = tuple(np.empty(lead + s, self._dt) for s in self._shapes)
+            fast(*args, *outs)
+            return outs
+        if type(out) is np.ndarray:
+            if len(self._shapes) != 1:
+                raise ValueError(f"{self.name}: out= needs {len(self._shapes)} arrays")
+            fast(*args, out)
+            return out
+        if not isinstance(out, (tuple, list)) or len(out) != len(self._shapes):
+            raise ValueError(f"{self.name}: out= needs {len(self._shapes)} array(s)")
+        fast(*args, *out)
+        return out if isinstance(out, tuple) else tuple(out)
 
     def _slow(self, *args, out=None):
         if len(args) != len(self.inputs):

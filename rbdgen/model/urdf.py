@@ -60,6 +60,15 @@ class URDF:
     joints: dict[str, Joint] = field(default_factory=dict)
 
 
+#: magnitude bounds of the model's numbers. Generous for any machine (a robot is smaller than a
+#: thousand kilometres and lighter than a million tonnes), and small enough that no product in a
+#: kernel (lengths² × mass × velocity², …) overflows float64 or becomes an absurd constant in an
+#: FPGA datapath. Angles are not bounded: any finite angle is taken as written.
+MAX_LENGTH = 1e6      # m
+MAX_MASS = 1e9        # kg
+MAX_INERTIA = 1e12    # kg m²
+
+
 class _Reader:
     def __init__(self, path: str):
         self.path = path
@@ -67,7 +76,8 @@ class _Reader:
     def fail(self, msg: str, cls=URDFError):
         raise cls(msg, file=self.path)
 
-    def floats(self, el, attr: str, n: int, where: str, default=None) -> np.ndarray:
+    def floats(self, el, attr: str, n: int, where: str, default=None, bound: tuple | None = None) -> np.ndarray:
+        """``n`` finite numbers; ``bound=(limit, unit)`` also refuses magnitudes above limit."""
         text = el.get(attr) if el is not None else None
         if text is None:
             if default is None:
@@ -82,17 +92,20 @@ class _Reader:
             self.fail(f"{where}: attribute {attr}=\"{text}\" is not a number")
         if not np.all(np.isfinite(vals)):
             self.fail(f"{where}: attribute {attr}=\"{text}\" is not finite (NaN or inf)")
+        if bound is not None and np.any(np.abs(vals) > bound[0]):
+            self.fail(f"{where}: attribute {attr}=\"{text}\" is out of range: magnitudes above {bound[0]:g} {bound[1]} "
+                      f"are not a robot's (and would overflow the kernels' arithmetic)")
         return vals
 
-    def scalar(self, el, attr: str, where: str, default=None) -> float:
-        return float(self.floats(el, attr, 1, where, None if default is None else [default])[0])
+    def scalar(self, el, attr: str, where: str, default=None, bound: tuple | None = None) -> float:
+        return float(self.floats(el, attr, 1, where, None if default is None else [default], bound)[0])
 
     def origin(self, el, where: str):
         o = el.find("origin")
         if o is None:
             return np.zeros(3), np.zeros(3)
         return (
-            self.floats(o, "xyz", 3, f"{where} <origin>", [0.0, 0.0, 0.0]),
+            self.floats(o, "xyz", 3, f"{where} <origin>", [0.0, 0.0, 0.0], (MAX_LENGTH, "m")),
             self.floats(o, "rpy", 3, f"{where} <origin>", [0.0, 0.0, 0.0]),
         )
 
@@ -145,13 +158,14 @@ def read_urdf(path) -> URDF:
             mel = iel.find("mass")
             if mel is None:
                 r.fail(f"{where}: <inertial> has no <mass>")
-            mass = r.scalar(mel, "value", f"{where} <mass>")
+            mass = r.scalar(mel, "value", f"{where} <mass>", bound=(MAX_MASS, "kg"))
             if mass < 0:
                 r.fail(f"{where}: negative mass {mass:g}")
             tel = iel.find("inertia")
             if tel is None:
                 r.fail(f"{where}: <inertial> has no <inertia>")
-            c = {k: r.scalar(tel, k, f"{where} <inertia>", 0.0) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+            c = {k: r.scalar(tel, k, f"{where} <inertia>", 0.0, (MAX_INERTIA, "kg m²"))
+                 for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
             I = np.array(
                 [[c["ixx"], c["ixy"], c["ixz"]], [c["ixy"], c["iyy"], c["iyz"]], [c["ixz"], c["iyz"], c["izz"]]]
             )
