@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import BuildError
 
 _CT = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float}
+_ND, _empty = np.ndarray, np.empty
 
 @dataclass(frozen=True)
 class _Arg:
@@ -57,6 +58,8 @@ class _Method:
         self._dt = owner.dtype
         self._shapes = [tuple(s) for _, s in outputs]
         self._nin = len(inputs)
+        self._one = len(self._shapes) == 1
+        self._shape0 = self._shapes[0] if self._shapes else ()
 
     def _coerce(self, name, x):
         """An argument as an ndarray without copying its data: ndarray subclasses (np.memmap, …)
@@ -99,9 +102,15 @@ class _Method:
         fast = self.fast
         if fast is None or len(args) != self._nin:
             return self._slow(*args, out=out)
-        if not all(type(x) is np.ndarray for x in args):
-            args = tuple(self._coerce(n, x) for (n, _), x in zip(self.inputs, args))
+        for x in args:  # the common case (ndarrays) costs one type test per argument
+            if type(x) is not _ND:
+                args = tuple(self._coerce(n, x) for (n, _), x in zip(self.inputs, args))
+                break
         try:
+            if out is None and self._one:
+                o = _empty(args[0].shape[:-1] + self._shape0, self._dt)
+                fast(*args, o)
+                return o
             return self._fast(fast, args, out)
         except ValueError:
             self._diagnose(args, out)  # a clearer message when the checks in Python find one
