@@ -58,8 +58,10 @@ def _progress(quiet):
 def model_options(f):
     f = click.option("--no-check-inertia", "no_check_inertia", is_flag=True,
                      help="Load bodies whose lumped inertia is not physical.")(f)
-    f = click.option("--mimic", type=click.Choice(["error", "independent"]), default="error", show_default=True,
-                     help="Mimic joints: refuse them, or treat them as independent joints (as Pinocchio does).")(f)
+    f = click.option("--mimic", type=click.Choice(["couple", "independent", "refuse", "error"]), default="couple",
+                     show_default=True,
+                     help="Mimic joints: move with their leader (couple; nq/nv count the free joints, as "
+                          "Pinocchio's mimic=True), ordinary joints (independent), or refuse them.")(f)
     f = click.option("--floating-base", is_flag=True, help="Add a free-flyer joint at the URDF root.")(f)
     f = click.argument("urdf", type=click.Path(dir_okay=False, path_type=str))(f)
     return f
@@ -328,13 +330,18 @@ def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_co
                 click.echo(section)
         return
     click.echo("")
-    click.echo(format_tree(model))
+    click.echo(format_tree(getattr(model, "tree", model)))
     if model.merged_fixed:
         click.echo("")
         click.echo(f"fixed joints merged ({len(model.merged_fixed)}):")
         for link, joint, into in model.merged_fixed:
             click.echo(f"  {joint}: link {link} -> {into}")
-    if model.ignored_mimic:
+    if getattr(model, "coupled", False):
+        click.echo("")
+        click.echo("mimic joints coupled (q, v above are the tree's; nq, nv count the free joints):")
+        for f, (lead, mult, off) in sorted(model.mimic.items()):
+            click.echo(f"  {model.joint_names[f]} = {mult:g} * {model.joint_names[lead]} + {off:g}")
+    elif model.ignored_mimic:
         click.echo("")
         click.echo("mimic joints treated as independent: " + ", ".join(model.ignored_mimic))
 

@@ -108,6 +108,9 @@ class KernelDecl:
     #: the kernel divides by the articulated inertia of every joint (it needs M⁻¹): a joint that
     #: moves nothing with mass makes it undefined, and tracing refuses such a model
     needs_minv: bool = False
+    #: the kernel for a model with mimic joints coupled: (Trace of the tree, Coupling, *reduced
+    #: inputs) → outputs, like ``algorithm``; None: such models are refused for this kernel
+    coupled: Callable | None = None
 
     @property
     def input_names(self) -> tuple:
@@ -127,7 +130,8 @@ _REGISTRY: dict[str, KernelDecl] = {}
 
 def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinocchio=None,
             float32_tol: float, fixed_tol: dict | None = None, gpu_shape: str = "block",
-            pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False) -> KernelDecl:
+            pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False,
+            coupled: Callable | None = None) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -139,7 +143,8 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
     if gpu_shape not in ("thread", "block"):
         raise ValueError(f"kernel {name!r}: gpu_shape must be 'thread' or 'block'")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
-                   gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv))
+                   gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv),
+                   coupled)
     _REGISTRY[name] = d
     return d
 
@@ -223,15 +228,20 @@ def trace(model, name: str, fold: bool = True, cached: bool = True):
 
 
 def _trace(model, d: KernelDecl, fold: bool):
-    from .algorithms.trace import Trace
+    from .algorithms.trace import Coupling, Trace
     from .ir.graph import Array, MatMul
 
     if d.needs_minv:
         check_invertible(model, d.name)
-    t = Trace(model, fold)
+    coupled = getattr(model, "coupled", False)
+    if coupled and d.coupled is None:
+        raise UnsupportedError(f"kernel {d.name} has no form for coupled mimic joints "
+                               f"({', '.join(model.followers)}); load with mimic='independent'",
+                               file=getattr(model, "source", None))
+    t = Trace(model.tree if coupled else model, fold)
     ins = [t.inputs(a.name, a.size(model)) for a in d.inputs]
     try:
-        values = d.algorithm(t, *ins)
+        values = d.coupled(t, Coupling(t, model), *ins) if coupled else d.algorithm(t, *ins)
     except ZeroDivisionError as e:  # a structural zero divisor check_invertible did not foresee
         raise UnsupportedError(f"kernel {d.name}: {e} (the model makes a divisor identically zero)",
                                file=getattr(model, "source", None)) from None

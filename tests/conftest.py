@@ -98,7 +98,9 @@ class Robot:
 #: fixed and floating base.
 ROBOTS = [
     Robot("panda", "panda_description/urdf/panda.urdf", mimic="independent",
-          note="finger joint 2 mimics finger joint 1; compared as independent, like Pinocchio"),
+          note="finger joint 2 mimics finger joint 1; here loaded as an ordinary joint"),
+    Robot("panda_coupled", "panda_description/urdf/panda.urdf", mimic="couple",
+          note="the fingers coupled (the default): nq = nv = 8, as Pinocchio's mimic=True"),
     Robot("ur5", "ur_description/urdf/ur5_robot.urdf"),
     Robot("ur10", "ur_description/urdf/ur10_robot.urdf"),
     Robot("kinova", "kinova_description/robots/kinova.urdf", note="continuous joints"),

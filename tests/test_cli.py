@@ -111,9 +111,11 @@ def test_malformed_xml(capsys, files):
 
 
 def test_mimic_refused(capsys, files):
-    rc, out, err = run_main(capsys, "inspect", files["mimic"])
+    rc, out, err = run_main(capsys, "inspect", files["mimic"], "--mimic", "refuse")
     assert rc == 2
-    assert_one_error_line(err, out, files["mimic"], "joint 'j2'", "--mimic independent")
+    assert_one_error_line(err, out, files["mimic"], "joint 'j2'", "--mimic couple", "mimic='independent'")
+    rc, out, err = run_main(capsys, "inspect", files["mimic"])  # the default couples it
+    assert rc == 0 and "mimic joints coupled" in out
 
 
 def test_directory(capsys, tmp_path):

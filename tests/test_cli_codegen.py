@@ -141,7 +141,7 @@ def test_manifest_describes_the_files(iiwa_pkg, iiwa_model):
     assert (m["nq"], m["nv"], m["nb"]) == (7, 7, 7)
     assert m["joint_names"] == list(iiwa_model.joint_names)
     assert m["options"] == {
-        "target": "cpu", "floating_base": False, "mimic": "error", "check_inertia": True,
+        "target": "cpu", "floating_base": False, "mimic": "couple", "check_inertia": True,
         "gravity": [0.0, 0.0, -9.81], "snap": None, "dtypes": ["float64", "float32"], "kernels": list(KERNELS),
         "target_options": {},
     }

@@ -182,7 +182,7 @@ BAD_URDFS = {
     "mimic": (
         urdf(BASE, link("l1"), link("l2"), joint("j1", "base", "l1"),
              joint("j2", "l1", "l2", extra='<mimic joint="j1" multiplier="2"/>')),
-        UnsupportedError, ("joint 'j2'", "mimic", "'j1'", "mimic='independent'"), {}),
+        UnsupportedError, ("joint 'j2'", "mimic", "'j1'", "mimic='couple'", "mimic='independent'"), {"mimic": "refuse"}),
     "mimic-unknown-leader": (
         urdf(BASE, link("l1"), joint("j1", "base", "l1", extra='<mimic joint="nobody"/>')),
         URDFError, ("joint 'j1'", "unknown joint 'nobody'"), {"mimic": "independent"}),

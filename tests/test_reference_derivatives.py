@@ -16,7 +16,7 @@ EPS = 1e-6
 # relative to |f|; 1e-6 relative to the Jacobian's size sits well above both.
 FD_TOL = 1e-6
 
-CASES = [c for c in ROBOT_CASES if c.id.split("-")[0] in ("iiwa14", "kinova", "quadruped", "solo12", "tiago")]
+CASES = [c for c in ROBOT_CASES if c.id.split("-")[0] in ("iiwa14", "kinova", "quadruped", "solo12", "tiago", "panda_coupled")]
 
 
 def _fd(f, x, plus, n):

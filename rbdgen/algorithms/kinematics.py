@@ -42,6 +42,10 @@ def _forward_kinematics(t: Trace, q):
     return {"oMb": out}
 
 
+def _c_forward_kinematics(t, c, q):
+    return _forward_kinematics(t, c.q(q))
+
+
 def _pin_forward_kinematics(pin, pm, data, q):
     pin.forwardKinematics(pm, data, q)
     return (np.stack([np.array(data.oMi[j].homogeneous) for j in range(1, pm.njoints)]),)
@@ -49,7 +53,7 @@ def _pin_forward_kinematics(pin, pm, data, q):
 
 declare("forward_kinematics", "placement of every body in the world (homogeneous 4×4, body_names order)",
         inputs=("q",), outputs=(Arg("oMb", ("nb", 4, 4), "body placements in the world"),),
-        algorithm=_forward_kinematics, reference=ref.forward_kinematics, pinocchio=_pin_forward_kinematics,
+        algorithm=_forward_kinematics, coupled=_c_forward_kinematics, reference=ref.forward_kinematics, pinocchio=_pin_forward_kinematics,
         pinocchio_note="Pinocchio's data.oMi after forwardKinematics (joint frame = body frame)",
         # a product of unit rotations and the model's offsets: float32 round-off ~1e-7 per level
         float32_tol=4e-6, fixed_tol={(32, 16): 4e-4, (48, 24): 1e-6}, gpu_shape="thread",

@@ -88,3 +88,77 @@ class Trace:
 
     def kernel(self, name, inputs, outputs, doc=""):
         return Kernel(name, self.g, inputs, outputs, doc=doc, meta={"robot": self.m.name})
+
+
+class Coupling:
+    """Mimic coupling over traced Values (see :mod:`rbdgen.model.coupled`): reduced inputs to
+    the tree's (q_tree = Gq q + bq, v_tree = G v) and tree outputs back (Gᵀ τ, Gᵀ A G), plus a
+    dense LDLᵀ solve for the forward dynamics that the articulated-body recursion cannot do
+    with coupled joints. G has one entry per tree row, so expansion costs at most a multiply
+    and an add per follower coordinate; the folding graph removes the rest."""
+
+    def __init__(self, t: Trace, cm):
+        self.t, self.g, self.cm = t, t.g, cm
+        self._q = [(int(np.flatnonzero(r)[0]), float(r[np.flatnonzero(r)[0]])) for r in cm.Gq]
+        self._v = [(int(np.flatnonzero(r)[0]), float(r[np.flatnonzero(r)[0]])) for r in cm.G]
+        self.n = cm.nv
+
+    def q(self, qr):
+        return [self.g.lift(m * qr[j] + float(b)) for (j, m), b in zip(self._q, self.cm.bq)]
+
+    def v(self, vr):
+        return [self.g.lift(m * vr[j]) for j, m in self._v]
+
+    def tau(self, tau_tree):
+        out = [self.g.const(0.0)] * self.n
+        for i, (j, m) in enumerate(self._v):
+            out[j] = out[j] + m * tau_tree[i]
+        return out
+
+    def mat(self, A):
+        """Gᵀ A G of a tree-sized matrix given as rows of Values; returns rows."""
+        n = self.n
+        rows = [[self.g.const(0.0)] * len(A) for _ in range(n)]  # Gᵀ A
+        for i, (j, m) in enumerate(self._v):
+            rows[j] = [rows[j][k] + m * A[i][k] for k in range(len(A))]
+        out = [[self.g.const(0.0)] * n for _ in range(n)]
+        for r in range(n):
+            for k, (j, m) in enumerate(self._v):
+                out[r][j] = out[r][j] + m * rows[r][k]
+        return out
+
+    def solve(self, M, B):
+        """X with M X = B for symmetric positive definite M (rows of Values) and B (rows of
+        right-hand-side Values): LDLᵀ without square roots, one division per pivot."""
+        t, g, n = self.t, self.g, len(M)
+        t.block("coupled solve: LDLᵀ of Gᵀ M G (mimic joints)")
+        L = [[None] * n for _ in range(n)]
+        D, Dinv = [None] * n, [None] * n
+        for j in range(n):
+            d = M[j][j]
+            for k in range(j):
+                d = d - L[j][k] * L[j][k] * D[k]
+            D[j], Dinv[j] = d, g.const(1.0) / d
+            for i in range(j + 1, n):
+                s = M[i][j]
+                for k in range(j):
+                    s = s - L[i][k] * L[j][k] * D[k]
+                L[i][j] = s * Dinv[j]
+        t.block("coupled solve: substitutions")
+        X = [list(row) for row in B]
+        for c in range(len(B[0])):
+            y = [None] * n
+            for i in range(n):
+                s = X[i][c]
+                for k in range(i):
+                    s = s - L[i][k] * y[k]
+                y[i] = s
+            x = [None] * n
+            for i in reversed(range(n)):
+                s = y[i] * Dinv[i]
+                for k in range(i + 1, n):
+                    s = s - L[k][i] * x[k]
+                x[i] = s
+            for i in range(n):
+                X[i][c] = x[i]
+        return X

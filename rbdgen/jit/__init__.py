@@ -7,7 +7,7 @@ from .. import registry
 from ..backends.base import get_target
 from ..backends.cpu import default_lanes
 from ..errors import RbdgenError
-from ..model import RobotModel
+from ..model import CoupledModel, RobotModel
 from .compiler import cache_dir
 
 __all__ = ["build", "cache_dir", "default_lanes"]
@@ -32,7 +32,7 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=No
 
     An option the target does not take is a ``TypeError`` naming it.
     """
-    if not isinstance(model, RobotModel):
+    if not isinstance(model, (RobotModel, CoupledModel)):
         raise TypeError(f"build() takes a RobotModel (from rbdgen.load_urdf), got {type(model).__name__}")
     t = get_target(target)
     try:

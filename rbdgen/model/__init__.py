@@ -1,5 +1,6 @@
-"""URDF → :class:`RobotModel`."""
-from .model import JOINT_DIMS, RobotModel, load_urdf
+"""URDF → :class:`RobotModel` (or :class:`CoupledModel` when mimic joints are coupled)."""
+from .coupled import CoupledModel
+from .model import JOINT_DIMS, MIMIC_MODES, RobotModel, load_urdf
 from .urdf import read_urdf
 
-__all__ = ["JOINT_DIMS", "RobotModel", "load_urdf", "read_urdf"]
+__all__ = ["CoupledModel", "JOINT_DIMS", "MIMIC_MODES", "RobotModel", "load_urdf", "read_urdf"]

@@ -51,7 +51,7 @@ class RobotModel:
     effort_limit: np.ndarray
     gravity: np.ndarray       # (3,) in world coordinates
     merged_fixed: tuple[tuple[str, str, str], ...]  # (link, joint, merged into: body or "world")
-    ignored_mimic: tuple[str, ...] = ()
+    ignored_mimic: tuple[str, ...] = ()   # mimic joints loaded as ordinary joints
     world_name: str = "world"
 
     # ---- derived sizes -------------------------------------------------------------------
@@ -210,18 +210,24 @@ def load_urdf(
     floating_base: bool = False,
     *,
     gravity=(0.0, 0.0, -9.81),
-    mimic: str = "error",
+    mimic: str = "couple",
     check_inertia: bool = True,
-) -> RobotModel:
+):
     """Load a URDF into a :class:`RobotModel`.
 
     Fixed joints are merged into their parent body (inertia lumped, transforms composed).
     ``floating_base=True`` puts a free-flyer between the world and the URDF's root link, as
     Pinocchio's ``buildModelFromUrdf(path, JointModelFreeFlyer())`` does.
 
-    ``mimic``: ``"error"`` (default) refuses mimic joints, since treating them as free joints
-    changes the dynamics; ``"independent"`` loads each mimic joint as an ordinary actuated joint
-    (what Pinocchio's URDF parser does unless asked otherwise).
+    ``mimic``: what a ``<mimic>`` joint means.
+
+    * ``"couple"`` (default): the follower moves with its leader (``q_F = m·q_L + o``); nq and nv
+      count the free joints only, as Pinocchio's ``buildModelFromUrdf(..., mimic=True)`` does.
+      Returns a :class:`~rbdgen.model.coupled.CoupledModel`. This is what the URDF says and what
+      the hardware does (the Franka Panda's fingers are one motor).
+    * ``"independent"``: each mimic joint is an ordinary actuated joint (Pinocchio's parser
+      without ``mimic=True``): other dynamics, for tools that actuate fingers separately.
+    * ``"refuse"``: an error naming the joint (``"error"`` is accepted as the old name).
 
     Inertias: the dynamics sees each body's lumped inertia (its link plus the links merged into
     it by fixed joints). A body whose lumped inertia is not physical (not positive semi-definite
@@ -230,13 +236,51 @@ def load_urdf(
     inertia is (common in real URDFs: sensor frames with placeholder values) gives an
     :class:`RbdgenWarning` naming the link.
     """
+    if mimic == "error":
+        mimic = "refuse"
+    if mimic not in MIMIC_MODES:
+        raise ValueError(f"mimic must be one of {', '.join(map(repr, MIMIC_MODES))}, not {mimic!r}")
     urdf = read_urdf(path)
-    if mimic not in ("error", "independent"):
-        raise ValueError(f"mimic must be 'error' or 'independent', not {mimic!r}")
     g = np.asarray(gravity, dtype=float)
     if g.shape != (3,) or not np.all(np.isfinite(g)):
         raise ValueError(f"gravity must be 3 finite numbers, got {gravity!r}")
-    return _build(urdf, floating_base, g, mimic, check_inertia)
+    tree = _build(urdf, floating_base, g, mimic, check_inertia)
+    if mimic != "couple" or not tree.ignored_mimic:
+        return tree
+    return _couple(urdf, tree)
+
+
+MIMIC_MODES = ("couple", "independent", "refuse")
+
+
+def _couple(urdf: URDF, tree: RobotModel):
+    """The :class:`CoupledModel` of a tree whose mimic joints were loaded as ordinary joints."""
+    from .coupled import CoupledModel
+
+    body = {name: i for i, name in enumerate(tree.joint_names)}
+    one_dof = ("revolute", "continuous", "prismatic")
+
+    def fail(msg):
+        raise UnsupportedError(msg, file=urdf.path)
+
+    mimic = {}
+    for name in tree.ignored_mimic:
+        j = urdf.joints[name]
+        lead, mult, off = j.mimic
+        seen = [name]
+        while urdf.joints[lead].mimic is not None and urdf.joints[lead].type != "fixed":  # a chain of mimics
+            if lead in seen:
+                fail(f"joint '{name}': its <mimic> chain {' -> '.join(seen + [lead])} is a cycle")
+            seen.append(lead)
+            m2, o2 = urdf.joints[lead].mimic[1], urdf.joints[lead].mimic[2]
+            lead, mult, off = urdf.joints[lead].mimic[0], mult * m2, mult * o2 + off
+        if lead not in body:
+            fail(f"joint '{name}': mimics '{lead}', which is fixed or not a joint of the tree")
+        if tree.joint_types[body[name]] not in one_dof or tree.joint_types[body[lead]] not in one_dof:
+            fail(f"joint '{name}': mimic coupling needs one-degree-of-freedom joints (revolute, continuous, "
+                 f"prismatic); '{name}' is {tree.joint_types[body[name]]}, '{lead}' is {tree.joint_types[body[lead]]}")
+        mimic[body[name]] = (body[lead], float(mult), float(off))
+    return CoupledModel(tree, mimic)
 
 
 def _link_inertia(link) -> np.ndarray:
@@ -271,11 +315,11 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
             extra = "" if j.parent != root else " while floating_base=True also adds one"
             fail(f"joint '{j.name}': {where} floating joint is not supported{extra}", UnsupportedError)
         if j.mimic is not None and j.type != "fixed":
-            if mimic == "error":
+            if mimic == "refuse":
                 fail(
-                    f"joint '{j.name}': mimic joints (following '{j.mimic[0]}') are not supported; "
-                    "load with mimic='independent' (CLI: --mimic independent) to treat them as "
-                    "independent joints, as Pinocchio's URDF parser does by default",
+                    f"joint '{j.name}': a mimic joint (following '{j.mimic[0]}'), refused as asked; load "
+                    "with mimic='couple' (the default; CLI: --mimic couple) to move it with its leader, "
+                    "or mimic='independent' to treat it as an ordinary joint",
                     UnsupportedError,
                 )
             ignored_mimic.append(j.name)

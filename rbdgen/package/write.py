@@ -107,7 +107,7 @@ def _regenerate_command(urdf: str, opts: dict, target, target_options: dict, nam
         parts.append(f"--target {target.name}")
     if opts["floating_base"]:
         parts.append("--floating-base")
-    if opts["mimic"] != "error":
+    if opts["mimic"] != "couple":
         parts.append(f"--mimic {opts['mimic']}")
     if not opts["check_inertia"]:
         parts.append("--no-check-inertia")
@@ -186,7 +186,7 @@ def build_manifest(model, sources, target, *, urdf: str, urdf_sha256: str, load_
     opts = {
         "target": target.name,
         "floating_base": bool(load_options.get("floating_base", False)),
-        "mimic": load_options.get("mimic", "error"),
+        "mimic": {"error": "refuse"}.get(load_options.get("mimic", "couple"), load_options.get("mimic", "couple")),
         "check_inertia": bool(load_options.get("check_inertia", True)),
         "gravity": [float(g) for g in model.gravity],
         "snap": None if snap is None else float(snap),

@@ -105,18 +105,24 @@ def _rnea(model, q, v, a, f_ext=None, with_gravity=True):
 
 def rnea(model: RobotModel, q, v, a, f_ext=None):
     """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵢᵀ f_ext,i."""
+    if getattr(model, "coupled", False):
+        return _coupled_rnea(model, q, v, a, f_ext)
     return _batched(model, lambda q, v, a, *fe: _rnea(model, q, v, a, *fe),
                     [("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)], f_ext)
 
 
 def nle(model: RobotModel, q, v):
     """Nonlinear effects C(q, v) v + g(q)."""
+    if getattr(model, "coupled", False):
+        return _coupled_nle(model, q, v)
     return _batched(model, lambda q, v: _rnea(model, q, v, np.zeros(model.nv)),
                     [("q", q, model.nq), ("v", v, model.nv)])
 
 
 def gravity(model: RobotModel, q):
     """Generalised gravity g(q)."""
+    if getattr(model, "coupled", False):
+        return _coupled_gravity(model, q)
     return _batched(model, lambda q: _rnea(model, q, np.zeros(model.nv), np.zeros(model.nv)),
                     [("q", q, model.nq)])
 
@@ -147,6 +153,8 @@ def _crba(model, q):
 
 def crba(model: RobotModel, q):
     """Joint-space inertia matrix M(q), full and symmetric (composite-rigid-body algorithm)."""
+    if getattr(model, "coupled", False):
+        return _coupled_crba(model, q)
     return _batched(model, lambda q: _crba(model, q), [("q", q, model.nq)])
 
 
@@ -202,6 +210,8 @@ def _aba(model, q, v, tau, f_ext=None, with_gravity=True):
 
 def aba(model: RobotModel, q, v, tau, f_ext=None):
     """Forward dynamics q̈ = M⁻¹ (τ − C v − g + Σ Jᵢᵀ f_ext,i) by the articulated-body algorithm."""
+    if getattr(model, "coupled", False):
+        return _coupled_aba(model, q, v, tau, f_ext)
     return _batched(model, lambda q, v, t, *fe: _aba(model, q, v, t, *fe),
                     [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)], f_ext)
 
@@ -213,6 +223,8 @@ def _minv(model, q):
 def minv(model: RobotModel, q):
     """M(q)⁻¹ computed directly: the articulated-body recursions applied to the columns of the
     identity (zero velocity, no gravity), never by inverting :func:`crba`'s output."""
+    if getattr(model, "coupled", False):
+        return _coupled_minv(model, q)
     return _batched(model, lambda q: _minv(model, q), [("q", q, model.nq)])
 
 
@@ -278,6 +290,8 @@ def _rnea_derivatives(model, q, v, a):
 def rnea_derivatives(model: RobotModel, q, v, a):
     """(∂τ/∂q, ∂τ/∂v) of inverse dynamics; ∂τ/∂a is M(q). Floating base: with respect to the
     tangent space, as Pinocchio defines them."""
+    if getattr(model, "coupled", False):
+        return _coupled_rnea_derivatives(model, q, v, a)
     return _batched(model, lambda q, v, a: _rnea_derivatives(model, q, v, a),
                     [("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)])
 
@@ -291,6 +305,8 @@ def _aba_derivatives(model, q, v, tau):
 
 def aba_derivatives(model: RobotModel, q, v, tau):
     """(∂q̈/∂q, ∂q̈/∂v, ∂q̈/∂τ = M⁻¹), analytically: ∂q̈/∂u = −M⁻¹ ∂τ/∂u at (q, v, q̈)."""
+    if getattr(model, "coupled", False):
+        return _coupled_aba_derivatives(model, q, v, tau)
     return _batched(model, lambda q, v, t: _aba_derivatives(model, q, v, t),
                     [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)])
 
@@ -316,4 +332,64 @@ def _forward_kinematics(model, q):
 def forward_kinematics(model: RobotModel, q):
     """Placement of every body in the world: ``(nb, 4, 4)`` homogeneous transforms in
     ``model.body_names`` order (``(N, nb, 4, 4)`` for a batch)."""
+    if getattr(model, "coupled", False):
+        return _coupled_forward_kinematics(model, q)
     return _batched(model, lambda q: _forward_kinematics(model, q), [("q", q, model.nq)])
+
+
+# ---- mimic joints coupled (rbdgen.model.coupled) -------------------------------------------------
+#
+# The tree's algorithms on expanded coordinates (q_tree = Gq q + bq, v_tree = G v, a_tree = G a),
+# outputs contracted by virtual work: τ = Gᵀ τ_tree, M = Gᵀ M_tree G, ∂τ/∂q = Gᵀ ∂τ_tree/∂q_tree G.
+# Forward dynamics has no coupled articulated-body recursion: M q̈ = τ − nle, solved densely.
+
+def _gt(cm, x):
+    """Gᵀ x over the last axis."""
+    return np.asarray(x) @ cm.G
+
+
+def _gtg(cm, A):
+    """Gᵀ A G over the last two axes."""
+    return cm.G.T @ np.asarray(A) @ cm.G
+
+
+def _coupled_rnea(cm, q, v, a, f_ext=None):
+    return _gt(cm, rnea(cm.tree, cm.expand_q(q), cm.expand_v(v), cm.expand_v(a), f_ext))
+
+
+def _coupled_nle(cm, q, v):
+    return _gt(cm, nle(cm.tree, cm.expand_q(q), cm.expand_v(v)))
+
+
+def _coupled_gravity(cm, q):
+    return _gt(cm, gravity(cm.tree, cm.expand_q(q)))
+
+
+def _coupled_crba(cm, q):
+    return _gtg(cm, crba(cm.tree, cm.expand_q(q)))
+
+
+def _coupled_minv(cm, q):
+    return np.linalg.inv(_coupled_crba(cm, q))
+
+
+def _coupled_aba(cm, q, v, tau, f_ext=None):
+    zero = np.zeros_like(np.asarray(v, dtype=float))
+    bias = _coupled_rnea(cm, q, v, zero, f_ext)
+    return np.linalg.solve(_coupled_crba(cm, q), (np.asarray(tau, dtype=float) - bias)[..., None])[..., 0]
+
+
+def _coupled_rnea_derivatives(cm, q, v, a):
+    dq, dv = rnea_derivatives(cm.tree, cm.expand_q(q), cm.expand_v(v), cm.expand_v(a))
+    return _gtg(cm, dq), _gtg(cm, dv)
+
+
+def _coupled_aba_derivatives(cm, q, v, tau):
+    qdd = _coupled_aba(cm, q, v, tau)
+    dq, dv = _coupled_rnea_derivatives(cm, q, v, qdd)
+    Mi = _coupled_minv(cm, q)
+    return -Mi @ dq, -Mi @ dv, Mi
+
+
+def _coupled_forward_kinematics(cm, q):
+    return forward_kinematics(cm.tree, cm.expand_q(q))

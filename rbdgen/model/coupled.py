@@ -1,0 +1,109 @@
+"""Mimic joints coupled: a robot whose followers move with their leaders.
+
+A URDF ``<mimic joint="L" multiplier="m" offset="o"/>`` on joint F says ``q_F = m·q_L + o``.
+:class:`CoupledModel` keeps the full tree (:attr:`CoupledModel.tree`, a :class:`RobotModel` in
+which F is an ordinary joint) and the affine map from the *reduced* coordinates — the leaders'
+and every other free joint's, as Pinocchio's ``buildModelFromUrdf(..., mimic=True)`` counts
+them — to the tree's:
+
+    q_tree = Gq · q + bq          v_tree = G · v          a_tree = G · a
+
+Every kernel is then the tree's algorithm on expanded inputs with its outputs contracted (the
+principle of virtual work: ``τ = Gᵀ τ_tree``, ``M = Gᵀ M_tree G``, ``∂τ/∂q = Gᵀ ∂τ_tree/∂q_tree
+G`` since q_tree is affine in q), except forward dynamics, whose articulated-body recursion has
+no coupled form: it solves ``M q̈ = τ − nle`` (see :mod:`rbdgen.algorithms.dynamics`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .model import RobotModel
+
+
+class CoupledModel:
+    """A :class:`RobotModel` with mimic joints coupled (see the module docstring). It answers the
+    questions a user and the code generator ask of a model — sizes, names, random states,
+    Pinocchio's layout — in reduced coordinates; :attr:`tree` is the uncoupled tree."""
+
+    coupled = True
+
+    def __init__(self, tree: RobotModel, mimic: dict):
+        """``mimic``: follower body → (leader body, multiplier, offset), 1-DoF joints only."""
+        self.tree = tree
+        self.mimic = dict(mimic)
+        free = [b for b in range(tree.nb) if b not in self.mimic]
+        # reduced coordinates: the free joints' own, in tree order
+        self.q_start, self.v_start = {}, {}
+        nq = nv = 0
+        for b in free:
+            self.q_start[b], self.v_start[b] = nq, nv
+            nq += tree.nq_joint(b)
+            nv += tree.nv_joint(b)
+        self.nq, self.nv = nq, nv
+        Gq, bq, G = np.zeros((tree.nq, nq)), np.zeros(tree.nq), np.zeros((tree.nv, nv))
+        for b in range(tree.nb):
+            lead, mult, off = self.mimic.get(b, (b, 1.0, 0.0))
+            for k in range(tree.nq_joint(b)):
+                Gq[tree.q_start[b] + k, self.q_start[lead] + k] = mult
+            bq[tree.q_start[b]] += off if b in self.mimic else 0.0
+            for k in range(tree.nv_joint(b)):
+                G[tree.v_start[b] + k, self.v_start[lead] + k] = mult
+        for a in (Gq, bq, G):
+            a.setflags(write=False)
+        self.Gq, self.bq, self.G = Gq, bq, G
+
+    # ---- what is the same as the tree's --------------------------------------------------------
+    def __getattr__(self, name):
+        # names, tree structure, inertias, gravity: the tree's (sizes and layouts are overridden)
+        if name in ("q_slice", "v_slice", "nq_joint", "nv_joint", "lower", "upper", "velocity_limit", "effort_limit"):
+            raise AttributeError(f"CoupledModel.{name}: use .tree.{name} (tree coordinates)")
+        return getattr(self.tree, name)
+
+    # ---- reduced coordinates -------------------------------------------------------------------
+    def expand_q(self, q):
+        return np.asarray(q, dtype=float) @ self.Gq.T + self.bq
+
+    def expand_v(self, v):
+        return np.asarray(v, dtype=float) @ self.G.T
+
+    def reduce_q(self, q_tree):
+        """The reduced coordinates of a tree configuration (the free joints' entries)."""
+        idx = [self.tree.q_start[b] + k for b in self.q_start for k in range(self.tree.nq_joint(b))]
+        return np.ascontiguousarray(np.asarray(q_tree, dtype=float)[..., idx])
+
+    def neutral(self) -> np.ndarray:
+        return self.reduce_q(self.tree.neutral())
+
+    def integrate(self, q, dv) -> np.ndarray:
+        """q ⊕ dv in reduced coordinates (the tree's integration of the expanded pair)."""
+        return self.reduce_q(self.tree.integrate(self.expand_q(q), self.expand_v(dv)))
+
+    def random_q(self, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
+        """Random configurations within the free joints' limits (a follower's own limits are
+        not imposed: it is where its leader puts it)."""
+        return self.reduce_q(self.tree.random_q(rng, n))
+
+    def to_pinocchio_q(self, q) -> np.ndarray:
+        """Reduced q → Pinocchio's q of the same model built with ``mimic=True`` (the free joints'
+        entries, a continuous joint's angle as (cos, sin))."""
+        qp = self.tree.to_pinocchio_q(self.expand_q(q))
+        idx, k = [], 0
+        for b, t in enumerate(self.tree.joint_types):
+            n = 2 if t == "continuous" else self.tree.nq_joint(b)
+            if b not in self.mimic:
+                idx += range(k, k + n)
+            k += n
+        return np.ascontiguousarray(qp[..., idx])
+
+    @property
+    def nq_pinocchio(self) -> int:
+        return self.nq + sum(1 for b, t in enumerate(self.tree.joint_types) if t == "continuous" and b not in self.mimic)
+
+    @property
+    def followers(self) -> tuple:
+        return tuple(self.tree.joint_names[b] for b in sorted(self.mimic))
+
+    def __repr__(self) -> str:
+        base = "floating" if self.floating_base else "fixed"
+        return (f"CoupledModel({self.name!r}, {base} base, nb={self.nb}, nq={self.nq}, nv={self.nv}; "
+                f"mimic joints {', '.join(self.followers)} coupled)")
