@@ -126,7 +126,10 @@ class Graph:
     def const(self, x) -> Value:
         x = float(x)
         if not math.isfinite(x):
-            raise ValueError(f"non-finite constant {x!r} in a kernel")
+            from ..errors import BuildError
+
+            raise BuildError(f"a constant of the kernel is not finite ({x!r}): the model's numbers (lengths, "
+                             f"masses, inertias, gravity) overflow float64")
         if x == 0.0:
             x = 0.0  # no negative zero in generated code
         key = x

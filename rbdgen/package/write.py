@@ -281,6 +281,12 @@ class _Staging:
     def __init__(self, target: Path):
         self.target = Path(target)
         parent = self.target.parent
+        # the folders this creates, removed again when nothing is committed (leave nothing behind)
+        self.created = []
+        p = parent
+        while not p.exists() and p != p.parent:
+            self.created.append(p)
+            p = p.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -323,9 +329,15 @@ class _Staging:
         finally:
             self.close()
 
-    def close(self) -> None:
+    def close(self, committed: bool = False) -> None:
         if self.tmp.exists():
             shutil.rmtree(self.tmp, ignore_errors=True)
+        if not committed:
+            for d in self.created:  # innermost first; only while empty
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
 
 
 def generate_package(model, out, *, urdf: str, load_options: dict, name: str | None = None, dtypes=None,
