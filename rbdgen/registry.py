@@ -120,10 +120,6 @@ class KernelDecl:
     def output_names(self) -> tuple:
         return tuple(a.name for a in self.outputs)
 
-    def signature(self) -> str:
-        """``rnea(q, v, a) -> tau``"""
-        return f"{self.name}({', '.join(self.input_names)}) -> {', '.join(self.output_names)}"
-
 
 _REGISTRY: dict[str, KernelDecl] = {}
 
@@ -187,11 +183,6 @@ def resolve(names=None) -> tuple:
     if not names:
         raise RbdgenError(f"no kernels selected; known: {', '.join(_REGISTRY)}")
     return tuple(k for k in _REGISTRY if k in names)
-
-
-def help_text() -> str:
-    """One line per kernel, for the CLI."""
-    return "; ".join(f"{d.signature()}: {d.doc}" for d in (get(k) for k in kernels()))
 
 
 # ---- tracing ---------------------------------------------------------------------------------

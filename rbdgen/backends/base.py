@@ -144,14 +144,10 @@ class Target:
         generated package's PackageModel (sizes and names only)."""
         raise NotImplementedError
 
-    def build_dtypes(self, dtype, options: dict) -> tuple:
-        """The dtypes :func:`rbdgen.build` generates for a call with ``dtype``."""
-        return (dtype,)
-
     def build(self, model, kernels: tuple, dtype, *, fold: bool = True, name=None, progress=None, **options):
         st = self.split_options(options, where=f"build(target={self.name!r})")
-        src = self.generate(model, kernels, dtypes=self.build_dtypes(dtype, st["generate"]), name=name, fold=fold,
-                            progress=progress, **st["generate"])
+        src = self.generate(model, kernels, dtypes=(dtype,), name=name, fold=fold, progress=progress,
+                            **st["generate"])
         return self.load(src, model, dtype, progress=progress, **st["compile"])
 
     def for_validation(self, kern, **run_options):

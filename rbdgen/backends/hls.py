@@ -434,9 +434,6 @@ class HlsTarget(Target):
                 "type": nt.ctype}
         return Sources(self.name, gen.prefix, dict(gen.files), entries, info, (nt.ctype,))
 
-    def build_dtypes(self, dtype, options):
-        return (dtype,)
-
     def load(self, sources, model, dtype=None, *, progress=None, opt=None, csim="fast", cxx=None):
         from ..jit.compiler import build_library
         from ..jit.hls import HLSKernels, hls_flags

@@ -5,12 +5,11 @@ import numpy as np
 
 from .. import registry
 from ..backends.base import get_target
-from ..backends.cpu import default_lanes
 from ..errors import RbdgenError
 from ..model import CoupledModel, RobotModel
 from .compiler import cache_dir
 
-__all__ = ["build", "cache_dir", "default_lanes"]
+__all__ = ["build", "cache_dir"]
 
 
 def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=None, fold: bool = True,

@@ -102,18 +102,26 @@ class _Method:
         fast = self.fast
         if fast is None or len(args) != self._nin:
             return self._slow(*args, out=out)
-        for x in args:  # the common case (ndarrays) costs one type test per argument
-            if type(x) is not _ND:
-                args = tuple(self._coerce(n, x) for (n, _), x in zip(self.inputs, args))
-                break
+        # the binding checks every argument in C and takes any buffer (ndarray subclasses,
+        # memoryviews): call it straight away, the hot path has no Python-side checks
         try:
-            if out is None and self._one:
-                o = _empty(args[0].shape[:-1] + self._shape0, self._dt)
-                fast(*args, o)
-                return o
+            if self._one:
+                if out is None:
+                    o = _empty(args[0].shape[:-1] + self._shape0, self._dt)
+                    fast(*args, o)
+                    return o
+                if type(out) is _ND:
+                    fast(*args, out)
+                    return out
+            return self._fast(fast, args, out)
+        except (ValueError, TypeError, AttributeError):
+            pass  # nothing ran: the binding refuses before it calls the kernel
+        # lists, or a mistake: normalise and try again, with Python's clearer messages
+        args = tuple(self._coerce(n, x) for (n, _), x in zip(self.inputs, args))
+        try:
             return self._fast(fast, args, out)
         except ValueError:
-            self._diagnose(args, out)  # a clearer message when the checks in Python find one
+            self._diagnose(args, out)
             raise
 
     def _diagnose(self, args, out):
