@@ -126,11 +126,10 @@ def msub(A, B):
     return [[x - y for x, y in zip(ra, rb)] for ra, rb in zip(A, B)]
 
 
-def spd_inverse(g, D):
-    """Inverse of a small symmetric positive-definite matrix by LDLᵀ, straight-line."""
+def ldlt(g, D):
+    """LDLᵀ of a symmetric positive-definite matrix, straight-line and without square roots
+    (one division per pivot): (L unit lower triangular, d, 1/d)."""
     n = len(D)
-    if n == 1:
-        return [[1.0 / D[0][0]]]
     L = [[g.const(1.0 if i == j else 0.0) for j in range(n)] for i in range(n)]
     d = [None] * n
     dinv = [None] * n
@@ -145,6 +144,15 @@ def spd_inverse(g, D):
             for k in range(j):
                 acc = acc - L[i][k] * L[j][k] * d[k]
             L[i][j] = acc * dinv[j]
+    return L, d, dinv
+
+
+def spd_inverse(g, D):
+    """Inverse of a small symmetric positive-definite matrix by LDLᵀ, straight-line."""
+    n = len(D)
+    if n == 1:
+        return [[1.0 / D[0][0]]]
+    L, d, dinv = ldlt(g, D)
     # inverse of unit-lower L by forward substitution, then D⁻¹ = L⁻ᵀ diag(1/d) L⁻¹
     Li = [[g.const(1.0 if i == j else 0.0) for j in range(n)] for i in range(n)]
     for i in range(n):

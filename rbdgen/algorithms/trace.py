@@ -130,20 +130,9 @@ class Coupling:
     def solve(self, M, B):
         """X with M X = B for symmetric positive definite M (rows of Values) and B (rows of
         right-hand-side Values): LDLᵀ without square roots, one division per pivot."""
-        t, g, n = self.t, self.g, len(M)
+        t, n = self.t, len(M)
         t.block("coupled solve: LDLᵀ of Gᵀ M G (mimic joints)")
-        L = [[None] * n for _ in range(n)]
-        D, Dinv = [None] * n, [None] * n
-        for j in range(n):
-            d = M[j][j]
-            for k in range(j):
-                d = d - L[j][k] * L[j][k] * D[k]
-            D[j], Dinv[j] = d, g.const(1.0) / d
-            for i in range(j + 1, n):
-                s = M[i][j]
-                for k in range(j):
-                    s = s - L[i][k] * L[j][k] * D[k]
-                L[i][j] = s * Dinv[j]
+        L, _, Dinv = S.ldlt(self.g, M)
         t.block("coupled solve: substitutions")
         X = [list(row) for row in B]
         for c in range(len(B[0])):

@@ -92,6 +92,18 @@ class Sources:
     dtypes: tuple         # dtypes (or datapath types) the sources hold
 
 
+def check_dtype(sources: Sources, dtype) -> str:
+    """``dtype``'s name, if ``sources`` hold code for it (a package generated for other dtypes
+    is an error that says how to regenerate it)."""
+    import numpy as np
+
+    dt = np.dtype(dtype).name
+    if dt not in sources.info["sources"]:
+        raise RbdgenError(f"these sources were generated for {', '.join(sources.info['sources'])}, not {dt}; "
+                          f"regenerate them with --dtype {dt}")
+    return dt
+
+
 def kernel_entry(printed) -> dict:
     """The manifest entry of a printed kernel (see :class:`Sources`)."""
     return {

@@ -10,7 +10,7 @@ from .. import registry
 from ..errors import RbdgenError
 from ..model import RobotModel
 from . import escape as esc
-from .base import CXX, OPT, DTYPES, Option, Sources, Target, check_opt, kernel_entry, prefix_for, register
+from .base import check_dtype, CXX, OPT, DTYPES, Option, Sources, Target, check_opt, kernel_entry, prefix_for, register
 from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel
 from .render import render
 
@@ -187,11 +187,8 @@ class CpuTarget(Target):
         from ..jit.compiler import build_library, cxx_flags, python_include
         from ..jit.loaded import CompiledKernels, kernel_specs
 
-        dt = np.dtype(dtype).name
+        dt = check_dtype(sources, dtype)
         info = sources.info
-        if dt not in info["sources"]:
-            raise RbdgenError(f"these sources were generated for {', '.join(info['sources'])}, not {dt}; "
-                              f"regenerate them with --dtype {dt}")
         files = {fn: sources.files[fn] for fn in [info["header"], *info["sources"][dt]]}
         srcs = list(info["sources"][dt])
         flags = cxx_flags(opt=check_opt(opt), march=march)

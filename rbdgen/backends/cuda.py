@@ -22,15 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from .. import registry
-from ..errors import RbdgenError
 from ..ir.schedule import level_schedule
 from ..model import RobotModel
 from ..textutil import text_table
 from . import escape as esc
-from .base import DTYPES, OPT, Option, Sources, Target, check_opt, prefix_for, register
+from .base import check_dtype, DTYPES, OPT, Option, Sources, Target, check_opt, prefix_for, register
 from .printer import DEFAULT_PART_SIZE, SPLIT_ABOVE, Dialect, print_epilogue_shared, print_kernel
 from .render import render
 
@@ -245,11 +243,8 @@ class CudaTarget(Target):
     def load(self, sources, model, dtype, *, progress=None, opt="-O3", arch=None, nvcc=None, werror=False):
         from ..jit.cuda import compile_and_load
 
-        dt = np.dtype(dtype).name
+        dt = check_dtype(sources, dtype)
         info = sources.info
-        if dt not in info["sources"]:
-            raise RbdgenError(f"these sources were generated for {', '.join(info['sources'])}, not {dt}; "
-                              f"regenerate them with --dtype {dt}")
         files = {fn: sources.files[fn] for fn in [*info["headers"][dt], *info["sources"][dt]]}
         ki = {k: {"doc": e["doc"], "inputs": [(a["name"], a["size"]) for a in e["inputs"]],
                   "outputs": [(a["name"], tuple(a["shape"])) for a in e["outputs"]], "counts": dict(e["ops"]),
