@@ -8,230 +8,231 @@
 // GCC vector of 2 doubles for the batch path, which so runs 2 states per SIMD
 // instruction (states are transposed into lanes and back), with OpenMP across blocks of states.
 #include "rbd_iiwa14.h"
+#include "rbd_iiwa14_sincos.hpp"
 
-#include <cmath>
 #include <vector>
 
 namespace rbd_iiwa14_f64 {
 
-static inline double rbd_sin(double x) { return std::sin(x); }
-static inline double rbd_cos(double x) { return std::cos(x); }
+// sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
+using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sin;
+using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
 static const int LANES = 2;
-static inline vec_t rbd_sin(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::sin(x[l]); return r; }
-static inline vec_t rbd_cos(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::cos(x[l]); return r; }
 
 // ======================================================================================
 // gravity: generalised gravity g(q)
 // ops: 108 mul, 72 add/sub, 0 div, 12 sin/cos; critical path 37 ops
-// 212 statements
+// 213 statements
 // ======================================================================================
 template <typename S>
 static inline void gravity(const S* __restrict q, S* __restrict tau) {
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
+  S t3, t2;
+  rbd_sincos(q[2], t3, t2);
+  S t5, t4;
+  rbd_sincos(q[3], t5, t4);
+  S t7, t6;
+  rbd_sincos(q[4], t7, t6);
+  S t9, t8;
+  rbd_sincos(q[5], t9, t8);
+  S t11, t10;
+  rbd_sincos(q[6], t11, t10);
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
-  const S t1 = rbd_sin(q[1]);
-  const S t2 = 9.81 * t1;
-  const S t3 = 9.81 * t0;
-  const S t4 = t3 * -0.168;
-  const S t5 = t2 * 0.168;
-  const S t6 = t2 * -0.236;
-  const S t7 = t3 * 0.0012;
-  const S t8 = t6 + t7;
+  const S t12 = 9.81 * t1;
+  const S t13 = 9.81 * t0;
+  const S t14 = t13 * -0.168;
+  const S t15 = t12 * 0.168;
+  const S t16 = t12 * -0.236;
+  const S t17 = t13 * 0.0012;
+  const S t18 = t16 + t17;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t9 = rbd_cos(q[2]);
-  const S t10 = rbd_sin(q[2]);
-  const S t11 = t2 * t9;
-  const S t12 = t2 * t10;
-  const S t13 = t12 * -0.39;
-  const S t14 = t3 * 0.09;
-  const S t15 = t13 + t14;
-  const S t16 = t11 * 0.39;
-  const S t17 = t11 * -0.09;
-  const S t18 = t11 * 3.0;
-  const S t19 = t12 * 3.0;
+  const S t19 = t12 * t2;
+  const S t20 = t12 * t3;
+  const S t21 = t20 * -0.39;
+  const S t22 = t13 * 0.09;
+  const S t23 = t21 + t22;
+  const S t24 = t19 * 0.39;
+  const S t25 = t19 * -0.09;
+  const S t26 = t19 * 3.0;
+  const S t27 = t20 * 3.0;
   // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t20 = rbd_cos(q[3]);
-  const S t21 = rbd_sin(q[3]);
-  const S t22 = t11 * t20;
-  const S t23 = t3 * t21;
-  const S t24 = t23 - t22;
-  const S t25 = t11 * t21;
-  const S t26 = t3 * t20;
-  const S t27 = t25 + t26;
-  const S t28 = t27 * -0.0918;
-  const S t29 = t12 * 0.18090000000000003;
-  const S t30 = t28 - t29;
-  const S t31 = t24 * 0.0918;
-  const S t32 = t24 * -0.18090000000000003;
-  const S t33 = t24 * 2.7;
-  const S t34 = t27 * 2.7;
-  const S t35 = t12 * 2.7;
+  const S t28 = t19 * t4;
+  const S t29 = t13 * t5;
+  const S t30 = t29 - t28;
+  const S t31 = t19 * t5;
+  const S t32 = t13 * t4;
+  const S t33 = t31 + t32;
+  const S t34 = t33 * -0.0918;
+  const S t35 = t20 * 0.18090000000000003;
+  const S t36 = t34 - t35;
+  const S t37 = t30 * 0.0918;
+  const S t38 = t30 * -0.18090000000000003;
+  const S t39 = t30 * 2.7;
+  const S t40 = t33 * 2.7;
+  const S t41 = t20 * 2.7;
   // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t36 = rbd_cos(q[4]);
-  const S t37 = rbd_sin(q[4]);
-  const S t38 = t24 * t36;
-  const S t39 = -t38;
-  const S t40 = t12 * t37;
-  const S t41 = t39 - t40;
-  const S t42 = t24 * t37;
-  const S t43 = t12 * t36;
-  const S t44 = t42 - t43;
-  const S t45 = t44 * -0.12919999999999998;
-  const S t46 = t27 * 0.0357;
-  const S t47 = t45 + t46;
-  const S t48 = t41 * 0.12919999999999998;
-  const S t49 = t27 * -0.00017;
-  const S t50 = t48 + t49;
-  const S t51 = t41 * -0.0357;
-  const S t52 = t44 * 0.00017;
-  const S t53 = t51 + t52;
-  const S t54 = t41 * 1.7;
-  const S t55 = t44 * 1.7;
-  const S t56 = t27 * 1.7;
+  const S t42 = t30 * t6;
+  const S t43 = -t42;
+  const S t44 = t20 * t7;
+  const S t45 = t43 - t44;
+  const S t46 = t30 * t7;
+  const S t47 = t20 * t6;
+  const S t48 = t46 - t47;
+  const S t49 = t48 * -0.12919999999999998;
+  const S t50 = t33 * 0.0357;
+  const S t51 = t49 + t50;
+  const S t52 = t45 * 0.12919999999999998;
+  const S t53 = t33 * -0.00017;
+  const S t54 = t52 + t53;
+  const S t55 = t45 * -0.0357;
+  const S t56 = t48 * 0.00017;
+  const S t57 = t55 + t56;
+  const S t58 = t45 * 1.7;
+  const S t59 = t48 * 1.7;
+  const S t60 = t33 * 1.7;
   // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t57 = rbd_cos(q[5]);
-  const S t58 = rbd_sin(q[5]);
-  const S t59 = t41 * t57;
-  const S t60 = t27 * t58;
-  const S t61 = t59 + t60;
-  const S t62 = t41 * t58;
-  const S t63 = t27 * t57;
-  const S t64 = t63 - t62;
-  const S t65 = t64 * -0.00072;
-  const S t66 = t44 * 0.00108;
-  const S t67 = t65 - t66;
-  const S t68 = t61 * 0.00072;
-  const S t69 = t61 * -0.00108;
-  const S t70 = t61 * 1.8;
-  const S t71 = t64 * 1.8;
-  const S t72 = t44 * 1.8;
+  const S t61 = t45 * t8;
+  const S t62 = t33 * t9;
+  const S t63 = t61 + t62;
+  const S t64 = t45 * t9;
+  const S t65 = t33 * t8;
+  const S t66 = t65 - t64;
+  const S t67 = t66 * -0.00072;
+  const S t68 = t48 * 0.00108;
+  const S t69 = t67 - t68;
+  const S t70 = t63 * 0.00072;
+  const S t71 = t63 * -0.00108;
+  const S t72 = t63 * 1.8;
+  const S t73 = t66 * 1.8;
+  const S t74 = t48 * 1.8;
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t73 = rbd_cos(q[6]);
-  const S t74 = rbd_sin(q[6]);
-  const S t75 = t61 * t73;
+  const S t75 = t63 * t10;
   const S t76 = -t75;
-  const S t77 = t44 * t74;
+  const S t77 = t48 * t11;
   const S t78 = t76 - t77;
-  const S t79 = t61 * t74;
-  const S t80 = t44 * t73;
+  const S t79 = t63 * t11;
+  const S t80 = t48 * t10;
   const S t81 = t79 - t80;
   const S t82 = t81 * -0.006;
   const S t83 = t78 * 0.006;
   const S t84 = t78 * 0.3;
   const S t85 = t81 * 0.3;
-  const S t86 = t64 * 0.3;
+  const S t86 = t66 * 0.3;
   // ---- rnea backward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t87 = t73 * t84;
-  const S t88 = t74 * t85;
+  const S t87 = t10 * t84;
+  const S t88 = t11 * t85;
   const S t89 = t88 - t87;
-  const S t90 = t74 * t84;
-  const S t91 = t73 * t85;
+  const S t90 = t11 * t84;
+  const S t91 = t10 * t85;
   const S t92 = t90 + t91;
-  const S t93 = t73 * t82;
-  const S t94 = t74 * t83;
+  const S t93 = t10 * t82;
+  const S t94 = t11 * t83;
   const S t95 = t94 - t93;
-  const S t96 = t74 * t82;
-  const S t97 = t73 * t83;
+  const S t96 = t11 * t82;
+  const S t97 = t10 * t83;
   const S t98 = t96 + t97;
   const S t99 = 0.081 * t92;
   const S t100 = 0.081 * t89;
   const S t101 = t95 + t99;
   const S t102 = t98 - t100;
-  const S t103 = t67 + t101;
-  const S t104 = t69 + t102;
+  const S t103 = t69 + t101;
+  const S t104 = t71 + t102;
   tau[5] = t104;
-  const S t105 = t70 + t89;
-  const S t106 = t71 + t86;
-  const S t107 = t92 - t72;
+  const S t105 = t72 + t89;
+  const S t106 = t73 + t86;
+  const S t107 = t92 - t74;
   // ---- rnea backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t108 = t57 * t105;
-  const S t109 = t58 * t106;
+  const S t108 = t8 * t105;
+  const S t109 = t9 * t106;
   const S t110 = t108 - t109;
-  const S t111 = t58 * t105;
-  const S t112 = t57 * t106;
+  const S t111 = t9 * t105;
+  const S t112 = t8 * t106;
   const S t113 = t111 + t112;
-  const S t114 = t57 * t103;
-  const S t115 = t58 * t68;
+  const S t114 = t8 * t103;
+  const S t115 = t9 * t70;
   const S t116 = t114 - t115;
-  const S t117 = t58 * t103;
-  const S t118 = t57 * t68;
+  const S t117 = t9 * t103;
+  const S t118 = t8 * t70;
   const S t119 = t117 + t118;
   const S t120 = 0.2155 * t107;
   const S t121 = 0.2155 * t110;
   const S t122 = t116 + t120;
   const S t123 = t121 - t104;
-  const S t124 = t47 + t122;
-  const S t125 = t50 + t123;
-  const S t126 = t53 + t119;
+  const S t124 = t51 + t122;
+  const S t125 = t54 + t123;
+  const S t126 = t57 + t119;
   tau[4] = t126;
-  const S t127 = t54 + t110;
-  const S t128 = t55 - t107;
-  const S t129 = t56 + t113;
+  const S t127 = t58 + t110;
+  const S t128 = t59 - t107;
+  const S t129 = t60 + t113;
   // ---- rnea backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t130 = t36 * t127;
-  const S t131 = t37 * t128;
+  const S t130 = t6 * t127;
+  const S t131 = t7 * t128;
   const S t132 = t131 - t130;
-  const S t133 = t37 * t127;
-  const S t134 = t36 * t128;
+  const S t133 = t7 * t127;
+  const S t134 = t6 * t128;
   const S t135 = t133 + t134;
-  const S t136 = t36 * t124;
-  const S t137 = t37 * t125;
+  const S t136 = t6 * t124;
+  const S t137 = t7 * t125;
   const S t138 = t137 - t136;
-  const S t139 = t37 * t124;
-  const S t140 = t36 * t125;
+  const S t139 = t7 * t124;
+  const S t140 = t6 * t125;
   const S t141 = t139 + t140;
   const S t142 = 0.1845 * t135;
   const S t143 = 0.1845 * t132;
   const S t144 = t138 + t142;
   const S t145 = t141 - t143;
-  const S t146 = t30 + t144;
-  const S t147 = t31 + t126;
-  const S t148 = t32 + t145;
+  const S t146 = t36 + t144;
+  const S t147 = t37 + t126;
+  const S t148 = t38 + t145;
   tau[3] = t148;
-  const S t149 = t33 + t132;
-  const S t150 = t34 + t129;
-  const S t151 = t135 - t35;
+  const S t149 = t39 + t132;
+  const S t150 = t40 + t129;
+  const S t151 = t135 - t41;
   // ---- rnea backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t152 = t20 * t149;
-  const S t153 = t21 * t150;
+  const S t152 = t4 * t149;
+  const S t153 = t5 * t150;
   const S t154 = t152 - t153;
-  const S t155 = t20 * t146;
-  const S t156 = t21 * t147;
+  const S t155 = t4 * t146;
+  const S t156 = t5 * t147;
   const S t157 = t155 - t156;
-  const S t158 = t21 * t146;
-  const S t159 = t20 * t147;
+  const S t158 = t5 * t146;
+  const S t159 = t4 * t147;
   const S t160 = t158 + t159;
   const S t161 = 0.2155 * t151;
   const S t162 = 0.2155 * t154;
   const S t163 = t157 + t161;
   const S t164 = t162 - t148;
-  const S t165 = t15 + t163;
-  const S t166 = t164 - t16;
-  const S t167 = t160 - t17;
+  const S t165 = t23 + t163;
+  const S t166 = t164 - t24;
+  const S t167 = t160 - t25;
   tau[2] = t167;
-  const S t168 = t154 - t18;
-  const S t169 = t19 - t151;
+  const S t168 = t154 - t26;
+  const S t169 = t27 - t151;
   // ---- rnea backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t170 = t9 * t168;
-  const S t171 = t10 * t169;
+  const S t170 = t2 * t168;
+  const S t171 = t3 * t169;
   const S t172 = t171 - t170;
-  const S t173 = t10 * t168;
-  const S t174 = t9 * t169;
+  const S t173 = t3 * t168;
+  const S t174 = t2 * t169;
   const S t175 = t173 + t174;
-  const S t176 = t9 * t165;
-  const S t177 = t10 * t166;
+  const S t176 = t2 * t165;
+  const S t177 = t3 * t166;
   const S t178 = t177 - t176;
-  const S t179 = t10 * t165;
-  const S t180 = t9 * t166;
+  const S t179 = t3 * t165;
+  const S t180 = t2 * t166;
   const S t181 = t179 + t180;
   const S t182 = 0.2045 * t175;
   const S t183 = 0.2045 * t172;
   const S t184 = t178 + t182;
   const S t185 = t181 - t183;
-  const S t186 = t4 + t184;
-  const S t187 = t5 + t167;
-  const S t188 = t8 + t185;
+  const S t186 = t14 + t184;
+  const S t187 = t15 + t167;
+  const S t188 = t18 + t185;
   tau[1] = t188;
   // ---- rnea backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t189 = t1 * t186;

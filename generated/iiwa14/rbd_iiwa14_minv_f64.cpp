@@ -8,143 +8,139 @@
 // GCC vector of 2 doubles for the batch path, which so runs 2 states per SIMD
 // instruction (states are transposed into lanes and back), with OpenMP across blocks of states.
 #include "rbd_iiwa14.h"
+#include "rbd_iiwa14_sincos.hpp"
 
-#include <cmath>
 #include <vector>
 
 namespace rbd_iiwa14_f64 {
 
-static inline double rbd_sin(double x) { return std::sin(x); }
-static inline double rbd_cos(double x) { return std::cos(x); }
+// sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
+using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sin;
+using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
 static const int LANES = 2;
-static inline vec_t rbd_sin(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::sin(x[l]); return r; }
-static inline vec_t rbd_cos(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::cos(x[l]); return r; }
 
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
 // ops: 898 mul, 728 add/sub, 6 div, 12 sin/cos; critical path 111 ops
-// 1855 statements in 3 parts, 98 scalars of scratch
+// 1851 statements in 3 parts, 98 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void minv_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
-  // ---- aba forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   w[46] = t0;
-  const S t1 = rbd_sin(q[1]);
   w[45] = t1;
-  // ---- aba forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t2 = rbd_cos(q[2]);
+  S t3, t2;
+  rbd_sincos(q[2], t3, t2);
   w[44] = t2;
-  const S t3 = rbd_sin(q[2]);
   w[43] = t3;
-  // ---- aba forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t4 = rbd_cos(q[3]);
+  S t5, t4;
+  rbd_sincos(q[3], t5, t4);
   w[25] = t4;
-  const S t5 = rbd_sin(q[3]);
   w[26] = t5;
-  // ---- aba forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t6 = rbd_cos(q[4]);
+  S t7, t6;
+  rbd_sincos(q[4], t7, t6);
   w[80] = t6;
-  const S t7 = rbd_sin(q[4]);
   w[81] = t7;
-  // ---- aba forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t8 = rbd_cos(q[5]);
+  S t9, t8;
+  rbd_sincos(q[5], t9, t8);
   w[91] = t8;
-  const S t9 = rbd_sin(q[5]);
   w[92] = t9;
-  const S t10 = -t9;
-  // ---- aba forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t11 = rbd_cos(q[6]);
-  const S t12 = rbd_sin(q[6]);
+  S t11, t10;
+  rbd_sincos(q[6], t11, t10);
+  // ---- aba forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t12 = -t9;
   // ---- aba backward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t13 = t12 * -0.081;
-  const S t14 = t11 * 0.081;
-  const S t15 = t11 * -0.081;
-  const S t16 = t12 * 0.081;
-  const S t17 = t11 * 0.0011200000000000001;
+  const S t13 = t11 * -0.081;
+  const S t14 = t10 * 0.081;
+  const S t15 = t10 * -0.081;
+  const S t16 = t11 * 0.081;
+  const S t17 = t10 * 0.0011200000000000001;
   const S t18 = -t17;
   const S t19 = -0.006 * t15;
   const S t20 = t18 - t19;
-  const S t21 = t12 * 0.0011200000000000001;
+  const S t21 = t11 * 0.0011200000000000001;
   const S t22 = -0.006 * t16;
   const S t23 = t21 - t22;
-  const S t24 = t12 * -0.006;
-  const S t25 = t11 * -0.006;
+  const S t24 = t11 * -0.006;
+  const S t25 = t10 * -0.006;
   const S t26 = 0.006 * t13;
   const S t27 = t21 - t26;
   const S t28 = 0.006 * t14;
   const S t29 = t17 + t28;
-  const S t30 = t11 * 0.006;
-  const S t31 = t12 * 0.006;
+  const S t30 = t10 * 0.006;
+  const S t31 = t11 * 0.006;
   const S t32 = 0.3 * t13;
   const S t33 = t31 - t32;
   const S t34 = 0.3 * t14;
   const S t35 = t30 + t34;
-  const S t36 = t11 * 0.3;
-  const S t37 = t12 * 0.3;
+  const S t36 = t10 * 0.3;
+  const S t37 = t11 * 0.3;
   const S t38 = -t25;
   const S t39 = 0.3 * t15;
   const S t40 = t38 - t39;
   const S t41 = 0.3 * t16;
   const S t42 = t24 - t41;
-  const S t43 = t11 * t20;
-  const S t44 = t12 * t27;
+  const S t43 = t10 * t20;
+  const S t44 = t11 * t27;
   const S t45 = t44 - t43;
   const S t46 = t13 * t33;
   const S t47 = t45 - t46;
   const S t48 = t15 * t40;
   const S t49 = t47 - t48;
-  const S t50 = t11 * t23;
-  const S t51 = t12 * t29;
+  const S t50 = t10 * t23;
+  const S t51 = t11 * t29;
   const S t52 = t51 - t50;
   const S t53 = t13 * t35;
   const S t54 = t52 - t53;
   const S t55 = t15 * t42;
   const S t56 = t54 - t55;
   w[93] = t56;
-  const S t57 = t11 * t24;
+  const S t57 = t10 * t24;
   const S t58 = -t57;
-  const S t59 = t12 * t30;
+  const S t59 = t11 * t30;
   const S t60 = t58 - t59;
   const S t61 = t13 * t36;
   const S t62 = t60 + t61;
   const S t63 = t15 * t37;
   const S t64 = t62 - t63;
-  const S t65 = t11 * t25;
-  const S t66 = t12 * t31;
+  const S t65 = t10 * t25;
+  const S t66 = t11 * t31;
   const S t67 = t66 - t65;
   const S t68 = t13 * t37;
   const S t69 = t67 - t68;
   const S t70 = t15 * t36;
   const S t71 = t69 - t70;
-  const S t72 = t12 * t23;
-  const S t73 = t11 * t29;
+  const S t72 = t11 * t23;
+  const S t73 = t10 * t29;
   const S t74 = t72 + t73;
   const S t75 = t14 * t35;
   const S t76 = t74 + t75;
   const S t77 = t16 * t42;
   const S t78 = t76 - t77;
-  const S t79 = t12 * t24;
-  const S t80 = t11 * t30;
+  const S t79 = t11 * t24;
+  const S t80 = t10 * t30;
   const S t81 = t79 - t80;
   const S t82 = t14 * t36;
   const S t83 = t81 - t82;
   const S t84 = t16 * t37;
   const S t85 = t83 - t84;
-  const S t86 = t12 * t25;
-  const S t87 = t11 * t31;
+  const S t86 = t11 * t25;
+  const S t87 = t10 * t31;
   const S t88 = t86 + t87;
   const S t89 = t14 * t37;
   const S t90 = t88 + t89;
   const S t91 = t16 * t36;
   const S t92 = t90 - t91;
   w[96] = t92;
-  const S t93 = t11 * t36;
-  const S t94 = t12 * t37;
+  const S t93 = t10 * t36;
+  const S t94 = t11 * t37;
   const S t95 = t93 + t94;
-  const S t96 = t11 * t37;
-  const S t97 = t12 * t36;
+  const S t96 = t10 * t37;
+  const S t97 = t11 * t36;
   const S t98 = t97 - t96;
   const S t99 = 0.005000936 + t49;
   const S t100 = 0.00108 + t71;
@@ -681,7 +677,7 @@ static __attribute__((noinline)) void minv_part0([[maybe_unused]] const S* __res
   const S t580 = t8 * t305;
   const S t581 = -t580;
   w[41] = t581;
-  const S t582 = t10 - t575;
+  const S t582 = t12 - t575;
   const S t583 = t8 - t577;
   w[39] = t583;
   const S t584 = t6 * t578;

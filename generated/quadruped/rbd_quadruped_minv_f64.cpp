@@ -8,85 +8,74 @@
 // GCC vector of 2 doubles for the batch path, which so runs 2 states per SIMD
 // instruction (states are transposed into lanes and back), with OpenMP across blocks of states.
 #include "rbd_quadruped.h"
+#include "rbd_quadruped_sincos.hpp"
 
-#include <cmath>
 #include <vector>
 
 namespace rbd_quadruped_f64 {
 
-static inline double rbd_sin(double x) { return std::sin(x); }
-static inline double rbd_cos(double x) { return std::cos(x); }
+// sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
+using rbd_quadruped_trig::rbd_sincos;
+using rbd_quadruped_trig::rbd_sin;
+using rbd_quadruped_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
 static const int LANES = 2;
-static inline vec_t rbd_sin(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::sin(x[l]); return r; }
-static inline vec_t rbd_cos(vec_t x) { vec_t r; for (int l = 0; l < LANES; ++l) r[l] = std::cos(x[l]); return r; }
 
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
 // ops: 3319 mul, 2734 add/sub, 14 div, 24 sin/cos; critical path 95 ops
-// 7174 statements in 11 parts, 599 scalars of scratch
+// 7163 statements in 11 parts, 599 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void minv_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
-  // ---- aba forward: body 1 FL_hip (joint FL_hip_joint), tree level 1
-  const S t0 = rbd_cos(q[7]);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
+  S t1, t0;
+  rbd_sincos(q[7], t1, t0);
   w[219] = t0;
-  const S t1 = rbd_sin(q[7]);
   w[218] = t1;
-  // ---- aba forward: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
-  const S t2 = rbd_cos(q[8]);
+  S t3, t2;
+  rbd_sincos(q[8], t3, t2);
   w[182] = t2;
-  const S t3 = rbd_sin(q[8]);
   w[181] = t3;
-  // ---- aba forward: body 3 FL_calf (joint FL_calf_joint), tree level 3
-  const S t4 = rbd_cos(q[9]);
+  S t5, t4;
+  rbd_sincos(q[9], t5, t4);
   w[179] = t4;
-  const S t5 = rbd_sin(q[9]);
   w[180] = t5;
-  // ---- aba forward: body 4 FR_hip (joint FR_hip_joint), tree level 1
-  const S t6 = rbd_cos(q[10]);
+  S t7, t6;
+  rbd_sincos(q[10], t7, t6);
   w[157] = t6;
-  const S t7 = rbd_sin(q[10]);
   w[156] = t7;
-  // ---- aba forward: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
-  const S t8 = rbd_cos(q[11]);
+  S t9, t8;
+  rbd_sincos(q[11], t9, t8);
   w[125] = t8;
-  const S t9 = rbd_sin(q[11]);
   w[124] = t9;
-  // ---- aba forward: body 6 FR_calf (joint FR_calf_joint), tree level 3
-  const S t10 = rbd_cos(q[12]);
+  S t11, t10;
+  rbd_sincos(q[12], t11, t10);
   w[122] = t10;
-  const S t11 = rbd_sin(q[12]);
   w[123] = t11;
-  // ---- aba forward: body 7 RL_hip (joint RL_hip_joint), tree level 1
-  const S t12 = rbd_cos(q[13]);
+  S t13, t12;
+  rbd_sincos(q[13], t13, t12);
   w[52] = t12;
-  const S t13 = rbd_sin(q[13]);
   w[51] = t13;
-  // ---- aba forward: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
-  const S t14 = rbd_cos(q[14]);
+  S t15, t14;
+  rbd_sincos(q[14], t15, t14);
   w[50] = t14;
-  const S t15 = rbd_sin(q[14]);
   w[49] = t15;
-  // ---- aba forward: body 9 RL_calf (joint RL_calf_joint), tree level 3
-  const S t16 = rbd_cos(q[15]);
+  S t17, t16;
+  rbd_sincos(q[15], t17, t16);
   w[47] = t16;
-  const S t17 = rbd_sin(q[15]);
   w[48] = t17;
-  // ---- aba forward: body 10 RR_hip (joint RR_hip_joint), tree level 1
-  const S t18 = rbd_cos(q[16]);
+  S t19, t18;
+  rbd_sincos(q[16], t19, t18);
   w[7] = t18;
-  const S t19 = rbd_sin(q[16]);
   w[0] = t19;
-  // ---- aba forward: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
-  const S t20 = rbd_cos(q[17]);
+  S t21, t20;
+  rbd_sincos(q[17], t21, t20);
   w[586] = t20;
-  const S t21 = rbd_sin(q[17]);
   w[588] = t21;
-  // ---- aba forward: body 12 RR_calf (joint RR_calf_joint), tree level 3
-  const S t22 = rbd_cos(q[18]);
+  S t23, t22;
+  rbd_sincos(q[18], t23, t22);
   w[597] = t22;
-  const S t23 = rbd_sin(q[18]);
   w[598] = t23;
   // ---- aba backward: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t24 = t22 * 0.22;

@@ -28,6 +28,13 @@ class Dialect:
     literal_suffix: dict = field(default_factory=lambda: {"float64": "", "float32": "f"})
     sin: str = "rbd_sin"
     cos: str = "rbd_cos"
+    #: a function ``f(x, sin_out, cos_out)`` giving both with one range reduction; when set, a
+    #: sine and a cosine of the same value in the same part are printed as one call
+    sincos: str | None = None
+    #: print every sine and cosine (and what they are computed from) first: they depend on the
+    #: inputs only, so at the top of the kernel they run back to back and overlap, instead of
+    #: sitting on the critical path one tree level after another
+    hoist_trig: bool = False
     qualifier: str = "static inline"
     part_qualifier: str = "static __attribute__((noinline))"
     comment: str = "//"
@@ -91,6 +98,17 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
     caller (a backend that runs them on several threads)."""
     live = kernel.live_nodes()
     ops = [n for n in live if n.op not in ("const", "input")]
+    hoisted: set[int] = set()
+    if dialect.hoist_trig and partition is None:
+        stack = [n for n in ops if n.op in ("sin", "cos")]
+        while stack:
+            n = stack.pop()
+            if n.id not in hoisted and n.op not in ("const", "input"):
+                hoisted.add(n.id)
+                stack.extend(n.args)
+        # both halves keep creation order and the hoisted set holds its own arguments: still
+        # a topological order
+        ops = [n for n in ops if n.id in hoisted] + [n for n in ops if n.id not in hoisted]
     # partition statements; part index of each op node
     if partition is not None:
         part_of = {n.id: partition[n.id] for n in ops}
@@ -138,18 +156,41 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             return f"w[{ws_slot[a.id]}]"
         return names[a.id]
 
+    # sin and cos of one value, printed as one call where the dialect has one: the pair is
+    # declared where the first of the two would be, the second's own statement is left out
+    pair_at: dict[int, tuple[Node, Node]] = {}
+    declared_early: set[int] = set()
+    if dialect.sincos:
+        trig: dict[tuple[int, str], Node] = {}
+        for n in ops:
+            if n.op in ("sin", "cos") and n.args[0].op != "const":
+                trig.setdefault((n.args[0].id, n.op), n)
+        for (arg, op), n in trig.items():
+            other = trig.get((arg, "cos"))
+            if op == "sin" and other is not None and part_of[n.id] == part_of[other.id]:
+                first, second = (n, other) if n.id < other.id else (other, n)
+                pair_at[first.id] = (n, other)
+                declared_early.add(second.id)
+
     parts = [PrintedPart(f"{kernel.name}_part{p}", []) for p in range(nparts)]
     last_block: list = [None] * nparts
     for n in ops:
         p = part_of[n.id]
         lines = parts[p].lines
-        if n.block != last_block[p]:
-            lines.append(_block_comment(n.block, dialect))
-            last_block[p] = n.block
-        e = OPS[n.op].spelling.format(*[ref(x, p) for x in n.args], **dialect_names)
-        if all(x.op == "const" for x in n.args):  # only in unfolded (dense) graphs
-            e = f"{zero} + ({e})"
-        lines.append(f"const {scalar} {names[n.id]} = {e};")
+        block = "trig" if n.id in hoisted else n.block
+        if block != last_block[p]:
+            lines.append(f"{dialect.comment} ---- sine and cosine of the joint angles, all first: independent of each "
+                         "other, they overlap" if block == "trig" else _block_comment(n.block, dialect))
+            last_block[p] = block
+        if n.id in pair_at:
+            sn, cn = pair_at[n.id]
+            lines.append(f"{scalar} {names[sn.id]}, {names[cn.id]};")
+            lines.append(f"{dialect.sincos}({ref(n.args[0], p)}, {names[sn.id]}, {names[cn.id]});")
+        elif n.id not in declared_early:
+            e = OPS[n.op].spelling.format(*[ref(x, p) for x in n.args], **dialect_names)
+            if all(x.op == "const" for x in n.args):  # only in unfolded (dense) graphs
+                e = f"{zero} + ({e})"
+            lines.append(f"const {scalar} {names[n.id]} = {e};")
         if n.id in ws_slot:
             lines.append(f"w[{ws_slot[n.id]}] = {names[n.id]};")
         for slot in out_slots.get(n.id, ()):
