@@ -468,7 +468,8 @@ def states(model, rng, n: int) -> dict:
 
 
 def out_arrays(method, lead: tuple):
-    """Preallocated out= arrays of a kernel method, written once (no page faults in the timings)."""
+    """Preallocated out= arrays of a kernel method (``kern.methods[name]``), written once (no page
+    faults in the timings)."""
     outs = [np.zeros(lead + tuple(shape)) for _, shape in method.outputs]
     return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -479,7 +480,7 @@ def bench_python_single(kern, pool: dict, quick: bool) -> dict:
     for k in kern.kernels:
         f = getattr(kern, k)
         rows = [tuple(pool[n][i] for n in SIGS[k]) for i in range(npool)]
-        o = out_arrays(f, ())
+        o = out_arrays(kern.methods[k], ())
 
         def one_pass(f=f, rows=rows, o=o):
             for r in rows:
@@ -497,7 +498,7 @@ def bench_batch(kern, model, rng, sizes, threads: list, omp: OpenMP, quick: bool
         for k in kern.kernels:
             f = getattr(kern, k)
             ins = tuple(st[x] for x in SIGS[k])
-            o = out_arrays(f, (n,))
+            o = out_arrays(kern.methods[k], (n,))
             for t in threads:
                 omp.set(t)
                 tm = measure(lambda: f(*ins, out=o), target_s=0.02 if quick else 0.1, runs=3 if quick else 5,

@@ -66,7 +66,7 @@ def run_demo() -> None:
     qp = model.to_pinocchio_q(st["q"][0])
     for r in rows:
         method = getattr(kern, r.kernel)
-        names = [n for n, _ in method.inputs]
+        names = [n for n, _ in kern.methods[r.kernel].inputs]
         argsb = [st[n] for n in names]
         args1 = [a[0] for a in argsb]
         out1, outb = method(*args1), method(*argsb)

@@ -113,6 +113,50 @@ def test_out_arguments_and_shapes():
     assert kern.rnea(list(q[0]), list(v[0]), list(a[0])).shape == (m.nv,)  # lists are converted
 
 
+def test_fast_entry_point_and_python_path_agree():
+    """kern.<name> is the C entry point (plain ndarrays go straight to the kernel); every other
+    call is handed to the Python method kern.methods[name]. Both must give the same bits, and the
+    C side must refuse nothing the Python side takes, nor take anything it refuses."""
+    from rbdgen.jit.compiler import python_include
+
+    m = _iiwa()
+    kern = rbdgen.build(m, kernels=("rnea", "rnea_derivatives"), opt="-O1")
+    if python_include() is not None:  # Python.h and NumPy's headers are installed with the venv
+        assert type(kern.rnea).__name__ == "builtin_function_or_method"
+        assert kern.rnea.__self__ is kern.methods["rnea"]
+    py = kern.methods["rnea"]
+    q, v, a, _ = random_state(m, seed=9, n=5)
+    expect = ref.rnea(m, q, v, a)
+    for args in [(q, v, a), (q[0], v[0], a[0])]:
+        fast, slow = kern.rnea(*args), py(*args)
+        assert np.array_equal(fast, slow) and np.allclose(fast, expect[: len(fast)] if fast.ndim == 2 else expect[0])
+    o = np.empty((5, m.nv))
+    assert kern.rnea(q, v, a, out=o) is o and np.array_equal(o, py(q, v, a))
+    # not plain ndarrays: handed to the Python method, same result
+    assert np.array_equal(kern.rnea(memoryview(q), v, a), py(q, v, a))
+    assert np.array_equal(kern.rnea(q.view(np.matrix)[0].A1, v[0], a[0]), py(q[0], v[0], a[0]))
+    ol = [np.empty((m.nv, m.nv)), np.empty((m.nv, m.nv))]
+    res = kern.rnea_derivatives(q[0], v[0], a[0], out=ol)  # a list for out=: the Python path
+    assert isinstance(res, tuple) and all(x is y for x, y in zip(res, ol))
+    dq, dv = kern.rnea_derivatives(q, v, a)
+    # (a batch's SIMD lanes take rbdgen's sine and cosine, one state libm's: equal to ~1 ulp, not in bits)
+    assert dq.shape == (5, m.nv, m.nv) and np.allclose(dq[2], kern.rnea_derivatives(q[2], v[2], a[2])[0],
+                                                       rtol=1e-12, atol=1e-12)
+    # refusals: the same clear errors whichever side sees them first
+    with pytest.raises(ValueError, match="out"):
+        kern.rnea(q, v, a, out=np.empty((4, m.nv)))
+    ro = np.empty((5, m.nv))
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="out"):
+        kern.rnea(q, v, a, out=ro)
+    with pytest.raises(ValueError, match="'a' has shape"):
+        kern.rnea(q, v, a[:4])
+    with pytest.raises(TypeError):
+        kern.rnea(q, v, a, o)
+    with pytest.raises(TypeError):
+        kern.rnea(q, v, a, outt=o)
+
+
 @pytest.mark.parametrize("bad,match", [
     (lambda q, v, a: (q[:-1], v, a), "'q' has shape"),
     (lambda q, v, a: (q.astype(np.float32), v, a), "dtype float32"),

@@ -115,12 +115,16 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                                  "shape": ", ".join(str(x) for x in shp + (0,) * (MAX_NDIM - len(shp)))})
                 ptrs = ", ".join(f"({ctype}*)b[{i}].buf" if i >= len(kk["inputs"]) else f"(const {ctype}*)b[{i}].buf"
                                  for i in range(len(args)))
+                n_in = len(kk["inputs"])
                 pyk.append({"name": kk["name"], "args": args, "arg_names": ", ".join(a["name"] for a in args),
+                            "in_names": ", ".join(a["name"] for a in args[:n_in]), "n_in": n_in,
+                            "n_out": len(args) - n_in, "fast_ptrs": ", ".join(f"p[{i}]" for i in range(len(args))),
                             "single": f"{prefix}_{kk['name']}_{tag}", "batch": f"{prefix}_{kk['name']}_{tag}_batch",
                             "ptrs": ptrs, "doc": esc.c_string(kk["doc"])})
             src = f"{prefix}_python_{tag}.cpp"
             files[src] = render("cpu/pymodule.cpp.j2", banner=banner, robot=robot, dtype=dtype, ctype=ctype,
-                                fmt="d" if dtype == "float64" else "f", header=header, kernels=pyk, modname=modname, robot_str=esc.c_string(model.name),
+                                fmt="d" if dtype == "float64" else "f", header=header,
+                                npy_type="NPY_DOUBLE" if dtype == "float64" else "NPY_FLOAT", kernels=pyk, modname=modname, robot_str=esc.c_string(model.name),
                                 max_ndim=MAX_NDIM)
             py_sources[dtype] = (src, modname)
     files[header] = render("cpu/kernels.h.j2", banner=banner, robot=robot, nb=model.nb, nq=model.nq,
@@ -205,7 +209,7 @@ class CpuTarget(Target):
         if include:
             files[py["source"]] = sources.files[py["source"]]
             srcs.append(py["source"])
-            flags = flags + [f"-I{include}"]
+            flags = flags + [f"-I{d}" for d in include]
             module = py["module"]
         lib = build_library(files, srcs, info.get("library", sources.prefix), flags, cxx=cxx, progress=progress)
         return CompiledKernels(lib, model, sources.prefix, dt, kernel_specs(sources.kernels), lanes=info["lanes"][dt],

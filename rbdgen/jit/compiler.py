@@ -193,8 +193,14 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
 
 
 def python_include():
-    """Folder of Python.h, or None (then calls go through ctypes, with more per-call overhead)."""
+    """Folders of Python.h and of NumPy's C headers, or None when either is missing (then calls
+    go through ctypes, with more per-call overhead)."""
     import sysconfig
 
+    import numpy
+
     inc = sysconfig.get_paths().get("include")
-    return inc if inc and os.path.exists(os.path.join(inc, "Python.h")) else None
+    npy = numpy.get_include()
+    if inc and os.path.exists(os.path.join(inc, "Python.h")) and os.path.exists(os.path.join(npy, "numpy", "arrayobject.h")):
+        return (inc, npy)
+    return None

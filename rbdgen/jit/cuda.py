@@ -162,6 +162,7 @@ class CudaKernels:
         getattr(lib, f"{prefix}_error_string").argtypes = [ctypes.c_int]
         getattr(lib, f"{prefix}_device_count").restype = ctypes.c_int
         self._gpu = None  # (count, why none), asked once
+        self.methods = {}  # kernel name → method (as in rbdgen.jit.loaded.CompiledKernels)
         for name, ki in info.items():
             nargs = len(ki["inputs"]) + len(ki["outputs"])
             for suffix, extra in (("launch", [p, ctypes.c_int]), ("host", [ctypes.c_int])):
@@ -172,7 +173,8 @@ class CudaKernels:
                 f = getattr(lib, f"{prefix}_{name}_{self._tag}_{suffix}")
                 f.argtypes = [ctypes.c_long] + [p] * nargs
                 f.restype = None
-            setattr(self, name, _CudaMethod(self, name, ki))
+            self.methods[name] = _CudaMethod(self, name, ki)
+            setattr(self, name, self.methods[name])
 
     # -- device handling ----------------------------------------------------------------
     def error_string(self, code: int) -> str:
@@ -218,11 +220,13 @@ class _Emulated:
         self.owner, self.shape, self.dtype = owner, shape, owner.dtype
         self.model, self.op_counts, self.kernels = owner.model, owner.op_counts, owner.kernels
         lib, pre, tag = owner._lib, owner.prefix, owner._tag
+        self.methods = {}
         for name, ki in owner.info.items():
             sh = ki.get("default_shape", "block") if shape == "default" else shape
             f = getattr(lib, f"{pre}_{name}_{tag}_emulate_{sh}")
             single = functools.partial(f, 1)
-            setattr(self, name, _Method(self, name, single, f, ki["inputs"], ki["outputs"]))
+            self.methods[name] = _Method(self, name, single, f, ki["inputs"], ki["outputs"])
+            setattr(self, name, self.methods[name])
 
 
 def _cai(x):

@@ -214,6 +214,9 @@ class CompiledKernels:
         self._module = _load_module(module, self.path) if module else None
         tag = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}[self.dtype]
         ptr = ctypes.c_void_p
+        #: kernel name → its Python method (``.inputs``, ``.outputs``: names and shapes); what
+        #: ``kern.<name>`` calls for anything but plain ndarrays
+        self.methods = {}
         for name, pk in printed.items():
             nargs = len(pk.inputs) + len(pk.outputs)
             single = getattr(self._lib, f"{prefix}_{name}_{tag}")
@@ -225,7 +228,12 @@ class CompiledKernels:
             ins = [(a.name, a.size) for a in pk.inputs]
             outs = [(a.name, a.shape) for a in pk.outputs]
             fast = getattr(self._module, name, None) if self._module is not None else None
-            setattr(self, name, _Method(self, name, single, batch, ins, outs, fast))
+            method = self.methods[name] = _Method(self, name, single, batch, ins, outs, fast)
+            if fast is not None:
+                # what users call: plain ndarrays straight into C (~0.1 µs), everything else
+                # handed to ``method`` (conversions, checks, clear errors)
+                method = self._module.bind(name, method)
+            setattr(self, name, method)
 
     def __repr__(self):
         return (f"<rbdgen kernels for {self.model.name!r} ({self.target}, {self.dtype}, nq={self.nq}, nv={self.nv}): "
