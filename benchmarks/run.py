@@ -166,6 +166,28 @@ def openmp_region_cost(cxx: str) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def peak_rate(cxx: str, flags: list[str], lanes: int) -> dict:
+    """One core's peak multiply/add issue rate with these flags and this many doubles per vector
+    (``benchmarks/peak.cpp``; the best over 6, 8 and 10 chains): the roofline's denominator."""
+    work = Path(tempfile.mkdtemp(prefix="rbdgen-bench-peak-"))
+    try:
+        best = {}
+        for chains in (6, 8, 10):
+            exe = work / f"peak{chains}"
+            cmd = [cxx, *[f for f in flags if f not in ("-fPIC", "-fopenmp")], "-Wno-psabi", f"-DLANES={lanes}",
+                   f"-DCHAINS={chains}", str(HERE / "peak.cpp"), "-o", str(exe)]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                return {"error": r.stderr[-300:]}
+            r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+            rate = float(r.stdout.split()[0])
+            if rate > best.get("ops_per_s", 0):
+                best = {"ops_per_s": rate, "chains": chains, "lanes": lanes}
+        return best
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # ---- timing helpers ---------------------------------------------------------------------------
 
 def measure(fn, *, target_s: float, runs: int, budget_s: float) -> list[tuple[float, float]]:
@@ -655,6 +677,78 @@ def fmt(d, *keys) -> str:
     return fmt_ns(c["median"] if c else None) + (" †" if noisy(c) else "")
 
 
+#: the speed goals of issue 11, checked in every run: one state vs Pinocchio (by robot), a
+#: 4-lane batch vs its own single-state call, build time (s), Python overhead (ns), iiwa rnea batch
+GOAL_ONE_STATE = {"iiwa14": 4.0, "quadruped": 4.0, "talos_reduced": 2.0}
+GOAL_BATCH_SPEEDUP = 2.5
+GOAL_BUILD_S = {"iiwa14": 5.0, "talos_reduced": 40.0}
+GOAL_PY_OVERHEAD_NS = 500.0
+GOAL_IIWA_RNEA_BATCH_NS = 60.0
+
+
+def mark(ok) -> str:
+    return "" if ok is None else (" ✓" if ok else " ✗")
+
+
+def goals_markdown(results: dict) -> list[str]:
+    """Each goal of issue 11, per robot and kernel: the measured figure, ✓ met or ✗ missed."""
+    L = ["## Goals: met (✓) or how far (✗)", ""]
+    peak = results.get("peak", {})
+    if peak:
+        L.append("Roofline: the kernel's multiplies and adds (the generated code's op count; sine/cosine and "
+                 "divisions not counted) × states ÷ (time × one core's peak multiply/add rate, measured by "
+                 "`benchmarks/peak.cpp` with the same flags and SIMD width: independent chains of vector "
+                 "multiplies and adds, no FMA, as the kernels are compiled): "
+                 + "; ".join(f"{vn} build {p['ops_per_s'] / 1e9:.1f} G ops/s ({p['lanes']} lanes)"
+                             for vn, p in peak.items() if "ops_per_s" in p) + ".")
+        L.append("")
+    hdr = ["robot", "kernel", "one state vs Pinocchio", "native batch vs its single state (1 thread)",
+           "roofline, native batch (1 thread)", "roofline, default batch (1 thread)", "Python overhead (default)"]
+    L += ["| " + " | ".join(hdr) + " |", "|---|---|" + "---:|" * (len(hdr) - 2)]
+    for name, r in results["robots"].items():
+        goal = GOAL_ONE_STATE.get(name)
+        for k in KERNELS:
+            one = med(r, "variants", "default", "cpp_single_ns", k)
+            theirs = med(r, "pinocchio", "ns_per_call", k)
+            row = [name, k]
+            row.append(f"{theirs / one:.2f}×{mark(theirs / one >= goal if goal else None)}" if one and theirs else "–")
+            nat = r["variants"].get("native", {})
+            big = max((int(n) for n in nat.get("batch_ns_per_state", {}).get("1", {}).get(k, {})), default=None)
+            nb = med(nat, "batch_ns_per_state", "1", k, str(big)) if big else None
+            ns = med(nat, "cpp_single_ns", k)
+            row.append(f"{ns / nb:.2f}× ({fmt_ns(ns)} → {fmt_ns(nb)}){mark(ns / nb >= GOAL_BATCH_SPEEDUP)}"
+                       if nb and ns else "–")
+            ops = r["op_counts"][k]["mul"] + r["op_counts"][k]["add"]
+            for vn in ("native", "default"):
+                v = r["variants"].get(vn, {})
+                bb = max((int(n) for n in v.get("batch_ns_per_state", {}).get("1", {}).get(k, {})), default=None)
+                t = med(v, "batch_ns_per_state", "1", k, str(bb)) if bb else None
+                rate = peak.get(vn, {}).get("ops_per_s")
+                row.append(f"{100 * ops / (t * 1e-9 * rate):.0f}%" if t and rate else "–")
+            py = med(r, "variants", "default", "python_single_ns", k)
+            row.append(f"{py - one:.0f} ns{mark(py - one <= GOAL_PY_OVERHEAD_NS)}" if py and one else "–")
+            L.append("| " + " | ".join(row) + " |")
+    L += ["", f"Goals: one state ≥ {GOAL_ONE_STATE['iiwa14']:g}× Pinocchio on iiwa14 and the quadruped, "
+          f"≥ {GOAL_ONE_STATE['talos_reduced']:g}× on TALOS; a 4-lane (native) batch ≥ {GOAL_BATCH_SPEEDUP:g}× faster "
+          f"per state than the same build's single-state call; Python overhead (Python call − C++ call, one state) "
+          f"≤ {GOAL_PY_OVERHEAD_NS:g} ns.", ""]
+    lines = []
+    for name, limit in GOAL_BUILD_S.items():
+        r = results["robots"].get(name)
+        if r and "default" in r["variants"]:
+            b = r["variants"]["default"]["build_s"]
+            lines.append(f"- Build, default, all kernels, {name}: {b:.1f} s (goal ≤ {limit:g} s){mark(b <= limit)}")
+    r = results["robots"].get("iiwa14")
+    if r:
+        for vn, v in r["variants"].items():
+            big = max((int(n) for n in v["batch_ns_per_state"].get("1", {}).get("rnea", {})), default=None)
+            t = med(v, "batch_ns_per_state", "1", "rnea", str(big)) if big else None
+            if t:
+                lines.append(f"- iiwa14 rnea, batch of {big} on one core, {vn} build ({v['lanes']} lanes): "
+                             f"{fmt_ns(t)} per state (goal ≤ {GOAL_IIWA_RNEA_BATCH_NS:g} ns){mark(t <= GOAL_IIWA_RNEA_BATCH_NS)}")
+    return L + lines + ["", "Why each ✗ is a ✗, and what would close it: README, \"Speed\".", ""]
+
+
 def markdown(results: dict) -> str:
     m = results["machine"]
     L = ["# rbdgen benchmarks", "",
@@ -714,6 +808,8 @@ def markdown(results: dict) -> str:
             L.append(f"| {name} | {big} | " + " | ".join(cells) + " |")
         L += ["", "Each cell: rbdgen's batch path (default build, one OpenMP thread, one Python call for N states) "
               "vs Pinocchio one state at a time (ratio).", ""]
+
+    L += goals_markdown(results)
 
     for name, r in results["robots"].items():
         L += [f"## {name}", "",
@@ -854,6 +950,12 @@ def main(argv=None) -> int:
                "omp_threads": omp.default, "kernels": list(KERNELS), "robots": {},
                "parallel_ops": getattr(rbdgen.backends.cpu, "PARALLEL_OPS", None)}
     results["openmp_empty_region_us"] = openmp_region_cost(cxx)
+    results["peak"] = {}
+    for variant in args.variants:
+        march = {"default": None, "native": "native"}[variant]
+        lanes = rbdgen.backends.cpu.default_lanes("float64", march)
+        results["peak"][variant] = peak_rate(cxx, cxx_flags(opt="-O3", march=march), lanes)
+        log(f"peak multiply/add rate, one core, {variant} build ({lanes} lanes): {results['peak'][variant]}")
     log(f"empty OpenMP parallel region, µs by wait policy: {results['openmp_empty_region_us']}")
     log(f"machine: {results['machine']['cpu']}, {results['machine']['logical_cpus']} CPUs, "
         f"{results['machine']['compiler']}; OpenMP threads {omp.default}")
