@@ -11310,12 +11310,12 @@ void rbd_iiwa14_aba_derivatives_f64_batch(long n, const double* q, const double*
       for (int k = 0; k < 7; ++k)
         for (int l = 0; l < LANES; ++l) tau_v[k][l] = tau[(b * LANES + l) * 7 + k];
       aba_derivatives<vec_t>(q_v, v_v, tau_v, dqdd_dq_v, dqdd_dv_v, dqdd_dtau_v, w_v);
-      for (int k = 0; k < 49; ++k)
-        for (int l = 0; l < LANES; ++l) dqdd_dq[(b * LANES + l) * 49 + k] = dqdd_dq_v[k][l];
-      for (int k = 0; k < 49; ++k)
-        for (int l = 0; l < LANES; ++l) dqdd_dv[(b * LANES + l) * 49 + k] = dqdd_dv_v[k][l];
-      for (int k = 0; k < 49; ++k)
-        for (int l = 0; l < LANES; ++l) dqdd_dtau[(b * LANES + l) * 49 + k] = dqdd_dtau_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 49; ++k) dqdd_dq[(b * LANES + l) * 49 + k] = dqdd_dq_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 49; ++k) dqdd_dv[(b * LANES + l) * 49 + k] = dqdd_dv_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 49; ++k) dqdd_dtau[(b * LANES + l) * 49 + k] = dqdd_dtau_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

@@ -940,8 +940,8 @@ void rbd_iiwa14_crba_f64_batch(long n, const double* q, double* M) {
       for (int k = 0; k < 7; ++k)
         for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 7 + k];
       crba<vec_t>(q_v, M_v);
-      for (int k = 0; k < 49; ++k)
-        for (int l = 0; l < LANES; ++l) M[(b * LANES + l) * 49 + k] = M_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 49; ++k) M[(b * LANES + l) * 49 + k] = M_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

@@ -321,8 +321,8 @@ void rbd_iiwa14_forward_kinematics_f64_batch(long n, const double* q, double* oM
       for (int k = 0; k < 7; ++k)
         for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 7 + k];
       forward_kinematics<vec_t>(q_v, oMb_v);
-      for (int k = 0; k < 112; ++k)
-        for (int l = 0; l < LANES; ++l) oMb[(b * LANES + l) * 112 + k] = oMb_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 112; ++k) oMb[(b * LANES + l) * 112 + k] = oMb_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

@@ -1916,8 +1916,8 @@ void rbd_iiwa14_minv_f64_batch(long n, const double* q, double* Minv) {
       for (int k = 0; k < 7; ++k)
         for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 7 + k];
       minv<vec_t>(q_v, Minv_v, w_v);
-      for (int k = 0; k < 49; ++k)
-        for (int l = 0; l < LANES; ++l) Minv[(b * LANES + l) * 49 + k] = Minv_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 49; ++k) Minv[(b * LANES + l) * 49 + k] = Minv_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

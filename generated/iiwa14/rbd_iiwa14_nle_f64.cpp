@@ -874,8 +874,8 @@ void rbd_iiwa14_nle_f64_batch(long n, const double* q, const double* v, double* 
       for (int k = 0; k < 7; ++k)
         for (int l = 0; l < LANES; ++l) v_v[k][l] = v[(b * LANES + l) * 7 + k];
       nle<vec_t>(q_v, v_v, tau_v);
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) tau[(b * LANES + l) * 7 + k] = tau_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 7; ++k) tau[(b * LANES + l) * 7 + k] = tau_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

@@ -8890,10 +8890,10 @@ void rbd_iiwa14_rnea_derivatives_f64_batch(long n, const double* q, const double
       for (int k = 0; k < 7; ++k)
         for (int l = 0; l < LANES; ++l) a_v[k][l] = a[(b * LANES + l) * 7 + k];
       rnea_derivatives<vec_t>(q_v, v_v, a_v, dtau_dq_v, dtau_dv_v, w_v);
-      for (int k = 0; k < 49; ++k)
-        for (int l = 0; l < LANES; ++l) dtau_dq[(b * LANES + l) * 49 + k] = dtau_dq_v[k][l];
-      for (int k = 0; k < 49; ++k)
-        for (int l = 0; l < LANES; ++l) dtau_dv[(b * LANES + l) * 49 + k] = dtau_dv_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 49; ++k) dtau_dq[(b * LANES + l) * 49 + k] = dtau_dq_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 49; ++k) dtau_dv[(b * LANES + l) * 49 + k] = dtau_dv_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

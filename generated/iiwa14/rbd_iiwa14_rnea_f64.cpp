@@ -898,8 +898,8 @@ void rbd_iiwa14_rnea_f64_batch(long n, const double* q, const double* v, const d
       for (int k = 0; k < 7; ++k)
         for (int l = 0; l < LANES; ++l) a_v[k][l] = a[(b * LANES + l) * 7 + k];
       rnea<vec_t>(q_v, v_v, a_v, tau_v);
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) tau[(b * LANES + l) * 7 + k] = tau_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 7; ++k) tau[(b * LANES + l) * 7 + k] = tau_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

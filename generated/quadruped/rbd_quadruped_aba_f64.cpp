@@ -5829,8 +5829,8 @@ void rbd_quadruped_aba_f64_batch(long n, const double* q, const double* v, const
       for (int k = 0; k < 18; ++k)
         for (int l = 0; l < LANES; ++l) tau_v[k][l] = tau[(b * LANES + l) * 18 + k];
       aba<vec_t>(q_v, v_v, tau_v, qdd_v, w_v);
-      for (int k = 0; k < 18; ++k)
-        for (int l = 0; l < LANES; ++l) qdd[(b * LANES + l) * 18 + k] = qdd_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 18; ++k) qdd[(b * LANES + l) * 18 + k] = qdd_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

@@ -2626,8 +2626,8 @@ void rbd_quadruped_crba_f64_batch(long n, const double* q, double* M) {
       for (int k = 0; k < 19; ++k)
         for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 19 + k];
       crba<vec_t>(q_v, M_v, w_v);
-      for (int k = 0; k < 324; ++k)
-        for (int l = 0; l < LANES; ++l) M[(b * LANES + l) * 324 + k] = M_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 324; ++k) M[(b * LANES + l) * 324 + k] = M_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

@@ -628,8 +628,8 @@ void rbd_quadruped_forward_kinematics_f64_batch(long n, const double* q, double*
       for (int k = 0; k < 19; ++k)
         for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 19 + k];
       forward_kinematics<vec_t>(q_v, oMb_v);
-      for (int k = 0; k < 208; ++k)
-        for (int l = 0; l < LANES; ++l) oMb[(b * LANES + l) * 208 + k] = oMb_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 208; ++k) oMb[(b * LANES + l) * 208 + k] = oMb_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

@@ -607,8 +607,8 @@ void rbd_quadruped_gravity_f64_batch(long n, const double* q, double* tau) {
       for (int k = 0; k < 19; ++k)
         for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 19 + k];
       gravity<vec_t>(q_v, tau_v);
-      for (int k = 0; k < 18; ++k)
-        for (int l = 0; l < LANES; ++l) tau[(b * LANES + l) * 18 + k] = tau_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 18; ++k) tau[(b * LANES + l) * 18 + k] = tau_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)

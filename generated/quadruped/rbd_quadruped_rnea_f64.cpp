@@ -2545,8 +2545,8 @@ void rbd_quadruped_rnea_f64_batch(long n, const double* q, const double* v, cons
       for (int k = 0; k < 18; ++k)
         for (int l = 0; l < LANES; ++l) a_v[k][l] = a[(b * LANES + l) * 18 + k];
       rnea<vec_t>(q_v, v_v, a_v, tau_v, w_v);
-      for (int k = 0; k < 18; ++k)
-        for (int l = 0; l < LANES; ++l) tau[(b * LANES + l) * 18 + k] = tau_v[k][l];
+      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+        for (int k = 0; k < 18; ++k) tau[(b * LANES + l) * 18 + k] = tau_v[k][l];
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)
