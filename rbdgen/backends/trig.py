@@ -30,6 +30,7 @@ constants against their definitions.
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -89,6 +90,12 @@ def horner(var: str, coeffs: list[float]) -> str:
 
 
 def template_constants() -> dict:
+    """What ``templates/cpu/sincos.hpp.j2`` needs (a fresh dict; computed once per process)."""
+    return dict(_template_constants())
+
+
+@functools.lru_cache(maxsize=1)
+def _template_constants() -> dict:
     c1, c2, c3, c4 = half_pi_split()
     two_over_pi = float(1 / _half_pi())
     return {
