@@ -41,7 +41,7 @@ def _pin(robot, floating, cache):
 #: what Pinocchio 4 refuses for coupled mimic joints ("does not support Joint Mimic"); rbdgen's
 #: coupled references for these are checked by identities (test_mimic.py) and finite
 #: differences (test_reference_derivatives.py) instead
-PIN_NO_MIMIC = {"aba", "minv", "rnea_derivatives", "aba_derivatives"}
+PIN_NO_MIMIC = {"aba", "aba_scan", "minv", "rnea_derivatives", "aba_derivatives"}
 
 
 @pytest.mark.parametrize("robot,floating", ROBOT_CASES)

@@ -8,7 +8,7 @@ Regenerate with ``rbdgen generate robots/iiwa14.urdf --dtype float64 --name iiwa
     iiwa14.nq, iiwa14.nv, iiwa14.joint_names, iiwa14.body_names
 
 fixed base, nq = 7, nv = 7, 7 bodies; dtypes: float64.
-Kernels: rnea, nle, gravity, crba, aba, minv, rnea_derivatives, aba_derivatives, forward_kinematics.
+Kernels: rnea, nle, gravity, crba, aba, minv, rnea_derivatives, aba_derivatives, forward_kinematics, rnea_scan, aba_scan.
 Compiling needs rbdgen and a C++ compiler (not the URDF): the sources next to this file are
 built through rbdgen's compile cache. manifest.json records how they were generated.
 """
@@ -20,7 +20,7 @@ import threading as _threading
 from rbdgen.package import load_package as _load_package
 
 __all__ = ["load", "robot", "nq", "nv", "nb", "joint_names", "body_names", "dtypes", "kernels", "default_options",
-           "rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics"]
+           "rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics", "rnea_scan", "aba_scan"]
 
 robot = "iiwa14"
 floating_base = False
@@ -30,7 +30,7 @@ nb = 7
 joint_names = ("iiwa_joint_1", "iiwa_joint_2", "iiwa_joint_3", "iiwa_joint_4", "iiwa_joint_5", "iiwa_joint_6", "iiwa_joint_7")
 body_names = ("iiwa_link_1", "iiwa_link_2", "iiwa_link_3", "iiwa_link_4", "iiwa_link_5", "iiwa_link_6", "iiwa_link_7")
 dtypes = ("float64",)
-kernels = ("rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics")
+kernels = ("rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics", "rnea_scan", "aba_scan")
 
 #: what the module-level functions compile with (change before their first call); the compile
 #: options of this target: opt, march, cxx
@@ -134,3 +134,21 @@ def forward_kinematics(q, out=None):
     out: oMb (7, 4, 4)
     """
     return _default().forward_kinematics(q, out=out)
+
+
+def rnea_scan(q, v, a, out=None):
+    """inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
+
+    in:  q (7,), v (7,), a (7,) — or a batch (N, size)
+    out: tau (7,)
+    """
+    return _default().rnea_scan(q, v, a, out=out)
+
+
+def aba_scan(q, v, tau, out=None):
+    """forward dynamics q̈ (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential
+
+    in:  q (7,), v (7,), tau (7,) — or a batch (N, size)
+    out: qdd (7,)
+    """
+    return _default().aba_scan(q, v, tau, out=out)

@@ -63,6 +63,16 @@ void rbd_iiwa14_aba_derivatives_f64_batch(long n, const double* q, const double*
  * out: oMb[112] */
 void rbd_iiwa14_forward_kinematics_f64(const double* q, double* oMb);
 void rbd_iiwa14_forward_kinematics_f64_batch(long n, const double* q, double* oMb);
+/* rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
+ * in:  q[7], v[7], a[7]
+ * out: tau[7] */
+void rbd_iiwa14_rnea_scan_f64(const double* q, const double* v, const double* a, double* tau);
+void rbd_iiwa14_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
+/* aba_scan: forward dynamics q̈ (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential
+ * in:  q[7], v[7], tau[7]
+ * out: qdd[7] */
+void rbd_iiwa14_aba_scan_f64(const double* q, const double* v, const double* tau, double* qdd);
+void rbd_iiwa14_aba_scan_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd);
 #ifdef __cplusplus
 }
 #endif

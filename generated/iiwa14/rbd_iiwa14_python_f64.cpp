@@ -778,6 +778,144 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
   return result;
 }
 
+static const ArgSpec rnea_scan_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"a", 1, { 7, 0, 0, 0 }, 0},
+  {"tau", 1, { 7, 0, 0, 0 }, 1},
+};
+
+static PyObject* py_rnea_scan(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 4;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "rnea_scan() takes %d arrays (q, v, a, tau), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("rnea_scan", args[got], rnea_scan_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_rnea_scan_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_scan_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.rnea_scan(q, v, a, out=None); self: the Python fallback
+static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 3, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(rnea_scan_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_rnea_scan_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_rnea_scan_f64_batch(n, p[0], p[1], p[2], p[3]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec aba_scan_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"tau", 1, { 7, 0, 0, 0 }, 0},
+  {"qdd", 1, { 7, 0, 0, 0 }, 1},
+};
+
+static PyObject* py_aba_scan(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 4;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "aba_scan() takes %d arrays (q, v, tau, qdd), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("aba_scan", args[got], aba_scan_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_aba_scan_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_aba_scan_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.aba_scan(q, v, tau, out=None); self: the Python fallback
+static PyObject* fast_aba_scan(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 3, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], aba_scan_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(aba_scan_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, aba_scan_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_aba_scan_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_aba_scan_f64_batch(n, p[0], p[1], p[2], p[3]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
 static PyMethodDef fast_methods[] = {
   {"rnea", (PyCFunction)(void (*)(void))fast_rnea, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 = M a + C v + g"},
   {"nle", (PyCFunction)(void (*)(void))fast_nle, METH_FASTCALL | METH_KEYWORDS, "nonlinear effects C v + g"},
@@ -788,6 +926,8 @@ static PyMethodDef fast_methods[] = {
   {"rnea_derivatives", (PyCFunction)(void (*)(void))fast_rnea_derivatives, METH_FASTCALL | METH_KEYWORDS, "\342\210\202\317\204/\342\210\202q and \342\210\202\317\204/\342\210\202v of inverse dynamics (\342\210\202\317\204/\342\210\202a = M)"},
   {"aba_derivatives", (PyCFunction)(void (*)(void))fast_aba_derivatives, METH_FASTCALL | METH_KEYWORDS, "\342\210\202q\314\210/\342\210\202q, \342\210\202q\314\210/\342\210\202v and \342\210\202q\314\210/\342\210\202\317\204 = M\342\201\273\302\271 of forward dynamics (\342\210\222M\342\201\273\302\271 \342\210\202\317\204/\342\210\202u at q\314\210)"},
   {"forward_kinematics", (PyCFunction)(void (*)(void))fast_forward_kinematics, METH_FASTCALL | METH_KEYWORDS, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
+  {"rnea_scan", (PyCFunction)(void (*)(void))fast_rnea_scan, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)"},
+  {"aba_scan", (PyCFunction)(void (*)(void))fast_aba_scan, METH_FASTCALL | METH_KEYWORDS, "forward dynamics q\314\210 (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential"},
 };
 
 // bind(name, fallback): the kernel's fast entry point, with ``fallback`` for every other call
@@ -814,6 +954,8 @@ static PyMethodDef methods[] = {
   {"rnea_derivatives", (PyCFunction)(void (*)(void))py_rnea_derivatives, METH_FASTCALL, "\342\210\202\317\204/\342\210\202q and \342\210\202\317\204/\342\210\202v of inverse dynamics (\342\210\202\317\204/\342\210\202a = M)"},
   {"aba_derivatives", (PyCFunction)(void (*)(void))py_aba_derivatives, METH_FASTCALL, "\342\210\202q\314\210/\342\210\202q, \342\210\202q\314\210/\342\210\202v and \342\210\202q\314\210/\342\210\202\317\204 = M\342\201\273\302\271 of forward dynamics (\342\210\222M\342\201\273\302\271 \342\210\202\317\204/\342\210\202u at q\314\210)"},
   {"forward_kinematics", (PyCFunction)(void (*)(void))py_forward_kinematics, METH_FASTCALL, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
+  {"rnea_scan", (PyCFunction)(void (*)(void))py_rnea_scan, METH_FASTCALL, "inverse dynamics \317\204 (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)"},
+  {"aba_scan", (PyCFunction)(void (*)(void))py_aba_scan, METH_FASTCALL, "forward dynamics q\314\210 (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential"},
   {nullptr, nullptr, 0, nullptr},
 };
 

@@ -202,4 +202,32 @@ void rbd_iiwa14_hls_forward_kinematics_csim(const rbd_iiwa14_hls_impl::csim_t q[
 void rbd_iiwa14_hls_forward_kinematics_double(const double* q, double* oMb);
 #endif
 
+// rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
+//   in:  q[7], v[7], a[7]
+//   out: tau[7]
+#ifdef RBD_IIWA14_HLS_AP_TYPES
+void rbd_iiwa14_hls_rnea_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t a[7], rbd_iiwa14_hls_data_t tau[7]);
+#endif
+#if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
+void rbd_iiwa14_hls_rnea_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7]);
+#endif
+#ifndef __SYNTHESIS__
+// the same statements in double precision (C simulation only: the testbench's reference)
+void rbd_iiwa14_hls_rnea_scan_double(const double* q, const double* v, const double* a, double* tau);
+#endif
+
+// aba_scan: forward dynamics q̈ (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential
+//   in:  q[7], v[7], tau[7]
+//   out: qdd[7]
+#ifdef RBD_IIWA14_HLS_AP_TYPES
+void rbd_iiwa14_hls_aba_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7]);
+#endif
+#if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
+void rbd_iiwa14_hls_aba_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7]);
+#endif
+#ifndef __SYNTHESIS__
+// the same statements in double precision (C simulation only: the testbench's reference)
+void rbd_iiwa14_hls_aba_scan_double(const double* q, const double* v, const double* tau, double* qdd);
+#endif
+
 #endif

@@ -320,4 +320,62 @@ void rbd_iiwa14_hls_csim_forward_kinematics_f64_batch(long n, const double* q, d
     rbd_iiwa14_hls_csim_forward_kinematics_f64(q + i * 7, oMb + i * 112);
 }
 
+void rbd_iiwa14_hls_csim_rnea_scan_f64(const double* q, const double* v, const double* a, double* tau) {
+  rbd_iiwa14_hls_data_t q_t[7];
+  rbd_iiwa14_hls_data_t v_t[7];
+  rbd_iiwa14_hls_data_t a_t[7];
+  rbd_iiwa14_hls_data_t tau_t[7];
+  for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
+  for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
+  for (int i = 0; i < 7; ++i) a_t[i] = rbd_iiwa14_hls_data_t(a[i]);
+#ifdef RBD_HLS_CSIM_FAST
+  rbd_iiwa14_hls_impl::csim_t q_c[7];
+  rbd_iiwa14_hls_impl::csim_t v_c[7];
+  rbd_iiwa14_hls_impl::csim_t a_c[7];
+  rbd_iiwa14_hls_impl::csim_t tau_c[7];
+  for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
+  for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
+  for (int i = 0; i < 7; ++i) a_c[i] = rbd_iiwa14_hls_impl::csim_store(a_t[i]);
+  rbd_iiwa14_hls_rnea_scan_csim(q_c, v_c, a_c, tau_c);
+  for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_impl::csim_value(tau_c[i]);
+#else
+  rbd_iiwa14_hls_rnea_scan(q_t, v_t, a_t, tau_t);
+#endif
+  for (int i = 0; i < 7; ++i) tau[i] = (double)tau_t[i];
+}
+
+void rbd_iiwa14_hls_csim_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau) {
+  for (long i = 0; i < n; ++i)
+    rbd_iiwa14_hls_csim_rnea_scan_f64(q + i * 7, v + i * 7, a + i * 7, tau + i * 7);
+}
+
+void rbd_iiwa14_hls_csim_aba_scan_f64(const double* q, const double* v, const double* tau, double* qdd) {
+  rbd_iiwa14_hls_data_t q_t[7];
+  rbd_iiwa14_hls_data_t v_t[7];
+  rbd_iiwa14_hls_data_t tau_t[7];
+  rbd_iiwa14_hls_data_t qdd_t[7];
+  for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
+  for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
+  for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_data_t(tau[i]);
+#ifdef RBD_HLS_CSIM_FAST
+  rbd_iiwa14_hls_impl::csim_t q_c[7];
+  rbd_iiwa14_hls_impl::csim_t v_c[7];
+  rbd_iiwa14_hls_impl::csim_t tau_c[7];
+  rbd_iiwa14_hls_impl::csim_t qdd_c[7];
+  for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
+  for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
+  for (int i = 0; i < 7; ++i) tau_c[i] = rbd_iiwa14_hls_impl::csim_store(tau_t[i]);
+  rbd_iiwa14_hls_aba_scan_csim(q_c, v_c, tau_c, qdd_c);
+  for (int i = 0; i < 7; ++i) qdd_t[i] = rbd_iiwa14_hls_impl::csim_value(qdd_c[i]);
+#else
+  rbd_iiwa14_hls_aba_scan(q_t, v_t, tau_t, qdd_t);
+#endif
+  for (int i = 0; i < 7; ++i) qdd[i] = (double)qdd_t[i];
+}
+
+void rbd_iiwa14_hls_csim_aba_scan_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd) {
+  for (long i = 0; i < n; ++i)
+    rbd_iiwa14_hls_csim_aba_scan_f64(q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7);
+}
+
 }  // extern "C"

@@ -308,6 +308,74 @@ int main(int argc, char** argv) {
     failed += ok ? 0 : 1;
     std::printf("  %-18s %.3e  %s\n", "forward_kinematics", worst, ok ? "ok" : "FAIL");
   }
+  {
+    double worst = 0.0;
+    for (int s = 0; s < NSTATES; ++s) {
+      rbd_iiwa14_hls_data_t q_t[7];
+      double q_d[7];
+      rbd_iiwa14_hls_data_t v_t[7];
+      double v_d[7];
+      rbd_iiwa14_hls_data_t a_t[7];
+      double a_d[7];
+      rbd_iiwa14_hls_data_t tau_t[7];
+      double tau_d[7];
+      for (int i = 0; i < 7; ++i) {
+        q_d[i] = tb_q[s * 7 + i];
+        q_t[i] = rbd_iiwa14_hls_data_t(q_d[i]);
+      }
+      for (int i = 0; i < 7; ++i) {
+        v_d[i] = tb_v[s * 7 + i];
+        v_t[i] = rbd_iiwa14_hls_data_t(v_d[i]);
+      }
+      for (int i = 0; i < 7; ++i) {
+        a_d[i] = tb_a[s * 7 + i];
+        a_t[i] = rbd_iiwa14_hls_data_t(a_d[i]);
+      }
+      rbd_iiwa14_hls_rnea_scan(q_t, v_t, a_t, tau_t);
+      rbd_iiwa14_hls_rnea_scan_double(q_d, v_d, a_d, tau_d);
+      {
+        double e = relerr(tau_t, tau_d, 7);
+        if (!(e <= worst)) worst = e;
+      }
+    }
+    const bool ok = worst <= tol;
+    failed += ok ? 0 : 1;
+    std::printf("  %-18s %.3e  %s\n", "rnea_scan", worst, ok ? "ok" : "FAIL");
+  }
+  {
+    double worst = 0.0;
+    for (int s = 0; s < NSTATES; ++s) {
+      rbd_iiwa14_hls_data_t q_t[7];
+      double q_d[7];
+      rbd_iiwa14_hls_data_t v_t[7];
+      double v_d[7];
+      rbd_iiwa14_hls_data_t tau_t[7];
+      double tau_d[7];
+      rbd_iiwa14_hls_data_t qdd_t[7];
+      double qdd_d[7];
+      for (int i = 0; i < 7; ++i) {
+        q_d[i] = tb_q[s * 7 + i];
+        q_t[i] = rbd_iiwa14_hls_data_t(q_d[i]);
+      }
+      for (int i = 0; i < 7; ++i) {
+        v_d[i] = tb_v[s * 7 + i];
+        v_t[i] = rbd_iiwa14_hls_data_t(v_d[i]);
+      }
+      for (int i = 0; i < 7; ++i) {
+        tau_d[i] = tb_tau[s * 7 + i];
+        tau_t[i] = rbd_iiwa14_hls_data_t(tau_d[i]);
+      }
+      rbd_iiwa14_hls_aba_scan(q_t, v_t, tau_t, qdd_t);
+      rbd_iiwa14_hls_aba_scan_double(q_d, v_d, tau_d, qdd_d);
+      {
+        double e = relerr(qdd_t, qdd_d, 7);
+        if (!(e <= worst)) worst = e;
+      }
+    }
+    const bool ok = worst <= tol;
+    failed += ok ? 0 : 1;
+    std::printf("  %-18s %.3e  %s\n", "aba_scan", worst, ok ? "ok" : "FAIL");
+  }
   std::printf(failed ? "FAIL: %d kernel(s) above tolerance\n" : "all kernels within tolerance\n", failed);
   return failed ? 1 : 0;
 }

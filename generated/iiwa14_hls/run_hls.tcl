@@ -9,8 +9,8 @@
 # the part and clock chosen at generation; RBD_EXPORT=1 to export each as Vivado IP.
 set part {xcvu9p-flga2104-2-e}
 set period 4.000
-set kernels { rnea nle gravity crba aba minv rnea_derivatives aba_derivatives forward_kinematics }
-set sources { rbd_iiwa14_hls_rnea.cpp rbd_iiwa14_hls_nle.cpp rbd_iiwa14_hls_gravity.cpp rbd_iiwa14_hls_crba.cpp rbd_iiwa14_hls_aba.cpp rbd_iiwa14_hls_minv.cpp rbd_iiwa14_hls_rnea_derivatives.cpp rbd_iiwa14_hls_aba_derivatives.cpp rbd_iiwa14_hls_forward_kinematics.cpp }
+set kernels { rnea nle gravity crba aba minv rnea_derivatives aba_derivatives forward_kinematics rnea_scan aba_scan }
+set sources { rbd_iiwa14_hls_rnea.cpp rbd_iiwa14_hls_nle.cpp rbd_iiwa14_hls_gravity.cpp rbd_iiwa14_hls_crba.cpp rbd_iiwa14_hls_aba.cpp rbd_iiwa14_hls_minv.cpp rbd_iiwa14_hls_rnea_derivatives.cpp rbd_iiwa14_hls_aba_derivatives.cpp rbd_iiwa14_hls_forward_kinematics.cpp rbd_iiwa14_hls_rnea_scan.cpp rbd_iiwa14_hls_aba_scan.cpp }
 set cflags "-std=c++14"
 
 if {[info exists ::env(RBD_KERNELS)]} { set kernels $::env(RBD_KERNELS) }

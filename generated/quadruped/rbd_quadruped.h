@@ -53,6 +53,11 @@ void rbd_quadruped_minv_f64_batch(long n, const double* q, double* Minv);
  * out: oMb[208] */
 void rbd_quadruped_forward_kinematics_f64(const double* q, double* oMb);
 void rbd_quadruped_forward_kinematics_f64_batch(long n, const double* q, double* oMb);
+/* rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
+ * in:  q[19], v[18], a[18]
+ * out: tau[18] */
+void rbd_quadruped_rnea_scan_f64(const double* q, const double* v, const double* a, double* tau);
+void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 #ifdef __cplusplus
 }
 #endif

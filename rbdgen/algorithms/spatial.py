@@ -60,6 +60,16 @@ class XForm:
         fl2 = mat3T_vec(g, self.E, fl)
         return vadd(mat3T_vec(g, self.E, n), cross(self.r, fl2)) + fl2
 
+    def force(self, g, f):
+        """X*·f = X⁻ᵀ·f = [E (n − r × f); E f]: force coordinates carried like the motion ones"""
+        n, fl = f[:3], f[3:]
+        return mat3_vec(g, self.E, vsub(n, cross(self.r, fl))) + mat3_vec(g, self.E, fl)
+
+    def then(self, g, X2):
+        """X₂·X₁ (this transform first): plux(E₂E₁, r₁ + E₁ᵀ r₂)"""
+        E = mat_mat(g, X2.E, self.E)
+        return XForm(E, vadd(self.r, mat3T_vec(g, self.E, X2.r)))
+
     def matrix(self, g):
         """The 6×6 matrix (for congruence transforms of inertias)."""
         E, r = self.E, self.r

@@ -393,3 +393,9 @@ def _coupled_aba_derivatives(cm, q, v, tau):
 
 def _coupled_forward_kinematics(cm, q):
     return forward_kinematics(cm.tree, cm.expand_q(q))
+
+
+# ---- the same dynamics as parallel prefix scans (issue 12; see rbdgen/reference/scan.py) ----------
+from .scan import aba_scan, rnea_scan  # noqa: E402  (scan.py builds on the helpers above)
+
+__all__ += ["rnea_scan", "aba_scan"]
