@@ -271,17 +271,24 @@ def format_cost(model, kernels=None, progress=None) -> str:
     """Per kernel: op counts of the pruned kernel against the dense trace of the same algorithm."""
     from .registry import resolve, trace
 
-    rows = [("kernel",) + tuple(h for _, h in COST_COLUMNS) + ("reduction",)]
+    from .ir.schedule import critical_path
+
+    rows = [("kernel",) + tuple(h for _, h in COST_COLUMNS) + ("steps ×/+", "reduction")]
     for k in resolve(kernels):
         if progress:
             progress(f"tracing {k} (pruned and dense)")
-        p = trace(model, k, fold=True).op_counts()
+        pk = trace(model, k, fold=True)
+        p = pk.op_counts()
         d = trace(model, k, fold=False).op_counts()
+        cp = critical_path(pk)
         ratio = f"{d['total'] / p['total']:.2f}x" if p["total"] else "-"
-        rows.append((k,) + tuple(f"{p[c]}/{d[c]}" for c, _ in COST_COLUMNS) + (ratio,))
+        rows.append((k,) + tuple(f"{p[c]}/{d[c]}" for c, _ in COST_COLUMNS) + (f"{cp.mul}/{cp.add}", ratio))
     lines = ["op counts, pruned/dense (dense: the same algorithm traced without folding zeros, ones and "
              "shared subexpressions);",
-             "depth: critical path in ops; reduction: dense total / pruned total", ""]
+             "depth: the critical path in ops when every op whose operands are ready runs at once (sums in "
+             "IR order);",
+             "steps ×/+: multiplies and adds on the pruned kernel's critical path (Lathrop's multiply and add "
+             "steps); reduction: dense total / pruned total", ""]
     return "\n".join(lines + text_table(rows))
 
 

@@ -84,3 +84,41 @@ def level_schedule(kernel: Kernel, max_lanes: int = 64) -> Schedule:
             for n in tasks[t]:
                 part[n.id] = piece_of_lane[lane_of[t]]
     return Schedule(lanes, n_stages, part, pieces, width, ops_per_stage)
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The longest dependency chain of a kernel when every op whose operands are ready runs at
+    once (unlimited processors): ``depth`` ops, of which ``mul`` multiplies, ``add`` adds or
+    subtractions (negations count as adds) and ``other`` divisions, square roots or sines. The
+    mul/add split is the one Lathrop counts as multiply and add *steps*. Sums are evaluated in the
+    order the IR holds them (a dot product is a chain, not a balanced tree)."""
+
+    depth: int
+    mul: int
+    add: int
+    other: int
+
+
+def critical_path(kernel: Kernel) -> CriticalPath:
+    from .ops import OPS
+
+    best: dict[int, tuple] = {}  # node id → (depth, mul, add, other) of the longest chain ending there
+    zero = (0, 0, 0, 0)
+    top = zero
+    for n in kernel.live_nodes():
+        if n.op in ("const", "input"):
+            best[n.id] = zero
+            continue
+        d, mu, ad, ot = max((best[a.id] for a in n.args), default=zero)
+        cls = OPS[n.op].cost
+        here = (d + 1, mu + (cls == "mul"), ad + (cls == "add"), ot + (cls not in ("mul", "add")))
+        best[n.id] = here
+        top = max(top, here)
+    d, mu, ad, ot = top
+    # a dense post-product (scale · A @ B, k terms per entry): k multiplies side by side, then a
+    # chain of k − 1 adds (as op_counts counts its depth)
+    k = max((mm.k for mm in kernel.post), default=0)
+    if k:
+        d, mu, ad = d + k, mu + 1, ad + k - 1
+    return CriticalPath(d, mu, ad, ot)
