@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: demo test bench bench-cuda bench-hls clean venv generated
+.PHONY: demo test bench bench-cuda bench-hls bench-scan clean venv generated
 
 venv: $(STAMP)
 
@@ -33,13 +33,14 @@ test: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # the generated packages kept in the repository (tests/test_generated.py checks they are current).
-# float64 only, and the unrolled derivative kernels (~0.7-1 MB each) only in iiwa14's CPU and HLS
-# packages: generated/ stays small enough to review (< 4 MB) and every kernel is there on some target.
+# float64 only; the unrolled derivative kernels (~0.7-1 MB each) and the scan kernels only in
+# iiwa14's CPU and HLS packages (the quadruped keeps rnea_scan: the scan on a tree): generated/
+# stays small enough to review (< 4 MiB) and every kernel is there on some target.
 GEN_SKIP := --skip-kernels rnea_derivatives,aba_derivatives
 generated: $(STAMP)
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --dtype float64 --out generated --name iiwa14 --quiet
-	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --dtype float64 $(GEN_SKIP) --out generated --name quadruped --quiet
-	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 $(GEN_SKIP) --out generated --name iiwa14_cuda --quiet
+	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --dtype float64 $(GEN_SKIP),aba_scan --out generated --name quadruped --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 $(GEN_SKIP),rnea_scan,aba_scan --out generated --name iiwa14_cuda --quiet
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --out generated --name iiwa14_hls --quiet
 
 # benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++), ~13 min; writes
@@ -60,6 +61,14 @@ HLS_BENCH_ARGS ?=
 bench-hls: $(STAMP)
 	$(PY) -m pip install --quiet matplotlib
 	$(PY) benchmarks/hls_accuracy.py $(HLS_BENCH_ARGS)
+
+# log-depth dynamics report (not a test): op counts vs Lathrop, depth vs chain length 4..1024,
+# measured time of rnea/aba vs rnea_scan/aba_scan; writes benchmarks/results/scan.{json,md,png}
+# (~10 min). matplotlib for the plot, as bench-hls. SCAN_ARGS=--quick for a smoke run.
+SCAN_ARGS ?=
+bench-scan: $(STAMP)
+	$(PY) -m pip install --quiet matplotlib
+	$(PY) benchmarks/scan.py $(SCAN_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

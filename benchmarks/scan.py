@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""Log-depth dynamics report (`make bench-scan`, issue 12): op counts, depth and measured time of
+the sequential kernels (rnea, aba) against their scan forms (rnea_scan, aba_scan).
+
+    python benchmarks/scan.py                 # everything (~10 min on 2 cores)
+    python benchmarks/scan.py --quick         # smaller sweep, for a smoke run
+
+Three parts, all in one run so the numbers sit side by side:
+
+1. **Op counts against the literature**: our generated RNEA for a *general* 6-joint arm (random
+   joint axes and link frames: no zero or unit entry to exploit), for a real 6-DoF arm (UR5, from
+   example-robot-data) and the same traced without pruning, next to Luh–Walker–Paul's count as
+   Lathrop's Table 1 gives it and Lathrop's parallel step counts.
+2. **Depth against n** for synthetic chains n = 4 … 1024: the critical path of the kernel IR
+   (unlimited processors) for rnea and for rnea_scan in each evaluation order, aba and aba_scan,
+   and Lathrop's step counts. Traced only, nothing compiled.
+3. **Measured time against n** (CPU; the GPU part when a GPU is present is `make bench-cuda`,
+   which runs every registered kernel): one state through a C++ driver, and batches of 1024
+   states per call on one thread, for rnea vs rnea_scan and aba vs aba_scan.
+
+Writes scan.json, scan.md and scan.png to --out (default benchmarks/results/).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import run as bench  # noqa: E402  (benchmarks/run.py: machine info, timing helpers, the C++ driver)
+
+import rbdgen  # noqa: E402
+from rbdgen.algorithms.scan import traced  # noqa: E402
+from rbdgen.backends.cpu import generate_cpu  # noqa: E402
+from rbdgen.ir.schedule import critical_path  # noqa: E402
+from rbdgen.jit.compiler import find_cxx  # noqa: E402
+from rbdgen.registry import trace  # noqa: E402
+from rbdgen.robots import chain_urdf  # noqa: E402
+from rbdgen.scan import METHODS  # noqa: E402
+
+#: Lathrop, "Parallelism in manipulator dynamics" (IJRR 1985), Table 1 as issue 12 quotes it
+LWP = {"label": "Luh–Walker–Paul recursive Newton–Euler (Lathrop's Table 1, general 6-joint arm)",
+       "mul": 852, "add": 738}
+
+
+def lathrop_linear(n):
+    """(multiply steps, add steps) of Lathrop's parallel Newton–Euler, one processor per joint."""
+    return 2 * n + 3, 6 * n + 7
+
+
+def lathrop_log(n):
+    """(multiply steps, add steps) of Lathrop's logarithmic formulation."""
+    k = math.ceil(math.log2(n + 1))
+    return 2 * k + 5, 6 * k + 10
+
+
+def general_arm_urdf(n=6, seed=0) -> str:
+    """A serial arm with random unit joint axes and random link frames (rotation and offset):
+    every entry of every X_tree, axis and inertia is a generic number."""
+    rng = np.random.default_rng(seed)
+    out = ['<?xml version="1.0"?>', '<robot name="general_arm">', '  <link name="base"/>']
+    prev = "base"
+    for i in range(n):
+        axis = rng.normal(size=3)
+        axis /= np.linalg.norm(axis)
+        rpy = rng.uniform(-np.pi, np.pi, 3)
+        xyz = rng.uniform(-0.3, 0.3, 3)
+        com = rng.uniform(-0.1, 0.1, 3)
+        mass = float(rng.uniform(1, 3))
+        a, b, c = rng.uniform(0.05, 0.4, 3)  # a box's principal moments, turned by a random rotation
+        R = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+        Ic = (R @ np.diag([b * b + c * c, a * a + c * c, a * a + b * b]) @ R.T * mass / 12).tolist()
+        f = lambda v: " ".join(repr(float(x)) for x in v)  # noqa: E731
+        out += [f'  <link name="l{i}"><inertial><origin xyz="{f(com)}" rpy="0 0 0"/><mass value="{mass!r}"/>'
+                f'<inertia ixx="{Ic[0][0]!r}" ixy="{Ic[0][1]!r}" ixz="{Ic[0][2]!r}" iyy="{Ic[1][1]!r}" '
+                f'iyz="{Ic[1][2]!r}" izz="{Ic[2][2]!r}"/></inertial></link>',
+                f'  <joint name="j{i}" type="revolute"><parent link="{prev}"/><child link="l{i}"/>'
+                f'<origin xyz="{f(xyz)}" rpy="{f(rpy)}"/><axis xyz="{f(axis)}"/>'
+                f'<limit lower="-3" upper="3" effort="100" velocity="3"/></joint>']
+        prev = f"l{i}"
+    out.append("</robot>")
+    return "\n".join(out)
+
+
+def load_text(text: str, work: Path, name: str):
+    p = work / f"{name}.urdf"
+    p.write_text(text)
+    return rbdgen.load_urdf(p)
+
+
+def counts(kernel) -> dict:
+    c = kernel.op_counts()
+    cp = critical_path(kernel)
+    return {"mul": c["mul"], "add": c["add"], "div": c["div"], "sincos": c["sincos"], "total": c["total"],
+            "depth": cp.depth, "mul_steps": cp.mul, "add_steps": cp.add}
+
+
+# ---- 1. op counts ---------------------------------------------------------------------------------
+
+def op_count_table(work: Path) -> dict:
+    rows = {}
+    arms = {"general 6-joint arm (random axes and frames)": load_text(general_arm_urdf(), work, "general_arm")}
+    ur5 = bench.CMEEL / "share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
+    if ur5.exists():
+        arms["UR5 (6 DoF, example-robot-data)"] = rbdgen.load_urdf(ur5)
+    for label, m in arms.items():
+        r = {"nv": m.nv,
+             "rnea": counts(trace(m, "rnea", cached=False)),
+             "rnea_dense": counts(trace(m, "rnea", fold=False, cached=False)),
+             "nle": counts(trace(m, "nle", cached=False))}
+        for meth in METHODS:
+            r[f"rnea_scan[{meth}]"] = counts(traced(m, "rnea_scan", meth))
+        rows[label] = r
+    return rows
+
+
+# ---- 2. depth vs n ----------------------------------------------------------------------------------
+
+def depth_sweep(ns, aba_max: int, work: Path) -> dict:
+    out = {}
+    for n in ns:
+        t = time.perf_counter()
+        m = load_text(chain_urdf(n, seed=n, fixed_every=0), work, f"chain{n}")
+        row = {"rnea": counts(trace(m, "rnea", cached=False))}
+        for meth in METHODS:
+            row[f"rnea_scan[{meth}]"] = counts(traced(m, "rnea_scan", meth))
+        if n <= aba_max:
+            row["aba"] = counts(trace(m, "aba", cached=False))
+            row["aba_scan[hillis_steele]"] = counts(traced(m, "aba_scan", "hillis_steele"))
+        row["lathrop_linear_steps"] = sum(lathrop_linear(n))
+        row["lathrop_log_steps"] = sum(lathrop_log(n))
+        out[str(n)] = row
+        bench.log(f"depth: n = {n} traced in {time.perf_counter() - t:.1f} s")
+    return out
+
+
+# ---- 3. measured time vs n ----------------------------------------------------------------------------
+
+PAIRS = (("rnea", "rnea_scan"), ("aba", "aba_scan"))
+
+
+def time_sweep(ns, aba_max: int, batch: int, quick: bool, cxx: str, work: Path) -> dict:
+    out = {}
+    for n in ns:
+        m = load_text(chain_urdf(n, seed=n, fixed_every=0), work, f"tchain{n}")
+        ks = ["rnea", "rnea_scan"] + (["aba", "aba_scan"] if n <= aba_max else [])
+        t = time.perf_counter()
+        gen = generate_cpu(m, dtypes=("float64",), kernels=ks)
+        kern = rbdgen.build(m, kernels=ks, opt="-O3")
+        build_s = time.perf_counter() - t
+        rng = np.random.default_rng(n)
+        pool = bench.states(m, rng, 256)
+        pool_file = work / f"pool{n}.bin"
+        np.concatenate([pool["q"].ravel(), pool["v"].ravel(), pool["a"].ravel(), pool["tau"].ravel()]).tofile(pool_file)
+        drv = work / f"driver{n}"
+        drv.mkdir()
+        exe = bench.build_driver(cxx, gen, Path(kern.path), m.nq, m.nv, drv)
+        single = bench.run_driver(exe, pool_file, quick)
+        st = bench.states(m, rng, batch)
+        batched = {}
+        for k in ks:
+            f = getattr(kern, k)
+            ins = tuple(st[x] for x in bench.SIGS[k])
+            o = bench.out_arrays(kern.methods[k], (batch,))
+            tm = bench.measure(lambda: f(*ins, out=o), target_s=0.02 if quick else 0.1, runs=3 if quick else 5,
+                               budget_s=1.0 if quick else 3.0)
+            batched[k] = bench.summary(tm, per=batch)["median"]
+        out[str(n)] = {"build_s": round(build_s, 1), "single_ns": {k: single[k]["median"] for k in ks},
+                       "batch_ns_per_state": batched, "lanes": kern.lanes,
+                       "ops": {k: counts(trace(m, k)) for k in ks}}
+        bench.log(f"time: n = {n}: built in {build_s:.1f} s; " + ", ".join(
+            f"{k} {single[k]['median']:.0f} ns" for k in ks))
+    return out
+
+
+# ---- report ------------------------------------------------------------------------------------------
+
+def markdown(res: dict) -> str:
+    mi = res["machine"]
+    L = ["# Log-depth dynamics: sequential vs scan kernels", "",
+         f"Machine: {mi['cpu']} ({mi['cpus_available']} CPUs available), {mi['compiler'].splitlines()[0]}; rbdgen {mi['rbdgen']} "
+         f"(git {mi['git']}), {mi['date']}. Generated by `make bench-scan` (benchmarks/scan.py); "
+         "method and discussion in docs/scan.md.", ""]
+    L += ["## 1. Op counts of inverse dynamics for 6-joint arms", "",
+          "Multiplies and adds of the generated code (sin/cos and divisions apart); *depth*: the critical path "
+          "with unlimited processors, and the multiplies / adds on it (Lathrop's multiply and add *steps*). "
+          "Our counts include gravity and the 6-D spatial bookkeeping of a general joint frame.", "",
+          "| arm | formulation | mul | add | depth | × steps | + steps |", "|---|---|---:|---:|---:|---:|---:|"]
+    for arm, r in res["op_counts"].items():
+        for k, label in (("rnea_dense", "rnea traced without pruning"), ("rnea", "rnea (pruned: what we ship)"),
+                         ("nle", "nle (a = 0)")) + tuple((f"rnea_scan[{m}]", f"rnea_scan, {m}") for m in METHODS):
+            c = r[k]
+            L.append(f"| {arm} | {label} | {c['mul']} | {c['add']} | {c['depth']} | {c['mul_steps']} | {c['add_steps']} |")
+    n = 6
+    L += [f"| literature | {LWP['label']} | {LWP['mul']} | {LWP['add']} | | | |",
+          f"| literature | Lathrop, parallel NE, one processor per joint (n = 6) | | | | {lathrop_linear(n)[0]} | {lathrop_linear(n)[1]} |",
+          f"| literature | Lathrop, logarithmic NE (n = 6) | | | | {lathrop_log(n)[0]} | {lathrop_log(n)[1]} |", ""]
+    L += ["## 2. Depth (critical path in ops) against chain length", "",
+          "Synthetic chains (robots/synthetic.py, `chain_urdf(n, seed=n, fixed_every=0)`); kernel IR traced, "
+          "nothing compiled. Lathrop's columns are his multiply + add step counts.", "",
+          "| n | rnea | rnea_scan HS | rnea_scan Blelloch | rnea_scan sequential order | aba | aba_scan HS "
+          "| Lathrop linear | Lathrop log | rnea ops | rnea_scan HS ops | rnea_scan Blelloch ops |",
+          "|---:|" + "---:|" * 11]
+    for n, r in res["depth"].items():
+        g = lambda k, f="depth": str(r[k][f]) if k in r else "–"  # noqa: E731
+        L.append(f"| {n} | {g('rnea')} | {g('rnea_scan[hillis_steele]')} | {g('rnea_scan[blelloch]')} | "
+                 f"{g('rnea_scan[sequential]')} | {g('aba')} | {g('aba_scan[hillis_steele]')} | "
+                 f"{r['lathrop_linear_steps']} | {r['lathrop_log_steps']} | {g('rnea', 'total')} | "
+                 f"{g('rnea_scan[hillis_steele]', 'total')} | {g('rnea_scan[blelloch]', 'total')} |")
+    L += ["", "## 3. Measured time against chain length (CPU)", "",
+          f"One state: C++ driver, median ns per call. Batch: {res['batch']} states per call, one thread, ns per "
+          "state. Ratio > 1: the scan form is slower.", "",
+          "| n | rnea 1 state | rnea_scan 1 state | ratio | rnea batch | rnea_scan batch | ratio | "
+          "aba 1 state | aba_scan 1 state | ratio | aba batch | aba_scan batch | ratio |", "|---:|" + "---:|" * 12]
+    for n, r in res["time"].items():
+        cells = [n]
+        for a, b in PAIRS:
+            for key in ("single_ns", "batch_ns_per_state"):
+                x, y = r[key].get(a), r[key].get(b)
+                cells += [f"{x:.0f}" if x else "–", f"{y:.0f}" if y else "–", f"{y / x:.2f}" if x and y else "–"]
+        L.append("| " + " | ".join(cells) + " |")
+    L += ["", res.get("gpu_note", ""), ""]
+    return "\n".join(L)
+
+
+def plot(res: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    ns = [int(n) for n in res["depth"]]
+    for key, label, style in (("rnea", "rnea (sequential)", "o-"), ("rnea_scan[hillis_steele]", "rnea_scan, Hillis–Steele", "s-"),
+                              ("rnea_scan[blelloch]", "rnea_scan, Blelloch", "^-"), ("aba", "aba", "o--"),
+                              ("aba_scan[hillis_steele]", "aba_scan, Hillis–Steele", "s--")):
+        xs = [n for n in ns if key in res["depth"][str(n)]]
+        a1.plot(xs, [res["depth"][str(n)][key]["depth"] for n in xs], style, label=label)
+    a1.plot(ns, [res["depth"][str(n)]["lathrop_linear_steps"] for n in ns], ":", color="gray", label="Lathrop 8n+10 steps")
+    a1.plot(ns, [res["depth"][str(n)]["lathrop_log_steps"] for n in ns], "-.", color="gray", label="Lathrop 8⌈log₂(n+1)⌉+15")
+    a1.set_xscale("log", base=2)
+    a1.set_yscale("log")
+    a1.set_xlabel("chain length n")
+    a1.set_ylabel("critical path (ops)")
+    a1.set_title("depth with unlimited processors")
+    a1.legend(fontsize=7)
+    tn = [int(n) for n in res["time"]]
+    for k, style in (("rnea", "o-"), ("rnea_scan", "s-"), ("aba", "o--"), ("aba_scan", "s--")):
+        for key, suffix, alpha in (("single_ns", "1 state", 1.0), ("batch_ns_per_state", f"batch {res['batch']}", 0.5)):
+            xs = [n for n in tn if k in res["time"][str(n)][key]]
+            a2.plot(xs, [res["time"][str(n)][key][k] for n in xs], style, alpha=alpha, label=f"{k}, {suffix}")
+    a2.set_xscale("log", base=2)
+    a2.set_yscale("log")
+    a2.set_xlabel("chain length n")
+    a2.set_ylabel("ns per state (CPU, 1 thread)")
+    a2.set_title(f"measured: {res['machine']['cpu'][:40]}")
+    a2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="smaller sweeps (a smoke run)")
+    p.add_argument("--out", default=None, help="results folder (default benchmarks/results; --quick: a temporary one)")
+    p.add_argument("--render", action="store_true", help="only rewrite scan.md and scan.png from the scan.json in --out")
+    args = p.parse_args(argv)
+    if args.render:
+        out = Path(args.out) if args.out else HERE / "results"
+        res = json.loads((out / "scan.json").read_text())
+        (out / "scan.md").write_text(markdown(res))
+        plot(res, out / "scan.png")
+        return 0
+    depth_ns = [4, 8, 16, 32, 64] if args.quick else [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    time_ns = [4, 8, 16] if args.quick else [4, 8, 16, 32, 64, 128]
+    aba_depth_max, aba_time_max = (16, 8) if args.quick else (256, 64)
+    out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="rbdgen-scan-")) if args.quick else HERE / "results")
+    out.mkdir(parents=True, exist_ok=True)
+    cxx = find_cxx()
+    work = Path(tempfile.mkdtemp(prefix="rbdgen-scan-work-"))
+    cache_old = os.environ.get(bench.CACHE_ENV)
+    os.environ[bench.CACHE_ENV] = str(work / "cache")
+    try:
+        res = {"machine": bench.machine_info(cxx), "batch": 1024}
+        bench.log("op counts: general 6-joint arm, UR5")
+        res["op_counts"] = op_count_table(work)
+        res["depth"] = depth_sweep(depth_ns, aba_depth_max, work)
+        res["time"] = time_sweep(time_ns, aba_time_max, res["batch"], args.quick, cxx, work)
+        res["gpu_note"] = ("GPU: not measured in this run (no NVIDIA GPU on this machine); `make bench-cuda` times "
+                           "every registered kernel, rnea_scan and aba_scan included, on a machine that has one.")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if cache_old is None:
+            os.environ.pop(bench.CACHE_ENV, None)
+        else:
+            os.environ[bench.CACHE_ENV] = cache_old
+    (out / "scan.json").write_text(json.dumps(res, indent=1) + "\n")
+    (out / "scan.md").write_text(markdown(res))
+    drew = plot(res, out / "scan.png")
+    bench.log(f"wrote {out / 'scan.json'}, {out / 'scan.md'}" + (f", {out / 'scan.png'}" if drew else " (no matplotlib: no plot)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
