@@ -229,21 +229,23 @@ def traced(model, name: str, method: str = METHOD, fold: bool = True):
 # fixed_tol: HLS C simulation of iiwa14, 456 random states (seeds 7 and 31): rnea_scan worst
 # 2.2e-4 in Q16.16 (rnea 1.9e-4) and 4.6e-7 in Q24.24; aba_scan 2.2e-2 and 1.6e-5, equal to aba's
 # on the same states, so aba's bounds (set by a wider sweep) are kept.
+# The Pinocchio oracle and benchmark peer are rnea's and aba's own: the same quantities.
+
+from ..registry import get as _declared  # noqa: E402  (the package imports dynamics first)
+
+_RNEA, _ABA = _declared("rnea"), _declared("aba")
 
 declare("rnea_scan", "inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and "
         "the backward pass as subtree sums (log depth)",
         inputs=("q", "v", "a"), outputs=(Arg("tau", ("nv",), "joint torques"),),
         algorithm=_rnea_scan, coupled=_c_rnea_scan, reference=ref.rnea_scan,
-        pinocchio=lambda pin, pm, data, q, v, a: (pin.rnea(pm, data, q, v, a).copy(),),
+        pinocchio=_RNEA.pinocchio, pinocchio_cpp=_RNEA.pinocchio_cpp,
         pinocchio_note="the same quantity as rnea: Pinocchio's rnea",
-        float32_tol=4e-6, fixed_tol={(32, 16): 5e-4, (48, 24): 1e-6}, gpu_shape="block",
-        pinocchio_cpp=("pinocchio/algorithm/rnea.hpp", "pin::rnea(model, data, q[i], v[i], a[i])"))
+        float32_tol=4e-6, fixed_tol={(32, 16): 5e-4, (48, 24): 1e-6}, gpu_shape="block")
 declare("aba_scan", "forward dynamics q̈ (as aba) with the two linear passes as parallel prefix scans and "
         "the articulated inertias sequential",
         inputs=("q", "v", "tau"), outputs=(Arg("qdd", ("nv",), "joint accelerations"),),
         algorithm=_aba_scan, coupled=_c_aba_scan, reference=ref.aba_scan,
-        pinocchio=lambda pin, pm, data, q, v, tau: (pin.aba(pm, data, q, v, tau).copy(),),
+        pinocchio=_ABA.pinocchio, pinocchio_cpp=_ABA.pinocchio_cpp,
         pinocchio_note="the same quantity as aba: Pinocchio's aba",
-        float32_tol=2e-5, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="block",
-        needs_minv=True,
-        pinocchio_cpp=("pinocchio/algorithm/aba.hpp", "pin::aba(model, data, q[i], v[i], tau[i])"))
+        float32_tol=2e-5, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="block", needs_minv=True)
