@@ -187,9 +187,10 @@ def subtree_sums(values: Sequence, parent: Sequence[int], add: Callable, round_h
     order = preorder(parent)
     pos = {b: k for k, b in enumerate(order)}
     n = len(order)
-    size = {}
-    for i in reversed(range(n)):
-        size[i] = 1 + sum(size[c] for c in range(i + 1, n) if parent[c] == i)
+    size = [1] * n
+    for i in reversed(range(n)):  # children after parents: each subtree's size is complete when added
+        if parent[i] >= 0:
+            size[parent[i]] += size[i]
     blocks: dict[tuple[int, int], object] = {}  # (level, index) → sum of order[index·2^level : (index+1)·2^level]
 
     def block(level, idx):

@@ -140,12 +140,12 @@ def _aba_scan(t: Trace, q, v, tau, method=METHOD):
             IA[parent[i]] = S.madd(IA[parent[i]], S.congruence(g, t.X(i, q).matrix(g), Ia[i]))
     # the per-body affine maps: B_i = X_iᵀ P_i carries a bias force to the parent, its
     # transpose P_iᵀ X_i an acceleration from the parent (P_i = 1 − U_i D_i⁻¹ S_iᵀ)
-    B, b = [None] * nb, [None] * nb
+    B, b, P = [None] * nb, [None] * nb, [None] * nb
     for i in range(nb):
         t.block("scan elements: X_iᵀ P_i and the bias it carries", i)
         X = t.X(i, q)
-        P = S.msub(eye6, S.mat_mat(g, UDinv[i], S.transpose(t.Smat(i))))
-        B[i] = S.transpose([X.force_T(g, col) for col in S.transpose(P)])
+        P[i] = S.msub(eye6, S.mat_mat(g, UDinv[i], S.transpose(t.Smat(i))))
+        B[i] = S.transpose([X.force_T(g, col) for col in S.transpose(P[i])])
         k = S.vadd(S.mat_vec(g, Ia[i], c[i]), S.mat_vec(g, UDinv[i], tau[m.v_slice(i)]))
         b[i] = X.force_T(g, k)
     # pass 3: bias forces, a suffix scan along each path (deepest first)
@@ -177,8 +177,7 @@ def _aba_scan(t: Trace, q, v, tau, method=METHOD):
         Si = t.Smat(i)
         u[i] = S.vsub(tau[m.v_slice(i)], S.matT_vec(g, Si, pA[i]))
         AT = S.transpose(B[i])  # P_iᵀ X_i
-        Pt = S.msub(eye6, S.mat_mat(g, Si, S.transpose(UDinv[i])))  # P_iᵀ = 1 − S D⁻¹ Uᵀ
-        elems.append((AT, S.vadd(S.mat_vec(g, Pt, c[i]), S.mat_vec(g, Si, S.mat_vec(g, Dinv[i], u[i])))))
+        elems.append((AT, S.vadd(S.matT_vec(g, P[i], c[i]), S.mat_vec(g, Si, S.mat_vec(g, Dinv[i], u[i])))))
     # pass 4: accelerations, a prefix scan from the world element (0, −g)
     acc = [e[1] for e in tree_scan(elems, [-1] + [p + 1 for p in parent], op, method, identity=ident,
                                    round_hook=_hook(t, "acceleration scan", lambda i: i - 1))]
