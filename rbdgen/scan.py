@@ -38,6 +38,12 @@ from typing import Callable, Sequence
 METHODS = ("sequential", "hillis_steele", "blelloch")
 
 
+def with_world(parent: Sequence[int]) -> list[int]:
+    """Parents with a world node 0 in front (bodies shift by one): the root's element of a scan
+    that starts from the world's state (gravity, zero velocity)."""
+    return [-1] + [p + 1 for p in parent]
+
+
 def _check(parent: Sequence[int]) -> None:
     for i, p in enumerate(parent):
         if not -1 <= p < i:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .. import reference as ref
 from ..registry import Arg, declare
-from ..scan import paths, subtree_sums, tree_scan
+from ..scan import paths, subtree_sums, tree_scan, with_world
 from . import spatial as S
 from .trace import Trace
 
@@ -76,8 +76,7 @@ def _forward_scan(t: Trace, q, v, a, method, a0):
         t.block("scan elements: joint transform, S q̇, S q̈", i)
         vs = m.v_slice(i)
         elems.append((t.X(i, q), t.S_times(i, v[vs]), None if a is None else t.S_times(i, a[vs])))
-    parent = [-1] + [p + 1 for p in m.parent]
-    out = tree_scan(elems, parent, forward_op(t.g), method, identity=forward_identity(t, a is not None),
+    out = tree_scan(elems, with_world(m.parent), forward_op(t.g), method, identity=forward_identity(t, a is not None),
                     round_hook=_hook(t, "forward scan", lambda i: i - 1))
     return out[1:]
 
@@ -179,7 +178,7 @@ def _aba_scan(t: Trace, q, v, tau, method=METHOD):
         AT = S.transpose(B[i])  # P_iᵀ X_i
         elems.append((AT, S.vadd(S.matT_vec(g, P[i], c[i]), S.mat_vec(g, Si, S.mat_vec(g, Dinv[i], u[i])))))
     # pass 4: accelerations, a prefix scan from the world element (0, −g)
-    acc = [e[1] for e in tree_scan(elems, [-1] + [p + 1 for p in parent], op, method, identity=ident,
+    acc = [e[1] for e in tree_scan(elems, with_world(parent), op, method, identity=ident,
                                    round_hook=_hook(t, "acceleration scan", lambda i: i - 1))]
     qdd = [None] * m.nv
     for i in range(nb):

@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import spatial as sp
 from ..model import RobotModel
-from ..scan import METHODS, paths, subtree_sums, tree_scan
+from ..scan import METHODS, paths, subtree_sums, tree_scan, with_world
 from . import _a_gravity, _batched, _kinematics
 
 __all__ = ["rnea_scan", "aba_scan", "forward_op", "forward_identity", "affine_op", "affine_identity", "METHODS"]
@@ -69,17 +69,12 @@ def affine_identity():
     return np.eye(6), np.zeros(6)
 
 
-def _with_world(parent):
-    """Parents with a world node 0 in front (bodies shift by one)."""
-    return [-1] + [p + 1 for p in parent]
-
-
 def _forward_scan(model, Xs, Ss, v, a, method, a0):
     elems = [(np.eye(6), np.zeros(6), a0)]
     for i in range(model.nb):
         vs = model.v_slice(i)
         elems.append((Xs[i], Ss[i] @ v[vs], Ss[i] @ a[vs]))
-    out = tree_scan(elems, _with_world(model.parent), forward_op, method, identity=forward_identity)
+    out = tree_scan(elems, with_world(model.parent), forward_op, method, identity=forward_identity)
     return out[1:]  # (ⁱX₀, v_i, a_i) per body
 
 
@@ -168,7 +163,7 @@ def _aba_scan(model, q, v, tau, method):
     elems = [(np.zeros((6, 6)), _a_gravity(model))]
     for i in range(nb):
         elems.append((P[i].T @ Xs[i], P[i].T @ c[i] + Ss[i] @ Dinv[i] @ u[i]))
-    acc = [e[1] for e in tree_scan(elems, _with_world(parent), affine_op, method, identity=affine_identity)]
+    acc = [e[1] for e in tree_scan(elems, with_world(parent), affine_op, method, identity=affine_identity)]
     qdd = np.zeros(model.nv)
     for i in range(nb):
         ap = Xs[i] @ acc[parent[i] + 1] + c[i]  # acc[0] is the world's
