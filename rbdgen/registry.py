@@ -33,13 +33,13 @@ import numpy as np
 from .errors import RbdgenError, UnsupportedError
 
 #: the model sizes a shape may name
-_DIMS = ("nq", "nv", "nb")
+_DIMS = ("nq", "nv", "nb", "nf")
 
 
 @dataclass(frozen=True)
 class Arg:
     """A kernel argument: a name and a shape whose entries are ints or model sizes
-    (``"nq"``, ``"nv"``, ``"nb"``), e.g. ``("nb", 4, 4)``."""
+    (``"nq"``, ``"nv"``, ``"nb"``, ``"nf"``: the number of selected frames), e.g. ``("nb", 4, 4)``."""
 
     name: str
     shape: tuple
@@ -111,6 +111,9 @@ class KernelDecl:
     #: the kernel for a model with mimic joints coupled: (Trace of the tree, Coupling, *reduced
     #: inputs) → outputs, like ``algorithm``; None: such models are refused for this kernel
     coupled: Callable | None = None
+    #: the kernel works on the model's selected frames (``model.frames``): it is left out of the
+    #: default selection of a model without frames, and refused for one when asked for by name
+    frames: bool = False
 
     @property
     def input_names(self) -> tuple:
@@ -127,7 +130,7 @@ _REGISTRY: dict[str, KernelDecl] = {}
 def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinocchio=None,
             float32_tol: float, fixed_tol: dict | None = None, gpu_shape: str = "block",
             pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False,
-            coupled: Callable | None = None) -> KernelDecl:
+            coupled: Callable | None = None, frames: bool = False) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -140,7 +143,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
         raise ValueError(f"kernel {name!r}: gpu_shape must be 'thread' or 'block'")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
                    gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv),
-                   coupled)
+                   coupled, bool(frames))
     _REGISTRY[name] = d
     return d
 
@@ -185,6 +188,26 @@ def resolve(names=None) -> tuple:
     return tuple(k for k in _REGISTRY if k in names)
 
 
+def applicable(model, names=None) -> tuple:
+    """:func:`resolve` for ``model``: with ``names=None``, every kernel the model can have (the
+    frame kernels only when frames are selected); asked-for kernels are checked with
+    :func:`check_frames`."""
+    if names is None:
+        return tuple(k for k in resolve(None) if not _REGISTRY[k].frames or getattr(model, "nf", 0))
+    out = resolve(names)
+    check_frames(model, out)
+    return out
+
+
+def check_frames(model, kernels) -> None:
+    """Refuse frame kernels for a model without selected frames (one line saying how)."""
+    need = [k for k in kernels if get(k).frames]
+    if need and not getattr(model, "nf", 0):
+        raise RbdgenError(f"{', '.join(need)} work on frames and none is selected: pass frames=[link names] "
+                          f"(rbdgen generate --frames LINK,…; 'leaves' selects the URDF's leaf links: "
+                          f"{', '.join(getattr(model, 'leaf_links', ())) or 'none'})")
+
+
 # ---- tracing ---------------------------------------------------------------------------------
 
 _cache: collections.OrderedDict = collections.OrderedDict()
@@ -224,6 +247,7 @@ def _trace(model, d: KernelDecl, fold: bool):
 
     if d.needs_minv:
         check_invertible(model, d.name)
+    check_frames(model, (d.name,))
     coupled = getattr(model, "coupled", False)
     if coupled and d.coupled is None:
         raise UnsupportedError(f"kernel {d.name} has no form for coupled mimic joints "

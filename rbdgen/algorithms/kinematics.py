@@ -20,7 +20,8 @@ from . import spatial as S
 from .trace import Trace
 
 
-def _forward_kinematics(t: Trace, q):
+def placements(t: Trace, q):
+    """(ᵒR_i, ᵒp_i) of every body as Values (3×3 rows, 3)."""
     m, g = t.m, t.g
     R, p = [None] * m.nb, [None] * m.nb
     for i in range(m.nb):
@@ -33,6 +34,12 @@ def _forward_kinematics(t: Trace, q):
         else:
             R[i] = S.mat_mat(g, R[par], ET)
             p[i] = S.vadd(p[par], S.mat3_vec(g, R[par], X.r))
+    return R, p
+
+
+def _forward_kinematics(t: Trace, q):
+    m, g = t.m, t.g
+    R, p = placements(t, q)
     zero, one = g.const(0.0), g.const(1.0)
     out = []
     for i in range(m.nb):

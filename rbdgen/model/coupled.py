@@ -59,6 +59,10 @@ class CoupledModel:
             raise AttributeError(f"CoupledModel.{name}: use .tree.{name} (tree coordinates)")
         return getattr(self.tree, name)
 
+    def with_frames(self, names) -> "CoupledModel":
+        """This model with other selected frames (:meth:`RobotModel.with_frames`)."""
+        return CoupledModel(self.tree.with_frames(names), self.mimic)
+
     # ---- reduced coordinates -------------------------------------------------------------------
     def expand_q(self, q):
         return np.asarray(q, dtype=float) @ self.Gq.T + self.bq

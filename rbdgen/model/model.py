@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,6 +19,23 @@ def _frozen(a) -> np.ndarray:
     a = np.array(a, dtype=float)
     a.flags.writeable = False
     return a
+
+
+@dataclass(frozen=True)
+class LinkFrame:
+    """A URDF link as an operational frame: the body it moves with (``-1``: the world) and its
+    constant placement in that body, ``bMf = [R p; 0 1]`` (a body's own link: the identity; a link
+    merged by fixed joints: their composed placement)."""
+
+    name: str
+    body: int
+    R: np.ndarray   # (3, 3) frame axes in body coordinates
+    p: np.ndarray   # (3,) frame origin in body coordinates
+
+    @property
+    def X(self) -> np.ndarray:
+        """The motion transform body → frame (6×6, Featherstone order)."""
+        return sp.plux(self.R.T, self.p)
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,44 @@ class RobotModel:
     merged_fixed: tuple[tuple[str, str, str], ...]  # (link, joint, merged into: body or "world")
     ignored_mimic: tuple[str, ...] = ()   # mimic joints loaded as ordinary joints
     world_name: str = "world"
+    #: every URDF link as a frame, in depth-first URDF order
+    link_frames: tuple[LinkFrame, ...] = ()
+    #: the URDF's leaf links that move (tool flanges, feet, fingertips, sensor frames)
+    leaf_links: tuple[str, ...] = ()
+    #: the frames the frame and contact kernels are generated for (link names; none by default,
+    #: and then those kernels are left out). See :meth:`with_frames`.
+    frames: tuple[str, ...] = ()
+
+    # ---- frames --------------------------------------------------------------------------
+    @property
+    def nf(self) -> int:
+        return len(self.frames)
+
+    def frame(self, name: str) -> LinkFrame:
+        """The :class:`LinkFrame` of a URDF link; an unknown name is a ``ValueError`` naming
+        the links there are."""
+        for f in self.link_frames:
+            if f.name == name:
+                return f
+        raise ValueError(_unknown_frame(self, name))
+
+    def frame_index(self, name: str) -> int:
+        """Position of ``name`` in :attr:`frames` (the selected frames)."""
+        if not isinstance(name, str):
+            raise ValueError(f"a frame is named by its URDF link name (a string), got {type(name).__name__}")
+        try:
+            return self.frames.index(name)
+        except ValueError:
+            self.frame(name)  # not a link at all: that error
+            raise ValueError(f"frame '{name}' was not selected for this model (selected: "
+                             f"{', '.join(self.frames) or 'none'}); load with model.with_frames([...]) "
+                             f"or build(model, frames=[...])") from None
+
+    def with_frames(self, names) -> "RobotModel":
+        """This model with ``names`` (URDF link names, in the order given; ``"leaves"``: the
+        URDF's moving leaf links) as its selected frames: what the frame and contact kernels are
+        generated for."""
+        return replace(self, frames=_check_frames(self, names))
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -205,6 +260,32 @@ class RobotModel:
         return f"RobotModel({self.name!r}, {base} base, nb={self.nb}, nq={self.nq}, nv={self.nv})"
 
 
+def _unknown_frame(model, name) -> str:
+    known = [f.name for f in model.link_frames]
+    shown = ", ".join(known[:12]) + (f", … ({len(known)} links)" if len(known) > 12 else "")
+    where = f"{model.source}: " if getattr(model, "source", None) else ""
+    return f"{where}unknown frame {name!r}: frames are URDF link names ({shown})"
+
+
+def _check_frames(model, names) -> tuple:
+    if names == "leaves":
+        return tuple(model.leaf_links)
+    if isinstance(names, str):
+        names = [names]
+    try:
+        names = list(names)
+    except TypeError:
+        raise ValueError(f"frames must be a list of URDF link names, got {type(names).__name__}") from None
+    for n in names:
+        if not isinstance(n, str):
+            raise ValueError(f"frames must be URDF link names (strings), got {n!r}")
+        model.frame(n)
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"frames: {', '.join(map(repr, dup))} given more than once")
+    return tuple(names)
+
+
 def load_urdf(
     path,
     floating_base: bool = False,
@@ -328,6 +409,8 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
     axes, X_trees, inertias, limits = [], [], [], []
     merged = []
     body_links: dict[int, list[str]] = {}
+    link_frames: list[LinkFrame] = []
+    leaves: list[str] = []
 
     def add_body(name, jname, jtype, parent, axis, X_tree, lim):
         body_names.append(name)
@@ -356,6 +439,13 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
         if kind == "link":
             I_link = _link_inertia(urdf.links[item])
             body_links.setdefault(body, []).append(item)
+            # X_bl = plux(E, r): E rotates body coordinates into link coordinates, r is the link
+            # origin in body coordinates; the link's axes in body coordinates are Eᵀ
+            E = X_bl[:3, :3]
+            rx = -E.T @ X_bl[3:, :3]
+            link_frames.append(LinkFrame(item, body, _frozen(E.T), _frozen([rx[2, 1], rx[0, 2], rx[1, 0]])))
+            if not children.get(item) and body >= 0:
+                leaves.append(item)
             if body >= 0:
                 inertias[body] = inertias[body] + sp.transform_inertia(X_bl, I_link)
             stack.extend(("joint", j, body, X_bl) for j in reversed(children.get(item, [])))
@@ -406,6 +496,8 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
         merged_fixed=tuple(merged),
         ignored_mimic=tuple(ignored_mimic),
         world_name=root if not floating_base else "world",
+        link_frames=tuple(link_frames),
+        leaf_links=tuple(leaves),
     )
 
 

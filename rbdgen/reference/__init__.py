@@ -399,3 +399,12 @@ def _coupled_forward_kinematics(cm, q):
 from .scan import aba_scan, rnea_scan  # noqa: E402  (scan.py builds on the helpers above)
 
 __all__ += ["rnea_scan", "aba_scan"]
+
+# ---- frames, Λ⁻¹ and contact dynamics (issue 13; see rbdgen/reference/contact.py) ---------------
+from .contact import (  # noqa: E402
+    REFERENCES, Contact, ContactError, contact_fd, frame_bias_acceleration, frame_jacobian, frame_placement,
+    frame_velocity, osim_inverse,
+)
+
+__all__ += ["frame_placement", "frame_jacobian", "frame_velocity", "frame_bias_acceleration", "osim_inverse",
+            "contact_fd", "Contact", "ContactError", "REFERENCES"]
