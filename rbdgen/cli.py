@@ -37,15 +37,18 @@ def _report_warnings():
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def _load(path, floating_base, mimic, check_inertia, gravity=DEFAULT_GRAVITY):
+def _load(path, floating_base, mimic, check_inertia, gravity=DEFAULT_GRAVITY, frames=None):
     from .model import load_urdf
 
     with _report_warnings():
         try:
             model = load_urdf(path, floating_base=floating_base, mimic=mimic, check_inertia=check_inertia,
                               gravity=gravity)
-        except ValueError as e:  # load_urdf's checks of the option values
-            raise RbdgenError(" ".join(str(e).split()), file=path) from e
+            if frames:
+                model = model.with_frames("leaves" if frames == "leaves" else
+                                          [n.strip() for n in frames.split(",") if n.strip()])
+        except ValueError as e:  # load_urdf's and with_frames' checks of the option values
+            raise RbdgenError(" ".join(str(e).replace(f"{path}: ", "").split()), file=path) from e
     return model
 
 
@@ -62,6 +65,10 @@ def model_options(f):
                      show_default=True,
                      help="Mimic joints: move with their leader (couple; nq/nv count the free joints, as "
                           "Pinocchio's mimic=True), ordinary joints (independent), or refuse them.")(f)
+    f = click.option("--frames", metavar="LINK,...",
+                     help="URDF links to generate the frame and contact kernels for (frame_placement, "
+                          "frame_jacobian_*, frame_bias_acceleration_*, osim_inverse, contact_terms); "
+                          "'leaves': the URDF's leaf links. Default: none, and those kernels are left out.")(f)
     f = click.option("--floating-base", is_flag=True, help="Add a free-flyer joint at the URDF root.")(f)
     f = click.argument("urdf", type=click.Path(dir_okay=False, path_type=str))(f)
     return f
@@ -88,7 +95,7 @@ def _parse_kernels(ctx, param, value):
     from . import registry
 
     if value is None:
-        return registry.kernels()
+        return None  # every kernel the model can have: decided once it is loaded
     try:
         return registry.resolve(value)
     except RbdgenError as e:
@@ -112,12 +119,15 @@ def kernels_option(f):
     f = click.option("--skip-kernels", "skip_kernels", callback=_parse_skip, metavar="K1,K2,...",
                      help="Comma-separated kernels to leave out of the selection (a new kernel is still included).")(f)
     return click.option("--kernels", callback=_parse_kernels, metavar="K1,K2,...",
-                        help=f"Comma-separated kernels (default: all: {', '.join(registry.kernels())}; "
+                        help=f"Comma-separated kernels (default: every one the model can have; the frame kernels need "
+                             f"--frames. All: {', '.join(registry.kernels())}; "
                              "`rbdgen kernels` describes each).")(f)
 
 
-def _selected(kernels, skip):
-    out = tuple(k for k in kernels if k not in skip)
+def _selected(model, kernels, skip):
+    from . import registry
+
+    out = tuple(k for k in registry.applicable(model, kernels) if k not in skip)
     if not out:
         raise click.UsageError("--skip-kernels leaves no kernel to work on")
     return out
@@ -283,6 +293,8 @@ def format_cost(model, kernels=None, progress=None) -> str:
         cp = critical_path(pk)
         ratio = f"{d['total'] / p['total']:.2f}x" if p["total"] else "-"
         rows.append((k,) + tuple(f"{p[c]}/{d[c]}" for c, _ in COST_COLUMNS) + (f"{cp.mul}/{cp.add}", ratio))
+        if k == "osim_inverse":
+            rows.append(_osim_product_row(model, trace))
     lines = ["op counts, pruned/dense (dense: the same algorithm traced without folding zeros, ones and "
              "shared subexpressions);",
              "depth: the critical path in ops when every op whose operands are ready runs at once (sums in "
@@ -290,6 +302,22 @@ def format_cost(model, kernels=None, progress=None) -> str:
              "steps ×/+: multiplies and adds on the pruned kernel's critical path (Lathrop's multiply and add "
              "steps); reduction: dense total / pruned total", ""]
     return "\n".join(lines + text_table(rows))
+
+
+def _osim_product_row(model, trace) -> tuple:
+    """What Λ⁻¹ costs the other way, for comparison: J·M⁻¹·Jᵀ from the pruned minv and
+    frame_jacobian_local kernels and two dense products (6nf × nv × nv, then × 6nf, symmetric
+    half)."""
+    mi, jl = trace(model, "minv").op_counts(), trace(model, "frame_jacobian_local").op_counts()
+    r, n = 6 * model.nf, model.nv
+    mul = r * n * n + r * (r + 1) // 2 * n
+    add = r * n * (n - 1) + r * (r + 1) // 2 * (n - 1)
+    c = {k: mi[k] + jl[k] for k in ("mul", "add", "div", "sincos")}
+    c["mul"] += mul
+    c["add"] += add
+    c["total"] = sum(c.values())
+    cells = tuple(f"{c[k]}" if k in c else "-" for k, _ in COST_COLUMNS)
+    return ("  (J·minv·Jᵀ)",) + cells + ("-", "-")
 
 
 @cli.command()
@@ -305,17 +333,17 @@ def format_cost(model, kernels=None, progress=None) -> str:
 @kernels_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("inspect")
-def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_cost, target, dtype, kernels,
+def inspect(urdf, floating_base, mimic, frames, no_check_inertia, show_sparsity, show_cost, target, dtype, kernels,
             skip_kernels, quiet, **given):
     """Print the kinematic tree, sizes, mass and merged fixed joints of URDF
     (or, with --sparsity / --cost, what code generation prunes)."""
     from .backends.base import get_target
 
     topts = _target_kwargs(target, "inspect", given)
-    kernels = _selected(kernels, skip_kernels)
     if target != "cpu" and not show_cost:
         raise click.UsageError(f"--target {target} goes with --cost")
-    model = _load(urdf, floating_base, mimic, not no_check_inertia)
+    model = _load(urdf, floating_base, mimic, not no_check_inertia, frames=frames)
+    kernels = _selected(model, kernels, skip_kernels)
     base = "floating" if model.floating_base else "fixed"
     click.echo(f"robot {model.name!r} ({urdf}), {base} base")
     click.echo(f"bodies {model.nb}   nq {model.nq}   nv {model.nv}   tree depth {max(model.depth) + 1}   "
@@ -351,6 +379,9 @@ def inspect(urdf, floating_base, mimic, no_check_inertia, show_sparsity, show_co
     elif model.ignored_mimic:
         click.echo("")
         click.echo("mimic joints treated as independent: " + ", ".join(model.ignored_mimic))
+    click.echo("")
+    click.echo("frames (--frames): " + (", ".join(model.frames) or "none selected") +
+               "; leaf links: " + (", ".join(model.leaf_links) or "none"))
 
 
 @cli.command(name="kernels")
@@ -403,7 +434,7 @@ def format_snap(info) -> str:
                    "and report how far the dynamics move.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("generate")
-def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out, name, dtypes, kernels, skip_kernels,
+def generate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, target, out, name, dtypes, kernels, skip_kernels,
              snap, quiet, **given):
     """Write the kernels of URDF as a folder OUT/NAME/: the target's sources and manifest.json;
     for cpu and cuda an importable Python package (an __init__.py with load() and one function
@@ -411,10 +442,10 @@ def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out,
     from .package import generate_package
 
     topts = _target_kwargs(target, "generate", given)
-    kernels = _selected(kernels, skip_kernels)
     if topts.get("fixed") is not None and dtypes:
         raise click.UsageError("--fixed and --dtype are alternatives for --target hls; give one")
-    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
+    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames)
+    kernels = _selected(model, kernels, skip_kernels)
     load_options = {"floating_base": floating_base, "mimic": mimic, "check_inertia": not no_check_inertia}
     with _report_warnings():
         pkg = generate_package(model, out, urdf=urdf, load_options=load_options, name=name,
@@ -443,7 +474,7 @@ def generate(urdf, floating_base, mimic, no_check_inertia, gravity, target, out,
 @click.option("--no-pinocchio", is_flag=True, help="Compare with the NumPy reference only.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("validate")
-def validate(urdf, floating_base, mimic, no_check_inertia, gravity, target, dtype, states, seed, kernels,
+def validate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, target, dtype, states, seed, kernels,
              skip_kernels, no_pinocchio, quiet, **given):
     """Build the kernels of URDF for the target and check each on random states (batch and single)
     against the NumPy reference and Pinocchio. Exit status 0: all pass; 1: a kernel fails."""
@@ -451,8 +482,8 @@ def validate(urdf, floating_base, mimic, no_check_inertia, gravity, target, dtyp
     from .backends.base import get_target
 
     topts = _target_kwargs(target, "validate", given)
-    kernels = _selected(kernels, skip_kernels)
-    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity)
+    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames)
+    kernels = _selected(model, kernels, skip_kernels)
     with _report_warnings():
         rows = V.validate(model, target=target, dtype=dtype, states=states, seed=seed, kernels=kernels,
                           pinocchio=not no_pinocchio, progress=_progress(quiet), **topts)

@@ -109,6 +109,10 @@ def pinocchio_model(model):
     if list(pm.names[1:]) != list(model.joint_names) or pm.nv != model.nv or pm.nq != model.nq_pinocchio:
         return None, "pinocchio's joints differ from rbdgen's (order or sizes): not compared"
     pm.gravity.linear = np.asarray(model.gravity, dtype=float)
+    pm.rbdgen_frames = tuple(getattr(model, "frames", ()))  # what the frame kernels' counterparts read
+    missing = [f for f in pm.rbdgen_frames if not pm.existFrame(f)]
+    if missing:
+        return None, f"pinocchio has no frame {missing[0]!r}"
     return pin, pm
 
 
@@ -131,7 +135,7 @@ def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, s
     dt = np.dtype(dtype)
     if states < 1:
         raise ValueError(f"states must be at least 1, got {states}")
-    kernels = registry.resolve(kernels)
+    kernels = registry.applicable(model, kernels)
     st = t.split_options(options, where="validate")
     k_ = compiled if compiled is not None else build(model, target=target, dtype=dt.name, kernels=kernels,
                                                      progress=progress, **st["generate"], **st["compile"])

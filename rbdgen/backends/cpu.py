@@ -44,7 +44,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                  dense_counts: bool = False, simd: bool = True, python: bool = True,
                  progress=None) -> Generated:
     """Render the CPU sources of ``kernels`` for ``model``. Deterministic: same input → same bytes."""
-    kernels = registry.resolve(kernels)
+    kernels = registry.applicable(model, kernels)
     prefix = prefix_for(name or model.name)
     traced = {}
     for k in kernels:

@@ -12,11 +12,14 @@ from .compiler import cache_dir
 __all__ = ["build", "cache_dir"]
 
 
-def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=None, fold: bool = True,
-          progress=None, name: str | None = None, **options):
+def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=None, frames=None,
+          fold: bool = True, progress=None, name: str | None = None, **options):
     """Generate, compile (cached) and load the kernels of ``model`` for ``target``.
 
-    ``kernels``: names (a list, or one comma-separated string; default all). ``fold=False``
+    ``kernels``: names (a list, or one comma-separated string; default all the model can have).
+    ``frames``: URDF link names (or ``"leaves"``) to generate the frame and contact kernels for
+    (default: the model's own selection, :meth:`RobotModel.with_frames`; none: those kernels are
+    left out). ``fold=False``
     builds the dense (unpruned) variant, for comparison. The other keywords are the target's
     options (:mod:`rbdgen.backends`; ``rbdgen generate --help`` lists them):
 
@@ -40,8 +43,10 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=No
         dt = None
     if dt not in ("float64", "float32"):
         raise ValueError(f"dtype must be float64 or float32, got {dtype!r}")
+    if frames is not None:
+        model = model.with_frames(frames)
     try:
-        kernels = registry.resolve(kernels)
+        kernels = registry.applicable(model, kernels)
     except RbdgenError as e:  # a bad argument to a Python function
         raise ValueError(str(e)) from None
     unknown = sorted(set(options) - t.option_names())

@@ -175,6 +175,9 @@ class CudaKernels:
                 f.restype = None
             self.methods[name] = _CudaMethod(self, name, ki)
             setattr(self, name, self.methods[name])
+        from .frames import install
+
+        install(self)  # by-name frame and contact methods
 
     # -- device handling ----------------------------------------------------------------
     def error_string(self, code: int) -> str:
@@ -227,6 +230,9 @@ class _Emulated:
             single = functools.partial(f, 1)
             self.methods[name] = _Method(self, name, single, f, ki["inputs"], ki["outputs"])
             setattr(self, name, self.methods[name])
+        from .frames import install
+
+        install(self)  # by-name frame and contact methods
 
 
 def _cai(x):

@@ -234,6 +234,9 @@ class CompiledKernels:
                 # handed to ``method`` (conversions, checks, clear errors)
                 method = self._module.bind(name, method)
             setattr(self, name, method)
+        from .frames import install
+
+        install(self)  # by-name frame and contact methods
 
     def __repr__(self):
         return (f"<rbdgen kernels for {self.model.name!r} ({self.target}, {self.dtype}, nq={self.nq}, nv={self.nv}): "

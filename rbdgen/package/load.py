@@ -38,6 +38,20 @@ class PackageModel:
     floating_base: bool
     joint_names: tuple
     body_names: tuple = ()
+    frames: tuple = ()
+
+    @property
+    def nf(self) -> int:
+        return len(self.frames)
+
+    def frame_index(self, name: str) -> int:
+        if not isinstance(name, str):
+            raise ValueError(f"a frame is named by its URDF link name (a string), got {type(name).__name__}")
+        try:
+            return self.frames.index(name)
+        except ValueError:
+            raise ValueError(f"frame '{name}' is not one of this package's frames "
+                             f"({', '.join(self.frames) or 'none'}; regenerate with --frames)") from None
 
     def __repr__(self):
         base = "floating" if self.floating_base else "fixed"
@@ -103,5 +117,5 @@ def load_package(pkg_dir, dtype="float64", *, progress=None, **options):
         raise RbdgenError(f"load_package: {', '.join(extra)} are not compile options of target {target.name!r}")
     src = read_sources(pkg_dir, m)
     model = PackageModel(m["robot"], m["nq"], m["nv"], m["nb"], m["floating_base"], tuple(m["joint_names"]),
-                         tuple(m.get("body_names", ())))
+                         tuple(m.get("body_names", ())), tuple(m.get("frames", ())))
     return target.load(src, model, dtype, progress=progress, **st["compile"])

@@ -101,6 +101,13 @@ def snap_report(model, snapped_model, report, n_states: int = 8, seed: int = 0) 
 
 # ---- the package ------------------------------------------------------------------------------
 
+class _Frames:
+    """Stands in for a model in :func:`registry.applicable`: only its number of frames."""
+
+    def __init__(self, frames):
+        self.nf = len(frames or ())
+
+
 def _regenerate_command(urdf: str, opts: dict, target, target_options: dict, name: str) -> str:
     parts = ["rbdgen generate", urdf]
     if target.name != "cpu":
@@ -117,7 +124,9 @@ def _regenerate_command(urdf: str, opts: dict, target, target_options: dict, nam
         parts.append(f"--snap {opts['snap']!r}")
     if opts["dtypes"] is not None and tuple(opts["dtypes"]) != DTYPES:
         parts += [f"--dtype {d}" for d in opts["dtypes"]]
-    if tuple(opts["kernels"]) != registry.kernels():
+    if opts["frames"]:
+        parts.append("--frames " + ",".join(opts["frames"]))
+    if tuple(opts["kernels"]) != registry.applicable(_Frames(opts["frames"])):
         parts.append("--kernels " + ",".join(opts["kernels"]))
     parts += target.regenerate_flags(target_options)
     parts += [f"--name {name}", "--out DIR"]
@@ -192,6 +201,7 @@ def build_manifest(model, sources, target, *, urdf: str, urdf_sha256: str, load_
         "snap": None if snap is None else float(snap),
         "dtypes": None if dtypes is None else list(dtypes),
         "kernels": list(kernels),
+        "frames": list(getattr(model, "frames", ())),
         "target_options": target.manifest_options(target_options),
     }
     return {
@@ -208,6 +218,7 @@ def build_manifest(model, sources, target, *, urdf: str, urdf_sha256: str, load_
         "joint_names": list(model.joint_names),
         "joint_types": list(model.joint_types),
         "body_names": list(model.body_names),
+        "frames": list(getattr(model, "frames", ())),
         "prefix": sources.prefix,
         "target": sources.info,
         "kernel_order": list(kernels),
@@ -237,7 +248,7 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
     if bad or not dtypes:
         raise RbdgenError(f"dtypes must be among {', '.join(DTYPES)}, got {', '.join(map(str, dtypes)) or 'none'}")
     dtypes = tuple(d for d in DTYPES if d in dtypes)
-    kernels = registry.resolve(kernels)  # canonical order: output independent of the order given
+    kernels = registry.applicable(model, kernels)  # canonical order: output independent of the order given
     name = check_package_name(name) if name is not None else default_package_name(model.name)
 
     snap_info = None

@@ -398,23 +398,31 @@ class Contact:
         """Number of unknowns (and of equations) this contact adds."""
         return {"6d": 6, "3d": 3, "general": 6}.get(self.model) or self.W.shape[1]
 
-    def rows(self, vf):
-        """(P, Q, r, A, b): the contact's equations P V̇ + Q x = r on the frame's LOCAL spatial
-        acceleration V̇, and its force F = A x + b, for unknowns x. ``vf``: the frame's LOCAL
-        velocity (the 3-D contact's classical correction)."""
+    def rows(self):
+        """(P, Q, A, b): the contact's equations P V̇ + Q x = r on the frame's LOCAL spatial
+        acceleration V̇ (r: :meth:`rhs`) and its force F = A x + b, for its unknowns x."""
         z6 = np.zeros(6)
         if self.model == "6d":
-            return np.eye(6), np.zeros((6, 6)), z6[:6], np.eye(6), z6
+            return np.eye(6), np.zeros((6, 6)), np.eye(6), z6
         if self.model == "3d":
             P = np.eye(6)[:3]
-            return P, np.zeros((3, 3)), -np.cross(vf[3:], vf[:3]), P.T, z6
+            return P, np.zeros((3, 3)), P.T, z6
+        nc = self.size
         if self.model == "type1":
-            nc = self.W.shape[1]
-            return self.W.T, np.zeros((nc, nc)), self.G_C, self.W, self.H @ self.K_F
+            return self.W.T, np.zeros((nc, nc)), self.W, self.H @ self.K_F
         if self.model == "type2":
-            nc = self.W.shape[1]
-            return self.W.T, np.zeros((nc, nc)), self.G_C, self.W + self.H @ self.phi, self.H @ self.d
-        return np.eye(6), -self.M1, self.kappa1, self.M2, self.kappa2
+            return self.W.T, np.zeros((nc, nc)), self.W + self.H @ self.phi, self.H @ self.d
+        return np.eye(6), -self.M1, self.M2, self.kappa2
+
+    def rhs(self, vf):
+        """r of :meth:`rows` for the frame's LOCAL velocity ``vf`` (…, 6): the 3-D contact holds
+        the classical acceleration a + ω × v of the point at zero, so r = −ω × v."""
+        vf = np.asarray(vf)
+        if self.model == "3d":
+            return -_cross(vf[..., 3:], vf[..., :3])
+        r = {"6d": np.zeros(6), "general": self.kappa1}.get(self.model)
+        r = self.G_C if r is None else r
+        return np.broadcast_to(r, vf.shape[:-1] + r.shape)
 
 
 class ContactError(ValueError):
@@ -437,36 +445,80 @@ def _check_contacts(model, contacts):
     return contacts
 
 
-def solve_contacts(contacts, qdd0_acc, vf, Linv):
-    """The contact system of one state, from the open-chain terms: ``qdd0_acc`` the frames' LOCAL
-    open-chain accelerations V̇₀ = J q̈₀ + J̇q̇ (m × 6), ``vf`` their LOCAL velocities (m × 6),
-    ``Linv`` their Λ⁻¹ (6m × 6m). Returns the forces F (m × 6, LOCAL ``[force; torque]``).
-    Shared by the reference and the compiled kernels' ``contact_fd``."""
-    m = len(contacts)
-    parts = [c.rows(vf[k]) for k, c in enumerate(contacts)]
-    n = sum(P.shape[0] for P, *_ in parts)
-    P = np.zeros((n, 6 * m))
-    Q = np.zeros((n, n))
-    r = np.zeros(n)
-    A = np.zeros((6 * m, n))
-    b = np.zeros(6 * m)
-    row = 0
-    for k, (Pk, Qk, rk, Ak, bk) in enumerate(parts):
-        s = slice(row, row + Pk.shape[0])
-        P[s, 6 * k : 6 * k + 6], Q[s, s], r[s] = Pk, Qk, rk
-        A[6 * k : 6 * k + 6, s], b[6 * k : 6 * k + 6] = Ak, bk
-        row += Pk.shape[0]
-    V0 = np.asarray(qdd0_acc).reshape(6 * m)
-    S = P @ Linv @ A - Q
-    rhs = P @ V0 - P @ (Linv @ b) - r
-    scale = max(np.abs(S).max(), 1e-300)
-    if not np.all(np.isfinite(S)) or np.linalg.cond(S / scale) > 1e12:
-        which = ", ".join(f"{c.frame} ({c.model}, {c.size} constrained)" for c in contacts)
-        raise ContactError(f"contact system is singular (Wᵀ Λ⁻¹ W is not invertible): the contacts {which} "
-                           f"constrain {n} directions the robot cannot move independently at this configuration "
-                           f"(too many constraints, or a singular posture)")
-    x = np.linalg.solve(S, rhs)
-    return (A @ x + b).reshape(m, 6)
+def _cross(a, b):
+    """a × b over the last axis (np.cross costs ~10 µs a call on short vectors)."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+
+
+class ContactSystem:
+    """The stacked equations of a list of contacts, built once (see :func:`solve_contacts`):
+    every contact's P V̇ + Q x = r on its frame's LOCAL spatial acceleration V̇ and its force
+    F = A x + b, for its unknowns x."""
+
+    def __init__(self, contacts):
+        self.contacts = tuple(contacts)
+        m = self.m = len(self.contacts)
+        parts = [c.rows() for c in self.contacts]
+        n = self.n = sum(Pk.shape[0] for Pk, *_ in parts)
+        P, Q, A, b = np.zeros((n, 6 * m)), np.zeros((n, n)), np.zeros((6 * m, n)), np.zeros(6 * m)
+        r0 = np.zeros(n)
+        self._point = []  # (rows, contact index) of the 3-D contacts: r = −ω × v
+        row = 0
+        for k, (c, (Pk, Qk, Ak, bk)) in enumerate(zip(self.contacts, parts)):
+            s = slice(row, row + Pk.shape[0])
+            P[s, 6 * k : 6 * k + 6], Q[s, s], A[6 * k : 6 * k + 6, s], b[6 * k : 6 * k + 6] = Pk, Qk, Ak, bk
+            if c.model == "3d":
+                self._point.append((s, k))
+            else:
+                r0[s] = c.rhs(np.zeros(6))
+            row += Pk.shape[0]
+        self.P, self.Q, self.A, self.b, self.r0 = P, Q, A, b, r0
+        self._pk = np.array([k for _, k in self._point], dtype=int)
+        self._prows = np.array([list(range(s.start, s.stop)) for s, _ in self._point], dtype=int).reshape(-1, 3)
+        self.PT, self.AT = P.T.copy(), A.T.copy()
+
+    def solve(self, acc0, vf, Linv):
+        P, m = self.P, self.m
+        lead = acc0.shape[:-2]
+        r = np.broadcast_to(self.r0, lead + (self.n,))
+        if self._point:
+            r = r.copy()
+            w, v = vf[..., self._pk, 3:], vf[..., self._pk, :3]
+            r[..., self._prows] = -_cross(w, v)
+        S = P @ Linv @ self.A - self.Q
+        rhs = (acc0.reshape(lead + (6 * m,)) - Linv @ self.b) @ self.PT - r
+        with np.errstate(all="ignore"):
+            try:
+                Si = np.linalg.inv(S)
+            except np.linalg.LinAlgError:
+                Si = np.full_like(S, np.nan)
+            # the 1-norm condition number, from the inverse the solution needs anyway
+            cond = np.abs(S).sum(axis=-2).max(axis=-1) * np.abs(Si).sum(axis=-2).max(axis=-1)
+        ok = np.isfinite(cond) & (cond < 1e12)
+        if not np.all(ok):
+            which = ", ".join(f"{c.frame} ({c.model}: {c.size} constrained)" for c in self.contacts)
+            at = "" if not lead else f" (state {int(np.flatnonzero(~np.asarray(ok).reshape(-1))[0])} of the batch)"
+            raise ContactError(f"the contact system is singular{at}: Wᵀ Λ⁻¹ W is not invertible, so the contacts "
+                               f"{which} constrain directions the robot cannot move independently at this "
+                               f"configuration (more constrained directions than it can move, or a singular posture)")
+        x = (Si @ rhs[..., None])[..., 0]
+        return (x @ self.AT + self.b).reshape(lead + (m, 6))
+
+
+def solve_contacts(contacts, acc0, vf, Linv):
+    """The contact forces F (…, m, 6), LOCAL ``[force; torque]``, from the open-chain terms of the
+    m contact frames: ``acc0`` their LOCAL open-chain accelerations V̇₀ = J q̈₀ + J̇q̇ (…, m, 6),
+    ``vf`` their LOCAL velocities (…, m, 6), ``Linv`` their Λ⁻¹ (…, 6m, 6m). Every contact's
+    equations P V̇ + Q x = r with V̇ = V̇₀ − Λ⁻¹ F and F = A x + b, stacked:
+
+        (P Λ⁻¹ A − Q) x = P V̇₀ − P Λ⁻¹ b − r
+
+    (rigid contacts: Wᵀ Λ⁻¹ W K_C = Wᵀ V̇₀ − r, Fijany's system). Leading dimensions are a batch.
+    A system whose 1-norm condition number exceeds 1e12 is a :class:`ContactError`."""
+    return ContactSystem(contacts).solve(np.asarray(acc0, dtype=float), np.asarray(vf, dtype=float),
+                                         np.asarray(Linv, dtype=float))
 
 
 def contact_fd(model: RobotModel, q, v, tau, contacts):
