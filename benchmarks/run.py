@@ -500,7 +500,7 @@ def bench_python_single(kern, pool: dict, quick: bool) -> dict:
     out = {}
     npool = len(pool["q"])
     for k in kern.kernels:
-        f = getattr(kern, k)
+        f = kern.kernel(k)
         rows = [tuple(pool[n][i] for n in SIGS[k]) for i in range(npool)]
         o = out_arrays(kern.methods[k], ())
 
@@ -518,7 +518,7 @@ def bench_batch(kern, model, rng, sizes, threads: list, omp: OpenMP, quick: bool
     for n in sizes:
         st = states(model, rng, n)
         for k in kern.kernels:
-            f = getattr(kern, k)
+            f = kern.kernel(k)
             ins = tuple(st[x] for x in SIGS[k])
             o = out_arrays(kern.methods[k], (n,))
             for t in threads:

@@ -170,7 +170,7 @@ def time_sweep(ns, aba_max: int, batch: int, quick: bool, cxx: str, work: Path) 
         st = bench.states(m, rng, batch)
         batched = {}
         for k in ks:
-            f = getattr(kern, k)
+            f = kern.kernel(k)
             ins = tuple(st[x] for x in bench.SIGS[k])
             o = bench.out_arrays(kern.methods[k], (batch,))
             tm = bench.measure(lambda: f(*ins, out=o), target_s=0.02 if quick else 0.1, runs=3 if quick else 5,

@@ -65,7 +65,7 @@ def run_demo() -> None:
     data = pm.createData() if pin is not None else None
     qp = model.to_pinocchio_q(st["q"][0])
     for r in rows:
-        method = getattr(kern, r.kernel)
+        method = kern.kernel(r.kernel)
         names = [n for n, _ in kern.methods[r.kernel].inputs]
         argsb = [st[n] for n in names]
         args1 = [a[0] for a in argsb]

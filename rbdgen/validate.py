@@ -154,7 +154,7 @@ def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, s
         if progress:
             progress(f"checking {name}")
         decl = registry.get(name)
-        method = getattr(k_, name)
+        method = k_.kernel(name)
         in_names = decl.input_names
         args = [st_dt[n] for n in in_names]
         want = registry.reference(model, name, st_ref)

@@ -35,6 +35,13 @@ def kernel_args(name, q, v, a, tau):
     return tuple(env[x] for x in registry.get(name).input_names)
 
 
+def ref_out(model, name, *args):
+    """The NumPy reference's outputs of kernel ``name`` on its declared inputs ``args`` (one
+    array, or a tuple for several outputs)."""
+    exp = registry.reference(model, name, dict(zip(registry.get(name).input_names, args)))
+    return exp[0] if len(exp) == 1 else exp
+
+
 def kernel_err(got, exp) -> float:
     if isinstance(exp, tuple):
         return max(relerr(g, e) for g, e in zip(got, exp))
@@ -50,8 +57,7 @@ def kernel_errors(kern, model, dtype, *, seed: int, n: int, single: int) -> dict
     errs = {}
     for k in kern.kernels:
         args = kernel_args(k, q, v, a, tau)
-        exp = registry.reference(model, k, dict(zip(registry.get(k).input_names, args)))
-        exp = exp[0] if len(exp) == 1 else exp
+        exp = ref_out(model, k, *args)
         f = kern.kernel(k)  # the generated kernel (not a by-name frame wrapper)
         batch = f(*map(cast, args))
         one = f(*(cast(x[single]) for x in args))

@@ -27,10 +27,11 @@ from rbdgen.algorithms import KERNELS, trace
 from rbdgen.cli import main
 from rbdgen.errors import RbdgenError, RbdgenWarning
 
-from conftest import TOL64, kernel_args, kernel_err, random_state
+from conftest import TOL64, kernel_args, kernel_err, random_state, ref_out
 from conftest import assert_one_error_line, run_main  # noqa: E402
 
 IIWA = rbdgen.robots.path("iiwa14")
+FRAMES = ("--frames", "iiwa_link_ee,iiwa_link_4")  # with them every kernel is generated
 QUADRUPED = rbdgen.robots.path("quadruped")
 OPT = "-O1"
 
@@ -56,13 +57,13 @@ def _generate(*args):
 
 @pytest.fixture(scope="module")
 def iiwa_model():
-    return rbdgen.load_urdf(IIWA)
+    return rbdgen.load_urdf(IIWA).with_frames(["iiwa_link_ee", "iiwa_link_4"])
 
 
 @pytest.fixture(scope="module")
 def iiwa_pkg(tmp_path_factory):
     out = tmp_path_factory.mktemp("codegen")
-    _generate(IIWA, "--out", out, "--name", "iiwa14", "--quiet")
+    _generate(IIWA, "--frames", "iiwa_link_ee,iiwa_link_4", "--out", out, "--name", "iiwa14", "--quiet")
     pkg = _import(out, "iiwa14")
     yield pkg
     sys.modules.pop("iiwa14", None)
@@ -77,11 +78,11 @@ def _check_kernels(kern, model, dtype, tol):
     errs = {}
     for k in KERNELS:
         args = [cast(x) for x in kernel_args(k, q, v, a, tau)]
-        exp = getattr(ref, k)(model, *(x.astype(np.float64) for x in args))
-        got = getattr(kern, k)(*args)
+        exp = ref_out(model, k, *(x.astype(np.float64) for x in args))
+        got = kern.kernel(k)(*args)
         err = kernel_err(got, exp)
         for i in (0, 7):  # single states
-            one = getattr(kern, k)(*(x[i] for x in args))
+            one = kern.kernel(k)(*(x[i] for x in args))
             exp_i = tuple(e[i] for e in exp) if isinstance(exp, tuple) else exp[i]
             err = max(err, kernel_err(one, exp_i))
         errs[k] = err
@@ -121,6 +122,10 @@ def test_package_module_level(iiwa_pkg, iiwa_model, monkeypatch):
     qb, vb, ab, _ = random_state(iiwa_model, seed=9, n=5)
     assert kernel_err(iiwa_pkg.nle(qb, vb), ref.nle(iiwa_model, qb, vb)) <= TOL64
     assert "aba_derivatives" in iiwa_pkg.__all__
+    assert iiwa_pkg.frames == ("iiwa_link_ee", "iiwa_link_4")
+    J = iiwa_pkg.load(opt=OPT).frame_jacobian(q, "iiwa_link_4", "world")  # by name, from a package
+    assert kernel_err(J, ref.frame_jacobian(iiwa_model, q, "iiwa_link_4", "world")) <= TOL64
+    assert kernel_err(iiwa_pkg.osim_inverse(q), ref.osim_inverse(iiwa_model, q).reshape(2, 6, 2, 6)) <= TOL64
     assert "rnea_derivatives" in (iiwa_pkg.__doc__ or "")
     with pytest.raises(ValueError, match="dtype"):
         iiwa_pkg.rnea(q.astype(np.float32), v, a)
@@ -143,7 +148,7 @@ def test_manifest_describes_the_files(iiwa_pkg, iiwa_model):
     assert m["options"] == {
         "target": "cpu", "floating_base": False, "mimic": "couple", "check_inertia": True,
         "gravity": [0.0, 0.0, -9.81], "snap": None, "dtypes": ["float64", "float32"], "kernels": list(KERNELS),
-        "target_options": {},
+        "frames": ["iiwa_link_ee", "iiwa_link_4"], "target_options": {},
     }
     assert m["snap"] is None
     assert m["kernel_order"] == list(KERNELS)
@@ -204,7 +209,7 @@ def test_package_without_dtype_and_edited_sources(tmp_path, iiwa_model):
 # validate
 
 def test_validate_passes(capsys):
-    rc, out, err = run_main(capsys, "validate", IIWA, "--states", 4, "--opt", OPT)
+    rc, out, err = run_main(capsys, "validate", IIWA, *FRAMES, "--states", 4, "--opt", OPT)
     assert rc == 0, out + err
     assert "kernel" in out and "vs reference" in out and "vs pinocchio" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[0] in KERNELS}
@@ -216,7 +221,7 @@ def test_validate_passes(capsys):
 
 
 def test_validate_float32(capsys):
-    rc, out, err = run_main(capsys, "validate", IIWA, "--states", 3, "--opt", OPT, "--dtype", "float32", "-q")
+    rc, out, err = run_main(capsys, "validate", IIWA, *FRAMES, "--states", 3, "--opt", OPT, "--dtype", "float32", "-q")
     assert rc == 0, out + err
     assert err == ""
     assert "float32" in out and "2e-05" in out and f"all {len(KERNELS)} kernels pass" in out  # aba's float32 bound
@@ -227,7 +232,7 @@ def test_validate_failure_exits_1(capsys, monkeypatch):
     monkeypatch.setitem(registry._REGISTRY, "rnea", dataclasses.replace(
         decl, reference=lambda *a, **kw: decl.reference(*a, **kw) + 1.0))
     monkeypatch.setitem(sys.modules, "pinocchio", None)  # import fails: reference only
-    rc, out, err = run_main(capsys, "validate", IIWA, "--states", 2, "--opt", OPT, "-q")
+    rc, out, err = run_main(capsys, "validate", IIWA, *FRAMES, "--states", 2, "--opt", OPT, "-q")
     assert rc == 1, out + err
     assert "Traceback" not in err
     rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[0] in KERNELS}
@@ -277,7 +282,7 @@ def test_inspect_sparsity_iiwa(capsys, iiwa_model):
 
 
 def test_inspect_cost_iiwa(capsys, iiwa_model):
-    rc, out, err = run_main(capsys, "inspect", IIWA, "--cost", "-q")
+    rc, out, err = run_main(capsys, "inspect", IIWA, *FRAMES, "--cost", "-q")
     assert rc == 0, err
     assert err == ""
     assert "mul" in out and "sin/cos" in out and "depth" in out and "reduction" in out
@@ -288,6 +293,10 @@ def test_inspect_cost_iiwa(capsys, iiwa_model):
         assert cells[1] == f"{p['mul']}/{d['mul']}" and cells[5] == f"{p['total']}/{d['total']}", line
         assert cells[-1] == f"{d['total'] / p['total']:.2f}x"
         assert d["total"] > p["total"]
+    # Λ⁻¹ by the O(n) recursion, beside J·minv·Jᵀ: fewer operations
+    osim = next(line for line in out.splitlines() if line.startswith("osim_inverse "))
+    prod = next(line for line in out.splitlines() if line.strip().startswith("(J·minv·Jᵀ)"))
+    assert int(osim.split()[5].split("/")[0]) < int(prod.split()[5])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from rbdgen.algorithms import KERNELS, trace
 from rbdgen.errors import BuildError, CompilerNotFoundError, RbdgenError
 from rbdgen.ir.schedule import level_schedule
 
-from conftest import (ROBOT_CASES, ROBOTS, TOL32, TOL64, assert_one_error_line, kernel_args, kernel_err,
+from conftest import (ROBOT_CASES, ROBOTS, ref_out, TOL32, TOL64, assert_one_error_line, kernel_args, kernel_err,
                       kernel_errors, load_case, random_state, run_main)
 
 ARCHS = "80,90"
@@ -282,14 +282,14 @@ def test_gpu_every_kernel_matches_reference(robot, floating, shape):
     q, v, a, tau = random_state(model, seed=9, n=N)
     for k in kern.kernels:
         args = kernel_args(k, q, v, a, tau)
-        exp = getattr(ref, k)(model, *args)
-        got = getattr(kern, k)(*args, shape=shape)  # numpy in: explicit transfers
+        exp = ref_out(model, k, *args)
+        got = kern.kernel(k)(*args, shape=shape)  # numpy in: explicit transfers
         assert kernel_err(got, exp) <= TOL64, (k, shape)
         try:
             import cupy
         except ImportError:
             continue
-        dev = getattr(kern, k)(*map(cupy.asarray, args), shape=shape)
+        dev = kern.kernel(k)(*map(cupy.asarray, args), shape=shape)
         dev = tuple(cupy.asnumpy(x) for x in dev) if isinstance(dev, tuple) else cupy.asnumpy(dev)
         assert kernel_err(dev, exp) <= TOL64, (k, shape, "cupy")
 

@@ -13,7 +13,7 @@ from rbdgen.ir import Graph, run
 from rbdgen.ir.graph import Array, Block, Kernel
 from rbdgen.ir.ops import COST_CLASSES, OPS
 
-from conftest import ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, load_case, random_state
+from conftest import ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, load_case, random_state, ref_out
 
 
 @pytest.mark.parametrize("robot,floating", ROBOT_CASES)
@@ -23,7 +23,7 @@ def test_interpreted_kernels_match_reference(robot, floating):
     errs = {}
     for k in KERNELS:
         args = kernel_args(k, q, v, a, tau)
-        errs[k] = kernel_err(run(trace(m, k), *args), getattr(ref, k)(m, *args))
+        errs[k] = kernel_err(run(trace(m, k), *args), ref_out(m, k, *args))
     bad = {k: e for k, e in errs.items() if not e <= TOL64}
     assert not bad, f"{robot.name}: {bad}"
 
@@ -38,7 +38,7 @@ def test_interpreted_kernels_in_float32(robot, floating):
     for k in KERNELS:
         args = kernel_args(k, q, v, a, tau)
         got = run(trace(m, k), *(x.astype(np.float32) for x in args), dtype=np.float32)
-        errs[k] = kernel_err(got, getattr(ref, k)(m, *args))
+        errs[k] = kernel_err(got, ref_out(m, k, *args))
     bad = {k: e for k, e in errs.items() if not e <= TOL32[k]}
     assert not bad, f"{robot.name}: {bad}"
 

@@ -170,7 +170,7 @@ def _init_py(manifest: dict, target) -> str:
         nb=manifest["nb"], dtype_list=", ".join(dts), kernel_list=", ".join(names),
         kernel_all=", ".join(map(_lit, names)), robot=_lit(manifest["robot"]),
         floating=bool(manifest["floating_base"]), joint_names=_lit(manifest["joint_names"]),
-        body_names=_lit(manifest["body_names"]), dtypes=_lit(dts), kernels=_lit(names), functions=functions,
+        body_names=_lit(manifest["body_names"]), frames=_lit(manifest.get("frames", [])), dtypes=_lit(dts), kernels=_lit(names), functions=functions,
         version=manifest["rbdgen_version"],
     )
 
