@@ -1,6 +1,7 @@
 """rbdgen: robot-specific rigid-body-dynamics kernels generated from URDF."""
 from .errors import BuildError, CompilerNotFoundError, RbdgenError, UnsupportedError, URDFError
 from .model import RobotModel, load_urdf
+from .reference.contact import Contact, ContactError
 
 
 def build(model, target="cpu", dtype="float64", **kw):
@@ -15,6 +16,8 @@ __version__ = "0.1.0"
 __all__ = [
     "BuildError",
     "CompilerNotFoundError",
+    "Contact",
+    "ContactError",
     "RbdgenError",
     "RobotModel",
     "UnsupportedError",

@@ -308,3 +308,17 @@ def test_frames_are_checked_where_they_are_chosen(tmp_path, capsys):
     assert_one_error_line(err, out, "osim_inverse", "--frames")
     rc, out, err = run_main(capsys, "inspect", robots.path("quadruped"), "--frames", "leaves")
     assert rc == 0 and "frames (--frames): FL_foot, FR_foot, RL_foot, RR_foot" in out
+
+
+def test_the_documented_simulations_hold_their_stated_bounds():
+    """docs/examples/contact_sim.py (the numbers docs/contact.md shows), shortened: the stabilised
+    flange stays on its plane and slides, the plane takes the pressing force, the quadruped's
+    feet carry its weight."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "examples" / "contact_sim.py"
+    spec = importlib.util.spec_from_file_location("contact_sim", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--seconds", "1", "--check"]) == 0

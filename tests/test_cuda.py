@@ -298,11 +298,12 @@ def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):
     """The schedule figures are the scheduler's, re-derived here from the IR: statements are the
     kernel's op nodes, and the critical path can be no shorter than total / threads."""
     robot = next(r for r in ROBOTS if r.name == "quadruped")
-    rc, out, err = run_main(capsys, "inspect", robot.path, "--floating-base", "--cost", "--target", "cuda", "-q")
+    model = load_case(robot, True)
+    rc, out, err = run_main(capsys, "inspect", robot.path, "--floating-base", "--frames", ",".join(model.frames),
+                            "--cost", "--target", "cuda", "-q")
     assert rc == 0, err
     rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[-len(KERNELS):]}
     assert set(rows) == set(KERNELS)
-    model = load_case(robot, True)
     for k, r in rows.items():
         statements, threads, critical = int(r[1]), int(r[2]), int(r[5])
         ops = [n for n in trace(model, k).live_nodes() if n.op not in ("const", "input")]

@@ -64,7 +64,8 @@ def _tree_model(tmp_path_factory):
     if "tree" not in _built:
         p = tmp_path_factory.mktemp("tree") / "tree.urdf"
         p.write_text(tree_urdf(7, branching=3, seed=4, joint_types=("revolute", "prismatic", "continuous")))
-        _built["tree"] = rbdgen.load_urdf(p)
+        m = rbdgen.load_urdf(p)
+        _built["tree"] = m.with_frames(m.leaf_links[:3])  # frames on three branches
     return _built["tree"]
 
 
@@ -399,11 +400,11 @@ def test_cli_hls_options_need_target_hls(tmp_path, capsys):
 
 def test_cli_inspect_cost_hls(capsys):
     urdf = rbdgen.robots.path("iiwa14")
-    rc, out, err = run_main(capsys, "inspect", urdf, "--cost", "--target", "hls", "--fixed", "32,16",
-                            "--clock-mhz", "200", "-q")
+    rc, out, err = run_main(capsys, "inspect", urdf, "--frames", "iiwa_link_ee", "--cost", "--target", "hls",
+                            "--fixed", "32,16", "--clock-mhz", "200", "-q")
     assert rc == 0, err
     assert "ap_fixed<32,16>" in out and "200 MHz" in out and "DSP48E2 per multiplier: 4" in out
-    m = rbdgen.load_urdf(urdf)
+    m = rbdgen.load_urdf(urdf).with_frames(["iiwa_link_ee"])
     rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in KERNELS}
     assert set(rows) == set(KERNELS)
     oc = trace(m, "rnea").op_counts()

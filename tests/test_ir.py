@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS, trace
 from rbdgen.backends.cpu import CPU
 from rbdgen.backends.printer import print_kernel

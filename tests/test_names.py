@@ -25,7 +25,7 @@ from rbdgen.cli import main
 from conftest import TOL64, kernel_err
 
 IIWA = rbdgen.robots.path("iiwa14")
-KERNELS = ("rnea", "forward_kinematics")
+KERNELS = ("rnea", "forward_kinematics", "frame_jacobian_local")  # the last: link names as frames
 
 #: the attacks of the issue that found the hole, and a few more
 HOSTILE = {
@@ -89,6 +89,12 @@ def _check_numbers(kern, model):
     v, a = rng.normal(size=(2, 3, model.nv))
     assert kernel_err(kern.rnea(q, v, a), ref.rnea(model, q, v, a)) <= TOL64
     assert kernel_err(kern.forward_kinematics(q), ref.forward_kinematics(model, q)) <= TOL64
+    assert kernel_err(kern.kernel("frame_jacobian_local")(q), ref.frame_jacobian(model, q)) <= TOL64
+
+
+def _all_frames(m):
+    """Every link as a frame: every hostile name reaches a frame kernel's comments."""
+    return m.with_frames([f.name for f in m.link_frames])
 
 
 _text = st.lists(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\x00\x0b\x0c")
@@ -108,14 +114,14 @@ def _xml_ok(s: str) -> bool:
 def test_arbitrary_names_compile_and_match_reference(tmp_path_factory, robot, links, joints):
     path = tmp_path_factory.mktemp("names") / "robot.urdf"
     path.write_text(_renamed(robot, links, joints), encoding="utf-8")
-    m = rbdgen.load_urdf(path)
+    m = _all_frames(rbdgen.load_urdf(path))
     assert m.name == robot and set(m.joint_names) == set(joints)
     from rbdgen.backends.cpu import generate_cpu
 
     ok = path.with_name("benign.urdf")
     ok.write_text(_benign(robot))
     _same_code(generate_cpu(m, kernels=KERNELS, name="x").files,
-               generate_cpu(rbdgen.load_urdf(ok), kernels=KERNELS, name="x").files)
+               generate_cpu(_all_frames(rbdgen.load_urdf(ok)), kernels=KERNELS, name="x").files)
     _check_numbers(rbdgen.build(m, kernels=KERNELS, opt="-O0", simd=False), m)
 
 
@@ -123,12 +129,13 @@ def test_arbitrary_names_compile_and_match_reference(tmp_path_factory, robot, li
 def hostile(tmp_path_factory):
     path = tmp_path_factory.mktemp("hostile") / "robot.urdf"
     path.write_text(_renamed(HOSTILE["robot"], HOSTILE["links"], HOSTILE["joints"]), encoding="utf-8")
-    return path, rbdgen.load_urdf(path)
+    return path, _all_frames(rbdgen.load_urdf(path))
 
 
 def _cli_files(urdf, out, *args):
+    frames = ",".join(f.name for f in rbdgen.load_urdf(urdf).link_frames)  # (no commas in HOSTILE)
     rc = main(["generate", str(urdf), "--out", str(out), "--name", "evil", "--kernels", ",".join(KERNELS), "-q",
-               *args])
+               "--frames", frames, *args])
     assert rc == 0
     return {p.name: p.read_text(encoding="utf-8") for p in (out / "evil").iterdir()}
 

@@ -73,6 +73,46 @@ void rbd_iiwa14_rnea_scan_f64_batch(long n, const double* q, const double* v, co
  * out: qdd[7] */
 void rbd_iiwa14_aba_scan_f64(const double* q, const double* v, const double* tau, double* qdd);
 void rbd_iiwa14_aba_scan_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd);
+/* frame_placement: placement of every selected frame in the world (homogeneous 4×4)
+ * in:  q[7]
+ * out: oMf[16] */
+void rbd_iiwa14_frame_placement_f64(const double* q, double* oMf);
+void rbd_iiwa14_frame_placement_f64_batch(long n, const double* q, double* oMf);
+/* frame_jacobian_local: Jacobian of every selected frame, local ([linear; angular] × nv)
+ * in:  q[7]
+ * out: J[42] */
+void rbd_iiwa14_frame_jacobian_local_f64(const double* q, double* J);
+void rbd_iiwa14_frame_jacobian_local_f64_batch(long n, const double* q, double* J);
+/* frame_jacobian_local_world_aligned: Jacobian of every selected frame, local world aligned ([linear; angular] × nv)
+ * in:  q[7]
+ * out: J[42] */
+void rbd_iiwa14_frame_jacobian_local_world_aligned_f64(const double* q, double* J);
+void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch(long n, const double* q, double* J);
+/* frame_jacobian_world: Jacobian of every selected frame, world ([linear; angular] × nv)
+ * in:  q[7]
+ * out: J[42] */
+void rbd_iiwa14_frame_jacobian_world_f64(const double* q, double* J);
+void rbd_iiwa14_frame_jacobian_world_f64_batch(long n, const double* q, double* J);
+/* frame_bias_acceleration_local: J̇q̇ of every selected frame, local (spatial acceleration at q̈ = 0, [linear; angular])
+ * in:  q[7], v[7]
+ * out: a[6] */
+void rbd_iiwa14_frame_bias_acceleration_local_f64(const double* q, const double* v, double* a);
+void rbd_iiwa14_frame_bias_acceleration_local_f64_batch(long n, const double* q, const double* v, double* a);
+/* frame_bias_acceleration_local_world_aligned: J̇q̇ of every selected frame, local world aligned (spatial acceleration at q̈ = 0, [linear; angular])
+ * in:  q[7], v[7]
+ * out: a[6] */
+void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64(const double* q, const double* v, double* a);
+void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch(long n, const double* q, const double* v, double* a);
+/* frame_bias_acceleration_world: J̇q̇ of every selected frame, world (spatial acceleration at q̈ = 0, [linear; angular])
+ * in:  q[7], v[7]
+ * out: a[6] */
+void rbd_iiwa14_frame_bias_acceleration_world_f64(const double* q, const double* v, double* a);
+void rbd_iiwa14_frame_bias_acceleration_world_f64_batch(long n, const double* q, const double* v, double* a);
+/* osim_inverse: Λ⁻¹ = J M⁻¹ Jᵀ of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion
+ * in:  q[7]
+ * out: Linv[36] */
+void rbd_iiwa14_osim_inverse_f64(const double* q, double* Linv);
+void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv);
 #ifdef __cplusplus
 }
 #endif

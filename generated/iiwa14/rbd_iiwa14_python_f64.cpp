@@ -916,6 +916,545 @@ static PyObject* fast_aba_scan(PyObject* self, PyObject* const* args, Py_ssize_t
   return result;
 }
 
+static const ArgSpec frame_placement_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"oMf", 3, { 1, 4, 4, 0 }, 1},
+};
+
+static PyObject* py_frame_placement(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 2;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "frame_placement() takes %d arrays (q, oMf), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("frame_placement", args[got], frame_placement_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_frame_placement_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_placement_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.frame_placement(q, out=None); self: the Python fallback
+static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 1, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], frame_placement_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(frame_placement_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, frame_placement_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_frame_placement_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_frame_placement_f64_batch(n, p[0], p[1]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec frame_jacobian_local_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"J", 3, { 1, 6, 7, 0 }, 1},
+};
+
+static PyObject* py_frame_jacobian_local(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 2;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "frame_jacobian_local() takes %d arrays (q, J), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("frame_jacobian_local", args[got], frame_jacobian_local_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_frame_jacobian_local_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_jacobian_local_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.frame_jacobian_local(q, out=None); self: the Python fallback
+static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 1, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], frame_jacobian_local_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(frame_jacobian_local_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, frame_jacobian_local_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_frame_jacobian_local_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_frame_jacobian_local_f64_batch(n, p[0], p[1]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec frame_jacobian_local_world_aligned_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"J", 3, { 1, 6, 7, 0 }, 1},
+};
+
+static PyObject* py_frame_jacobian_local_world_aligned(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 2;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "frame_jacobian_local_world_aligned() takes %d arrays (q, J), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("frame_jacobian_local_world_aligned", args[got], frame_jacobian_local_world_aligned_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_frame_jacobian_local_world_aligned_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.frame_jacobian_local_world_aligned(q, out=None); self: the Python fallback
+static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 1, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], frame_jacobian_local_world_aligned_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(frame_jacobian_local_world_aligned_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, frame_jacobian_local_world_aligned_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_frame_jacobian_local_world_aligned_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch(n, p[0], p[1]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec frame_jacobian_world_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"J", 3, { 1, 6, 7, 0 }, 1},
+};
+
+static PyObject* py_frame_jacobian_world(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 2;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "frame_jacobian_world() takes %d arrays (q, J), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("frame_jacobian_world", args[got], frame_jacobian_world_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_frame_jacobian_world_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_jacobian_world_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.frame_jacobian_world(q, out=None); self: the Python fallback
+static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 1, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], frame_jacobian_world_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(frame_jacobian_world_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, frame_jacobian_world_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_frame_jacobian_world_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_frame_jacobian_world_f64_batch(n, p[0], p[1]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec frame_bias_acceleration_local_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"a", 2, { 1, 6, 0, 0 }, 1},
+};
+
+static PyObject* py_frame_bias_acceleration_local(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 3;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "frame_bias_acceleration_local() takes %d arrays (q, v, a), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("frame_bias_acceleration_local", args[got], frame_bias_acceleration_local_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_frame_bias_acceleration_local_f64((const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_bias_acceleration_local_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.frame_bias_acceleration_local(q, v, out=None); self: the Python fallback
+static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 2, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(frame_bias_acceleration_local_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_frame_bias_acceleration_local_f64(p[0], p[1], p[2]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_frame_bias_acceleration_local_f64_batch(n, p[0], p[1], p[2]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec frame_bias_acceleration_local_world_aligned_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"a", 2, { 1, 6, 0, 0 }, 1},
+};
+
+static PyObject* py_frame_bias_acceleration_local_world_aligned(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 3;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "frame_bias_acceleration_local_world_aligned() takes %d arrays (q, v, a), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("frame_bias_acceleration_local_world_aligned", args[got], frame_bias_acceleration_local_world_aligned_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64((const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.frame_bias_acceleration_local_world_aligned(q, v, out=None); self: the Python fallback
+static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 2, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_world_aligned_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(frame_bias_acceleration_local_world_aligned_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_world_aligned_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64(p[0], p[1], p[2]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch(n, p[0], p[1], p[2]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec frame_bias_acceleration_world_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"a", 2, { 1, 6, 0, 0 }, 1},
+};
+
+static PyObject* py_frame_bias_acceleration_world(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 3;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "frame_bias_acceleration_world() takes %d arrays (q, v, a), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("frame_bias_acceleration_world", args[got], frame_bias_acceleration_world_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_frame_bias_acceleration_world_f64((const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_bias_acceleration_world_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.frame_bias_acceleration_world(q, v, out=None); self: the Python fallback
+static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 2, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_world_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(frame_bias_acceleration_world_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_world_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_frame_bias_acceleration_world_f64(p[0], p[1], p[2]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_frame_bias_acceleration_world_f64_batch(n, p[0], p[1], p[2]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec osim_inverse_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"Linv", 4, { 1, 6, 1, 6 }, 1},
+};
+
+static PyObject* py_osim_inverse(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 2;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "osim_inverse() takes %d arrays (q, Linv), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("osim_inverse", args[got], osim_inverse_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_osim_inverse_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_osim_inverse_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.osim_inverse(q, out=None); self: the Python fallback
+static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 1, NO = 1;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], osim_inverse_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(osim_inverse_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = made[0];
+  } else {
+    if ((p[NI] = plain_array(out, osim_inverse_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_osim_inverse_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_osim_inverse_f64_batch(n, p[0], p[1]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
 static PyMethodDef fast_methods[] = {
   {"rnea", (PyCFunction)(void (*)(void))fast_rnea, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 = M a + C v + g"},
   {"nle", (PyCFunction)(void (*)(void))fast_nle, METH_FASTCALL | METH_KEYWORDS, "nonlinear effects C v + g"},
@@ -928,6 +1467,14 @@ static PyMethodDef fast_methods[] = {
   {"forward_kinematics", (PyCFunction)(void (*)(void))fast_forward_kinematics, METH_FASTCALL | METH_KEYWORDS, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
   {"rnea_scan", (PyCFunction)(void (*)(void))fast_rnea_scan, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)"},
   {"aba_scan", (PyCFunction)(void (*)(void))fast_aba_scan, METH_FASTCALL | METH_KEYWORDS, "forward dynamics q\314\210 (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential"},
+  {"frame_placement", (PyCFunction)(void (*)(void))fast_frame_placement, METH_FASTCALL | METH_KEYWORDS, "placement of every selected frame in the world (homogeneous 4\303\2274)"},
+  {"frame_jacobian_local", (PyCFunction)(void (*)(void))fast_frame_jacobian_local, METH_FASTCALL | METH_KEYWORDS, "Jacobian of every selected frame, local ([linear; angular] \303\227 nv)"},
+  {"frame_jacobian_local_world_aligned", (PyCFunction)(void (*)(void))fast_frame_jacobian_local_world_aligned, METH_FASTCALL | METH_KEYWORDS, "Jacobian of every selected frame, local world aligned ([linear; angular] \303\227 nv)"},
+  {"frame_jacobian_world", (PyCFunction)(void (*)(void))fast_frame_jacobian_world, METH_FASTCALL | METH_KEYWORDS, "Jacobian of every selected frame, world ([linear; angular] \303\227 nv)"},
+  {"frame_bias_acceleration_local", (PyCFunction)(void (*)(void))fast_frame_bias_acceleration_local, METH_FASTCALL | METH_KEYWORDS, "J\314\207q\314\207 of every selected frame, local (spatial acceleration at q\314\210 = 0, [linear; angular])"},
+  {"frame_bias_acceleration_local_world_aligned", (PyCFunction)(void (*)(void))fast_frame_bias_acceleration_local_world_aligned, METH_FASTCALL | METH_KEYWORDS, "J\314\207q\314\207 of every selected frame, local world aligned (spatial acceleration at q\314\210 = 0, [linear; angular])"},
+  {"frame_bias_acceleration_world", (PyCFunction)(void (*)(void))fast_frame_bias_acceleration_world, METH_FASTCALL | METH_KEYWORDS, "J\314\207q\314\207 of every selected frame, world (spatial acceleration at q\314\210 = 0, [linear; angular])"},
+  {"osim_inverse", (PyCFunction)(void (*)(void))fast_osim_inverse, METH_FASTCALL | METH_KEYWORDS, "\316\233\342\201\273\302\271 = J M\342\201\273\302\271 J\341\265\200 of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion"},
 };
 
 // bind(name, fallback): the kernel's fast entry point, with ``fallback`` for every other call
@@ -956,6 +1503,14 @@ static PyMethodDef methods[] = {
   {"forward_kinematics", (PyCFunction)(void (*)(void))py_forward_kinematics, METH_FASTCALL, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
   {"rnea_scan", (PyCFunction)(void (*)(void))py_rnea_scan, METH_FASTCALL, "inverse dynamics \317\204 (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)"},
   {"aba_scan", (PyCFunction)(void (*)(void))py_aba_scan, METH_FASTCALL, "forward dynamics q\314\210 (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential"},
+  {"frame_placement", (PyCFunction)(void (*)(void))py_frame_placement, METH_FASTCALL, "placement of every selected frame in the world (homogeneous 4\303\2274)"},
+  {"frame_jacobian_local", (PyCFunction)(void (*)(void))py_frame_jacobian_local, METH_FASTCALL, "Jacobian of every selected frame, local ([linear; angular] \303\227 nv)"},
+  {"frame_jacobian_local_world_aligned", (PyCFunction)(void (*)(void))py_frame_jacobian_local_world_aligned, METH_FASTCALL, "Jacobian of every selected frame, local world aligned ([linear; angular] \303\227 nv)"},
+  {"frame_jacobian_world", (PyCFunction)(void (*)(void))py_frame_jacobian_world, METH_FASTCALL, "Jacobian of every selected frame, world ([linear; angular] \303\227 nv)"},
+  {"frame_bias_acceleration_local", (PyCFunction)(void (*)(void))py_frame_bias_acceleration_local, METH_FASTCALL, "J\314\207q\314\207 of every selected frame, local (spatial acceleration at q\314\210 = 0, [linear; angular])"},
+  {"frame_bias_acceleration_local_world_aligned", (PyCFunction)(void (*)(void))py_frame_bias_acceleration_local_world_aligned, METH_FASTCALL, "J\314\207q\314\207 of every selected frame, local world aligned (spatial acceleration at q\314\210 = 0, [linear; angular])"},
+  {"frame_bias_acceleration_world", (PyCFunction)(void (*)(void))py_frame_bias_acceleration_world, METH_FASTCALL, "J\314\207q\314\207 of every selected frame, world (spatial acceleration at q\314\210 = 0, [linear; angular])"},
+  {"osim_inverse", (PyCFunction)(void (*)(void))py_osim_inverse, METH_FASTCALL, "\316\233\342\201\273\302\271 = J M\342\201\273\302\271 J\341\265\200 of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion"},
   {nullptr, nullptr, 0, nullptr},
 };
 

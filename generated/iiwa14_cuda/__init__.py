@@ -19,7 +19,7 @@ import threading as _threading
 
 from rbdgen.package import load_package as _load_package
 
-__all__ = ["load", "robot", "nq", "nv", "nb", "joint_names", "body_names", "dtypes", "kernels", "default_options",
+__all__ = ["load", "robot", "nq", "nv", "nb", "joint_names", "body_names", "frames", "dtypes", "kernels", "default_options",
            "rnea", "nle", "gravity", "crba", "aba", "minv", "forward_kinematics"]
 
 robot = "iiwa14"
@@ -29,6 +29,9 @@ nv = 7
 nb = 7
 joint_names = ("iiwa_joint_1", "iiwa_joint_2", "iiwa_joint_3", "iiwa_joint_4", "iiwa_joint_5", "iiwa_joint_6", "iiwa_joint_7")
 body_names = ("iiwa_link_1", "iiwa_link_2", "iiwa_link_3", "iiwa_link_4", "iiwa_link_5", "iiwa_link_6", "iiwa_link_7")
+#: the frames of the frame and contact kernels (URDF link names; load() adds by-name methods:
+#: frame_jacobian(q, frame, reference), osim_inverse(q, frames), contact_fd(q, v, tau, contacts))
+frames = ()
 dtypes = ("float64",)
 kernels = ("rnea", "nle", "gravity", "crba", "aba", "minv", "forward_kinematics")
 
@@ -61,7 +64,7 @@ def rnea(q, v, a, out=None):
     in:  q (7,), v (7,), a (7,) — or a batch (N, size)
     out: tau (7,)
     """
-    return _default().rnea(q, v, a, out=out)
+    return _default().kernel("rnea")(q, v, a, out=out)
 
 
 def nle(q, v, out=None):
@@ -70,7 +73,7 @@ def nle(q, v, out=None):
     in:  q (7,), v (7,) — or a batch (N, size)
     out: tau (7,)
     """
-    return _default().nle(q, v, out=out)
+    return _default().kernel("nle")(q, v, out=out)
 
 
 def gravity(q, out=None):
@@ -79,7 +82,7 @@ def gravity(q, out=None):
     in:  q (7,) — or a batch (N, size)
     out: tau (7,)
     """
-    return _default().gravity(q, out=out)
+    return _default().kernel("gravity")(q, out=out)
 
 
 def crba(q, out=None):
@@ -88,7 +91,7 @@ def crba(q, out=None):
     in:  q (7,) — or a batch (N, size)
     out: M (7, 7)
     """
-    return _default().crba(q, out=out)
+    return _default().kernel("crba")(q, out=out)
 
 
 def aba(q, v, tau, out=None):
@@ -97,7 +100,7 @@ def aba(q, v, tau, out=None):
     in:  q (7,), v (7,), tau (7,) — or a batch (N, size)
     out: qdd (7,)
     """
-    return _default().aba(q, v, tau, out=out)
+    return _default().kernel("aba")(q, v, tau, out=out)
 
 
 def minv(q, out=None):
@@ -106,7 +109,7 @@ def minv(q, out=None):
     in:  q (7,) — or a batch (N, size)
     out: Minv (7, 7)
     """
-    return _default().minv(q, out=out)
+    return _default().kernel("minv")(q, out=out)
 
 
 def forward_kinematics(q, out=None):
@@ -115,4 +118,4 @@ def forward_kinematics(q, out=None):
     in:  q (7,) — or a batch (N, size)
     out: oMb (7, 4, 4)
     """
-    return _default().forward_kinematics(q, out=out)
+    return _default().kernel("forward_kinematics")(q, out=out)

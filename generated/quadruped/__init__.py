@@ -19,7 +19,7 @@ import threading as _threading
 
 from rbdgen.package import load_package as _load_package
 
-__all__ = ["load", "robot", "nq", "nv", "nb", "joint_names", "body_names", "dtypes", "kernels", "default_options",
+__all__ = ["load", "robot", "nq", "nv", "nb", "joint_names", "body_names", "frames", "dtypes", "kernels", "default_options",
            "rnea", "nle", "gravity", "crba", "aba", "minv", "forward_kinematics", "rnea_scan"]
 
 robot = "rbd_quadruped"
@@ -29,6 +29,9 @@ nv = 18
 nb = 13
 joint_names = ("root_joint", "FL_hip_joint", "FL_thigh_joint", "FL_calf_joint", "FR_hip_joint", "FR_thigh_joint", "FR_calf_joint", "RL_hip_joint", "RL_thigh_joint", "RL_calf_joint", "RR_hip_joint", "RR_thigh_joint", "RR_calf_joint")
 body_names = ("trunk", "FL_hip", "FL_thigh", "FL_calf", "FR_hip", "FR_thigh", "FR_calf", "RL_hip", "RL_thigh", "RL_calf", "RR_hip", "RR_thigh", "RR_calf")
+#: the frames of the frame and contact kernels (URDF link names; load() adds by-name methods:
+#: frame_jacobian(q, frame, reference), osim_inverse(q, frames), contact_fd(q, v, tau, contacts))
+frames = ()
 dtypes = ("float64",)
 kernels = ("rnea", "nle", "gravity", "crba", "aba", "minv", "forward_kinematics", "rnea_scan")
 
@@ -61,7 +64,7 @@ def rnea(q, v, a, out=None):
     in:  q (19,), v (18,), a (18,) — or a batch (N, size)
     out: tau (18,)
     """
-    return _default().rnea(q, v, a, out=out)
+    return _default().kernel("rnea")(q, v, a, out=out)
 
 
 def nle(q, v, out=None):
@@ -70,7 +73,7 @@ def nle(q, v, out=None):
     in:  q (19,), v (18,) — or a batch (N, size)
     out: tau (18,)
     """
-    return _default().nle(q, v, out=out)
+    return _default().kernel("nle")(q, v, out=out)
 
 
 def gravity(q, out=None):
@@ -79,7 +82,7 @@ def gravity(q, out=None):
     in:  q (19,) — or a batch (N, size)
     out: tau (18,)
     """
-    return _default().gravity(q, out=out)
+    return _default().kernel("gravity")(q, out=out)
 
 
 def crba(q, out=None):
@@ -88,7 +91,7 @@ def crba(q, out=None):
     in:  q (19,) — or a batch (N, size)
     out: M (18, 18)
     """
-    return _default().crba(q, out=out)
+    return _default().kernel("crba")(q, out=out)
 
 
 def aba(q, v, tau, out=None):
@@ -97,7 +100,7 @@ def aba(q, v, tau, out=None):
     in:  q (19,), v (18,), tau (18,) — or a batch (N, size)
     out: qdd (18,)
     """
-    return _default().aba(q, v, tau, out=out)
+    return _default().kernel("aba")(q, v, tau, out=out)
 
 
 def minv(q, out=None):
@@ -106,7 +109,7 @@ def minv(q, out=None):
     in:  q (19,) — or a batch (N, size)
     out: Minv (18, 18)
     """
-    return _default().minv(q, out=out)
+    return _default().kernel("minv")(q, out=out)
 
 
 def forward_kinematics(q, out=None):
@@ -115,7 +118,7 @@ def forward_kinematics(q, out=None):
     in:  q (19,) — or a batch (N, size)
     out: oMb (13, 4, 4)
     """
-    return _default().forward_kinematics(q, out=out)
+    return _default().kernel("forward_kinematics")(q, out=out)
 
 
 def rnea_scan(q, v, a, out=None):
@@ -124,4 +127,4 @@ def rnea_scan(q, v, a, out=None):
     in:  q (19,), v (18,), a (18,) — or a batch (N, size)
     out: tau (18,)
     """
-    return _default().rnea_scan(q, v, a, out=out)
+    return _default().kernel("rnea_scan")(q, v, a, out=out)

@@ -69,7 +69,7 @@ def _frame_placement(t: Trace, q):
     zero, one = g.const(0.0), g.const(1.0)
     out = []
     for f in _frames(t):
-        t.block(f"frame {f.name}")
+        t.frame_block("frame placement", f)
         Rf, pf = _frame_pose(t, R, p, f)
         for r in range(3):
             out += list(Rf[r]) + [pf[r]]
@@ -98,7 +98,7 @@ def _jacobians(t: Trace, q, reference, R=None, p=None):
         J = [[zero] * m.nv for _ in range(6)]
         if f.body >= 0:
             Rf, pf = _frame_pose(t, R, p, f)
-            t.block(f"jacobian of frame {f.name} ({reference})")
+            t.frame_block(f"frame jacobian ({reference})", f)
             for j in m.ancestors(f.body):
                 for k, (w, v) in enumerate(axis(j)):
                     if reference == "world":
@@ -146,7 +146,7 @@ def _frame_motions(t: Trace, q, v, reference, what, R=None, p=None):
         if f.body < 0:
             out.append(t.zeros(6))
             continue
-        t.block(f"{what} of frame {f.name} ({reference})")
+        t.frame_block(f"frame {what} ({reference})", f)
         x = _frame_X(t, f).motion(g, src[f.body])  # [ω; v] in the frame's axes, at its origin
         if reference == "local":
             out.append(x[3:] + x[:3])
@@ -254,7 +254,7 @@ def _osim_values(t: Trace, q):
             c = _common_ancestor(m, fa.body, fb.body)
             if c < 0:
                 continue
-            t.block(f"Λ⁻¹ block {fa.name} × {fb.name}")
+            t.frame_block("Λ⁻¹ block", fa, fb)
             B = Om[c]
             for k in _path(m, c, fb.body):
                 B = S.transpose(_psi_left(t, q, U, Dinv, k, S.transpose(B)))
@@ -282,7 +282,7 @@ def _contact_outputs(t: Trace, q, v, qdd0, J, Linv, vel_local, bias_local):
     g = t.g
     acc0 = []
     for k, Jf in enumerate(J):
-        t.block(f"open-chain acceleration of frame {t.m.frames[k]}")
+        t.frame_block("open-chain frame acceleration", t.m.frame(t.m.frames[k]))
         acc0 += [S.dot(g, row, qdd0) + bias_local[k][r] for r, row in enumerate(Jf)]
     return {"qdd0": list(qdd0), "J": [x for Jf in J for row in Jf for x in row], "acc0": acc0,
             "vf": [x for vf in vel_local for x in vf], "Linv": [x for row in Linv for x in row]}

@@ -25,6 +25,14 @@ class Trace:
         else:
             self.g.block = Block(phase, i, self.depth[i], f"{m.body_names[i]} (joint {m.joint_names[i]})")
 
+    def frame_block(self, phase: str, frame, other=None):
+        """A block of work for a frame (a URDF link): the frame's name goes in the label, which
+        the printers escape (``phase`` must be rbdgen's own text). ``other``: a second frame
+        (the cross blocks of Λ⁻¹)."""
+        m, b = self.m, max(frame.body, 0)
+        label = f"{m.body_names[b]}, frame {frame.name}" + (f" × frame {other.name}" if other is not None else "")
+        self.g.block = Block(phase, b, self.depth[b], label)
+
     def inputs(self, name: str, n: int):
         return [self.g.input(name, k) for k in range(n)]
 

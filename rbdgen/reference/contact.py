@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import spatial as sp
+from ..errors import RbdgenError
 from ..model import RobotModel
 
 #: Pinocchio's reference frames, by the names rbdgen takes
@@ -425,7 +426,7 @@ class Contact:
         return np.broadcast_to(r, vf.shape[:-1] + r.shape)
 
 
-class ContactError(ValueError):
+class ContactError(RbdgenError, ValueError):
     """A contact model the robot cannot satisfy (a singular contact system)."""
 
 
