@@ -199,7 +199,7 @@ def main(argv=None) -> int:
            "thresholds": list(THRESHOLDS), "robots": {}}
     for rname in args.robots.split(","):
         stem, floating, desc = ROBOTS[rname]
-        model = rbdgen.load_urdf(rbdgen.robots.path(stem), floating_base=floating)
+        model = rbdgen.load_urdf(rbdgen.robots.path(stem), floating_base=floating).with_frames("leaves")
         env = states(model, n_states, args.seed)
         expected = {k: registry.reference(model, k, env) for k in KERNELS}
         rows = []

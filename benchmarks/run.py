@@ -42,7 +42,6 @@ import numpy as np  # noqa: E402
 
 import rbdgen
 import rbdgen.robots  # noqa: F401  (rbdgen.robots.path)
-from rbdgen import reference as ref
 from rbdgen import registry
 import rbdgen.backends.cpu  # noqa: E402
 from rbdgen.backends.cpu import generate_cpu  # noqa: E402
@@ -60,6 +59,9 @@ ROBOTS = {
     "quadruped": (lambda: Path(rbdgen.robots.path("quadruped")), True, "12-joint quadruped (bundled), floating base"),
     "talos_reduced": (lambda: TALOS, True, "TALOS humanoid, reduced (example-robot-data), floating base"),
 }
+#: the frames of the frame and contact kernels (flange, feet, soles)
+FRAMES = {"iiwa14": ["iiwa_link_ee"], "quadruped": ["FL_foot", "FR_foot", "RL_foot", "RR_foot"],
+          "talos_reduced": ["left_sole_link", "right_sole_link"]}
 ALIASES = {"iiwa": "iiwa14", "talos": "talos_reduced", "humanoid": "talos_reduced"}
 INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T"}  # kernel input name → pool array in the driver
 # every kernel in the registry, with its declared inputs
@@ -536,7 +538,7 @@ def bench_reference(model, rng, sizes, quick: bool) -> dict:
     for n in sizes:
         st = states(model, rng, n)
         for k in KERNELS:
-            f = getattr(ref, k)
+            f = registry.get(k).reference  # the kernel's declared NumPy oracle
             ins = tuple(st[x][0] if n == 1 else st[x] for x in SIGS[k])
             tm = measure(lambda: f(model, *ins), target_s=0.05 if quick else 0.3, runs=3, budget_s=3.0)
             res[k][str(n)] = summary(tm, per=n)
@@ -548,7 +550,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exe: str | None) -> 
     urdf = path_fn()
     log(f"== {name}: {urdf}")
     t = time.perf_counter()
-    model = rbdgen.load_urdf(urdf, floating_base=floating)
+    model = rbdgen.load_urdf(urdf, floating_base=floating).with_frames(FRAMES[name])
     load_s = time.perf_counter() - t
     res = {"description": desc, "urdf": str(urdf).replace(str(SITE), "$SITE_PACKAGES").replace(str(HERE.parent), "."),
            "floating_base": floating, "nq": model.nq, "nv": model.nv, "nb": model.nb, "load_s": round(load_s, 3),
