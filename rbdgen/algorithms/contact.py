@@ -222,21 +222,6 @@ def _omega(t: Trace, q, U, Dinv, bodies):
     return Om
 
 
-def _common_ancestor(m, a, b):
-    anc = set(m.ancestors(a))
-    while b >= 0 and b not in anc:
-        b = m.parent[b]
-    return b
-
-
-def _path(m, c, b):
-    out = []
-    while b != c:
-        out.append(b)
-        b = m.parent[b]
-    return out[::-1]
-
-
 def _osim_values(t: Trace, q):
     """Λ⁻¹ as 6nf rows of 6nf Values."""
     m, g = t.m, t.g
@@ -251,14 +236,14 @@ def _osim_values(t: Trace, q):
             fb = fr[b]
             if fa.body < 0 or fb.body < 0:
                 continue
-            c = _common_ancestor(m, fa.body, fb.body)
+            c = m.common_ancestor(fa.body, fb.body)
             if c < 0:
                 continue
             t.frame_block("Λ⁻¹ block", fa, fb)
             B = Om[c]
-            for k in _path(m, c, fb.body):
+            for k in m.path_down(c, fb.body):
                 B = S.transpose(_psi_left(t, q, U, Dinv, k, S.transpose(B)))
-            for k in _path(m, c, fa.body):
+            for k in m.path_down(c, fa.body):
                 B = _psi_left(t, q, U, Dinv, k, B)
             Xa, Xb = _frame_X(t, fa), _frame_X(t, fb)
             blk = S.transpose(_X_cols(g, Xb, S.transpose(_X_cols(g, Xa, B))))  # X_a B X_bᵀ

@@ -139,6 +139,21 @@ class RobotModel:
             i = self.parent[i]
         return out
 
+    def common_ancestor(self, a: int, b: int) -> int:
+        """The deepest body that is an ancestor of (or equal to) both a and b; -1: the world."""
+        anc = set(self.ancestors(a))
+        while b >= 0 and b not in anc:
+            b = self.parent[b]
+        return b
+
+    def path_down(self, c: int, b: int) -> list[int]:
+        """Bodies from c (exclusive; -1: the world) down to its descendant b (inclusive), top-down."""
+        out = []
+        while b != c:
+            out.append(b)
+            b = self.parent[b]
+        return out[::-1]
+
     @property
     def depth(self) -> tuple[int, ...]:
         """Tree level of each body (root bodies: 0)."""

@@ -221,22 +221,6 @@ def _articulated(model, Xs, Ss):
     return Psi, K
 
 
-def _path(model, c, b):
-    """Bodies from c (exclusive) down to b (inclusive), top-down; c = −1: from the world."""
-    out = []
-    while b != c:
-        out.append(b)
-        b = model.parent[b]
-    return out[::-1]
-
-
-def _common_ancestor(model, a, b):
-    anc = set(model.ancestors(a))
-    while b >= 0 and b not in anc:
-        b = model.parent[b]
-    return b
-
-
 def _osim_inverse(model, q, frames):
     Xs, Ss = _kinematics_only(model, q)
     Psi, K = _articulated(model, Xs, Ss)
@@ -251,13 +235,13 @@ def _osim_inverse(model, q, frames):
             fb = frames[b]
             if fa.body < 0 or fb.body < 0:
                 continue
-            c = _common_ancestor(model, fa.body, fb.body)
+            c = model.common_ancestor(fa.body, fb.body)
             if c < 0:
                 continue  # on trees hanging from the world separately: no coupling
             B = Omega[c]
-            for k in _path(model, c, fb.body):
+            for k in model.path_down(c, fb.body):
                 B = B @ Psi[k].T
-            for k in _path(model, c, fa.body):
+            for k in model.path_down(c, fa.body):
                 B = Psi[k] @ B
             blk = (fa.X @ B @ fb.X.T)[np.ix_(_SWAP, _SWAP)]
             L[a, :, b, :] = blk
