@@ -77,11 +77,10 @@ def _frame_placement(t: Trace, q):
     return {"oMf": out}
 
 
-def _jacobians(t: Trace, q, reference, R=None, p=None):
+def _jacobians(t: Trace, q, reference):
     """Per frame: 6 rows × nv Values of the frame Jacobian in ``reference``."""
     m, g = t.m, t.g
-    if R is None:
-        R, p = placements(t, q)
+    R, p = placements(t, q)
     zero = g.const(0.0)
     axes = {}  # body → list of (ω, v) world-coordinate columns (v: of the body point at p_j)
 
@@ -135,12 +134,11 @@ def _body_motion(t: Trace, q, v):
     return vel, acc
 
 
-def _frame_motions(t: Trace, q, v, reference, what, R=None, p=None):
+def _frame_motions(t: Trace, q, v, reference, what):
     g = t.g
     vel, acc = _body_motion(t, q, v)
     src = vel if what == "velocity" else acc
-    if R is None and reference != "local":
-        R, p = placements(t, q)
+    R, p = placements(t, q) if reference != "local" else (None, None)
     out = []
     for f in _frames(t):
         if f.body < 0:
@@ -263,7 +261,7 @@ def _osim_inverse(t: Trace, q):
 
 # ---- contact terms ----------------------------------------------------------------------------------
 
-def _contact_outputs(t: Trace, q, v, qdd0, J, Linv, vel_local, bias_local):
+def _contact_outputs(t: Trace, qdd0, J, Linv, vel_local, bias_local):
     g = t.g
     acc0 = []
     for k, Jf in enumerate(J):
@@ -276,7 +274,7 @@ def _contact_outputs(t: Trace, q, v, qdd0, J, Linv, vel_local, bias_local):
 def _contact_terms(t: Trace, q, v, tau):
     qdd0 = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau])]
     J = _jacobians(t, q, "local")
-    return _contact_outputs(t, q, v, qdd0, J, _osim_values(t, q),
+    return _contact_outputs(t, qdd0, J, _osim_values(t, q),
                             _frame_motions(t, q, v, "local", "velocity"),
                             _frame_motions(t, q, v, "local", "acceleration"))
 
@@ -317,7 +315,7 @@ def _c_contact_terms(t, c, q, v, tau):
     qt, vt = c.q(q), c.v(v)
     qdd0 = _c_qdd(t, c, q, v, tau)[0]
     J = _c_jac(c, _jacobians(t, qt, "local"))
-    return _contact_outputs(t, q, v, qdd0, J, _c_osim(t, c, qt, J),
+    return _contact_outputs(t, qdd0, J, _c_osim(t, c, qt, J),
                             _frame_motions(t, qt, vt, "local", "velocity"),
                             _frame_motions(t, qt, vt, "local", "acceleration"))
 
