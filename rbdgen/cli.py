@@ -459,7 +459,8 @@ def generate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
     line = (f"wrote {os.path.abspath(pkg.path)}{os.sep} ({len(pkg.files)} files): {what}, robot {m['robot']!r}, "
             f"nq {m['nq']} nv {m['nv']}, {types}, {len(m['kernel_order'])} kernels")
     if m["target"].get("tcl"):
-        line += f"; synthesize with `vitis_hls -f {m['target']['tcl']}` there"
+        line += (f"; synthesize with `vitis-run --mode hls --tcl {m['target']['tcl']}` there "
+                 f"(Vitis < 2023.2: `vitis_hls -f {m['target']['tcl']}`)")
     click.echo(line)
 
 

@@ -194,11 +194,25 @@ def test_generated_testbench(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     ok = subprocess.run([str(exe)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout
-    assert re.search(r"gravity\s+\S+\s+ok", ok.stdout) and "all kernels within tolerance" in ok.stdout
-    worst = float(re.search(r"aba\s+(\S+)", ok.stdout).group(1))
-    assert 1e-7 < worst < FIXED_TOL[(32, 16)]["aba"]
+    assert "all kernels within tolerance" in ok.stdout
+    lines = {m.group(1): (float(m.group(2)), float(m.group(3)), m.group(4)) for m in
+             re.finditer(r"^\s+(\w+)\s+(\S+)\s+\(tolerance (\S+)\)\s+(ok|FAIL)", ok.stdout, re.M)}
+    assert set(lines) == {"gravity", "aba"}, ok.stdout
+    for k, (worst, tol, verdict) in lines.items():
+        # each kernel's tolerance is twice its measured Q16.16 bound, and the kernel is within it
+        assert tol == pytest.approx(2 * FIXED_TOL[(32, 16)][k], rel=1e-6) and verdict == "ok", (k, ok.stdout)
+        assert 1e-7 < worst < FIXED_TOL[(32, 16)][k]
+    assert "zero divisor" not in ok.stdout
     strict = subprocess.run([str(exe), "1e-9"], capture_output=True, text=True)
     assert strict.returncode == 1 and "FAIL" in strict.stdout
+    # one kernel alone, with only its own source (as the per-kernel Tcl projects compile it)
+    one = tmp_path / "tb_gravity"
+    cmd = ["g++", "-std=c++14", "-O0", "-DRBD_TB_ONLY", "-DRBD_TB_gravity", "-isystem", str(ap_types_dir()),
+           gen.testbench, "rbd_iiwa14_gravity.cpp", "-o", str(one)]
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    alone = subprocess.run([str(one)], capture_output=True, text=True)
+    assert alone.returncode == 0 and "gravity" in alone.stdout and " aba " not in alone.stdout, alone.stdout
 
 
 def test_harness_validates_arguments():
@@ -234,15 +248,46 @@ def test_sources_are_deterministic_and_carry_the_pragmas():
     # ∇FD is split into parts passing values through a register array; the epilogue is a loop
     fd = a.files["rbd_iiwa14_aba_derivatives.cpp"]
     assert "#pragma HLS ARRAY_PARTITION variable=w type=complete dim=1" in fd and "_part1<S>(" in fd
-    tcl = a.files["run_hls.tcl"]
-    assert "set part {xc7z020clg400-1}" in tcl and "set period 5.000" in tcl
-    for cmd in ("open_project", "set_top rbd_iiwa14_$k", "add_files", "open_solution", "set_part $part",
-                "create_clock -period $period", "csynth_design"):
-        assert cmd in tcl
+    # one Vitis HLS project per kernel: its own source only, the testbench restricted to it,
+    # C simulation, synthesis and C/RTL co-simulation; a driver sources them all
+    for k in ("rnea", "aba_derivatives"):
+        tcl = a.files[f"hls_{k}.tcl"]
+        assert "set part {xc7z020clg400-1}" in tcl and "set period 5.000" in tcl
+        for cmd in ("open_project -reset prj_rbd_iiwa14_" + k, f"set_top rbd_iiwa14_{k}", "open_solution",
+                    "set_part $part", "create_clock -period $period", "csim_design", "csynth_design",
+                    "cosim_design", "vitis-run --mode hls --tcl"):
+            assert cmd in tcl, (k, cmd)
+        assert re.findall(r"^add_files \[file join \$here (\S+)\]", tcl, re.M) == [f"rbd_iiwa14_{k}.cpp"]
+        assert re.search(rf"add_files -tb .*-DRBD_TB_ONLY -DRBD_TB_{k}\"", tcl)
+    drv = a.files["run_hls.tcl"]
+    assert "set kernels { rnea aba_derivatives }" in drv and "source [file join $here hls_$k.tcl]" in drv
     lat = H.generate_hls(m, nt, ("rnea",))
     assert "PIPELINE" not in lat.files["rbd_iiwa14_rnea.cpp"]
     axi = H.generate_hls(m, nt, ("rnea",), interface="m_axi").files["rbd_iiwa14_rnea.cpp"]
     assert "mode=m_axi port=q offset=slave" in axi and "q_l[i] = q[i]" in axi
+
+
+def test_output_ports_are_written_once_and_never_read():
+    """∇FD's dense products sum in local accumulators and read mirrors of what they need, so no
+    output port is read, and every output element is written by exactly one statement; the
+    product loop is pipelined (one element per cycle) unless the whole function is."""
+    m = load_case(*_case("iiwa14-fixed"))
+    nt = H.numeric_type(fixed=(32, 16))
+    for ii in (None, 2):
+        src = H.generate_hls(m, nt, ("aba_derivatives",), ii=ii).files["rbd_iiwa14_aba_derivatives.cpp"]
+        body = src[:src.index("#if defined(RBD_HLS_CSIM_FAST)")]
+        writes = {}
+        for name in ("dqdd_dq", "dqdd_dv", "dqdd_dtau"):
+            uses = re.findall(rf"\b{name}\[([^\]]+)\](\s*=(?!=))?", body)
+            assert uses and all(assign for _, assign in uses), f"{name} is read: {[u for u, a in uses if not a][:3]}"
+            writes[name] = [idx for idx, _ in uses]
+        nv = m.nv
+        assert sorted(int(i) for i in writes["dqdd_dtau"]) == list(range(nv * nv))  # traced: each element once
+        for name in ("dqdd_dq", "dqdd_dv"):                                     # products: one store per element
+            assert writes[name] == [f"i * {nv} + j"], writes[name]
+        assert "acc -= " in body and "o[j]" not in body
+        assert body.count("#pragma HLS PIPELINE II=1") == (2 if ii is None else 0)
+        assert ("#pragma HLS PIPELINE II=2" in src) == (ii == 2)
 
 
 def test_datapath_has_the_pruned_operator_count():
@@ -255,13 +300,17 @@ def test_datapath_has_the_pruned_operator_count():
         stmts = re.findall(r"const S t\d+ = (.*);", src)
         muls = sum(1 for e in stmts if re.fullmatch(r"\S+ \* \S+", e))
         adds = sum(1 for e in stmts if re.fullmatch(r"\S+ [+-] \S+", e) or re.fullmatch(r"-\S+", e))
-        divs = sum(1 for e in stmts if re.fullmatch(r"\S+ / \S+", e))
-        trig = sum(1 for e in stmts if e.startswith(("rbd_sin(", "rbd_cos(")))
+        divs = sum(1 for e in stmts if re.fullmatch(r"rbd_div\(\S+, \S+, dz\)", e))
+        # one rbd_sincos call per angle whose sine and cosine are both needed, else rbd_sin/rbd_cos
+        pairs = re.findall(r"^\s*rbd_sincos\((\S+), t\d+, t\d+\);", src, re.M)
+        lone = [e for e in stmts if e.startswith(("rbd_sin(", "rbd_cos("))]
         cost = H.hls_cost(trace(m, k), H.numeric_type(fixed=(32, 16)))
-        assert (cost["mul"], cost["add"], cost["div"], cost["sincos"]) == (muls, adds, divs, trig), k
+        assert (cost["mul"], cost["add"], cost["div"], cost["sincos"]) == (muls, adds, divs, 2 * len(pairs) + len(lone)), k
+        assert cost["sincos_units"] == len(set(pairs)) + len(lone) and len(set(pairs)) == len(pairs), k
         const_muls = sum(1 for e in stmts if re.fullmatch(r"\S+ \* \S+", e) and "S(" in e)
         assert cost["const_mul"] == const_muls, k
-        assert 0 < trig <= 2 * m.nv  # at most a sin and a cos per joint (joint 1 about gravity needs none)
+        assert 0 < cost["sincos_units"] <= m.nv  # at most one CORDIC per joint (joint 1 about gravity needs none)
+    assert "/ " not in " ".join(re.findall(r"const S t\d+ = (.*);", gen.files["rbd_iiwa14_minv.cpp"]))  # no bare division
 
 
 # ---- cost model --------------------------------------------------------------------------------
@@ -295,26 +344,103 @@ def test_cost_counts_match_the_ir():
 
 
 def test_cost_model_covers_every_cost_class():
-    """op_model is keyed by the op table's cost classes, so every IR op has a cost."""
+    """The model prices every cost class of the op table, for every kind of datapath."""
+    from rbdgen.backends.hls_cost import Model
+
     for nt in (H.numeric_type(fixed=(32, 16)), H.numeric_type("float32"), H.numeric_type("float64")):
-        assert tuple(H.op_model(nt)) == COST_CLASSES, nt.describe()
+        model = Model(nt, 250.0)
+        for cls in COST_CLASSES:
+            oc = getattr(model, cls)()
+            assert oc.cls == cls and (oc.cycles > 0 or oc.chain > 0), (nt.describe(), cls)
 
 
-def test_dsp_estimate_grows_with_width():
-    kern = trace(load_case(*_case("iiwa14-fixed")), "rnea")
+def test_quantise_matches_ap_fixed(tmp_path):
+    """The cost model's constant quantisation (which constants fold to zero, how many bits a
+    constant multiplier needs) against ap_fixed's own conversion of doubles, every mode."""
+    from rbdgen.backends.hls_cost import quantise
+
+    rng = np.random.default_rng(3)
+    xs = [0.0, 2.0 ** -17, -2.0 ** -17, 3 * 2.0 ** -17, -3 * 2.0 ** -17, 2.0 ** -16, 1.5 * 2.0 ** -16, -3.57e-6,
+          4.32e-7, 1e9, -1e9, 32767.99999, -32768.0] + list(rng.normal(scale=10, size=40)) + \
+        list(rng.integers(-99, 99, size=20) * 2.0 ** -17)
+    modes = [(q, o) for q in H.ROUNDING for o in ("AP_SAT", "AP_WRAP")] + [("AP_RND_CONV", "AP_SAT_SYM"),
+                                                                          ("AP_TRN", "AP_SAT_ZERO")]
+    prog = ["#include <ap_fixed.h>", "#include <cstdio>", "int main() {", f"  const double xs[] = {{{', '.join(repr(float(x)) for x in xs)}}};"]
+    for q, o in modes:
+        prog += [f"  for (double x : xs) {{ ap_fixed<32, 16, {q}, {o}> v = x; ap_int<32> r; r.range(31, 0) = v.range(31, 0);",
+                 "    std::printf(\"%lld\\n\", (long long)r.to_int64()); }"]
+    prog += ["}"]
+    (tmp_path / "q.cpp").write_text("\n".join(prog))
+    r = subprocess.run(["g++", "-std=c++14", "-O0", "-isystem", str(ap_types_dir()), "q.cpp", "-o", "q"], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = [int(v) for v in subprocess.run([str(tmp_path / "q")], capture_output=True, text=True).stdout.split()]
+    want = [quantise(x, 32, 16, q, o) for q, o in modes for x in xs]
+    assert got == want
+
+
+def test_dsp_estimate():
+    from rbdgen.backends.hls_cost import mul_dsps, quantise, significant_bits
+
+    assert (mul_dsps(32, 32), mul_dsps(32, 16), mul_dsps(18, 18), mul_dsps(48, 48)) == (4, 2, 1, 6)
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = trace(m, "rnea")
     prev = 0
     for W in (16, 18, 24, 27, 32, 36, 48, 54, 64):
         c = H.hls_cost(kern, H.numeric_type(fixed=(W, W // 2)))
-        assert c["dsp"] == c["mul"] * math.ceil(W / 27) * math.ceil(W / 18)
-        assert c["dsp"] >= prev
-        prev = c["dsp"]
-    assert H.hls_cost(kern, H.numeric_type(fixed=(18, 9)))["dsp"] == kern.op_counts()["mul"]  # one DSP each
-    dbl = H.hls_cost(kern, H.numeric_type("float64"))
-    flt = H.hls_cost(kern, H.numeric_type("float32"))
-    assert dbl["dsp"] > flt["dsp"] > H.hls_cost(kern, H.numeric_type(fixed=(32, 16)))["dsp"]
-    # II = n shares each DSP among up to n operations
-    c32 = H.hls_cost(kern, H.numeric_type(fixed=(32, 16)))
-    assert H.hls_cost(kern, H.numeric_type(fixed=(32, 16)), ii=4)["dsp"] == math.ceil(c32["dsp"] / 4)
+        assert c["dsp_spatial"] >= prev
+        prev = c["dsp_spatial"]
+        # the latency design shares multipliers: no more than one per operation, at least the widest one
+        assert mul_dsps(W, W) <= c["dsp"] <= c["dsp_spatial"]
+    # fully spatial, recounted from the IR: variable products W×W, constant ones by the constant's
+    # bits, constants that quantise to zero or to ±2^k none; plus the CORDICs' reduction products
+    nt = H.numeric_type(fixed=(32, 16))
+    want = 0
+    for n in kern.live_nodes():
+        if n.op != "mul":
+            continue
+        const = [a for a in n.args if a.op == "const"]
+        if not const:
+            want += 4
+            continue
+        raw = quantise(const[0].value, 32, 16)
+        if raw and abs(raw) & (abs(raw) - 1):
+            want += mul_dsps(32, significant_bits(raw))
+    cord = H.cordic(32, 16)
+    want += sum(mul_dsps(w, b) for w, b in cord.const_products()) * H.hls_cost(kern, nt)["sincos_units"]
+    assert H.hls_cost(kern, nt, ii=1)["dsp"] == want
+    c32 = H.hls_cost(kern, nt)
+    assert H.hls_cost(kern, nt, ii=4)["dsp"] == math.ceil(c32["dsp_spatial"] / 4)
+    dbl, flt = H.hls_cost(kern, H.numeric_type("float64")), H.hls_cost(kern, H.numeric_type("float32"))
+    assert dbl["dsp_spatial"] > flt["dsp_spatial"] > c32["dsp_spatial"]
+
+
+def test_constants_quantised_to_zero_are_folded():
+    """iiwa14's model has constants of a few 1e-6 that Q16.16 rounds to 0: no multiplier is
+    counted for them (the tool folds them); at 24 fractional bits they are real multiplies."""
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = trace(m, "rnea")
+    tiny = sum(1 for n in kern.live_nodes() if n.op == "mul" and any(a.op == "const" and abs(a.value) * 2 ** 16 < 0.5
+                                                                    for a in n.args))
+    c16 = H.hls_cost(kern, H.numeric_type(fixed=(32, 16)))
+    c24 = H.hls_cost(kern, H.numeric_type(fixed=(48, 24)))
+    assert tiny > 0 and c16["zero_mul"] == tiny
+    assert c24["zero_mul"] < tiny
+
+
+def test_rounding_and_saturation_logic_is_counted():
+    kern = trace(load_case(*_case("iiwa14-fixed")), "rnea")
+    full = H.hls_cost(kern, H.numeric_type(fixed=(32, 16)))
+    bare = H.hls_cost(kern, H.numeric_type(fixed=(32, 16), rounding="AP_TRN", overflow="AP_WRAP"))
+    assert bare["lut"] < full["lut"] and full["ff"] > 0
+
+
+def _chain(kern, op):
+    """Most ``op`` nodes on one path through the DAG (explicit recursion, independent of the model)."""
+    memo = {}
+    for n in kern.live_nodes():
+        memo[n.id] = (n.op == op) + max((memo[a.id] for a in n.args), default=0)
+    return max(memo.values())
 
 
 def test_latency_model():
@@ -324,10 +450,23 @@ def test_latency_model():
     slow, fast = H.hls_cost(kern, nt, clock_mhz=50), H.hls_cost(kern, nt, clock_mhz=400)
     assert fast["latency_cycles"] > slow["latency_cycles"]          # more cycles at a faster clock
     assert fast["latency_us"] < slow["latency_us"]                  # but less time
-    # at a slow clock every registered operator (mul, sin/cos) takes one cycle and adder chains
-    # share cycles: the latency is at most the critical path in ops, at least the multiplies on it
-    assert slow["latency_cycles"] <= kern.op_counts()["depth"]
+    # at a slow clock every multiply takes one cycle and adder chains share cycles: the latency is
+    # at most the critical path in ops plus the CORDIC (one op of the path, several cycles)
+    assert slow["latency_cycles"] <= kern.op_counts()["depth"] + slow["sincos_cycles"]
     assert H.hls_cost(kern, H.numeric_type("float64"), clock_mhz=400)["latency_cycles"] > fast["latency_cycles"]
+    # a sequential divider: W + F + 3 cycles each, so aba takes at least that per division on its
+    # longest chain of divisions
+    aba = trace(m, "aba")
+    c = H.hls_cost(aba, nt)
+    assert c["div_cycles"] == 32 + 16 + 3
+    assert _chain(aba, "div") >= 2 and c["latency_cycles"] >= _chain(aba, "div") * c["div_cycles"]
+    # the CORDIC: N + 3 chained adder stages after its two products, at least N/3 cycles at 250 MHz
+    assert c["sincos_cycles"] >= H.cordic(32, 16).N // 3
+    # ∇FD's dense products: pipelined, one element per cycle each, unless the whole function is
+    fd = trace(m, "aba_derivatives")
+    lat, pipe = H.hls_cost(fd, nt), H.hls_cost(fd, nt, ii=1)
+    elems = sum(mm.n * mm.m for mm in fd.post)
+    assert lat["epilogue_cycles"] >= elems and pipe["epilogue_cycles"] < elems
     with pytest.raises(RbdgenError, match="positive frequency"):
         H.hls_cost(kern, nt, clock_mhz=0)
 
@@ -356,10 +495,10 @@ def test_cli_generate_hls(tmp_path, capsys):
     d = tmp_path / "iiwa14"
     names = sorted(os.listdir(d))
     assert names == sorted(["manifest.json", "rbd_iiwa14.h", "rbd_iiwa14_crba.cpp", "rbd_iiwa14_csim.cpp",
-                            "rbd_iiwa14_rnea.cpp", "rbd_iiwa14_tb.cpp", "run_hls.tcl"])
-    assert "ap_fixed<32, 16" in out and "vitis_hls -f run_hls.tcl" in out
+                            "rbd_iiwa14_rnea.cpp", "rbd_iiwa14_tb.cpp", "run_hls.tcl", "hls_rnea.tcl", "hls_crba.tcl"])
+    assert "ap_fixed<32, 16" in out and "vitis-run --mode hls --tcl run_hls.tcl" in out
     assert "#pragma HLS PIPELINE II=1" in (d / "rbd_iiwa14_rnea.cpp").read_text()
-    assert "set part {xczu9eg-ffvb1156-2-e}" in (d / "run_hls.tcl").read_text()
+    assert "set part {xczu9eg-ffvb1156-2-e}" in (d / "hls_rnea.tcl").read_text()
     import json
     man = json.loads((d / "manifest.json").read_text())
     assert man["options"]["target_options"]["fixed"] == [32, 16] and "--fixed 32,16" in man["regenerate"]
@@ -403,15 +542,17 @@ def test_cli_inspect_cost_hls(capsys):
     rc, out, err = run_main(capsys, "inspect", urdf, "--frames", "iiwa_link_ee", "--cost", "--target", "hls",
                             "--fixed", "32,16", "--clock-mhz", "200", "-q")
     assert rc == 0, err
-    assert "ap_fixed<32,16>" in out and "200 MHz" in out and "DSP48E2 per multiplier: 4" in out
+    assert "ap_fixed<32,16>" in out and "200 MHz" in out and "DSP48E2 per variable multiplier: 4" in out
     m = rbdgen.load_urdf(urdf).with_frames(["iiwa_link_ee"])
-    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in KERNELS}
+    lines = [ln.split() for ln in out.splitlines() if ln.split()]
+    header = [ln for ln in lines if ln[0] == "kernel"][-1]  # the HLS table follows the op counts
+    rows = {ln[0]: dict(zip(header, ln)) for ln in lines if ln[0] in KERNELS}
     assert set(rows) == set(KERNELS)
     oc = trace(m, "rnea").op_counts()
     r = rows["rnea"]
-    assert [r[1]] + r[3:7] == [str(oc["mul"]), str(oc["add"]), str(oc["div"]), str(oc["sincos"]), str(oc["depth"])]
-    assert r[7] == str(4 * oc["mul"])
-    assert 0 < int(r[2]) < oc["mul"]
+    assert [r["mul"], r["add/sub"], r["div"], r["depth"]] == [str(oc["mul"]), str(oc["add"]), str(oc["div"]), str(oc["depth"])]
+    assert int(r["sincos"]) == 6 and 0 < int(r["×const"]) < oc["mul"] and 0 < int(r["×0"]) < int(r["×const"])
+    assert 0 < int(r["DSP"]) < int(r["DSP-spatial"]) < 4 * oc["mul"] and int(r["LUT"]) > 0 and int(r["FF"]) > 0
 
 
 def test_build_dispatch():

@@ -30,14 +30,177 @@ typedef ap_fixed<32, 16, AP_RND_CONV, AP_SAT> rbd_iiwa14_hls_data_t;
 
 namespace rbd_iiwa14_hls_impl {
 
-// sin/cos: the HLS math library when synthesizing; in C simulation the standard library in
-// double precision, rounded to S (the ideal operator of that format)
+// ---- sine, cosine and division: the same code in C simulation and in synthesis ----------------
+// rbd_sincos(x, s, c): sine and cosine of one angle. float/double: the HLS math library's sincos
+// when synthesizing, the standard library in C simulation (double precision, rounded once to the
+// type). ap_fixed: rbdgen's own CORDIC below, in C simulation and hardware alike, so that the C
+// simulation is bit-true to the hardware (the math library's fixed-point sin/cos do not take
+// our quantisation and overflow modes).
+static inline void rbd_sincos(const double x, double& s, double& c) {
 #ifdef __SYNTHESIS__
-template <typename S> static inline S rbd_sin(S x) { return hls::sin(x); }
-template <typename S> static inline S rbd_cos(S x) { return hls::cos(x); }
+  hls::sincos(x, &s, &c);
 #else
-template <typename S> static inline S rbd_sin(S x) { return S(std::sin((double)x)); }
-template <typename S> static inline S rbd_cos(S x) { return S(std::cos((double)x)); }
+  s = std::sin(x);
+  c = std::cos(x);
+#endif
+}
+static inline void rbd_sincos(const float x, float& s, float& c) {
+#ifdef __SYNTHESIS__
+  hls::sincos(x, &s, &c);
+#else
+  s = (float)std::sin((double)x);
+  c = (float)std::cos((double)x);
+#endif
+}
+#ifdef RBD_IIWA14_HLS_AP_TYPES
+// sin and cos of x by CORDIC: 19 rotations on 27-bit values with 24 fractional bits; the same
+// integer arithmetic in C simulation and in hardware (rbdgen/backends/cordic.py: method, error bound)
+static inline void rbd_sincos(const rbd_iiwa14_hls_data_t x, rbd_iiwa14_hls_data_t& s, rbd_iiwa14_hls_data_t& c) {
+#pragma HLS INLINE
+  ap_int<32> X;  // the raw bits of x: x = X * 2^-16
+  X.range(31, 0) = x.range(31, 0);
+  // quadrant k = round(x * 2/pi), with 2/pi to 19 bits
+  const ap_int<54> kp = ap_int<54>(X) * ap_int<21>(333772LL) + ap_int<54>(17179869184LL);
+  const ap_int<18> k = kp >> 35;
+  // r = x - k * pi/2 with 24 fractional bits (pi/2 to 44 bits)
+  const ap_int<65> kpi = ap_int<65>(k) * ap_int<46>(27633741218861LL) + ap_int<65>(524288LL);
+  const ap_int<42> rw = (ap_int<42>(X) << 8) - ap_int<42>(kpi >> 20);
+  const ap_int<27> z0 = rw;  // |r| < 0.9: the high bits are sign
+  const ap_int<27> x0 = ap_int<27>(10188014LL);  // 1/gain
+  const ap_int<27> y0 = 0;
+  // rotation 0: by -+atan(2^-0)
+  const bool n0 = z0 < 0;
+  const ap_int<27> x1 = n0 ? ap_int<27>(x0 + (y0)) : ap_int<27>(x0 - (y0));
+  const ap_int<27> y1 = n0 ? ap_int<27>(y0 - (x0)) : ap_int<27>(y0 + (x0));
+  const ap_int<27> z1 = n0 ? ap_int<27>(z0 + ap_int<27>(13176795LL)) : ap_int<27>(z0 - ap_int<27>(13176795LL));
+  // rotation 1: by -+atan(2^-1)
+  const bool n1 = z1 < 0;
+  const ap_int<27> x2 = n1 ? ap_int<27>(x1 + (y1 >> 1)) : ap_int<27>(x1 - (y1 >> 1));
+  const ap_int<27> y2 = n1 ? ap_int<27>(y1 - (x1 >> 1)) : ap_int<27>(y1 + (x1 >> 1));
+  const ap_int<27> z2 = n1 ? ap_int<27>(z1 + ap_int<27>(7778716LL)) : ap_int<27>(z1 - ap_int<27>(7778716LL));
+  // rotation 2: by -+atan(2^-2)
+  const bool n2 = z2 < 0;
+  const ap_int<27> x3 = n2 ? ap_int<27>(x2 + (y2 >> 2)) : ap_int<27>(x2 - (y2 >> 2));
+  const ap_int<27> y3 = n2 ? ap_int<27>(y2 - (x2 >> 2)) : ap_int<27>(y2 + (x2 >> 2));
+  const ap_int<27> z3 = n2 ? ap_int<27>(z2 + ap_int<27>(4110060LL)) : ap_int<27>(z2 - ap_int<27>(4110060LL));
+  // rotation 3: by -+atan(2^-3)
+  const bool n3 = z3 < 0;
+  const ap_int<27> x4 = n3 ? ap_int<27>(x3 + (y3 >> 3)) : ap_int<27>(x3 - (y3 >> 3));
+  const ap_int<27> y4 = n3 ? ap_int<27>(y3 - (x3 >> 3)) : ap_int<27>(y3 + (x3 >> 3));
+  const ap_int<27> z4 = n3 ? ap_int<27>(z3 + ap_int<27>(2086331LL)) : ap_int<27>(z3 - ap_int<27>(2086331LL));
+  // rotation 4: by -+atan(2^-4)
+  const bool n4 = z4 < 0;
+  const ap_int<27> x5 = n4 ? ap_int<27>(x4 + (y4 >> 4)) : ap_int<27>(x4 - (y4 >> 4));
+  const ap_int<27> y5 = n4 ? ap_int<27>(y4 - (x4 >> 4)) : ap_int<27>(y4 + (x4 >> 4));
+  const ap_int<27> z5 = n4 ? ap_int<27>(z4 + ap_int<27>(1047214LL)) : ap_int<27>(z4 - ap_int<27>(1047214LL));
+  // rotation 5: by -+atan(2^-5)
+  const bool n5 = z5 < 0;
+  const ap_int<27> x6 = n5 ? ap_int<27>(x5 + (y5 >> 5)) : ap_int<27>(x5 - (y5 >> 5));
+  const ap_int<27> y6 = n5 ? ap_int<27>(y5 - (x5 >> 5)) : ap_int<27>(y5 + (x5 >> 5));
+  const ap_int<27> z6 = n5 ? ap_int<27>(z5 + ap_int<27>(524117LL)) : ap_int<27>(z5 - ap_int<27>(524117LL));
+  // rotation 6: by -+atan(2^-6)
+  const bool n6 = z6 < 0;
+  const ap_int<27> x7 = n6 ? ap_int<27>(x6 + (y6 >> 6)) : ap_int<27>(x6 - (y6 >> 6));
+  const ap_int<27> y7 = n6 ? ap_int<27>(y6 - (x6 >> 6)) : ap_int<27>(y6 + (x6 >> 6));
+  const ap_int<27> z7 = n6 ? ap_int<27>(z6 + ap_int<27>(262123LL)) : ap_int<27>(z6 - ap_int<27>(262123LL));
+  // rotation 7: by -+atan(2^-7)
+  const bool n7 = z7 < 0;
+  const ap_int<27> x8 = n7 ? ap_int<27>(x7 + (y7 >> 7)) : ap_int<27>(x7 - (y7 >> 7));
+  const ap_int<27> y8 = n7 ? ap_int<27>(y7 - (x7 >> 7)) : ap_int<27>(y7 + (x7 >> 7));
+  const ap_int<27> z8 = n7 ? ap_int<27>(z7 + ap_int<27>(131069LL)) : ap_int<27>(z7 - ap_int<27>(131069LL));
+  // rotation 8: by -+atan(2^-8)
+  const bool n8 = z8 < 0;
+  const ap_int<27> x9 = n8 ? ap_int<27>(x8 + (y8 >> 8)) : ap_int<27>(x8 - (y8 >> 8));
+  const ap_int<27> y9 = n8 ? ap_int<27>(y8 - (x8 >> 8)) : ap_int<27>(y8 + (x8 >> 8));
+  const ap_int<27> z9 = n8 ? ap_int<27>(z8 + ap_int<27>(65536LL)) : ap_int<27>(z8 - ap_int<27>(65536LL));
+  // rotation 9: by -+atan(2^-9)
+  const bool n9 = z9 < 0;
+  const ap_int<27> x10 = n9 ? ap_int<27>(x9 + (y9 >> 9)) : ap_int<27>(x9 - (y9 >> 9));
+  const ap_int<27> y10 = n9 ? ap_int<27>(y9 - (x9 >> 9)) : ap_int<27>(y9 + (x9 >> 9));
+  const ap_int<27> z10 = n9 ? ap_int<27>(z9 + ap_int<27>(32768LL)) : ap_int<27>(z9 - ap_int<27>(32768LL));
+  // rotation 10: by -+atan(2^-10)
+  const bool n10 = z10 < 0;
+  const ap_int<27> x11 = n10 ? ap_int<27>(x10 + (y10 >> 10)) : ap_int<27>(x10 - (y10 >> 10));
+  const ap_int<27> y11 = n10 ? ap_int<27>(y10 - (x10 >> 10)) : ap_int<27>(y10 + (x10 >> 10));
+  const ap_int<27> z11 = n10 ? ap_int<27>(z10 + ap_int<27>(16384LL)) : ap_int<27>(z10 - ap_int<27>(16384LL));
+  // rotation 11: by -+atan(2^-11)
+  const bool n11 = z11 < 0;
+  const ap_int<27> x12 = n11 ? ap_int<27>(x11 + (y11 >> 11)) : ap_int<27>(x11 - (y11 >> 11));
+  const ap_int<27> y12 = n11 ? ap_int<27>(y11 - (x11 >> 11)) : ap_int<27>(y11 + (x11 >> 11));
+  const ap_int<27> z12 = n11 ? ap_int<27>(z11 + ap_int<27>(8192LL)) : ap_int<27>(z11 - ap_int<27>(8192LL));
+  // rotation 12: by -+atan(2^-12)
+  const bool n12 = z12 < 0;
+  const ap_int<27> x13 = n12 ? ap_int<27>(x12 + (y12 >> 12)) : ap_int<27>(x12 - (y12 >> 12));
+  const ap_int<27> y13 = n12 ? ap_int<27>(y12 - (x12 >> 12)) : ap_int<27>(y12 + (x12 >> 12));
+  const ap_int<27> z13 = n12 ? ap_int<27>(z12 + ap_int<27>(4096LL)) : ap_int<27>(z12 - ap_int<27>(4096LL));
+  // rotation 13: by -+atan(2^-13)
+  const bool n13 = z13 < 0;
+  const ap_int<27> x14 = n13 ? ap_int<27>(x13 + (y13 >> 13)) : ap_int<27>(x13 - (y13 >> 13));
+  const ap_int<27> y14 = n13 ? ap_int<27>(y13 - (x13 >> 13)) : ap_int<27>(y13 + (x13 >> 13));
+  const ap_int<27> z14 = n13 ? ap_int<27>(z13 + ap_int<27>(2048LL)) : ap_int<27>(z13 - ap_int<27>(2048LL));
+  // rotation 14: by -+atan(2^-14)
+  const bool n14 = z14 < 0;
+  const ap_int<27> x15 = n14 ? ap_int<27>(x14 + (y14 >> 14)) : ap_int<27>(x14 - (y14 >> 14));
+  const ap_int<27> y15 = n14 ? ap_int<27>(y14 - (x14 >> 14)) : ap_int<27>(y14 + (x14 >> 14));
+  const ap_int<27> z15 = n14 ? ap_int<27>(z14 + ap_int<27>(1024LL)) : ap_int<27>(z14 - ap_int<27>(1024LL));
+  // rotation 15: by -+atan(2^-15)
+  const bool n15 = z15 < 0;
+  const ap_int<27> x16 = n15 ? ap_int<27>(x15 + (y15 >> 15)) : ap_int<27>(x15 - (y15 >> 15));
+  const ap_int<27> y16 = n15 ? ap_int<27>(y15 - (x15 >> 15)) : ap_int<27>(y15 + (x15 >> 15));
+  const ap_int<27> z16 = n15 ? ap_int<27>(z15 + ap_int<27>(512LL)) : ap_int<27>(z15 - ap_int<27>(512LL));
+  // rotation 16: by -+atan(2^-16)
+  const bool n16 = z16 < 0;
+  const ap_int<27> x17 = n16 ? ap_int<27>(x16 + (y16 >> 16)) : ap_int<27>(x16 - (y16 >> 16));
+  const ap_int<27> y17 = n16 ? ap_int<27>(y16 - (x16 >> 16)) : ap_int<27>(y16 + (x16 >> 16));
+  const ap_int<27> z17 = n16 ? ap_int<27>(z16 + ap_int<27>(256LL)) : ap_int<27>(z16 - ap_int<27>(256LL));
+  // rotation 17: by -+atan(2^-17)
+  const bool n17 = z17 < 0;
+  const ap_int<27> x18 = n17 ? ap_int<27>(x17 + (y17 >> 17)) : ap_int<27>(x17 - (y17 >> 17));
+  const ap_int<27> y18 = n17 ? ap_int<27>(y17 - (x17 >> 17)) : ap_int<27>(y17 + (x17 >> 17));
+  const ap_int<27> z18 = n17 ? ap_int<27>(z17 + ap_int<27>(128LL)) : ap_int<27>(z17 - ap_int<27>(128LL));
+  // rotation 18: by -+atan(2^-18)
+  const bool n18 = z18 < 0;
+  const ap_int<27> x19 = n18 ? ap_int<27>(x18 + (y18 >> 18)) : ap_int<27>(x18 - (y18 >> 18));
+  const ap_int<27> y19 = n18 ? ap_int<27>(y18 - (x18 >> 18)) : ap_int<27>(y18 + (x18 >> 18));
+  const ap_int<27> z19 = n18 ? ap_int<27>(z18 + ap_int<27>(64LL)) : ap_int<27>(z18 - ap_int<27>(64LL));
+  // quadrant k mod 4 (the low bits of k): (sin, cos)(r + k pi/2)
+  const bool k0 = k[0], k1 = k[1];
+  const ap_int<27> sr = k0 ? (k1 ? ap_int<27>(-x19) : x19) : (k1 ? ap_int<27>(-y19) : y19);
+  const ap_int<27> cr = k0 ? (k1 ? y19 : ap_int<27>(-y19)) : (k1 ? ap_int<27>(-x19) : x19);
+  // to the datapath type, with its rounding and overflow modes
+  ap_fixed<27, 3, AP_TRN, AP_WRAP> sf, cf;
+  sf.range(26, 0) = sr.range(26, 0);
+  cf.range(26, 0) = cr.range(26, 0);
+  s = sf;
+  c = cf;
+}
+#endif
+template <typename S> static inline S rbd_sin(const S x) { S s, c; rbd_sincos(x, s, c); return s; }
+template <typename S> static inline S rbd_cos(const S x) { S s, c; rbd_sincos(x, s, c); return c; }
+
+// rbd_div(a, b, dz): a / b, with one defined result for a zero divisor in every build: the
+// quotient saturates to the format's extreme of a's sign (+max for a = 0), and dz is set. (A bare
+// ap_fixed division by zero is an integer division: it traps in C simulation, and the hardware
+// divider's result is undefined.)
+static inline double rbd_div(const double a, const double b, bool& dz) {
+  if (b == 0.0) dz = true;
+  return a / b;
+}
+static inline float rbd_div(const float a, const float b, bool& dz) {
+  if (b == 0.0f) dz = true;
+  return a / b;
+}
+#ifdef RBD_IIWA14_HLS_AP_TYPES
+static inline rbd_iiwa14_hls_data_t rbd_div(const rbd_iiwa14_hls_data_t a, const rbd_iiwa14_hls_data_t b, bool& dz) {
+#pragma HLS INLINE
+  if (b == 0) {
+    dz = true;
+    rbd_iiwa14_hls_data_t r;
+    r.range(31, 0) = a < 0 ? ap_uint<32>(0x80000000ULL) : ap_uint<32>(0x7FFFFFFFULL);
+    return r;
+  }
+  return a / b;
+}
 #endif
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
@@ -68,6 +231,18 @@ csim_t operator/(csim_t a, csim_t b);
 inline csim_prod_t operator*(csim_t a, csim_t b) { csim_prod_t p; p.a = a; p.b = b; return p; }
 csim_t& operator-=(csim_t& o, const csim_prod_t& p);
 csim_t& operator+=(csim_t& o, const csim_prod_t& p);
+// the datapath's rbd_sincos (the CORDIC above), run on rbd_iiwa14_hls_data_t in rbd_iiwa14_hls_csim.cpp
+void rbd_sincos(const csim_t x, csim_t& s, csim_t& c);
+// rbd_div of rbd_iiwa14_hls_data_t, on the raw bits
+inline csim_t rbd_div(const csim_t a, const csim_t b, bool& dz) {
+  if (b.raw == 0) {
+    dz = true;
+    csim_t r;
+    r.raw = a.raw >= 0 ? 2147483647LL : (-2147483647LL - 1);
+    return r;
+  }
+  return a / b;
+}
 #ifdef RBD_IIWA14_HLS_AP_TYPES
 rbd_iiwa14_hls_data_t csim_value(csim_t x);
 csim_t csim_store(const rbd_iiwa14_hls_data_t& x);
@@ -83,7 +258,7 @@ csim_t csim_store(const rbd_iiwa14_hls_data_t& x);
 void rbd_iiwa14_hls_rnea(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t a[7], rbd_iiwa14_hls_data_t tau[7]);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_rnea_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7]);
+void rbd_iiwa14_hls_rnea_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -97,7 +272,7 @@ void rbd_iiwa14_hls_rnea_double(const double* q, const double* v, const double* 
 void rbd_iiwa14_hls_nle(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], rbd_iiwa14_hls_data_t tau[7]);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_nle_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], rbd_iiwa14_hls_impl::csim_t tau[7]);
+void rbd_iiwa14_hls_nle_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], rbd_iiwa14_hls_impl::csim_t tau[7], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -111,7 +286,7 @@ void rbd_iiwa14_hls_nle_double(const double* q, const double* v, double* tau);
 void rbd_iiwa14_hls_gravity(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t tau[7]);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_gravity_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t tau[7]);
+void rbd_iiwa14_hls_gravity_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t tau[7], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -125,7 +300,7 @@ void rbd_iiwa14_hls_gravity_double(const double* q, double* tau);
 void rbd_iiwa14_hls_crba(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t M[49]);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_crba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t M[49]);
+void rbd_iiwa14_hls_crba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t M[49], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -134,12 +309,12 @@ void rbd_iiwa14_hls_crba_double(const double* q, double* M);
 
 // aba: forward dynamics q̈ (articulated-body algorithm)
 //   in:  q[7], v[7], tau[7]
-//   out: qdd[7]
+//   out: qdd[7], div_by_zero (set when a divisor was zero: its quotient saturated)
 #ifdef RBD_IIWA14_HLS_AP_TYPES
-void rbd_iiwa14_hls_aba(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7]);
+void rbd_iiwa14_hls_aba(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7], bool* div_by_zero);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_aba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7]);
+void rbd_iiwa14_hls_aba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -148,12 +323,12 @@ void rbd_iiwa14_hls_aba_double(const double* q, const double* v, const double* t
 
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
 //   in:  q[7]
-//   out: Minv[49]
+//   out: Minv[49], div_by_zero (set when a divisor was zero: its quotient saturated)
 #ifdef RBD_IIWA14_HLS_AP_TYPES
-void rbd_iiwa14_hls_minv(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t Minv[49]);
+void rbd_iiwa14_hls_minv(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t Minv[49], bool* div_by_zero);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_minv_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t Minv[49]);
+void rbd_iiwa14_hls_minv_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t Minv[49], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -167,7 +342,7 @@ void rbd_iiwa14_hls_minv_double(const double* q, double* Minv);
 void rbd_iiwa14_hls_rnea_derivatives(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t a[7], rbd_iiwa14_hls_data_t dtau_dq[49], rbd_iiwa14_hls_data_t dtau_dv[49]);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_rnea_derivatives_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t dtau_dq[49], rbd_iiwa14_hls_impl::csim_t dtau_dv[49]);
+void rbd_iiwa14_hls_rnea_derivatives_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t dtau_dq[49], rbd_iiwa14_hls_impl::csim_t dtau_dv[49], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -176,12 +351,12 @@ void rbd_iiwa14_hls_rnea_derivatives_double(const double* q, const double* v, co
 
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 //   in:  q[7], v[7], tau[7]
-//   out: dqdd_dq[49], dqdd_dv[49], dqdd_dtau[49]
+//   out: dqdd_dq[49], dqdd_dv[49], dqdd_dtau[49], div_by_zero (set when a divisor was zero: its quotient saturated)
 #ifdef RBD_IIWA14_HLS_AP_TYPES
-void rbd_iiwa14_hls_aba_derivatives(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t dqdd_dq[49], rbd_iiwa14_hls_data_t dqdd_dv[49], rbd_iiwa14_hls_data_t dqdd_dtau[49]);
+void rbd_iiwa14_hls_aba_derivatives(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t dqdd_dq[49], rbd_iiwa14_hls_data_t dqdd_dv[49], rbd_iiwa14_hls_data_t dqdd_dtau[49], bool* div_by_zero);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_aba_derivatives_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t dqdd_dq[49], rbd_iiwa14_hls_impl::csim_t dqdd_dv[49], rbd_iiwa14_hls_impl::csim_t dqdd_dtau[49]);
+void rbd_iiwa14_hls_aba_derivatives_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t dqdd_dq[49], rbd_iiwa14_hls_impl::csim_t dqdd_dv[49], rbd_iiwa14_hls_impl::csim_t dqdd_dtau[49], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -195,7 +370,7 @@ void rbd_iiwa14_hls_aba_derivatives_double(const double* q, const double* v, con
 void rbd_iiwa14_hls_forward_kinematics(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t oMb[112]);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_forward_kinematics_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t oMb[112]);
+void rbd_iiwa14_hls_forward_kinematics_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t oMb[112], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -209,7 +384,7 @@ void rbd_iiwa14_hls_forward_kinematics_double(const double* q, double* oMb);
 void rbd_iiwa14_hls_rnea_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t a[7], rbd_iiwa14_hls_data_t tau[7]);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_rnea_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7]);
+void rbd_iiwa14_hls_rnea_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)
@@ -218,12 +393,12 @@ void rbd_iiwa14_hls_rnea_scan_double(const double* q, const double* v, const dou
 
 // aba_scan: forward dynamics q̈ (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential
 //   in:  q[7], v[7], tau[7]
-//   out: qdd[7]
+//   out: qdd[7], div_by_zero (set when a divisor was zero: its quotient saturated)
 #ifdef RBD_IIWA14_HLS_AP_TYPES
-void rbd_iiwa14_hls_aba_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7]);
+void rbd_iiwa14_hls_aba_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7], bool* div_by_zero);
 #endif
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
-void rbd_iiwa14_hls_aba_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7]);
+void rbd_iiwa14_hls_aba_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7], bool* div_by_zero);
 #endif
 #ifndef __SYNTHESIS__
 // the same statements in double precision (C simulation only: the testbench's reference)

@@ -12,12 +12,12 @@
 namespace rbd_iiwa14_hls_impl {
 
 template <typename S>
-static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   w[117] = t0;
-  const S t1 = rbd_sin(q[1]);
   w[116] = t1;
   const S t2 = v[0] * t1;
   const S t3 = v[0] * t0;
@@ -53,9 +53,9 @@ static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t29 = t27 - t28;
   w[113] = t29;
   // ---- aba forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t30 = rbd_cos(q[2]);
+  S t31, t30;
+  rbd_sincos(q[2], t31, t30);
   w[110] = t30;
-  const S t31 = rbd_sin(q[2]);
   w[109] = t31;
   const S t32 = t2 * t30;
   const S t33 = v[1] * t31;
@@ -131,9 +131,9 @@ static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t95 = t93 - t94;
   w[104] = t95;
   // ---- aba forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t96 = rbd_cos(q[3]);
+  S t97, t96;
+  rbd_sincos(q[3], t97, t96);
   w[61] = t96;
-  const S t97 = rbd_sin(q[3]);
   w[62] = t97;
   const S t98 = t34 * t96;
   const S t99 = t46 * t97;
@@ -220,9 +220,9 @@ static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t171 = t169 - t170;
   w[53] = t171;
   // ---- aba forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t172 = rbd_cos(q[4]);
+  S t173, t172;
+  rbd_sincos(q[4], t173, t172);
   w[47] = t172;
-  const S t173 = rbd_sin(q[4]);
   w[46] = t173;
   const S t174 = t100 * t172;
   const S t175 = t110 * t173;
@@ -329,9 +329,9 @@ static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t267 = t265 - t266;
   w[41] = t267;
   // ---- aba forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t268 = rbd_cos(q[5]);
+  S t269, t268;
+  rbd_sincos(q[5], t269, t268);
   w[10] = t268;
-  const S t269 = rbd_sin(q[5]);
   w[11] = t269;
   const S t270 = t176 * t268;
   const S t271 = t190 * t269;
@@ -417,8 +417,8 @@ static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t347 = t275 * t311;
   const S t348 = t346 - t347;
   // ---- aba forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t349 = rbd_cos(q[6]);
-  const S t350 = rbd_sin(q[6]);
+  S t350, t349;
+  rbd_sincos(q[6], t350, t349);
   const S t351 = t272 * t349;
   const S t352 = t287 * t350;
   const S t353 = t352 - t351;
@@ -628,7 +628,7 @@ static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t546 = t348 + t530;
   w[35] = t546;
   // ---- aba backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t547 = S(1.0) / t516;
+  const S t547 = rbd_div(S(1.0), t516, dz);
   w[147] = t547;
   const S t548 = t471 * t547;
   w[23] = t548;
@@ -709,7 +709,7 @@ static void aba_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
 }
 
 template <typename S>
-static void aba_part1(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_part1(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t600 = w[0] * w[1];
@@ -919,7 +919,7 @@ static void aba_part1(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t797 = w[40] - t776;
   const S t798 = w[41] + t782;
   // ---- aba backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t799 = S(1.0) / t754;
+  const S t799 = rbd_div(S(1.0), t754, dz);
   w[141] = t799;
   const S t800 = t747 * t799;
   const S t801 = t751 * t799;
@@ -1247,7 +1247,7 @@ static void aba_part1(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t1111 = w[53] + t1095;
   w[99] = t1111;
   // ---- aba backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t1112 = S(1.0) / t1066;
+  const S t1112 = rbd_div(S(1.0), t1066, dz);
   w[129] = t1112;
   const S t1113 = t1015 * t1112;
   w[84] = t1113;
@@ -1373,7 +1373,7 @@ static void aba_part1(const S* q, const S* v, const S* tau, S* qdd, S* w) {
 }
 
 template <typename S>
-static void aba_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_part2(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t1200 = w[58] - w[59];
@@ -1589,7 +1589,7 @@ static void aba_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t1409 = w[103] + t1395;
   const S t1410 = w[104] - t1392;
   // ---- aba backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t1411 = S(1.0) / t1370;
+  const S t1411 = rbd_div(S(1.0), t1370, dz);
   const S t1412 = t1310 * t1411;
   const S t1413 = t1368 * t1411;
   const S t1414 = t1370 * t1411;
@@ -1848,7 +1848,7 @@ static void aba_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t1667 = w[112] + t1645;
   const S t1668 = w[113] + t1665;
   // ---- aba backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t1669 = S(1.0) / t1631;
+  const S t1669 = rbd_div(S(1.0), t1631, dz);
   const S t1670 = t1626 * t1669;
   const S t1671 = t1629 * t1669;
   const S t1672 = t1626 * t1670;
@@ -1901,7 +1901,7 @@ static void aba_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t1719 = w[117] * t1717;
   const S t1720 = t1718 + t1719;
   // ---- aba backward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t1721 = S(1.0) / t1710;
+  const S t1721 = rbd_div(S(1.0), t1710, dz);
   const S t1722 = tau[0] - t1720;
   // ---- aba forward 2: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t1723 = t1709 * S(9.81);
@@ -1998,7 +1998,7 @@ static void aba_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
 }
 
 template <typename S>
-static void aba_part3(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_part3(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba forward 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t1800 = w[122] + w[123];
@@ -2082,26 +2082,29 @@ static void aba_part3(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   qdd[6] = t1871;
 }
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h)
 template <typename S>
-static void aba(const S* q, const S* v, const S* tau, S* qdd) {
+static void aba(const S* q, const S* v, const S* tau, S* qdd, bool& dz) {
 #pragma HLS INLINE
   S w[149];
 #pragma HLS ARRAY_PARTITION variable=w type=complete dim=1
-  aba_part0<S>(q, v, tau, qdd, w);
-  aba_part1<S>(q, v, tau, qdd, w);
-  aba_part2<S>(q, v, tau, qdd, w);
-  aba_part3<S>(q, v, tau, qdd, w);
+  aba_part0<S>(q, v, tau, qdd, w, dz);
+  aba_part1<S>(q, v, tau, qdd, w, dz);
+  aba_part2<S>(q, v, tau, qdd, w, dz);
+  aba_part3<S>(q, v, tau, qdd, w, dz);
 }
 
 }  // namespace rbd_iiwa14_hls_impl
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_aba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7]) {
-  rbd_iiwa14_hls_impl::aba<rbd_iiwa14_hls_impl::csim_t>(q, v, tau, qdd);
+void rbd_iiwa14_hls_aba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba<rbd_iiwa14_hls_impl::csim_t>(q, v, tau, qdd, dz);
+  *div_by_zero = dz;
 }
 #else
-void rbd_iiwa14_hls_aba(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7]) {
+void rbd_iiwa14_hls_aba(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7], bool* div_by_zero) {
 #pragma HLS INTERFACE mode=ap_ctrl_hs port=return
 #pragma HLS INTERFACE mode=ap_memory port=q
 #pragma HLS ARRAY_PARTITION variable=q type=complete dim=1
@@ -2111,12 +2114,17 @@ void rbd_iiwa14_hls_aba(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_d
 #pragma HLS ARRAY_PARTITION variable=tau type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=qdd
 #pragma HLS ARRAY_PARTITION variable=qdd type=complete dim=1
-  rbd_iiwa14_hls_impl::aba<rbd_iiwa14_hls_data_t>(q, v, tau, qdd);
+#pragma HLS INTERFACE mode=ap_vld port=div_by_zero
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba<rbd_iiwa14_hls_data_t>(q, v, tau, qdd, dz);
+  *div_by_zero = dz;
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_aba_double(const double* q, const double* v, const double* tau, double* qdd) {
-  rbd_iiwa14_hls_impl::aba<double>(q, v, tau, qdd);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba<double>(q, v, tau, qdd, dz);
 }
 #endif

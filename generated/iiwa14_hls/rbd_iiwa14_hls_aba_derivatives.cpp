@@ -2,7 +2,7 @@
 //
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 // ops: 6026 mul, 5261 add/sub, 6 div, 12 sin/cos; critical path 160 ops
-// 11180 statements in 17 parts (inlined: one datapath), 847 values passed between parts through the register array w
+// 11229 statements in 17 parts (inlined: one datapath), 896 values passed between parts through the register array w
 //
 // Straight-line datapath of robot 'iiwa14': every recursion unrolled over the bodies,
 // every multiply by a structural zero pruned, constants folded, common subexpressions
@@ -12,12 +12,12 @@
 namespace rbd_iiwa14_hls_impl {
 
 template <typename S>
-static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   w[115] = t0;
-  const S t1 = rbd_sin(q[1]);
   w[114] = t1;
   const S t2 = v[0] * t1;
   w[177] = t2;
@@ -64,9 +64,9 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t29 = t27 - t28;
   w[111] = t29;
   // ---- aba forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t30 = rbd_cos(q[2]);
+  S t31, t30;
+  rbd_sincos(q[2], t31, t30);
   w[108] = t30;
-  const S t31 = rbd_sin(q[2]);
   w[107] = t31;
   const S t32 = t2 * t30;
   const S t33 = v[1] * t31;
@@ -163,9 +163,9 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t95 = t93 - t94;
   w[102] = t95;
   // ---- aba forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t96 = rbd_cos(q[3]);
+  S t97, t96;
+  rbd_sincos(q[3], t97, t96);
   w[60] = t96;
-  const S t97 = rbd_sin(q[3]);
   w[61] = t97;
   const S t98 = t34 * t96;
   const S t99 = t46 * t97;
@@ -275,9 +275,9 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t171 = t169 - t170;
   w[52] = t171;
   // ---- aba forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t172 = rbd_cos(q[4]);
+  S t173, t172;
+  rbd_sincos(q[4], t173, t172);
   w[46] = t172;
-  const S t173 = rbd_sin(q[4]);
   w[45] = t173;
   const S t174 = t100 * t172;
   const S t175 = t110 * t173;
@@ -409,9 +409,9 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t267 = t265 - t266;
   w[40] = t267;
   // ---- aba forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t268 = rbd_cos(q[5]);
+  S t269, t268;
+  rbd_sincos(q[5], t269, t268);
   w[10] = t268;
-  const S t269 = rbd_sin(q[5]);
   w[11] = t269;
   const S t270 = -t269;
   w[711] = t270;
@@ -528,9 +528,9 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t349 = t347 - t348;
   w[166] = t349;
   // ---- aba forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t350 = rbd_cos(q[6]);
+  S t351, t350;
+  rbd_sincos(q[6], t351, t350);
   w[145] = t350;
-  const S t351 = rbd_sin(q[6]);
   w[146] = t351;
   const S t352 = t273 * t350;
   const S t353 = t288 * t351;
@@ -780,7 +780,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t547 = t349 + t531;
   w[34] = t547;
   // ---- aba backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t548 = S(1.0) / t517;
+  const S t548 = rbd_div(S(1.0), t517, dz);
   w[144] = t548;
   const S t549 = t472 * t548;
   w[22] = t549;
@@ -859,7 +859,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part1(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part1(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t600 = w[0] * w[1];
@@ -1071,7 +1071,7 @@ static void aba_derivatives_part1(const S* q, const S* v, const S* tau, S* dqdd_
   const S t798 = w[39] - t777;
   const S t799 = w[40] + t783;
   // ---- aba backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t800 = S(1.0) / t755;
+  const S t800 = rbd_div(S(1.0), t755, dz);
   w[138] = t800;
   const S t801 = t748 * t800;
   w[707] = t801;
@@ -1407,7 +1407,7 @@ static void aba_derivatives_part1(const S* q, const S* v, const S* tau, S* dqdd_
   const S t1112 = w[52] + t1096;
   w[97] = t1112;
   // ---- aba backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t1113 = S(1.0) / t1067;
+  const S t1113 = rbd_div(S(1.0), t1067, dz);
   w[127] = t1113;
   const S t1114 = t1016 * t1113;
   w[82] = t1114;
@@ -1531,7 +1531,7 @@ static void aba_derivatives_part1(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part2(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part2(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t1200 = w[55] * w[57];
@@ -1753,7 +1753,7 @@ static void aba_derivatives_part2(const S* q, const S* v, const S* tau, S* dqdd_
   const S t1410 = w[101] + t1396;
   const S t1411 = w[102] - t1393;
   // ---- aba backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t1412 = S(1.0) / t1371;
+  const S t1412 = rbd_div(S(1.0), t1371, dz);
   w[739] = t1412;
   const S t1413 = t1311 * t1412;
   w[714] = t1413;
@@ -2022,7 +2022,7 @@ static void aba_derivatives_part2(const S* q, const S* v, const S* tau, S* dqdd_
   const S t1668 = w[110] + t1646;
   const S t1669 = w[111] + t1666;
   // ---- aba backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t1670 = S(1.0) / t1632;
+  const S t1670 = rbd_div(S(1.0), t1632, dz);
   w[726] = t1670;
   const S t1671 = t1627 * t1670;
   w[717] = t1671;
@@ -2078,9 +2078,10 @@ static void aba_derivatives_part2(const S* q, const S* v, const S* tau, S* dqdd_
   const S t1720 = w[115] * t1718;
   const S t1721 = t1719 + t1720;
   // ---- aba backward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t1722 = S(1.0) / t1711;
+  const S t1722 = rbd_div(S(1.0), t1711, dz);
   w[719] = t1722;
   dqdd_dtau[0] = t1722;
+  w[847] = t1722;
   const S t1723 = tau[0] - t1721;
   // ---- aba forward 2: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t1724 = t1710 * S(9.81);
@@ -2187,7 +2188,7 @@ static void aba_derivatives_part2(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part3(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part3(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba forward 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t1800 = w[119] * w[120];
@@ -2883,7 +2884,7 @@ static void aba_derivatives_part3(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part4(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part4(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[0] forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t2400 = w[194] * w[195];
@@ -3517,7 +3518,7 @@ static void aba_derivatives_part4(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part5(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part5(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[0] backward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t3000 = w[145] * w[257];
@@ -4191,7 +4192,7 @@ static void aba_derivatives_part5(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part6(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part6(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[1] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t3600 = w[295] + w[296];
@@ -4838,7 +4839,7 @@ static void aba_derivatives_part6(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part7(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part7(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[1] forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t4200 = w[354] - w[355];
@@ -5478,7 +5479,7 @@ static void aba_derivatives_part7(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part8(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part8(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[1] forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t4800 = w[253] * w[369];
@@ -6160,7 +6161,7 @@ static void aba_derivatives_part8(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part9(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part9(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[2] forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t5400 = w[10] * w[421];
@@ -6813,7 +6814,7 @@ static void aba_derivatives_part9(const S* q, const S* v, const S* tau, S* dqdd_
 }
 
 template <typename S>
-static void aba_derivatives_part10(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part10(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[2] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t6000 = S(1.7) * w[484];
@@ -7462,7 +7463,7 @@ static void aba_derivatives_part10(const S* q, const S* v, const S* tau, S* dqdd
 }
 
 template <typename S>
-static void aba_derivatives_part11(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part11(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[3] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t6600 = S(0.00017) * w[527];
@@ -8106,7 +8107,7 @@ static void aba_derivatives_part11(const S* q, const S* v, const S* tau, S* dqdd
 }
 
 template <typename S>
-static void aba_derivatives_part12(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part12(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[3] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t7200 = w[561] - w[562];
@@ -8748,7 +8749,7 @@ static void aba_derivatives_part12(const S* q, const S* v, const S* tau, S* dqdd
 }
 
 template <typename S>
-static void aba_derivatives_part13(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part13(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[4] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t7800 = w[229] * w[598];
@@ -9396,7 +9397,7 @@ static void aba_derivatives_part13(const S* q, const S* v, const S* tau, S* dqdd
 }
 
 template <typename S>
-static void aba_derivatives_part14(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part14(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[4] forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t8400 = w[253] * w[629];
@@ -10047,7 +10048,7 @@ static void aba_derivatives_part14(const S* q, const S* v, const S* tau, S* dqdd
 }
 
 template <typename S>
-static void aba_derivatives_part15(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part15(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[5] backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t9000 = w[108] * w[680];
@@ -10715,39 +10716,51 @@ static void aba_derivatives_part15(const S* q, const S* v, const S* tau, S* dqdd
   w[723] = t9594;
   const S t9595 = -t9594;
   dqdd_dtau[1] = t9595;
+  w[848] = t9595;
   dqdd_dtau[7] = t9595;
+  w[854] = t9595;
   // ---- aba forward 2, column 2: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t9596 = w[719] * t9561;
   w[727] = t9596;
   const S t9597 = -t9596;
   dqdd_dtau[2] = t9597;
+  w[849] = t9597;
   dqdd_dtau[14] = t9597;
+  w[861] = t9597;
   // ---- aba forward 2, column 3: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t9598 = w[719] * t9569;
   w[729] = t9598;
   const S t9599 = -t9598;
   dqdd_dtau[3] = t9599;
+  w[850] = t9599;
   dqdd_dtau[21] = t9599;
+  w[868] = t9599;
 }
 
 template <typename S>
-static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w) {
+static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba forward 2, column 4: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t9600 = w[719] * w[720];
   const S t9601 = -t9600;
   dqdd_dtau[4] = t9601;
+  w[851] = t9601;
   dqdd_dtau[28] = t9601;
+  w[875] = t9601;
   // ---- aba forward 2, column 5: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t9602 = w[719] * w[721];
   const S t9603 = -t9602;
   dqdd_dtau[5] = t9603;
+  w[852] = t9603;
   dqdd_dtau[35] = t9603;
+  w[882] = t9603;
   // ---- aba forward 2, column 6: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t9604 = w[719] * w[722];
   const S t9605 = -t9604;
   dqdd_dtau[6] = t9605;
+  w[853] = t9605;
   dqdd_dtau[42] = t9605;
+  w[889] = t9605;
   // ---- aba forward 2, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9606 = w[114] * w[723];
   const S t9607 = w[115] * w[723];
@@ -10758,6 +10771,7 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9612 = S(1.0) - t9611;
   const S t9613 = w[726] * t9612;
   dqdd_dtau[8] = t9613;
+  w[855] = t9613;
   // ---- aba forward 2, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9614 = w[114] * w[727];
   const S t9615 = w[115] * w[727];
@@ -10768,7 +10782,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9620 = w[728] - t9619;
   const S t9621 = w[726] * t9620;
   dqdd_dtau[9] = t9621;
+  w[856] = t9621;
   dqdd_dtau[15] = t9621;
+  w[862] = t9621;
   // ---- aba forward 2, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9622 = w[114] * w[729];
   const S t9623 = w[115] * w[729];
@@ -10779,7 +10795,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9628 = w[730] - t9627;
   const S t9629 = w[726] * t9628;
   dqdd_dtau[10] = t9629;
+  w[857] = t9629;
   dqdd_dtau[22] = t9629;
+  w[869] = t9629;
   // ---- aba forward 2, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9630 = w[114] * t9600;
   const S t9631 = w[115] * t9600;
@@ -10790,7 +10808,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9636 = w[731] - t9635;
   const S t9637 = w[726] * t9636;
   dqdd_dtau[11] = t9637;
+  w[858] = t9637;
   dqdd_dtau[29] = t9637;
+  w[876] = t9637;
   // ---- aba forward 2, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9638 = w[114] * t9602;
   const S t9639 = w[115] * t9602;
@@ -10801,7 +10821,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9644 = w[732] - t9643;
   const S t9645 = w[726] * t9644;
   dqdd_dtau[12] = t9645;
+  w[859] = t9645;
   dqdd_dtau[36] = t9645;
+  w[883] = t9645;
   // ---- aba forward 2, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t9646 = w[114] * t9604;
   const S t9647 = w[115] * t9604;
@@ -10812,7 +10834,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9652 = w[733] - t9651;
   const S t9653 = w[726] * t9652;
   dqdd_dtau[13] = t9653;
+  w[860] = t9653;
   dqdd_dtau[43] = t9653;
+  w[890] = t9653;
   // ---- aba forward 2, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t9654 = w[108] * t9614;
   const S t9655 = w[107] * t9621;
@@ -10841,6 +10865,7 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9678 = S(1.0) - t9677;
   const S t9679 = w[739] * t9678;
   dqdd_dtau[16] = t9679;
+  w[863] = t9679;
   // ---- aba forward 2, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t9680 = w[108] * t9622;
   const S t9681 = w[107] * t9629;
@@ -10869,7 +10894,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9704 = w[740] - t9703;
   const S t9705 = w[739] * t9704;
   dqdd_dtau[17] = t9705;
+  w[864] = t9705;
   dqdd_dtau[23] = t9705;
+  w[870] = t9705;
   const S t9706 = t9705 - t9623;
   // ---- aba forward 2, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t9707 = w[108] * t9630;
@@ -10899,7 +10926,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9731 = w[741] - t9730;
   const S t9732 = w[739] * t9731;
   dqdd_dtau[18] = t9732;
+  w[865] = t9732;
   dqdd_dtau[30] = t9732;
+  w[877] = t9732;
   const S t9733 = t9732 - t9631;
   // ---- aba forward 2, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t9734 = w[108] * t9638;
@@ -10929,7 +10958,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9758 = w[742] - t9757;
   const S t9759 = w[739] * t9758;
   dqdd_dtau[19] = t9759;
+  w[866] = t9759;
   dqdd_dtau[37] = t9759;
+  w[884] = t9759;
   const S t9760 = t9759 - t9639;
   // ---- aba forward 2, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t9761 = w[108] * t9646;
@@ -10959,7 +10990,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9785 = w[743] - t9784;
   const S t9786 = w[739] * t9785;
   dqdd_dtau[20] = t9786;
+  w[867] = t9786;
   dqdd_dtau[44] = t9786;
+  w[891] = t9786;
   const S t9787 = t9786 - t9647;
   // ---- aba forward 2, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t9788 = w[60] * t9682;
@@ -10988,6 +11021,7 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9811 = S(1.0) - t9810;
   const S t9812 = w[127] * t9811;
   dqdd_dtau[24] = t9812;
+  w[871] = t9812;
   // ---- aba forward 2, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t9813 = w[60] * t9709;
   const S t9814 = w[61] * t9733;
@@ -11015,7 +11049,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9836 = w[744] - t9835;
   const S t9837 = w[127] * t9836;
   dqdd_dtau[25] = t9837;
+  w[872] = t9837;
   dqdd_dtau[31] = t9837;
+  w[878] = t9837;
   const S t9838 = t9837 - t9712;
   // ---- aba forward 2, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t9839 = w[60] * t9736;
@@ -11044,7 +11080,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9862 = w[745] - t9861;
   const S t9863 = w[127] * t9862;
   dqdd_dtau[26] = t9863;
+  w[873] = t9863;
   dqdd_dtau[38] = t9863;
+  w[885] = t9863;
   const S t9864 = t9863 - t9739;
   // ---- aba forward 2, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t9865 = w[60] * t9763;
@@ -11073,7 +11111,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9888 = w[746] - t9887;
   const S t9889 = w[127] * t9888;
   dqdd_dtau[27] = t9889;
+  w[874] = t9889;
   dqdd_dtau[45] = t9889;
+  w[892] = t9889;
   const S t9890 = t9889 - t9766;
   // ---- aba forward 2, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t9891 = w[46] * t9815;
@@ -11106,6 +11146,7 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9918 = S(1.0) - t9917;
   const S t9919 = w[138] * t9918;
   dqdd_dtau[32] = t9919;
+  w[879] = t9919;
   // ---- aba forward 2, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t9920 = w[46] * t9841;
   const S t9921 = w[45] * t9864;
@@ -11137,7 +11178,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9947 = w[747] - t9946;
   const S t9948 = w[138] * t9947;
   dqdd_dtau[33] = t9948;
+  w[880] = t9948;
   dqdd_dtau[39] = t9948;
+  w[886] = t9948;
   const S t9949 = t9844 + t9948;
   // ---- aba forward 2, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t9950 = w[46] * t9867;
@@ -11170,7 +11213,9 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t9977 = w[748] - t9976;
   const S t9978 = w[138] * t9977;
   dqdd_dtau[34] = t9978;
+  w[881] = t9978;
   dqdd_dtau[46] = t9978;
+  w[893] = t9978;
   const S t9979 = t9870 + t9978;
   // ---- aba forward 2, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t9980 = w[10] * t9922;
@@ -11198,6 +11243,7 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t10002 = S(1.0) - t10001;
   const S t10003 = w[144] * t10002;
   dqdd_dtau[40] = t10003;
+  w[887] = t10003;
   // ---- aba forward 2, column 6: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t10004 = w[10] * t9952;
   const S t10005 = w[11] * t9979;
@@ -11224,12 +11270,15 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   const S t10026 = w[144] * t10025;
   const S t10027 = -t10026;
   dqdd_dtau[41] = t10027;
+  w[888] = t10027;
   dqdd_dtau[47] = t10027;
+  w[894] = t10027;
   // ---- aba forward 2, column 6: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t10028 = S(0.001) * t10009;
   const S t10029 = S(1.0) - t10028;
   const S t10030 = S(1000.0) * t10029;
   dqdd_dtau[48] = t10030;
+  w[895] = t10030;
   // ---- outputs that are constants or inputs
   w[749] = S(0.0) + S(0.0);
   w[756] = S(0.0) + S(0.0);
@@ -11241,44 +11290,45 @@ static void aba_derivatives_part16(const S* q, const S* v, const S* tau, S* dqdd
   w[846] = S(0.0) + S(0.0);
 }
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h)
 template <typename S>
-static void aba_derivatives(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau) {
+static void aba_derivatives(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, bool& dz) {
 #pragma HLS INLINE
-  S w[847];
+  S w[896];
 #pragma HLS ARRAY_PARTITION variable=w type=complete dim=1
-  aba_derivatives_part0<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part1<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part2<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part3<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part4<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part5<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part6<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part7<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part8<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part9<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part10<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part11<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part12<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part13<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part14<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part15<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part16<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  // ---- dqdd_dq = −dqdd_dtau · dtau_dq (dense: nothing to prune; looped, inner loop contiguous so it vectorises)
+  aba_derivatives_part0<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part1<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part2<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part3<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part4<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part5<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part6<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part7<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part8<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part9<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part10<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part11<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part12<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part13<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part14<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part15<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  aba_derivatives_part16<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w, dz);
+  // ---- dqdd_dq = −dqdd_dtau · dtau_dq (dense: nothing to prune; each element summed in a local accumulator and written once)
   for (int i = 0; i < 7; ++i) {
-    S* __restrict o = dqdd_dq + i * 7;
-    for (int j = 0; j < 7; ++j) o[j] = S(0.0);
-    for (int l = 0; l < 7; ++l) {
-      const S s = dqdd_dtau[i * 7 + l];
-      for (int j = 0; j < 7; ++j) o[j] -= s * (w + 749)[l * 7 + j];
+    for (int j = 0; j < 7; ++j) {
+  #pragma HLS PIPELINE II=1
+      S acc = S(0.0);
+      for (int l = 0; l < 7; ++l) acc -= (w + 847)[i * 7 + l] * (w + 749)[l * 7 + j];
+      dqdd_dq[i * 7 + j] = acc;
     }
   }
-  // ---- dqdd_dv = −dqdd_dtau · dtau_dv (dense: nothing to prune; looped, inner loop contiguous so it vectorises)
+  // ---- dqdd_dv = −dqdd_dtau · dtau_dv (dense: nothing to prune; each element summed in a local accumulator and written once)
   for (int i = 0; i < 7; ++i) {
-    S* __restrict o = dqdd_dv + i * 7;
-    for (int j = 0; j < 7; ++j) o[j] = S(0.0);
-    for (int l = 0; l < 7; ++l) {
-      const S s = dqdd_dtau[i * 7 + l];
-      for (int j = 0; j < 7; ++j) o[j] -= s * (w + 798)[l * 7 + j];
+    for (int j = 0; j < 7; ++j) {
+  #pragma HLS PIPELINE II=1
+      S acc = S(0.0);
+      for (int l = 0; l < 7; ++l) acc -= (w + 847)[i * 7 + l] * (w + 798)[l * 7 + j];
+      dqdd_dv[i * 7 + j] = acc;
     }
   }
 }
@@ -11287,11 +11337,13 @@ static void aba_derivatives(const S* q, const S* v, const S* tau, S* dqdd_dq, S*
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_aba_derivatives_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t dqdd_dq[49], rbd_iiwa14_hls_impl::csim_t dqdd_dv[49], rbd_iiwa14_hls_impl::csim_t dqdd_dtau[49]) {
-  rbd_iiwa14_hls_impl::aba_derivatives<rbd_iiwa14_hls_impl::csim_t>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau);
+void rbd_iiwa14_hls_aba_derivatives_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t dqdd_dq[49], rbd_iiwa14_hls_impl::csim_t dqdd_dv[49], rbd_iiwa14_hls_impl::csim_t dqdd_dtau[49], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba_derivatives<rbd_iiwa14_hls_impl::csim_t>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, dz);
+  *div_by_zero = dz;
 }
 #else
-void rbd_iiwa14_hls_aba_derivatives(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t dqdd_dq[49], rbd_iiwa14_hls_data_t dqdd_dv[49], rbd_iiwa14_hls_data_t dqdd_dtau[49]) {
+void rbd_iiwa14_hls_aba_derivatives(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t dqdd_dq[49], rbd_iiwa14_hls_data_t dqdd_dv[49], rbd_iiwa14_hls_data_t dqdd_dtau[49], bool* div_by_zero) {
 #pragma HLS INTERFACE mode=ap_ctrl_hs port=return
 #pragma HLS INTERFACE mode=ap_memory port=q
 #pragma HLS ARRAY_PARTITION variable=q type=complete dim=1
@@ -11305,12 +11357,17 @@ void rbd_iiwa14_hls_aba_derivatives(const rbd_iiwa14_hls_data_t q[7], const rbd_
 #pragma HLS ARRAY_PARTITION variable=dqdd_dv type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=dqdd_dtau
 #pragma HLS ARRAY_PARTITION variable=dqdd_dtau type=complete dim=1
-  rbd_iiwa14_hls_impl::aba_derivatives<rbd_iiwa14_hls_data_t>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau);
+#pragma HLS INTERFACE mode=ap_vld port=div_by_zero
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba_derivatives<rbd_iiwa14_hls_data_t>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, dz);
+  *div_by_zero = dz;
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_aba_derivatives_double(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau) {
-  rbd_iiwa14_hls_impl::aba_derivatives<double>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba_derivatives<double>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, dz);
 }
 #endif

@@ -12,37 +12,37 @@
 namespace rbd_iiwa14_hls_impl {
 
 template <typename S>
-static void aba_scan_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_scan_part0(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- scan elements: joint transform, S q̇, S q̈: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   w[62] = t0;
-  const S t1 = rbd_sin(q[1]);
   w[61] = t1;
   // ---- scan elements: joint transform, S q̇, S q̈: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t2 = rbd_cos(q[2]);
+  S t3, t2;
+  rbd_sincos(q[2], t3, t2);
   w[60] = t2;
-  const S t3 = rbd_sin(q[2]);
   w[59] = t3;
   // ---- scan elements: joint transform, S q̇, S q̈: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t4 = rbd_cos(q[3]);
+  S t5, t4;
+  rbd_sincos(q[3], t5, t4);
   w[57] = t4;
-  const S t5 = rbd_sin(q[3]);
   w[58] = t5;
   // ---- scan elements: joint transform, S q̇, S q̈: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t6 = rbd_cos(q[4]);
+  S t7, t6;
+  rbd_sincos(q[4], t7, t6);
   w[27] = t6;
-  const S t7 = rbd_sin(q[4]);
   w[26] = t7;
   // ---- scan elements: joint transform, S q̇, S q̈: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t8 = rbd_cos(q[5]);
+  S t9, t8;
+  rbd_sincos(q[5], t9, t8);
   w[24] = t8;
-  const S t9 = rbd_sin(q[5]);
   w[25] = t9;
   // ---- scan elements: joint transform, S q̇, S q̈: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t10 = rbd_cos(q[6]);
+  S t11, t10;
+  rbd_sincos(q[6], t11, t10);
   w[23] = t10;
-  const S t11 = rbd_sin(q[6]);
   w[22] = t11;
   // ---- forward scan, round 0 (combine with the value 1 level up): body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t12 = v[0] * t1;
@@ -725,7 +725,7 @@ static void aba_scan_part0(const S* q, const S* v, const S* tau, S* qdd, S* w) {
 }
 
 template <typename S>
-static void aba_scan_part1(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_scan_part1(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- bias terms c, p: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t600 = w[0] + w[1];
@@ -1015,7 +1015,7 @@ static void aba_scan_part1(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   w[446] = t849;
   const S t850 = S(1.8) + t842;
   // ---- articulated inertias (sequential): body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t851 = S(1.0) / t848;
+  const S t851 = rbd_div(S(1.0), t848, dz);
   w[449] = t851;
   const S t852 = t803 * t851;
   w[132] = t852;
@@ -1222,7 +1222,7 @@ static void aba_scan_part1(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t1031 = S(1.7) + t884;
   const S t1032 = S(1.7) + t1017;
   // ---- articulated inertias (sequential): body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t1033 = S(1.0) / t1027;
+  const S t1033 = rbd_div(S(1.0), t1027, dz);
   w[343] = t1033;
   const S t1034 = t1020 * t1033;
   w[105] = t1034;
@@ -1446,7 +1446,7 @@ static void aba_scan_part1(const S* q, const S* v, const S* tau, S* qdd, S* w) {
 }
 
 template <typename S>
-static void aba_scan_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_scan_part2(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- articulated inertias (sequential): body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t1200 = w[28] - w[29];
@@ -1518,7 +1518,7 @@ static void aba_scan_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t1261 = S(2.7) + w[50];
   const S t1262 = S(2.7) + t1251;
   // ---- articulated inertias (sequential): body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t1263 = S(1.0) / t1258;
+  const S t1263 = rbd_div(S(1.0), t1258, dz);
   w[342] = t1263;
   const S t1264 = t1207 * t1263;
   w[77] = t1264;
@@ -1770,7 +1770,7 @@ static void aba_scan_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t1481 = S(3.0) + t1467;
   const S t1482 = S(3.0) + t1311;
   // ---- articulated inertias (sequential): body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t1483 = S(1.0) / t1479;
+  const S t1483 = rbd_div(S(1.0), t1479, dz);
   w[341] = t1483;
   const S t1484 = t1419 * t1483;
   w[337] = t1484;
@@ -1972,7 +1972,7 @@ static void aba_scan_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   const S t1671 = S(0.0012) + t1626;
   w[422] = t1671;
   // ---- articulated inertias (sequential): body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t1672 = S(1.0) / t1669;
+  const S t1672 = rbd_div(S(1.0), t1669, dz);
   w[336] = t1672;
   const S t1673 = t1664 * t1672;
   w[334] = t1673;
@@ -2015,7 +2015,7 @@ static void aba_scan_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   w[417] = t1708;
   const S t1709 = S(0.0236) + t1705;
   // ---- articulated inertias (sequential): body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t1710 = S(1.0) / t1709;
+  const S t1710 = rbd_div(S(1.0), t1709, dz);
   w[333] = t1710;
   const S t1711 = t1708 * t1710;
   w[345] = t1711;
@@ -2125,7 +2125,7 @@ static void aba_scan_part2(const S* q, const S* v, const S* tau, S* qdd, S* w) {
 }
 
 template <typename S>
-static void aba_scan_part3(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_scan_part3(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- scan elements: X_iᵀ P_i and the bias it carries: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t1800 = w[59] * w[69];
@@ -2861,7 +2861,7 @@ static void aba_scan_part3(const S* q, const S* v, const S* tau, S* qdd, S* w) {
 }
 
 template <typename S>
-static void aba_scan_part4(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_scan_part4(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- bias-force suffix scan, round 0 (combine with the value 1 level up): body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t2400 = w[201] - w[27];
@@ -3561,7 +3561,7 @@ static void aba_scan_part4(const S* q, const S* v, const S* tau, S* qdd, S* w) {
 }
 
 template <typename S>
-static void aba_scan_part5(const S* q, const S* v, const S* tau, S* qdd, S* w) {
+static void aba_scan_part5(const S* q, const S* v, const S* tau, S* qdd, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- acceleration scan, round 0 (combine with the value 1 level up): body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t3000 = w[65] * w[207];
@@ -4005,28 +4005,31 @@ static void aba_scan_part5(const S* q, const S* v, const S* tau, S* qdd, S* w) {
   qdd[6] = t3414;
 }
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h)
 template <typename S>
-static void aba_scan(const S* q, const S* v, const S* tau, S* qdd) {
+static void aba_scan(const S* q, const S* v, const S* tau, S* qdd, bool& dz) {
 #pragma HLS INLINE
   S w[451];
 #pragma HLS ARRAY_PARTITION variable=w type=complete dim=1
-  aba_scan_part0<S>(q, v, tau, qdd, w);
-  aba_scan_part1<S>(q, v, tau, qdd, w);
-  aba_scan_part2<S>(q, v, tau, qdd, w);
-  aba_scan_part3<S>(q, v, tau, qdd, w);
-  aba_scan_part4<S>(q, v, tau, qdd, w);
-  aba_scan_part5<S>(q, v, tau, qdd, w);
+  aba_scan_part0<S>(q, v, tau, qdd, w, dz);
+  aba_scan_part1<S>(q, v, tau, qdd, w, dz);
+  aba_scan_part2<S>(q, v, tau, qdd, w, dz);
+  aba_scan_part3<S>(q, v, tau, qdd, w, dz);
+  aba_scan_part4<S>(q, v, tau, qdd, w, dz);
+  aba_scan_part5<S>(q, v, tau, qdd, w, dz);
 }
 
 }  // namespace rbd_iiwa14_hls_impl
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_aba_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7]) {
-  rbd_iiwa14_hls_impl::aba_scan<rbd_iiwa14_hls_impl::csim_t>(q, v, tau, qdd);
+void rbd_iiwa14_hls_aba_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t qdd[7], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba_scan<rbd_iiwa14_hls_impl::csim_t>(q, v, tau, qdd, dz);
+  *div_by_zero = dz;
 }
 #else
-void rbd_iiwa14_hls_aba_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7]) {
+void rbd_iiwa14_hls_aba_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t qdd[7], bool* div_by_zero) {
 #pragma HLS INTERFACE mode=ap_ctrl_hs port=return
 #pragma HLS INTERFACE mode=ap_memory port=q
 #pragma HLS ARRAY_PARTITION variable=q type=complete dim=1
@@ -4036,12 +4039,17 @@ void rbd_iiwa14_hls_aba_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_
 #pragma HLS ARRAY_PARTITION variable=tau type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=qdd
 #pragma HLS ARRAY_PARTITION variable=qdd type=complete dim=1
-  rbd_iiwa14_hls_impl::aba_scan<rbd_iiwa14_hls_data_t>(q, v, tau, qdd);
+#pragma HLS INTERFACE mode=ap_vld port=div_by_zero
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba_scan<rbd_iiwa14_hls_data_t>(q, v, tau, qdd, dz);
+  *div_by_zero = dz;
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_aba_scan_double(const double* q, const double* v, const double* tau, double* qdd) {
-  rbd_iiwa14_hls_impl::aba_scan<double>(q, v, tau, qdd);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::aba_scan<double>(q, v, tau, qdd, dz);
 }
 #endif

@@ -11,12 +11,13 @@
 
 namespace rbd_iiwa14_hls_impl {
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h); this kernel does not divide
 template <typename S>
-static void crba(const S* q, S* M) {
+static void crba(const S* q, S* M, bool& dz) {
 #pragma HLS INLINE
   // ---- crba composite inertia: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t0 = rbd_cos(q[6]);
-  const S t1 = rbd_sin(q[6]);
+  S t1, t0;
+  rbd_sincos(q[6], t1, t0);
   const S t2 = t1 * S(-0.081);
   const S t3 = t0 * S(0.081);
   const S t4 = t0 * S(-0.081);
@@ -110,8 +111,8 @@ static void crba(const S* q, S* M) {
   const S t91 = S(-0.00108) + t74;
   const S t92 = S(1.8) + t84;
   // ---- crba composite inertia: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t93 = rbd_cos(q[5]);
-  const S t94 = rbd_sin(q[5]);
+  S t94, t93;
+  rbd_sincos(q[5], t94, t93);
   const S t95 = t93 * S(-0.2155);
   const S t96 = t94 * S(-0.2155);
   const S t97 = t88 * t93;
@@ -253,8 +254,8 @@ static void crba(const S* q, S* M) {
   const S t230 = S(1.7) + t92;
   const S t231 = S(1.7) + t214;
   // ---- crba composite inertia: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t232 = rbd_cos(q[4]);
-  const S t233 = rbd_sin(q[4]);
+  S t233, t232;
+  rbd_sincos(q[4], t233, t232);
   const S t234 = t233 * S(-0.1845);
   const S t235 = t232 * S(0.1845);
   const S t236 = t232 * S(-0.1845);
@@ -441,8 +442,8 @@ static void crba(const S* q, S* M) {
   const S t416 = S(2.7) + t231;
   const S t417 = S(2.7) + t405;
   // ---- crba composite inertia: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t418 = rbd_cos(q[3]);
-  const S t419 = rbd_sin(q[3]);
+  S t419, t418;
+  rbd_sincos(q[3], t419, t418);
   const S t420 = S(-0.2155) * t418;
   const S t421 = S(-0.2155) * t419;
   const S t422 = t406 * t418;
@@ -586,8 +587,8 @@ static void crba(const S* q, S* M) {
   const S t559 = S(3.0) + t550;
   const S t560 = S(3.0) + t417;
   // ---- crba composite inertia: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t561 = rbd_cos(q[2]);
-  const S t562 = rbd_sin(q[2]);
+  S t562, t561;
+  rbd_sincos(q[2], t562, t561);
   const S t563 = t562 * S(-0.2045);
   const S t564 = t561 * S(0.2045);
   const S t565 = t561 * S(-0.2045);
@@ -695,8 +696,8 @@ static void crba(const S* q, S* M) {
   const S t667 = S(0.057924359999999994) + t661;
   M[8] = t667;
   // ---- crba composite inertia: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t668 = rbd_cos(q[1]);
-  const S t669 = rbd_sin(q[1]);
+  S t669, t668;
+  rbd_sincos(q[1], t669, t668);
   const S t670 = t663 * t669;
   const S t671 = t662 * t669;
   const S t672 = t663 * t668;
@@ -908,8 +909,10 @@ static void crba(const S* q, S* M) {
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_crba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t M[49]) {
-  rbd_iiwa14_hls_impl::crba<rbd_iiwa14_hls_impl::csim_t>(q, M);
+void rbd_iiwa14_hls_crba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t M[49], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::crba<rbd_iiwa14_hls_impl::csim_t>(q, M, dz);
+  *div_by_zero = dz;
 }
 #else
 void rbd_iiwa14_hls_crba(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t M[49]) {
@@ -918,12 +921,15 @@ void rbd_iiwa14_hls_crba(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t
 #pragma HLS ARRAY_PARTITION variable=q type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=M
 #pragma HLS ARRAY_PARTITION variable=M type=complete dim=1
-  rbd_iiwa14_hls_impl::crba<rbd_iiwa14_hls_data_t>(q, M);
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::crba<rbd_iiwa14_hls_data_t>(q, M, dz);
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_crba_double(const double* q, double* M) {
-  rbd_iiwa14_hls_impl::crba<double>(q, M);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::crba<double>(q, M, dz);
 }
 #endif

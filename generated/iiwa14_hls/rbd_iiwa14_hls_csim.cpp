@@ -40,17 +40,8 @@ csim_t::operator double() const { return csim_value(*this).to_double(); }
 csim_t operator+(csim_t a, csim_t b) { rbd_iiwa14_hls_data_t r = csim_value(a) + csim_value(b); return csim_store(r); }
 csim_t operator-(csim_t a, csim_t b) { rbd_iiwa14_hls_data_t r = csim_value(a) - csim_value(b); return csim_store(r); }
 csim_t operator-(csim_t a) { rbd_iiwa14_hls_data_t r = -csim_value(a); return csim_store(r); }
-// divisions by a value that quantised to zero: ap_fixed's division is an integer division, which
-// traps (SIGFPE) in C simulation and is undefined in hardware; the fast C simulation saturates
-// the quotient instead, and counts the event (rbd_iiwa14_hls_csim_div_by_zero)
-static long div_by_zero = 0;
+// (a zero divisor never reaches this: rbd_div in rbd_iiwa14_hls.h saturates first)
 csim_t operator/(csim_t a, csim_t b) {
-  if (b.raw == 0) {
-    ++div_by_zero;
-    csim_t r;
-    r.raw = a.raw >= 0 ? 2147483647LL : (-2147483647LL - 1);
-    return r;
-  }
   rbd_iiwa14_hls_data_t r = csim_value(a) / csim_value(b);
   return csim_store(r);
 }
@@ -67,20 +58,38 @@ csim_t& operator+=(csim_t& o, const csim_prod_t& p) {
   return o;
 }
 
+// the CORDIC of rbd_iiwa14_hls.h on the datapath type itself: the same bits as the top functions
+void rbd_sincos(const csim_t x, csim_t& s, csim_t& c) {
+  rbd_iiwa14_hls_data_t sv, cv;
+  rbd_sincos(csim_value(x), sv, cv);
+  s = csim_store(sv);
+  c = csim_store(cv);
+}
+
 }  // namespace rbd_iiwa14_hls_impl
 #endif
 
+// states run since the last rbd_iiwa14_hls_csim_div_by_zero() in which a divisor was zero
+static long div_by_zero_states = 0;
+
 extern "C" {
 
-// divisions by zero since the last call (fast C simulation of ap_fixed; else always 0)
+// states with a zero divisor since the last call (their quotients saturated; see rbd_div)
 long rbd_iiwa14_hls_csim_div_by_zero(void) {
-#ifdef RBD_HLS_CSIM_FAST
-  const long n = rbd_iiwa14_hls_impl::div_by_zero;
-  rbd_iiwa14_hls_impl::div_by_zero = 0;
+  const long n = div_by_zero_states;
+  div_by_zero_states = 0;
   return n;
-#else
-  return 0;
-#endif
+}
+
+// the datapath's sine and cosine (rbd_sincos) of n angles, double in and out through rbd_iiwa14_hls_data_t
+void rbd_iiwa14_hls_csim_sincos(long n, const double* x, double* s, double* c) {
+  for (long i = 0; i < n; ++i) {
+    const rbd_iiwa14_hls_data_t xv = rbd_iiwa14_hls_data_t(x[i]);
+    rbd_iiwa14_hls_data_t sv, cv;
+    rbd_iiwa14_hls_impl::rbd_sincos(xv, sv, cv);
+    s[i] = (double)sv;
+    c[i] = (double)cv;
+  }
 }
 
 void rbd_iiwa14_hls_csim_rnea_f64(const double* q, const double* v, const double* a, double* tau) {
@@ -91,6 +100,7 @@ void rbd_iiwa14_hls_csim_rnea_f64(const double* q, const double* v, const double
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
   for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
   for (int i = 0; i < 7; ++i) a_t[i] = rbd_iiwa14_hls_data_t(a[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t v_c[7];
@@ -99,11 +109,12 @@ void rbd_iiwa14_hls_csim_rnea_f64(const double* q, const double* v, const double
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
   for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
   for (int i = 0; i < 7; ++i) a_c[i] = rbd_iiwa14_hls_impl::csim_store(a_t[i]);
-  rbd_iiwa14_hls_rnea_csim(q_c, v_c, a_c, tau_c);
+  rbd_iiwa14_hls_rnea_csim(q_c, v_c, a_c, tau_c, &dz);
   for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_impl::csim_value(tau_c[i]);
 #else
   rbd_iiwa14_hls_rnea(q_t, v_t, a_t, tau_t);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 7; ++i) tau[i] = (double)tau_t[i];
 }
 
@@ -118,17 +129,19 @@ void rbd_iiwa14_hls_csim_nle_f64(const double* q, const double* v, double* tau) 
   rbd_iiwa14_hls_data_t tau_t[7];
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
   for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t v_c[7];
   rbd_iiwa14_hls_impl::csim_t tau_c[7];
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
   for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
-  rbd_iiwa14_hls_nle_csim(q_c, v_c, tau_c);
+  rbd_iiwa14_hls_nle_csim(q_c, v_c, tau_c, &dz);
   for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_impl::csim_value(tau_c[i]);
 #else
   rbd_iiwa14_hls_nle(q_t, v_t, tau_t);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 7; ++i) tau[i] = (double)tau_t[i];
 }
 
@@ -141,15 +154,17 @@ void rbd_iiwa14_hls_csim_gravity_f64(const double* q, double* tau) {
   rbd_iiwa14_hls_data_t q_t[7];
   rbd_iiwa14_hls_data_t tau_t[7];
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t tau_c[7];
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
-  rbd_iiwa14_hls_gravity_csim(q_c, tau_c);
+  rbd_iiwa14_hls_gravity_csim(q_c, tau_c, &dz);
   for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_impl::csim_value(tau_c[i]);
 #else
   rbd_iiwa14_hls_gravity(q_t, tau_t);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 7; ++i) tau[i] = (double)tau_t[i];
 }
 
@@ -162,15 +177,17 @@ void rbd_iiwa14_hls_csim_crba_f64(const double* q, double* M) {
   rbd_iiwa14_hls_data_t q_t[7];
   rbd_iiwa14_hls_data_t M_t[49];
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t M_c[49];
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
-  rbd_iiwa14_hls_crba_csim(q_c, M_c);
+  rbd_iiwa14_hls_crba_csim(q_c, M_c, &dz);
   for (int i = 0; i < 49; ++i) M_t[i] = rbd_iiwa14_hls_impl::csim_value(M_c[i]);
 #else
   rbd_iiwa14_hls_crba(q_t, M_t);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 49; ++i) M[i] = (double)M_t[i];
 }
 
@@ -187,6 +204,7 @@ void rbd_iiwa14_hls_csim_aba_f64(const double* q, const double* v, const double*
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
   for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
   for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_data_t(tau[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t v_c[7];
@@ -195,11 +213,12 @@ void rbd_iiwa14_hls_csim_aba_f64(const double* q, const double* v, const double*
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
   for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
   for (int i = 0; i < 7; ++i) tau_c[i] = rbd_iiwa14_hls_impl::csim_store(tau_t[i]);
-  rbd_iiwa14_hls_aba_csim(q_c, v_c, tau_c, qdd_c);
+  rbd_iiwa14_hls_aba_csim(q_c, v_c, tau_c, qdd_c, &dz);
   for (int i = 0; i < 7; ++i) qdd_t[i] = rbd_iiwa14_hls_impl::csim_value(qdd_c[i]);
 #else
-  rbd_iiwa14_hls_aba(q_t, v_t, tau_t, qdd_t);
+  rbd_iiwa14_hls_aba(q_t, v_t, tau_t, qdd_t, &dz);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 7; ++i) qdd[i] = (double)qdd_t[i];
 }
 
@@ -212,15 +231,17 @@ void rbd_iiwa14_hls_csim_minv_f64(const double* q, double* Minv) {
   rbd_iiwa14_hls_data_t q_t[7];
   rbd_iiwa14_hls_data_t Minv_t[49];
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t Minv_c[49];
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
-  rbd_iiwa14_hls_minv_csim(q_c, Minv_c);
+  rbd_iiwa14_hls_minv_csim(q_c, Minv_c, &dz);
   for (int i = 0; i < 49; ++i) Minv_t[i] = rbd_iiwa14_hls_impl::csim_value(Minv_c[i]);
 #else
-  rbd_iiwa14_hls_minv(q_t, Minv_t);
+  rbd_iiwa14_hls_minv(q_t, Minv_t, &dz);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 49; ++i) Minv[i] = (double)Minv_t[i];
 }
 
@@ -238,6 +259,7 @@ void rbd_iiwa14_hls_csim_rnea_derivatives_f64(const double* q, const double* v, 
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
   for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
   for (int i = 0; i < 7; ++i) a_t[i] = rbd_iiwa14_hls_data_t(a[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t v_c[7];
@@ -247,12 +269,13 @@ void rbd_iiwa14_hls_csim_rnea_derivatives_f64(const double* q, const double* v, 
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
   for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
   for (int i = 0; i < 7; ++i) a_c[i] = rbd_iiwa14_hls_impl::csim_store(a_t[i]);
-  rbd_iiwa14_hls_rnea_derivatives_csim(q_c, v_c, a_c, dtau_dq_c, dtau_dv_c);
+  rbd_iiwa14_hls_rnea_derivatives_csim(q_c, v_c, a_c, dtau_dq_c, dtau_dv_c, &dz);
   for (int i = 0; i < 49; ++i) dtau_dq_t[i] = rbd_iiwa14_hls_impl::csim_value(dtau_dq_c[i]);
   for (int i = 0; i < 49; ++i) dtau_dv_t[i] = rbd_iiwa14_hls_impl::csim_value(dtau_dv_c[i]);
 #else
   rbd_iiwa14_hls_rnea_derivatives(q_t, v_t, a_t, dtau_dq_t, dtau_dv_t);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 49; ++i) dtau_dq[i] = (double)dtau_dq_t[i];
   for (int i = 0; i < 49; ++i) dtau_dv[i] = (double)dtau_dv_t[i];
 }
@@ -272,6 +295,7 @@ void rbd_iiwa14_hls_csim_aba_derivatives_f64(const double* q, const double* v, c
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
   for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
   for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_data_t(tau[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t v_c[7];
@@ -282,13 +306,14 @@ void rbd_iiwa14_hls_csim_aba_derivatives_f64(const double* q, const double* v, c
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
   for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
   for (int i = 0; i < 7; ++i) tau_c[i] = rbd_iiwa14_hls_impl::csim_store(tau_t[i]);
-  rbd_iiwa14_hls_aba_derivatives_csim(q_c, v_c, tau_c, dqdd_dq_c, dqdd_dv_c, dqdd_dtau_c);
+  rbd_iiwa14_hls_aba_derivatives_csim(q_c, v_c, tau_c, dqdd_dq_c, dqdd_dv_c, dqdd_dtau_c, &dz);
   for (int i = 0; i < 49; ++i) dqdd_dq_t[i] = rbd_iiwa14_hls_impl::csim_value(dqdd_dq_c[i]);
   for (int i = 0; i < 49; ++i) dqdd_dv_t[i] = rbd_iiwa14_hls_impl::csim_value(dqdd_dv_c[i]);
   for (int i = 0; i < 49; ++i) dqdd_dtau_t[i] = rbd_iiwa14_hls_impl::csim_value(dqdd_dtau_c[i]);
 #else
-  rbd_iiwa14_hls_aba_derivatives(q_t, v_t, tau_t, dqdd_dq_t, dqdd_dv_t, dqdd_dtau_t);
+  rbd_iiwa14_hls_aba_derivatives(q_t, v_t, tau_t, dqdd_dq_t, dqdd_dv_t, dqdd_dtau_t, &dz);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 49; ++i) dqdd_dq[i] = (double)dqdd_dq_t[i];
   for (int i = 0; i < 49; ++i) dqdd_dv[i] = (double)dqdd_dv_t[i];
   for (int i = 0; i < 49; ++i) dqdd_dtau[i] = (double)dqdd_dtau_t[i];
@@ -303,15 +328,17 @@ void rbd_iiwa14_hls_csim_forward_kinematics_f64(const double* q, double* oMb) {
   rbd_iiwa14_hls_data_t q_t[7];
   rbd_iiwa14_hls_data_t oMb_t[112];
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t oMb_c[112];
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
-  rbd_iiwa14_hls_forward_kinematics_csim(q_c, oMb_c);
+  rbd_iiwa14_hls_forward_kinematics_csim(q_c, oMb_c, &dz);
   for (int i = 0; i < 112; ++i) oMb_t[i] = rbd_iiwa14_hls_impl::csim_value(oMb_c[i]);
 #else
   rbd_iiwa14_hls_forward_kinematics(q_t, oMb_t);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 112; ++i) oMb[i] = (double)oMb_t[i];
 }
 
@@ -328,6 +355,7 @@ void rbd_iiwa14_hls_csim_rnea_scan_f64(const double* q, const double* v, const d
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
   for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
   for (int i = 0; i < 7; ++i) a_t[i] = rbd_iiwa14_hls_data_t(a[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t v_c[7];
@@ -336,11 +364,12 @@ void rbd_iiwa14_hls_csim_rnea_scan_f64(const double* q, const double* v, const d
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
   for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
   for (int i = 0; i < 7; ++i) a_c[i] = rbd_iiwa14_hls_impl::csim_store(a_t[i]);
-  rbd_iiwa14_hls_rnea_scan_csim(q_c, v_c, a_c, tau_c);
+  rbd_iiwa14_hls_rnea_scan_csim(q_c, v_c, a_c, tau_c, &dz);
   for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_impl::csim_value(tau_c[i]);
 #else
   rbd_iiwa14_hls_rnea_scan(q_t, v_t, a_t, tau_t);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 7; ++i) tau[i] = (double)tau_t[i];
 }
 
@@ -357,6 +386,7 @@ void rbd_iiwa14_hls_csim_aba_scan_f64(const double* q, const double* v, const do
   for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
   for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
   for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_data_t(tau[i]);
+  bool dz = false;
 #ifdef RBD_HLS_CSIM_FAST
   rbd_iiwa14_hls_impl::csim_t q_c[7];
   rbd_iiwa14_hls_impl::csim_t v_c[7];
@@ -365,11 +395,12 @@ void rbd_iiwa14_hls_csim_aba_scan_f64(const double* q, const double* v, const do
   for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
   for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
   for (int i = 0; i < 7; ++i) tau_c[i] = rbd_iiwa14_hls_impl::csim_store(tau_t[i]);
-  rbd_iiwa14_hls_aba_scan_csim(q_c, v_c, tau_c, qdd_c);
+  rbd_iiwa14_hls_aba_scan_csim(q_c, v_c, tau_c, qdd_c, &dz);
   for (int i = 0; i < 7; ++i) qdd_t[i] = rbd_iiwa14_hls_impl::csim_value(qdd_c[i]);
 #else
-  rbd_iiwa14_hls_aba_scan(q_t, v_t, tau_t, qdd_t);
+  rbd_iiwa14_hls_aba_scan(q_t, v_t, tau_t, qdd_t, &dz);
 #endif
+  if (dz) ++div_by_zero_states;
   for (int i = 0; i < 7; ++i) qdd[i] = (double)qdd_t[i];
 }
 

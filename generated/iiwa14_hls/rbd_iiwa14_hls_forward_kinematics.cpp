@@ -11,24 +11,25 @@
 
 namespace rbd_iiwa14_hls_impl {
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h); this kernel does not divide
 template <typename S>
-static void forward_kinematics(const S* q, S* oMb) {
+static void forward_kinematics(const S* q, S* oMb, bool& dz) {
 #pragma HLS INLINE
   // ---- forward kinematics: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t0 = rbd_cos(q[0]);
+  S t1, t0;
+  rbd_sincos(q[0], t1, t0);
   oMb[0] = t0;
   oMb[5] = t0;
   oMb[22] = t0;
-  const S t1 = rbd_sin(q[0]);
   oMb[4] = t1;
   const S t2 = -t1;
   oMb[1] = t2;
   oMb[18] = t2;
   // ---- forward kinematics: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t3 = rbd_cos(q[1]);
+  S t4, t3;
+  rbd_sincos(q[1], t4, t3);
   oMb[25] = t3;
   oMb[42] = t3;
-  const S t4 = rbd_sin(q[1]);
   oMb[24] = t4;
   const S t5 = t0 * t3;
   const S t6 = -t5;
@@ -43,8 +44,8 @@ static void forward_kinematics(const S* q, S* oMb) {
   oMb[21] = t10;
   oMb[38] = t10;
   // ---- forward kinematics: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t11 = rbd_cos(q[2]);
-  const S t12 = rbd_sin(q[2]);
+  S t12, t11;
+  rbd_sincos(q[2], t12, t11);
   const S t13 = t5 * t11;
   const S t14 = t1 * t12;
   const S t15 = t13 - t14;
@@ -75,8 +76,8 @@ static void forward_kinematics(const S* q, S* oMb) {
   const S t32 = S(0.36) + t31;
   oMb[43] = t32;
   // ---- forward kinematics: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t33 = rbd_cos(q[3]);
-  const S t34 = rbd_sin(q[3]);
+  S t34, t33;
+  rbd_sincos(q[3], t34, t33);
   const S t35 = t15 * t33;
   const S t36 = t7 * t34;
   const S t37 = t35 + t36;
@@ -120,8 +121,8 @@ static void forward_kinematics(const S* q, S* oMb) {
   const S t61 = t32 + t58;
   oMb[59] = t61;
   // ---- forward kinematics: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t62 = rbd_cos(q[4]);
-  const S t63 = rbd_sin(q[4]);
+  S t63, t62;
+  rbd_sincos(q[4], t63, t62);
   const S t64 = t37 * t62;
   const S t65 = -t64;
   const S t66 = t19 * t63;
@@ -159,8 +160,8 @@ static void forward_kinematics(const S* q, S* oMb) {
   const S t90 = t61 + t87;
   oMb[75] = t90;
   // ---- forward kinematics: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t91 = rbd_cos(q[5]);
-  const S t92 = rbd_sin(q[5]);
+  S t92, t91;
+  rbd_sincos(q[5], t92, t91);
   const S t93 = t67 * t91;
   const S t94 = t40 * t92;
   const S t95 = t93 + t94;
@@ -204,8 +205,8 @@ static void forward_kinematics(const S* q, S* oMb) {
   const S t119 = t90 + t116;
   oMb[91] = t119;
   // ---- forward kinematics: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t120 = rbd_cos(q[6]);
-  const S t121 = rbd_sin(q[6]);
+  S t121, t120;
+  rbd_sincos(q[6], t121, t120);
   const S t122 = t95 * t120;
   const S t123 = -t122;
   const S t124 = t70 * t121;
@@ -289,8 +290,10 @@ static void forward_kinematics(const S* q, S* oMb) {
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_forward_kinematics_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t oMb[112]) {
-  rbd_iiwa14_hls_impl::forward_kinematics<rbd_iiwa14_hls_impl::csim_t>(q, oMb);
+void rbd_iiwa14_hls_forward_kinematics_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t oMb[112], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::forward_kinematics<rbd_iiwa14_hls_impl::csim_t>(q, oMb, dz);
+  *div_by_zero = dz;
 }
 #else
 void rbd_iiwa14_hls_forward_kinematics(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t oMb[112]) {
@@ -299,12 +302,15 @@ void rbd_iiwa14_hls_forward_kinematics(const rbd_iiwa14_hls_data_t q[7], rbd_iiw
 #pragma HLS ARRAY_PARTITION variable=q type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=oMb
 #pragma HLS ARRAY_PARTITION variable=oMb type=complete dim=1
-  rbd_iiwa14_hls_impl::forward_kinematics<rbd_iiwa14_hls_data_t>(q, oMb);
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::forward_kinematics<rbd_iiwa14_hls_data_t>(q, oMb, dz);
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_forward_kinematics_double(const double* q, double* oMb) {
-  rbd_iiwa14_hls_impl::forward_kinematics<double>(q, oMb);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::forward_kinematics<double>(q, oMb, dz);
 }
 #endif

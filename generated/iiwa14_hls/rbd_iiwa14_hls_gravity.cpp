@@ -11,12 +11,13 @@
 
 namespace rbd_iiwa14_hls_impl {
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h); this kernel does not divide
 template <typename S>
-static void gravity(const S* q, S* tau) {
+static void gravity(const S* q, S* tau, bool& dz) {
 #pragma HLS INLINE
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
-  const S t1 = rbd_sin(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   const S t2 = S(9.81) * t1;
   const S t3 = S(9.81) * t0;
   const S t4 = t3 * S(-0.168);
@@ -25,8 +26,8 @@ static void gravity(const S* q, S* tau) {
   const S t7 = t3 * S(0.0012);
   const S t8 = t6 + t7;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t9 = rbd_cos(q[2]);
-  const S t10 = rbd_sin(q[2]);
+  S t10, t9;
+  rbd_sincos(q[2], t10, t9);
   const S t11 = t2 * t9;
   const S t12 = t2 * t10;
   const S t13 = t12 * S(-0.39);
@@ -37,8 +38,8 @@ static void gravity(const S* q, S* tau) {
   const S t18 = t11 * S(3.0);
   const S t19 = t12 * S(3.0);
   // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t20 = rbd_cos(q[3]);
-  const S t21 = rbd_sin(q[3]);
+  S t21, t20;
+  rbd_sincos(q[3], t21, t20);
   const S t22 = t11 * t20;
   const S t23 = t3 * t21;
   const S t24 = t23 - t22;
@@ -54,8 +55,8 @@ static void gravity(const S* q, S* tau) {
   const S t34 = t27 * S(2.7);
   const S t35 = t12 * S(2.7);
   // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t36 = rbd_cos(q[4]);
-  const S t37 = rbd_sin(q[4]);
+  S t37, t36;
+  rbd_sincos(q[4], t37, t36);
   const S t38 = t24 * t36;
   const S t39 = -t38;
   const S t40 = t12 * t37;
@@ -76,8 +77,8 @@ static void gravity(const S* q, S* tau) {
   const S t55 = t44 * S(1.7);
   const S t56 = t27 * S(1.7);
   // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t57 = rbd_cos(q[5]);
-  const S t58 = rbd_sin(q[5]);
+  S t58, t57;
+  rbd_sincos(q[5], t58, t57);
   const S t59 = t41 * t57;
   const S t60 = t27 * t58;
   const S t61 = t59 + t60;
@@ -93,8 +94,8 @@ static void gravity(const S* q, S* tau) {
   const S t71 = t64 * S(1.8);
   const S t72 = t44 * S(1.8);
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t73 = rbd_cos(q[6]);
-  const S t74 = rbd_sin(q[6]);
+  S t74, t73;
+  rbd_sincos(q[6], t74, t73);
   const S t75 = t61 * t73;
   const S t76 = -t75;
   const S t77 = t44 * t74;
@@ -232,8 +233,10 @@ static void gravity(const S* q, S* tau) {
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_gravity_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t tau[7]) {
-  rbd_iiwa14_hls_impl::gravity<rbd_iiwa14_hls_impl::csim_t>(q, tau);
+void rbd_iiwa14_hls_gravity_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t tau[7], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::gravity<rbd_iiwa14_hls_impl::csim_t>(q, tau, dz);
+  *div_by_zero = dz;
 }
 #else
 void rbd_iiwa14_hls_gravity(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t tau[7]) {
@@ -242,12 +245,15 @@ void rbd_iiwa14_hls_gravity(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_dat
 #pragma HLS ARRAY_PARTITION variable=q type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=tau
 #pragma HLS ARRAY_PARTITION variable=tau type=complete dim=1
-  rbd_iiwa14_hls_impl::gravity<rbd_iiwa14_hls_data_t>(q, tau);
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::gravity<rbd_iiwa14_hls_data_t>(q, tau, dz);
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_gravity_double(const double* q, double* tau) {
-  rbd_iiwa14_hls_impl::gravity<double>(q, tau);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::gravity<double>(q, tau, dz);
 }
 #endif

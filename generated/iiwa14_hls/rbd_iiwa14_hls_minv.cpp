@@ -12,37 +12,37 @@
 namespace rbd_iiwa14_hls_impl {
 
 template <typename S>
-static void minv_part0(const S* q, S* Minv, S* w) {
+static void minv_part0(const S* q, S* Minv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   w[46] = t0;
-  const S t1 = rbd_sin(q[1]);
   w[45] = t1;
   // ---- aba forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t2 = rbd_cos(q[2]);
+  S t3, t2;
+  rbd_sincos(q[2], t3, t2);
   w[44] = t2;
-  const S t3 = rbd_sin(q[2]);
   w[43] = t3;
   // ---- aba forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t4 = rbd_cos(q[3]);
+  S t5, t4;
+  rbd_sincos(q[3], t5, t4);
   w[25] = t4;
-  const S t5 = rbd_sin(q[3]);
   w[26] = t5;
   // ---- aba forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t6 = rbd_cos(q[4]);
+  S t7, t6;
+  rbd_sincos(q[4], t7, t6);
   w[80] = t6;
-  const S t7 = rbd_sin(q[4]);
   w[81] = t7;
   // ---- aba forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t8 = rbd_cos(q[5]);
+  S t9, t8;
+  rbd_sincos(q[5], t9, t8);
   w[91] = t8;
-  const S t9 = rbd_sin(q[5]);
   w[92] = t9;
   const S t10 = -t9;
   // ---- aba forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t11 = rbd_cos(q[6]);
-  const S t12 = rbd_sin(q[6]);
+  S t12, t11;
+  rbd_sincos(q[6], t12, t11);
   // ---- aba backward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t13 = t12 * S(-0.081);
   const S t14 = t11 * S(0.081);
@@ -140,7 +140,7 @@ static void minv_part0(const S* q, S* Minv, S* w) {
   w[95] = t102;
   const S t103 = S(1.8) + t95;
   // ---- aba backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t104 = S(1.0) / t101;
+  const S t104 = rbd_div(S(1.0), t101, dz);
   w[97] = t104;
   const S t105 = t56 * t104;
   const S t106 = S(-4.32e-07) * t104;
@@ -344,7 +344,7 @@ static void minv_part0(const S* q, S* Minv, S* w) {
   const S t297 = t291 + t295;
   const S t298 = t296 - t107;
   // ---- aba backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t299 = S(1.0) / t280;
+  const S t299 = rbd_div(S(1.0), t280, dz);
   w[88] = t299;
   const S t300 = t273 * t299;
   const S t301 = t277 * t299;
@@ -695,13 +695,13 @@ static void minv_part0(const S* q, S* Minv, S* w) {
 }
 
 template <typename S>
-static void minv_part1(const S* q, S* Minv, S* w) {
+static void minv_part1(const S* q, S* Minv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba backward, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t600 = w[0] + w[1];
   const S t601 = w[2] - w[3];
   // ---- aba backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t602 = S(1.0) / w[4];
+  const S t602 = rbd_div(S(1.0), w[4], dz);
   w[76] = t602;
   const S t603 = w[5] * t602;
   const S t604 = w[6] * t602;
@@ -998,7 +998,7 @@ static void minv_part1(const S* q, S* Minv, S* w) {
   const S t883 = t877 + t881;
   const S t884 = t882 - t867;
   // ---- aba backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t885 = S(1.0) / t786;
+  const S t885 = rbd_div(S(1.0), t786, dz);
   w[71] = t885;
   const S t886 = t744 * t885;
   const S t887 = t784 * t885;
@@ -1273,7 +1273,7 @@ static void minv_part1(const S* q, S* Minv, S* w) {
   const S t1143 = t1139 - t1141;
   w[47] = t1143;
   // ---- aba backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t1144 = S(1.0) / t1019;
+  const S t1144 = rbd_div(S(1.0), t1019, dz);
   w[60] = t1144;
   const S t1145 = t1016 * t1144;
   const S t1146 = t1018 * t1144;
@@ -1352,7 +1352,7 @@ static void minv_part1(const S* q, S* Minv, S* w) {
 }
 
 template <typename S>
-static void minv_part2(const S* q, S* Minv, S* w) {
+static void minv_part2(const S* q, S* Minv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- aba backward, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t1200 = w[47] * w[48];
@@ -1362,7 +1362,7 @@ static void minv_part2(const S* q, S* Minv, S* w) {
   const S t1204 = w[46] * t1202;
   const S t1205 = t1203 + t1204;
   // ---- aba backward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t1206 = S(1.0) / w[52];
+  const S t1206 = rbd_div(S(1.0), w[52], dz);
   Minv[0] = t1206;
   // ---- aba forward 2, column 1: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t1207 = w[53] * t1206;
@@ -1878,36 +1878,44 @@ static void minv_part2(const S* q, S* Minv, S* w) {
   Minv[48] = t1643;
 }
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h)
 template <typename S>
-static void minv(const S* q, S* Minv) {
+static void minv(const S* q, S* Minv, bool& dz) {
 #pragma HLS INLINE
   S w[98];
 #pragma HLS ARRAY_PARTITION variable=w type=complete dim=1
-  minv_part0<S>(q, Minv, w);
-  minv_part1<S>(q, Minv, w);
-  minv_part2<S>(q, Minv, w);
+  minv_part0<S>(q, Minv, w, dz);
+  minv_part1<S>(q, Minv, w, dz);
+  minv_part2<S>(q, Minv, w, dz);
 }
 
 }  // namespace rbd_iiwa14_hls_impl
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_minv_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t Minv[49]) {
-  rbd_iiwa14_hls_impl::minv<rbd_iiwa14_hls_impl::csim_t>(q, Minv);
+void rbd_iiwa14_hls_minv_csim(const rbd_iiwa14_hls_impl::csim_t q[7], rbd_iiwa14_hls_impl::csim_t Minv[49], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::minv<rbd_iiwa14_hls_impl::csim_t>(q, Minv, dz);
+  *div_by_zero = dz;
 }
 #else
-void rbd_iiwa14_hls_minv(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t Minv[49]) {
+void rbd_iiwa14_hls_minv(const rbd_iiwa14_hls_data_t q[7], rbd_iiwa14_hls_data_t Minv[49], bool* div_by_zero) {
 #pragma HLS INTERFACE mode=ap_ctrl_hs port=return
 #pragma HLS INTERFACE mode=ap_memory port=q
 #pragma HLS ARRAY_PARTITION variable=q type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=Minv
 #pragma HLS ARRAY_PARTITION variable=Minv type=complete dim=1
-  rbd_iiwa14_hls_impl::minv<rbd_iiwa14_hls_data_t>(q, Minv);
+#pragma HLS INTERFACE mode=ap_vld port=div_by_zero
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::minv<rbd_iiwa14_hls_data_t>(q, Minv, dz);
+  *div_by_zero = dz;
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_minv_double(const double* q, double* Minv) {
-  rbd_iiwa14_hls_impl::minv<double>(q, Minv);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::minv<double>(q, Minv, dz);
 }
 #endif

@@ -11,12 +11,13 @@
 
 namespace rbd_iiwa14_hls_impl {
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h); this kernel does not divide
 template <typename S>
-static void nle(const S* q, const S* v, S* tau) {
+static void nle(const S* q, const S* v, S* tau, bool& dz) {
 #pragma HLS INLINE
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
-  const S t1 = rbd_sin(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   const S t2 = v[0] * t1;
   const S t3 = v[0] * t0;
   const S t4 = S(9.81) * t1;
@@ -68,8 +69,8 @@ static void nle(const S* q, const S* v, S* tau) {
   const S t50 = t17 + t45;
   const S t51 = t24 + t48;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t52 = rbd_cos(q[2]);
-  const S t53 = rbd_sin(q[2]);
+  S t53, t52;
+  rbd_sincos(q[2], t53, t52);
   const S t54 = t2 * t52;
   const S t55 = v[1] * t53;
   const S t56 = t55 - t54;
@@ -176,8 +177,8 @@ static void nle(const S* q, const S* v, S* tau) {
   const S t157 = t105 + t150;
   const S t158 = t108 + t153;
   // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t159 = rbd_cos(q[3]);
-  const S t160 = rbd_sin(q[3]);
+  S t160, t159;
+  rbd_sincos(q[3], t160, t159);
   const S t161 = t56 * t159;
   const S t162 = t68 * t160;
   const S t163 = t161 + t162;
@@ -306,8 +307,8 @@ static void nle(const S* q, const S* v, S* tau) {
   const S t286 = t221 + t278;
   const S t287 = t224 + t281;
   // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t288 = rbd_cos(q[4]);
-  const S t289 = rbd_sin(q[4]);
+  S t289, t288;
+  rbd_sincos(q[4], t289, t288);
   const S t290 = t163 * t288;
   const S t291 = t173 * t289;
   const S t292 = t291 - t290;
@@ -472,8 +473,8 @@ static void nle(const S* q, const S* v, S* tau) {
   const S t451 = t368 + t443;
   const S t452 = t373 + t446;
   // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t453 = rbd_cos(q[5]);
-  const S t454 = rbd_sin(q[5]);
+  S t454, t453;
+  rbd_sincos(q[5], t454, t453);
   const S t455 = t292 * t453;
   const S t456 = t306 * t454;
   const S t457 = t455 + t456;
@@ -606,8 +607,8 @@ static void nle(const S* q, const S* v, S* tau) {
   const S t584 = t519 + t576;
   const S t585 = t522 + t579;
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t586 = rbd_cos(q[6]);
-  const S t587 = rbd_sin(q[6]);
+  S t587, t586;
+  rbd_sincos(q[6], t587, t586);
   const S t588 = t457 * t586;
   const S t589 = t472 * t587;
   const S t590 = t589 - t588;
@@ -839,8 +840,10 @@ static void nle(const S* q, const S* v, S* tau) {
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_nle_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], rbd_iiwa14_hls_impl::csim_t tau[7]) {
-  rbd_iiwa14_hls_impl::nle<rbd_iiwa14_hls_impl::csim_t>(q, v, tau);
+void rbd_iiwa14_hls_nle_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], rbd_iiwa14_hls_impl::csim_t tau[7], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::nle<rbd_iiwa14_hls_impl::csim_t>(q, v, tau, dz);
+  *div_by_zero = dz;
 }
 #else
 void rbd_iiwa14_hls_nle(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], rbd_iiwa14_hls_data_t tau[7]) {
@@ -851,12 +854,15 @@ void rbd_iiwa14_hls_nle(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_d
 #pragma HLS ARRAY_PARTITION variable=v type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=tau
 #pragma HLS ARRAY_PARTITION variable=tau type=complete dim=1
-  rbd_iiwa14_hls_impl::nle<rbd_iiwa14_hls_data_t>(q, v, tau);
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::nle<rbd_iiwa14_hls_data_t>(q, v, tau, dz);
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_nle_double(const double* q, const double* v, double* tau) {
-  rbd_iiwa14_hls_impl::nle<double>(q, v, tau);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::nle<double>(q, v, tau, dz);
 }
 #endif

@@ -11,14 +11,15 @@
 
 namespace rbd_iiwa14_hls_impl {
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h); this kernel does not divide
 template <typename S>
-static void rnea(const S* q, const S* v, const S* a, S* tau) {
+static void rnea(const S* q, const S* v, const S* a, S* tau, bool& dz) {
 #pragma HLS INLINE
   // ---- rnea forward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t0 = a[0] * S(0.0236);
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t1 = rbd_cos(q[1]);
-  const S t2 = rbd_sin(q[1]);
+  S t2, t1;
+  rbd_sincos(q[1], t2, t1);
   const S t3 = v[0] * t2;
   const S t4 = v[0] * t1;
   const S t5 = a[0] * t2;
@@ -80,8 +81,8 @@ static void rnea(const S* q, const S* v, const S* a, S* tau) {
   const S t61 = t26 + t56;
   const S t62 = t35 + t59;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t63 = rbd_cos(q[2]);
-  const S t64 = rbd_sin(q[2]);
+  S t64, t63;
+  rbd_sincos(q[2], t64, t63);
   const S t65 = t3 * t63;
   const S t66 = v[1] * t64;
   const S t67 = t66 - t65;
@@ -195,8 +196,8 @@ static void rnea(const S* q, const S* v, const S* a, S* tau) {
   const S t175 = t123 + t168;
   const S t176 = t126 + t171;
   // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t177 = rbd_cos(q[3]);
-  const S t178 = rbd_sin(q[3]);
+  S t178, t177;
+  rbd_sincos(q[3], t178, t177);
   const S t179 = t67 * t177;
   const S t180 = t79 * t178;
   const S t181 = t179 + t180;
@@ -325,8 +326,8 @@ static void rnea(const S* q, const S* v, const S* a, S* tau) {
   const S t304 = t239 + t296;
   const S t305 = t242 + t299;
   // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t306 = rbd_cos(q[4]);
-  const S t307 = rbd_sin(q[4]);
+  S t307, t306;
+  rbd_sincos(q[4], t307, t306);
   const S t308 = t181 * t306;
   const S t309 = t191 * t307;
   const S t310 = t309 - t308;
@@ -491,8 +492,8 @@ static void rnea(const S* q, const S* v, const S* a, S* tau) {
   const S t469 = t386 + t461;
   const S t470 = t391 + t464;
   // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t471 = rbd_cos(q[5]);
-  const S t472 = rbd_sin(q[5]);
+  S t472, t471;
+  rbd_sincos(q[5], t472, t471);
   const S t473 = t310 * t471;
   const S t474 = t324 * t472;
   const S t475 = t473 + t474;
@@ -626,8 +627,8 @@ static void rnea(const S* q, const S* v, const S* a, S* tau) {
   const S t603 = t538 + t595;
   const S t604 = t541 + t598;
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t605 = rbd_cos(q[6]);
-  const S t606 = rbd_sin(q[6]);
+  S t606, t605;
+  rbd_sincos(q[6], t606, t605);
   const S t607 = t475 * t605;
   const S t608 = t490 * t606;
   const S t609 = t608 - t607;
@@ -860,8 +861,10 @@ static void rnea(const S* q, const S* v, const S* a, S* tau) {
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_rnea_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7]) {
-  rbd_iiwa14_hls_impl::rnea<rbd_iiwa14_hls_impl::csim_t>(q, v, a, tau);
+void rbd_iiwa14_hls_rnea_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea<rbd_iiwa14_hls_impl::csim_t>(q, v, a, tau, dz);
+  *div_by_zero = dz;
 }
 #else
 void rbd_iiwa14_hls_rnea(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t a[7], rbd_iiwa14_hls_data_t tau[7]) {
@@ -874,12 +877,15 @@ void rbd_iiwa14_hls_rnea(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_
 #pragma HLS ARRAY_PARTITION variable=a type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=tau
 #pragma HLS ARRAY_PARTITION variable=tau type=complete dim=1
-  rbd_iiwa14_hls_impl::rnea<rbd_iiwa14_hls_data_t>(q, v, a, tau);
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea<rbd_iiwa14_hls_data_t>(q, v, a, tau, dz);
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_rnea_double(const double* q, const double* v, const double* a, double* tau) {
-  rbd_iiwa14_hls_impl::rnea<double>(q, v, a, tau);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea<double>(q, v, a, tau, dz);
 }
 #endif

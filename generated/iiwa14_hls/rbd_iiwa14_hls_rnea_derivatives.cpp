@@ -12,12 +12,12 @@
 namespace rbd_iiwa14_hls_impl {
 
 template <typename S>
-static void rnea_derivatives_part0(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part0(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   w[49] = t0;
-  const S t1 = rbd_sin(q[1]);
   w[50] = t1;
   const S t2 = v[0] * t1;
   w[55] = t2;
@@ -86,9 +86,9 @@ static void rnea_derivatives_part0(const S* q, const S* v, const S* a, S* dtau_d
   const S t48 = t25 + t46;
   w[48] = t48;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t49 = rbd_cos(q[2]);
+  S t50, t49;
+  rbd_sincos(q[2], t50, t49);
   w[46] = t49;
-  const S t50 = rbd_sin(q[2]);
   w[45] = t50;
   const S t51 = t2 * t49;
   const S t52 = v[1] * t50;
@@ -236,9 +236,9 @@ static void rnea_derivatives_part0(const S* q, const S* v, const S* a, S* dtau_d
   const S t162 = t112 + t157;
   w[44] = t162;
   // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t163 = rbd_cos(q[3]);
+  S t164, t163;
+  rbd_sincos(q[3], t164, t163);
   w[38] = t163;
-  const S t164 = rbd_sin(q[3]);
   w[39] = t164;
   const S t165 = t53 * t163;
   const S t166 = t65 * t164;
@@ -405,9 +405,9 @@ static void rnea_derivatives_part0(const S* q, const S* v, const S* a, S* dtau_d
   const S t291 = t228 + t285;
   w[37] = t291;
   // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t292 = rbd_cos(q[4]);
+  S t293, t292;
+  rbd_sincos(q[4], t293, t292);
   w[30] = t292;
-  const S t293 = rbd_sin(q[4]);
   w[31] = t293;
   const S t294 = t167 * t292;
   const S t295 = t177 * t293;
@@ -612,9 +612,9 @@ static void rnea_derivatives_part0(const S* q, const S* v, const S* a, S* dtau_d
   const S t456 = t377 + t450;
   w[29] = t456;
   // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t457 = rbd_cos(q[5]);
+  S t458, t457;
+  rbd_sincos(q[5], t458, t457);
   w[22] = t457;
-  const S t458 = rbd_sin(q[5]);
   w[23] = t458;
   const S t459 = t296 * t457;
   const S t460 = t310 * t458;
@@ -790,9 +790,9 @@ static void rnea_derivatives_part0(const S* q, const S* v, const S* a, S* dtau_d
   const S t590 = t527 + t584;
   w[21] = t590;
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t591 = rbd_cos(q[6]);
+  S t592, t591;
+  rbd_sincos(q[6], t592, t591);
   w[4] = t591;
-  const S t592 = rbd_sin(q[6]);
   w[5] = t592;
   const S t593 = t461 * t591;
   const S t594 = t476 * t592;
@@ -807,7 +807,7 @@ static void rnea_derivatives_part0(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part1(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part1(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t600 = w[0] * S(0.081);
@@ -1505,7 +1505,7 @@ static void rnea_derivatives_part1(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part2(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part2(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[0] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t1200 = w[81] - w[82];
@@ -2147,7 +2147,7 @@ static void rnea_derivatives_part2(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part3(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part3(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[1] forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t1800 = w[150] - w[151];
@@ -2803,7 +2803,7 @@ static void rnea_derivatives_part3(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part4(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part4(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[1] forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t2400 = w[116] * w[161];
@@ -3455,7 +3455,7 @@ static void rnea_derivatives_part4(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part5(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part5(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[1] forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t3000 = S(-0.0027132) * w[220];
@@ -4085,7 +4085,7 @@ static void rnea_derivatives_part5(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part6(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part6(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[2] forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t3600 = w[260] - w[261];
@@ -4760,7 +4760,7 @@ static void rnea_derivatives_part6(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part7(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part7(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[2] forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t4200 = v[6] * w[273];
@@ -5424,7 +5424,7 @@ static void rnea_derivatives_part7(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part8(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part8(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[2] forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t4800 = w[6] * w[344];
@@ -6096,7 +6096,7 @@ static void rnea_derivatives_part8(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part9(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part9(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[3] forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t5400 = v[5] * w[400];
@@ -6754,7 +6754,7 @@ static void rnea_derivatives_part9(const S* q, const S* v, const S* a, S* dtau_d
 }
 
 template <typename S>
-static void rnea_derivatives_part10(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part10(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dv[3] forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t6000 = w[455] - w[456];
@@ -7423,7 +7423,7 @@ static void rnea_derivatives_part10(const S* q, const S* v, const S* a, S* dtau_
 }
 
 template <typename S>
-static void rnea_derivatives_part11(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part11(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[4] forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t6600 = w[510] + w[511];
@@ -8074,7 +8074,7 @@ static void rnea_derivatives_part11(const S* q, const S* v, const S* a, S* dtau_
 }
 
 template <typename S>
-static void rnea_derivatives_part12(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part12(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[5] forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t7200 = w[6] * S(0.00108);
@@ -8728,7 +8728,7 @@ static void rnea_derivatives_part12(const S* q, const S* v, const S* a, S* dtau_
 }
 
 template <typename S>
-static void rnea_derivatives_part13(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w) {
+static void rnea_derivatives_part13(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- d/dq[6] backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t7800 = w[49] * w[620];
@@ -8840,33 +8840,36 @@ static void rnea_derivatives_part13(const S* q, const S* v, const S* a, S* dtau_
   dtau_dv[48] = S(0.0) + S(0.0);
 }
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h); this kernel does not divide
 template <typename S>
-static void rnea_derivatives(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv) {
+static void rnea_derivatives(const S* q, const S* v, const S* a, S* dtau_dq, S* dtau_dv, bool& dz) {
 #pragma HLS INLINE
   S w[626];
 #pragma HLS ARRAY_PARTITION variable=w type=complete dim=1
-  rnea_derivatives_part0<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part1<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part2<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part3<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part4<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part5<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part6<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part7<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part8<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part9<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part10<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part11<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part12<S>(q, v, a, dtau_dq, dtau_dv, w);
-  rnea_derivatives_part13<S>(q, v, a, dtau_dq, dtau_dv, w);
+  rnea_derivatives_part0<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part1<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part2<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part3<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part4<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part5<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part6<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part7<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part8<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part9<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part10<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part11<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part12<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
+  rnea_derivatives_part13<S>(q, v, a, dtau_dq, dtau_dv, w, dz);
 }
 
 }  // namespace rbd_iiwa14_hls_impl
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_rnea_derivatives_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t dtau_dq[49], rbd_iiwa14_hls_impl::csim_t dtau_dv[49]) {
-  rbd_iiwa14_hls_impl::rnea_derivatives<rbd_iiwa14_hls_impl::csim_t>(q, v, a, dtau_dq, dtau_dv);
+void rbd_iiwa14_hls_rnea_derivatives_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t dtau_dq[49], rbd_iiwa14_hls_impl::csim_t dtau_dv[49], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea_derivatives<rbd_iiwa14_hls_impl::csim_t>(q, v, a, dtau_dq, dtau_dv, dz);
+  *div_by_zero = dz;
 }
 #else
 void rbd_iiwa14_hls_rnea_derivatives(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t a[7], rbd_iiwa14_hls_data_t dtau_dq[49], rbd_iiwa14_hls_data_t dtau_dv[49]) {
@@ -8881,12 +8884,15 @@ void rbd_iiwa14_hls_rnea_derivatives(const rbd_iiwa14_hls_data_t q[7], const rbd
 #pragma HLS ARRAY_PARTITION variable=dtau_dq type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=dtau_dv
 #pragma HLS ARRAY_PARTITION variable=dtau_dv type=complete dim=1
-  rbd_iiwa14_hls_impl::rnea_derivatives<rbd_iiwa14_hls_data_t>(q, v, a, dtau_dq, dtau_dv);
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea_derivatives<rbd_iiwa14_hls_data_t>(q, v, a, dtau_dq, dtau_dv, dz);
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_rnea_derivatives_double(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv) {
-  rbd_iiwa14_hls_impl::rnea_derivatives<double>(q, v, a, dtau_dq, dtau_dv);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea_derivatives<double>(q, v, a, dtau_dq, dtau_dv, dz);
 }
 #endif

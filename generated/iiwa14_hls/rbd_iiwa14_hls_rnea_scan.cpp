@@ -12,40 +12,40 @@
 namespace rbd_iiwa14_hls_impl {
 
 template <typename S>
-static void rnea_scan_part0(const S* q, const S* v, const S* a, S* tau, S* w) {
+static void rnea_scan_part0(const S* q, const S* v, const S* a, S* tau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- scan elements: joint transform, S q̇, S q̈: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t0 = rbd_cos(q[0]);
+  S t1, t0;
+  rbd_sincos(q[0], t1, t0);
   w[72] = t0;
-  const S t1 = rbd_sin(q[0]);
   w[73] = t1;
   // ---- scan elements: joint transform, S q̇, S q̈: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t2 = rbd_cos(q[1]);
+  S t3, t2;
+  rbd_sincos(q[1], t3, t2);
   w[111] = t2;
-  const S t3 = rbd_sin(q[1]);
   w[110] = t3;
   // ---- scan elements: joint transform, S q̇, S q̈: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t4 = rbd_cos(q[2]);
-  const S t5 = rbd_sin(q[2]);
+  S t5, t4;
+  rbd_sincos(q[2], t5, t4);
   // ---- scan elements: joint transform, S q̇, S q̈: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t6 = rbd_cos(q[3]);
+  S t7, t6;
+  rbd_sincos(q[3], t7, t6);
   w[39] = t6;
-  const S t7 = rbd_sin(q[3]);
   w[34] = t7;
   // ---- scan elements: joint transform, S q̇, S q̈: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t8 = rbd_cos(q[4]);
+  S t9, t8;
+  rbd_sincos(q[4], t9, t8);
   w[36] = t8;
-  const S t9 = rbd_sin(q[4]);
   w[35] = t9;
   // ---- scan elements: joint transform, S q̇, S q̈: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t10 = rbd_cos(q[5]);
+  S t11, t10;
+  rbd_sincos(q[5], t11, t10);
   w[14] = t10;
-  const S t11 = rbd_sin(q[5]);
   w[13] = t11;
   // ---- scan elements: joint transform, S q̇, S q̈: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t12 = rbd_cos(q[6]);
+  S t13, t12;
+  rbd_sincos(q[6], t13, t12);
   w[11] = t12;
-  const S t13 = rbd_sin(q[6]);
   w[8] = t13;
   // ---- forward scan, round 0 (combine with the value 1 level up): body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t14 = v[0] * t3;
@@ -788,7 +788,7 @@ static void rnea_scan_part0(const S* q, const S* v, const S* a, S* tau, S* w) {
 }
 
 template <typename S>
-static void rnea_scan_part1(const S* q, const S* v, const S* a, S* tau, S* w) {
+static void rnea_scan_part1(const S* q, const S* v, const S* a, S* tau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- forward scan, round 1 (combine with the value 2 levels up): body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t600 = w[0] + w[1];
@@ -1471,7 +1471,7 @@ static void rnea_scan_part1(const S* q, const S* v, const S* a, S* tau, S* w) {
 }
 
 template <typename S>
-static void rnea_scan_part2(const S* q, const S* v, const S* a, S* tau, S* w) {
+static void rnea_scan_part2(const S* q, const S* v, const S* a, S* tau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- forward scan, round 2 (combine with the value 4 levels up): body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t1200 = w[116] * w[128];
@@ -2123,7 +2123,7 @@ static void rnea_scan_part2(const S* q, const S* v, const S* a, S* tau, S* w) {
 }
 
 template <typename S>
-static void rnea_scan_part3(const S* q, const S* v, const S* a, S* tau, S* w) {
+static void rnea_scan_part3(const S* q, const S* v, const S* a, S* tau, S* w, bool& dz) {
 #pragma HLS INLINE
   // ---- body forces, into world coordinates: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t1800 = w[189] * S(1.8);
@@ -2485,23 +2485,26 @@ static void rnea_scan_part3(const S* q, const S* v, const S* a, S* tau, S* w) {
   tau[6] = t2134;
 }
 
+// dz: set when a divisor is zero (see rbd_div in rbd_iiwa14_hls.h); this kernel does not divide
 template <typename S>
-static void rnea_scan(const S* q, const S* v, const S* a, S* tau) {
+static void rnea_scan(const S* q, const S* v, const S* a, S* tau, bool& dz) {
 #pragma HLS INLINE
   S w[265];
 #pragma HLS ARRAY_PARTITION variable=w type=complete dim=1
-  rnea_scan_part0<S>(q, v, a, tau, w);
-  rnea_scan_part1<S>(q, v, a, tau, w);
-  rnea_scan_part2<S>(q, v, a, tau, w);
-  rnea_scan_part3<S>(q, v, a, tau, w);
+  rnea_scan_part0<S>(q, v, a, tau, w, dz);
+  rnea_scan_part1<S>(q, v, a, tau, w, dz);
+  rnea_scan_part2<S>(q, v, a, tau, w, dz);
+  rnea_scan_part3<S>(q, v, a, tau, w, dz);
 }
 
 }  // namespace rbd_iiwa14_hls_impl
 
 #if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
 // fast C simulation (see rbd_iiwa14_hls.h): the same body, the same arithmetic, without the top function
-void rbd_iiwa14_hls_rnea_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7]) {
-  rbd_iiwa14_hls_impl::rnea_scan<rbd_iiwa14_hls_impl::csim_t>(q, v, a, tau);
+void rbd_iiwa14_hls_rnea_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], rbd_iiwa14_hls_impl::csim_t tau[7], bool* div_by_zero) {
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea_scan<rbd_iiwa14_hls_impl::csim_t>(q, v, a, tau, dz);
+  *div_by_zero = dz;
 }
 #else
 void rbd_iiwa14_hls_rnea_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t a[7], rbd_iiwa14_hls_data_t tau[7]) {
@@ -2514,12 +2517,15 @@ void rbd_iiwa14_hls_rnea_scan(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14
 #pragma HLS ARRAY_PARTITION variable=a type=complete dim=1
 #pragma HLS INTERFACE mode=ap_memory port=tau
 #pragma HLS ARRAY_PARTITION variable=tau type=complete dim=1
-  rbd_iiwa14_hls_impl::rnea_scan<rbd_iiwa14_hls_data_t>(q, v, a, tau);
+  // set when a divisor was zero: the quotient then saturated (rbd_div in rbd_iiwa14_hls.h)
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea_scan<rbd_iiwa14_hls_data_t>(q, v, a, tau, dz);
 }
 #endif
 
 #if !defined(__SYNTHESIS__) && !defined(RBD_HLS_NO_DOUBLE_REFERENCE)
 void rbd_iiwa14_hls_rnea_scan_double(const double* q, const double* v, const double* a, double* tau) {
-  rbd_iiwa14_hls_impl::rnea_scan<double>(q, v, a, tau);
+  bool dz = false;
+  rbd_iiwa14_hls_impl::rnea_scan<double>(q, v, a, tau, dz);
 }
 #endif

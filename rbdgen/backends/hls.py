@@ -19,22 +19,32 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import registry
-from ..errors import RbdgenError
-from ..ir.ops import COST_CLASSES, OPS
+from ..errors import RbdgenError, RbdgenWarning
 from ..model import RobotModel
 from ..textutil import text_table
 from . import escape as esc
-from .base import CXX, OPT, Option, Sources, Target, check_opt, kernel_entry, prefix_for, register
+from .cordic import cordic
+from .hls_cost import kernel_cost
+from .base import CXX, OPT, TOL64, Option, Sources, Target, check_opt, kernel_entry, prefix_for, register
 from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel
 from .render import render
 
-#: the one printer's dialect for HLS: ``S(…)`` literals (valid for double, float and ap_fixed)
-HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})", zero="S(0.0)")
+#: the one printer's dialect for HLS: ``S(…)`` literals (valid for double, float and ap_fixed);
+#: one ``rbd_sincos`` per angle (a CORDIC for ap_fixed); divisions through ``rbd_div``, which
+#: saturates a zero divisor's quotient and sets the flag ``dz`` that every part is passed; the
+#: dense products summed in local accumulators, every output port written once and never read
+HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})", zero="S(0.0)", sincos="rbd_sincos",
+              op_spelling={"div": "rbd_div({0}, {1}, dz)"}, extra_args=", dz", epilogue="dot")
+#: the "dot" epilogue's element loop in a design that is not pipelined as a whole: one element
+#: per cycle, its k products unrolled (k multipliers); with --ii the whole function is pipelined
+#: and the tool unrolls every loop in it
+EPILOGUE_PIPELINE = "#pragma HLS PIPELINE II=1"
 
 ROUNDING = ("AP_RND", "AP_RND_ZERO", "AP_RND_MIN_INF", "AP_RND_INF", "AP_RND_CONV", "AP_TRN", "AP_TRN_ZERO")
 OVERFLOW = ("AP_SAT", "AP_SAT_ZERO", "AP_SAT_SYM", "AP_WRAP", "AP_WRAP_SM")
@@ -128,6 +138,27 @@ def numeric_type(dtype: str = "float64", fixed=None, rounding: str = DEFAULT_ROU
 
 # ---- generation ------------------------------------------------------------------------------
 
+def port_limited_ii(inputs, outputs, interface: str) -> int:
+    """The smallest initiation interval the ports allow (``inputs``/``outputs``: sizes in words).
+    ``ap_memory``: 1 (every word its own register port). ``s_axilite``: each array is a memory
+    in the AXI4-Lite adapter with one port toward the kernel, one word per cycle: the largest
+    array. ``m_axi``: all arrays share one AXI master (``bundle=gmem``), whose read and write
+    channels each move one word per cycle: the larger of the words read and the words written."""
+    if interface == "ap_memory":
+        return 1
+    if interface == "s_axilite":
+        return max(list(inputs) + list(outputs))
+    return max(sum(inputs), sum(outputs))
+
+
+def _check_ii_ports(k: str, ii, inputs, outputs, interface: str) -> None:
+    limit = port_limited_ii(inputs, outputs, interface)
+    if ii is not None and ii < limit:
+        warnings.warn(f"--ii {ii}: the {interface} ports of {k} move one word per cycle, so a new state can start "
+                      f"every {limit} cycles at best; the tool will not reach II={ii} (ask for --ii {limit}, or "
+                      "--interface ap_memory)", RbdgenWarning, stacklevel=3)
+
+
 @dataclass
 class GeneratedHLS:
     prefix: str
@@ -179,20 +210,22 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     ns = f"{prefix}_impl"
     data_t = f"{prefix}_data_t"
     printed, ks = {}, []
+    dialect = replace(HLS, epilogue_pragma=EPILOGUE_PIPELINE if ii is None else "")
     for k in kernels:
         if progress:
             progress(f"tracing {k}")
         kern = registry.trace(model, k, fold=fold)
         if progress:
             progress(f"printing {k} (hls, {numtype.ctype})")
-        pk = print_kernel(kern, "hls", HLS, part_size=part_size)
+        pk = print_kernel(kern, "hls", dialect, part_size=part_size)
         printed[k] = pk
         ins, outs = pk.inputs, pk.outputs
+        _check_ii_ports(k, ii, [a.size for a in ins], [a.size for a in outs], interface)
         arrays = [{"name": a.name, "size": a.size, "out": False} for a in ins] + \
                  [{"name": a.name, "size": a.size, "out": True} for a in outs]
         ks.append({
             "name": k, "doc": pk.doc, "counts": pk.counts, "parts": pk.parts, "body": pk.body,
-            "scratch": pk.scratch, "n_statements": pk.n_statements, "arrays": arrays,
+            "scratch": pk.scratch, "n_statements": pk.n_statements, "arrays": arrays, "divides": pk.counts["div"] > 0,
             "inputs": [a for a in arrays if not a["out"]], "outputs": [a for a in arrays if a["out"]],
             "top": f"{prefix}_{k}",
             "t_args": ", ".join([f"const S* {a.name}" for a in ins] + [f"S* {a.name}" for a in outs]),
@@ -209,7 +242,14 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
             "offset_args": ", ".join(f"{a.name} + i * {a.size}" for a in ins + outs),
         })
     fixed = numtype.kind == "fixed"
-    ctx = dict(banner=banner, robot=robot, robot_str=esc.c_string(model.name), prefix=prefix, ns=ns, data_t=data_t, ctype=numtype.ctype,
+    W = numtype.W
+    # a zero divisor's saturated quotient: the format's extremes (AP_SAT_SYM: ±max)
+    sym = numtype.overflow == "AP_SAT_SYM"
+    raw = dict(raw_max=f"{2 ** (W - 1) - 1}LL", raw_min=f"-{2 ** (W - 1) - 1}LL" if sym else f"(-{2 ** (W - 1) - 1}LL - 1)",
+               raw_max_bits=f"0x{2 ** (W - 1) - 1:X}ULL", raw_min_bits=f"0x{2 ** (W - 1) + (1 if sym else 0):X}ULL",
+               msb=W - 1) if fixed else {}
+    cordic_lines = cordic(numtype.W, numtype.I).c_function("rbd_sincos", data_t) if fixed else []
+    ctx = dict(**raw, cordic_lines=cordic_lines, banner=banner, robot=robot, robot_str=esc.c_string(model.name), prefix=prefix, ns=ns, data_t=data_t, ctype=numtype.ctype,
                fixed=fixed, numtype=numtype.describe(), numtype_W=numtype.W, numtype_I=numtype.I, header=header, kernels=ks, ii=ii, interface=interface,
                nq=model.nq, nv=model.nv, nb=model.nb, base="floating" if model.floating_base else "fixed")
     files = {header: render("hls/kernels.h.j2", **ctx)}
@@ -221,9 +261,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     # C-simulation harness for Python: double in, double out, one state or a batch
     harness_prefix = f"{prefix}_csim"
     harness = f"{prefix}_csim.cpp"
-    raw_max, raw_min = (f"{2 ** (numtype.W - 1) - 1}LL", f"(-{2 ** (numtype.W - 1) - 1}LL - 1)") if fixed else ("0", "0")
-    files[harness] = render("hls/csim.cpp.j2", harness_prefix=harness_prefix, raw_max=raw_max, raw_min=raw_min,
-                            **ctx)
+    files[harness] = render("hls/csim.cpp.j2", harness_prefix=harness_prefix, **ctx)
     # testbench: seeded random states within the joint limits, format vs the same code in double
     rng = np.random.default_rng(12345)
     q = model.random_q(rng, tb_states)
@@ -231,111 +269,56 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
            "tau": 10.0 * rng.normal(size=(tb_states, model.nv))}
     tb_inputs = [{"name": n, "size": x.shape[1], "data": ", ".join(_c_float(v) for v in x.ravel())}
                  for n, x in env.items()]
-    if tb_tol is None:
-        # double: round-off only; float: the measured float32 bounds with margin; ap_fixed:
-        # 2^14 quanta of the format (the worst measured on iiwa14 is ~9000 quanta: aba at
-        # Q16.16), so the default catches overflow and wiring errors, not a format's accuracy
-        tb_tol = {"double": 1e-9, "float": 1e-3}.get(numtype.kind, min(0.5, 2.0 ** (14 - numtype.frac_bits)))
+    for kk in ks:
+        # twice the measured bound of this kernel and type (as `rbdgen validate` holds it), or tb_tol
+        kk["tb_tol"] = _c_float(tb_tol if tb_tol is not None else testbench_tolerance(registry.get(kk["name"]), numtype))
     testbench = f"{prefix}_tb.cpp"
-    files[testbench] = render("hls/testbench.cpp.j2", tb_inputs=tb_inputs, tb_states=tb_states,
-                              tb_tol=_c_float(tb_tol), **ctx)
+    files[testbench] = render("hls/testbench.cpp.j2", tb_inputs=tb_inputs, tb_states=tb_states, **ctx)
     period = 1000.0 / clock_mhz
+    for kk, src in zip(ks, sources):
+        files[f"hls_{kk['name']}.tcl"] = render("hls/kernel.tcl.j2", k={**kk, "source": src}, part=part,
+                                                period=f"{period:.3f}", testbench=testbench, **ctx)
     tcl = "run_hls.tcl"
-    files[tcl] = render("hls/run_hls.tcl.j2", part=part, period=f"{period:.3f}", clock_mhz=f"{clock_mhz:g}",
-                        sources=sources, testbench=testbench, **ctx)
+    files[tcl] = render("hls/run_hls.tcl.j2", part=part, clock_mhz=f"{clock_mhz:g}", **ctx)
     return GeneratedHLS(prefix, numtype, files, printed, header, sources, harness, harness_prefix, testbench, tcl)
 
 
-# ---- cost model ------------------------------------------------------------------------------
-#
-# Stated in docs/hls.md. Units: a DSP48E2 slice (UltraScale/UltraScale+: a 27×18 signed
-# multiplier with a 48-bit post-adder); delays in ns on a -2 speed grade, before routing
-# margin. Each operation of the IR is one operator instance (the fully spatial, II=1 design;
-# with II=n the scheduler may share each operator among up to n operations).
-
-#: fraction of the clock period HLS schedules logic into (Vitis HLS' default clock
-#: uncertainty is 27 % of the period)
-CLOCK_BUDGET = 0.73
-
-
-def _fixed_mul_dsps(W: int) -> int:
-    """DSP48E2 slices for a W×W signed product: the operands are split into 27- and 18-bit
-    pieces, one slice per pair of pieces."""
-    return math.ceil(W / 27) * math.ceil(W / 18)
-
-
-def op_model(numtype: NumType) -> dict:
-    """Per cost class of the op table (``COST_CLASSES``, in that order): (DSP slices per
-    operator, delay in ns, chained?). A chained operation (a fixed-point adder: a carry chain
-    in LUTs) can share a clock cycle with others; the rest are registered operators that take
-    whole cycles."""
-    if numtype.kind == "fixed":
-        W, F = numtype.W, numtype.frac_bits
-        nd = _fixed_mul_dsps(W)
-        return {
-            "mul": (nd, 3.0 + 1.5 * math.log2(nd), False),          # DSP + cascade/adder stages
-            "add": (0, 1.0 + W / 64.0, True),                       # LUT + CARRY8 chain
-            "div": (0, 1.0 * (W + F), False),                       # one subtract per quotient bit
-            "sincos": (0, 1.2 * W + 4.0, False),                    # CORDIC: ~W shift-add rotations
-        }
+def measured_bound(decl, numtype: NumType) -> float | None:
+    """The relative error bound of kernel ``decl`` C-simulated in ``numtype`` against the float64
+    reference: double 1e-9 (round-off), float the declared float32 bound; ap_fixed<W, I> the bound
+    measured for that format, else the Q16.16 bound scaled by the quantum, 2^(16 − F) (at most 1);
+    None when nothing was measured."""
+    if numtype.kind == "double":
+        return TOL64
     if numtype.kind == "float":
-        return {"mul": (3, 8.0, False), "add": (2, 12.0, False), "div": (0, 30.0, False),
-                "sincos": (0, 60.0, False)}
-    return {"mul": (11, 14.0, False), "add": (3, 16.0, False), "div": (0, 55.0, False),
-            "sincos": (0, 120.0, False)}
+        return decl.float32_tol
+    if (numtype.W, numtype.I) in decl.fixed_tol:
+        return decl.fixed_tol[(numtype.W, numtype.I)]
+    q16 = decl.fixed_tol.get((32, 16))
+    return None if q16 is None else min(1.0, q16 * 2.0 ** (16 - numtype.frac_bits))
 
+
+def testbench_tolerance(decl, numtype: NumType) -> float:
+    """The generated testbench's tolerance for kernel ``decl``: twice its measured bound (double:
+    the bound itself, round-off has no margin to give); where nothing was measured, 2^(14 − F)
+    quanta of the format (catches overflow and wiring mistakes only)."""
+    bound = measured_bound(decl, numtype)
+    if bound is None:
+        return min(0.5, 2.0 ** (14 - numtype.frac_bits))
+    return bound if numtype.kind == "double" else min(1.0, 2.0 * bound)
+
+
+# ---- cost model (rbdgen/backends/hls_cost.py; stated in docs/hls.md) ---------------------------
 
 def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii: int | None = None) -> dict:
-    """Resource and latency estimate of one traced kernel (see docs/hls.md, "Cost model").
+    """Latency and resource estimate of one traced kernel: see :mod:`rbdgen.backends.hls_cost`.
 
-    Counts are the IR's (``kernel.op_counts()``). ``dsp``: DSP slices of the fully spatial
-    datapath (``ii`` given: divided by ``ii``, the most sharing a pipeline of that II allows).
-    ``latency_cycles``: the longest path through the DAG with each operation weighted by its
-    latency in cycles at ``clock_mhz`` (registered operators: whole cycles; fixed-point adders:
-    their delay as a fraction of a cycle, so chains of adders share cycles), plus the dense
-    epilogue (one product, then the serial accumulation as written).
-    """
-    if not (math.isfinite(clock_mhz) and clock_mhz > 0):
-        raise RbdgenError(f"clock must be a positive frequency in MHz, got {clock_mhz!r}")
-    model = op_model(numtype)
-    period = 1000.0 / clock_mhz
-    budget = CLOCK_BUDGET * period
-    weight = {}
-    for cls, (_, delay, chained) in model.items():
-        weight[cls] = delay / budget if chained else float(max(1, math.ceil(delay / budget)))
-    counts = kernel.op_counts()
-    finish: dict[int, float] = {}
-    const_mul = 0
-    for n in kernel.live_nodes():
-        if n.op in ("const", "input"):
-            finish[n.id] = 0.0
-            continue
-        if n.op == "mul" and any(a.op == "const" for a in n.args):
-            const_mul += 1
-        start = max(finish[a.id] for a in n.args)
-        cls = OPS[n.op].cost
-        w = weight[cls]
-        if not model[cls][2]:
-            start = math.ceil(start - 1e-9)  # a registered operator starts on a cycle boundary
-        finish[n.id] = start + w
-    path = max(finish.values(), default=0.0)
-    if kernel.post:
-        k = max(mm.k for mm in kernel.post)
-        path = math.ceil(path - 1e-9) + weight["mul"] + k * weight["add"]
-    cycles = max(1, math.ceil(path - 1e-9)) if counts["total"] else 0
-    dsp = sum(counts[c] * model[c][0] for c in COST_CLASSES)
-    if ii:
-        dsp = math.ceil(dsp / ii)
-    out = {c: counts[c] for c in COST_CLASSES + ("depth", "total")}
-    out.update({
-        # products with a generation-time constant (model constants: inertias, offsets, gravity);
-        # the tool may build these from LUT shift-adds instead of DSPs: the DSP total counts them
-        "const_mul": const_mul,
-        "type": numtype.describe(), "clock_mhz": float(clock_mhz), "ii": ii, "dsp": int(dsp),
-        "dsp_per_mul": model["mul"][0], "latency_cycles": int(cycles),
-        "latency_us": cycles * period / 1000.0,
-    })
-    return out
+    The IR's counts (``mul``, ``add``, ``div``, ``sincos``, ``depth``, ``total``) as
+    ``Kernel.op_counts()``; what the tool folds (``zero_mul``, ``shift_mul``), ``const_mul``,
+    ``sincos_units`` (one CORDIC per angle); ``dsp``, ``lut``, ``ff`` of the design (default:
+    by peak concurrency; ``ii``: pipelined, DSPs shared ``ii`` ways), ``dsp_spatial`` (one
+    operator per operation), ``latency_cycles`` and ``latency_us`` at ``clock_mhz``."""
+    return kernel_cost(kernel, numtype, clock_mhz, ii)
 
 
 def cost_table(model: RobotModel, numtype: NumType, kernels=None, clock_mhz: float = DEFAULT_CLOCK_MHZ,
@@ -349,21 +332,29 @@ def cost_table(model: RobotModel, numtype: NumType, kernels=None, clock_mhz: flo
 
 
 def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: int | None) -> str:
-    cols = [("mul", "mul"), ("const_mul", "×const"), ("add", "add/sub"), ("div", "div"), ("sincos", "sin/cos"), ("depth", "depth"),
-            ("dsp", "DSP"), ("latency_cycles", "cycles"), ("latency_us", "latency")]
+    fixed = numtype.kind == "fixed"
+    cols = [("mul", "mul"), ("const_mul", "×const"), ("zero_mul", "×0"), ("add", "add/sub"), ("div", "div"),
+            ("sincos_units", "sincos"), ("depth", "depth"), ("dsp", "DSP"), ("dsp_spatial", "DSP-spatial")]
+    if fixed:
+        cols += [("lut", "LUT"), ("ff", "FF")]
+    cols += [("latency_cycles", "cycles"), ("latency_us", "latency")]
     table = [("kernel",) + tuple(h for _, h in cols)]
     for r in rows:
         cells = []
         for c, _ in cols:
             cells.append(f"{r[c] * 1000:.0f} ns" if c == "latency_us" else str(r[c]))
         table.append((r["kernel"],) + tuple(cells))
+    r0 = rows[0] if rows else {}
     head = [f"HLS cost estimate: {numtype.describe()}, clock {clock_mhz:g} MHz, "
-            + (f"pipelined II={ii} (DSP shared up to {ii}x)" if ii else "fully spatial datapath (DSP: one operator per operation)"),
-            f"DSP48E2 per multiplier: {rows[0]['dsp_per_mul'] if rows else '-'}; ×const: multiplies by a model "
-            "constant (of mul; may map to LUTs); depth: critical path in ops;",
-            "cycles: critical path weighted by operator latency (model: docs/hls.md)", ""]
+            + (f"pipelined II={ii} (every operation its own operator, DSPs shared up to {ii}x)" if ii
+               else "latency-oriented (not pipelined): operators by peak use in an as-soon-as-possible schedule"),
+            f"DSP48E2 per variable multiplier: {r0.get('mul_dsp', '-')}; ×const: multiplies by a model constant "
+            "(DSPs by the constant's significant bits), ×0: constants that quantise to 0 (folded away);",
+            f"sincos: CORDIC units, one per angle ({r0.get('sincos_cycles', '-')} cycles each); "
+            + (f"a divider takes {r0.get('div_cycles', '-')} cycles; " if fixed else "")
+            + "DSP-spatial: one operator per operation;",
+            "cycles: the schedule's length (model and assumptions: docs/hls.md, rbdgen/backends/hls_cost.py)", ""]
     return "\n".join(head + text_table(table))
-
 
 
 # ---- the target ------------------------------------------------------------------------------
@@ -451,11 +442,7 @@ class HlsTarget(Target):
         if fixed is None:
             return super().tolerance(decl, dtype, options)
         W, I = parse_fixed(fixed)  # noqa: E741
-        if (W, I) in decl.fixed_tol:
-            return decl.fixed_tol[(W, I)]
-        # no measured bound for this format: the Q16.16 bound scaled by the quantum, 2^(16 − F)
-        q16 = decl.fixed_tol.get((32, 16))
-        return None if q16 is None else min(1.0, q16 * 2.0 ** (16 - (W - I)))
+        return measured_bound(decl, NumType("fixed", W, I))
 
     def describe(self, options):
         nt = self.numtype((options.get("dtype", "float64"),), options.get("fixed"), options.get("rounding"),

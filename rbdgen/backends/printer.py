@@ -44,6 +44,18 @@ class Dialect:
     #: a zero of the scalar type (``{scalar}`` is its name): value-initialisation by default;
     #: HLS needs ``S(0.0)`` because ap_fixed's default constructor leaves the value undefined
     zero: str = "{scalar}{{}}"
+    #: spellings that replace the op table's for this target (op name → spelling, same fields)
+    op_spelling: dict = field(default_factory=dict)
+    #: text appended to the arguments of every call of a kernel part (e.g. ", dz": a flag the
+    #: target's operators write); the target's template declares the matching parameter
+    extra_args: str = ""
+    #: the dense ``post`` products: "rows" (an output row accumulated in place; the inner loop is
+    #: contiguous, so it vectorises) or "dot" (each element summed in a local accumulator and
+    #: written once; what the products read is mirrored into the workspace ``w`` first, so no
+    #: output is ever read back: HLS, where outputs are write-only ports)
+    epilogue: str = "rows"
+    #: a pragma placed in the "dot" epilogue's element loop (e.g. HLS PIPELINE)
+    epilogue_pragma: str = ""
 
 
 def literal(x: float, dtype: str, dialect: Dialect) -> str:
@@ -130,18 +142,32 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
     for spec, _ in kernel.temps:
         temp_base[spec.name] = scratch
         scratch += spec.size
+    post = kernel.post if epilogue else ()
+    # "dot" epilogue: the output arrays the products read are mirrored in the scratch array
+    mirror_base: dict[str, int] = {}
+    if dialect.epilogue == "dot":
+        sizes = {a.name: a.size for a in kernel.all_outputs}
+        for mm in post:
+            for name in (mm.a, mm.b):
+                if name not in temp_base and name not in mirror_base:
+                    mirror_base[name] = scratch
+                    scratch += sizes[name]
     # where each traced value is stored: output array or temp slot
     out_slots: dict[int, list[str]] = {}
     late_outputs: list[tuple[str, Node]] = []
     for spec, vals in kernel.traced_arrays():
         base = temp_base.get(spec.name)
+        mirror = mirror_base.get(spec.name)
         for k, v in enumerate(vals):
             n = v.node
-            slot = f"{spec.name}[{k}]" if base is None else f"w[{base + k}]"
-            if n.op in ("const", "input"):
-                late_outputs.append((slot, n))
-            else:
-                out_slots.setdefault(n.id, []).append(slot)
+            slots = [f"{spec.name}[{k}]" if base is None else f"w[{base + k}]"]
+            if mirror is not None:
+                slots.append(f"w[{mirror + k}]")
+            for slot in slots:
+                if n.op in ("const", "input"):
+                    late_outputs.append((slot, n))
+                else:
+                    out_slots.setdefault(n.id, []).append(slot)
 
     zero = dialect.zero.format(scalar=scalar)
     # names an op's spelling may use besides its operands: the target's functions ({sin}, …)
@@ -187,7 +213,8 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             lines.append(f"{scalar} {names[sn.id]}, {names[cn.id]};")
             lines.append(f"{dialect.sincos}({ref(n.args[0], p)}, {names[sn.id]}, {names[cn.id]});")
         elif n.id not in declared_early:
-            e = OPS[n.op].spelling.format(*[ref(x, p) for x in n.args], **dialect_names)
+            spelling = dialect.op_spelling.get(n.op, OPS[n.op].spelling)
+            e = spelling.format(*[ref(x, p) for x in n.args], **dialect_names)
             if all(x.op == "const" for x in n.args):  # only in unfolded (dense) graphs
                 e = f"{zero} + ({e})"
             lines.append(f"const {scalar} {names[n.id]} = {e};")
@@ -205,13 +232,35 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 lines.append(f"{slot} = {n.name}[{n.index}];")
     arrays = {a.name: a.name for a in kernel.all_outputs}
     arrays.update({name: f"(w + {base})" for name, base in temp_base.items()})
-    post = kernel.post if epilogue else ()
+    arrays.update({name: f"(w + {base})" for name, base in mirror_base.items()})
     epilogue = []
     for mm in post:
         A, B = arrays[mm.a], arrays[mm.b]
-        acc_op = "-=" if mm.scale == -1.0 else "+="
+        neg = mm.scale == -1.0
+        acc_op = "-=" if neg else "+="
+        what = f"{mm.out} = {'−' if neg else ''}{mm.a} · {mm.b}"
+        if dialect.epilogue == "dot":
+            # the same sums in the same order as "rows" (0, then ∓ each product in l order): the
+            # same bits, but every output element is written once and nothing is read back
+            scaled = "acc" if mm.scale in (1.0, -1.0) else f"{literal(mm.scale, dtype, dialect)} * acc"
+            stores = [f"    {mm.out}[i * {mm.m} + j] = {scaled};"]
+            if mm.out in mirror_base:  # a later product reads this one
+                stores.append(f"    w[{mirror_base[mm.out]} + i * {mm.m} + j] = {scaled};")
+            epilogue += [
+                f"{dialect.comment} ---- {what} (dense: nothing to prune; each element summed in a local "
+                "accumulator and written once)",
+                f"for (int i = 0; i < {mm.n}; ++i) {{",
+                f"  for (int j = 0; j < {mm.m}; ++j) {{",
+                *([f"{dialect.epilogue_pragma}"] if dialect.epilogue_pragma else []),
+                f"    {scalar} acc = {zero};",
+                f"    for (int l = 0; l < {mm.k}; ++l) acc {acc_op} {A}[i * {mm.k} + l] * {B}[l * {mm.m} + j];",
+                *stores,
+                "  }",
+                "}",
+            ]
+            continue
         epilogue += [
-            f"{dialect.comment} ---- {mm.out} = {'−' if mm.scale == -1.0 else ''}{mm.a} · {mm.b} "
+            f"{dialect.comment} ---- {what} "
             "(dense: nothing to prune; looped, inner loop contiguous so it vectorises)",
             f"for (int i = 0; i < {mm.n}; ++i) {{",
             f"  {scalar}* __restrict o = {mm.out} + i * {mm.m};",
@@ -228,7 +277,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         body, parts = parts[0].lines + epilogue, []
     else:
         args = ", ".join([a.name for a in kernel.inputs] + [a.name for a in kernel.all_outputs])
-        body = [f"{p.name}<{scalar}>({args}, w);" for p in parts] + epilogue
+        body = [f"{p.name}<{scalar}>({args}, w{dialect.extra_args});" for p in parts] + epilogue
     return PrintedKernel(
         name=kernel.name,
         doc=kernel.doc,

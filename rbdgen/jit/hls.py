@@ -14,6 +14,8 @@ import site
 import sysconfig
 from pathlib import Path
 
+import numpy as np
+
 from ..backends.hls import DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType
 from ..errors import BuildError, RbdgenError
 from .compiler import cxx_flags
@@ -74,12 +76,26 @@ class HLSKernels(CompiledKernels):
         self._div0 = getattr(self._lib, f"{harness_prefix}_div_by_zero")
         self._div0.argtypes = []
         self._div0.restype = ctypes.c_long
+        self._sincos = getattr(self._lib, f"{harness_prefix}_sincos")
+        ptr = ctypes.POINTER(ctypes.c_double)
+        self._sincos.argtypes = [ctypes.c_long, ptr, ptr, ptr]
+        self._sincos.restype = None
 
     def div_by_zero(self) -> int:
-        """Divisions by a divisor that quantised to zero since the last call (ap_fixed, fast C
-        simulation: the quotient saturates; the top functions would trap, as ap_fixed's integer
-        division does in C simulation, and hardware leaves it undefined)."""
+        """States run since the last call in which a divisor was zero (for ap_fixed: quantised to
+        zero). Their quotients saturated to the format's extreme of the dividend's sign, in C
+        simulation and hardware alike (``rbd_div``); the hardware reports it on the kernel's
+        ``div_by_zero`` port."""
         return int(self._div0())
+
+    def sincos(self, x):
+        """The datapath's sine and cosine (for ap_fixed the generated CORDIC, as in hardware) of
+        float64 angles (any shape; quantised to the datapath type first): ``(sin, cos)``."""
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        s, c = np.empty_like(x), np.empty_like(x)
+        ptr = ctypes.POINTER(ctypes.c_double)
+        self._sincos(x.size, x.ctypes.data_as(ptr), s.ctypes.data_as(ptr), c.ctypes.data_as(ptr))
+        return s, c
 
     def __repr__(self):
         return (f"<rbdgen HLS C-simulation kernels for {self.model.name!r} ({self.numtype.describe()}, "

@@ -1,0 +1,275 @@
+"""What a synthesis tool would see of the generated HLS, checked without one.
+
+* **The synthesis path compiles.** C simulation takes the ``#else`` branch of everything that
+  differs under ``__SYNTHESIS__``; this compiles every generated HLS source *with*
+  ``__SYNTHESIS__`` defined, for ap_fixed<32,16> with our default modes, float and double,
+  against ``tests/hls_stub/hls_math.h``: a stand-in for the tool's math header declaring the
+  overload set its documentation (UG1399) gives. The open-source ap_types refuse
+  ``__SYNTHESIS__``, so they are included first. A negative control shows the stand-in
+  reproduces the failure this check exists for (``hls::sin`` of an ap_fixed with non-default
+  modes is ambiguous).
+* **sin/cos are the hardware's.** The fixed-point kernels compute sine and cosine with
+  rbdgen's CORDIC (rbdgen/backends/cordic.py) in C simulation and hardware alike; its error is
+  measured here against mpmath/NumPy, exhaustively on 16-bit formats, for every rounding mode
+  family: at most one quantum with a rounding mode, 1.5 with a truncating one (the error
+  budget in cordic.py).
+* **A zero divisor has one defined result** in the fast C simulation, the top functions (which
+  used to trap with SIGFPE) and the hardware code: the quotient saturates and the kernel's
+  ``div_by_zero`` flag is set.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import mpmath
+import numpy as np
+import pytest
+
+import rbdgen
+import rbdgen.robots
+from rbdgen import registry
+from rbdgen.algorithms import KERNELS
+from rbdgen.backends import hls as H
+from rbdgen.jit.hls import ap_types_dir, build_hls
+
+from conftest import ROBOT_CASES, load_case, random_state
+
+STUB = Path(__file__).parent / "hls_stub"
+FORMATS = {"fixed32_16": H.numeric_type(fixed=(32, 16)), "float": H.numeric_type("float32"),
+           "double": H.numeric_type("float64")}
+_gen: dict = {}
+
+
+def _iiwa():
+    """iiwa14 with its flange as a frame (load_case selects it): every kernel applies."""
+    return load_case(*[c for c in ROBOT_CASES if c.id == "iiwa14-fixed"][0].values)
+
+
+def _generated(tmp_path_factory, fmt: str, **kw):
+    """Every kernel of iiwa14 (frames and contacts included) in one format, written to a folder."""
+    key = (fmt, tuple(sorted(kw.items())))
+    if key not in _gen:
+        gen = H.generate_hls(_iiwa(), FORMATS[fmt], **kw)
+        d = tmp_path_factory.mktemp(f"syn_{fmt}")
+        for fn, text in gen.files.items():
+            (d / fn).write_text(text)
+        _gen[key] = (gen, d)
+    return _gen[key]
+
+
+def _compile_synthesis(folder: Path, source: str, *, extra=()) -> subprocess.CompletedProcess:
+    """g++ -fsyntax-only of ``source`` on the synthesis path: ap_types first (they refuse
+    __SYNTHESIS__), then __SYNTHESIS__, then the source, whose <hls_math.h> is the stand-in."""
+    unit = folder / f"syn_{source}"
+    unit.write_text(f'#include <ap_fixed.h>\n#define __SYNTHESIS__ 1\n#include "{source}"\n')
+    cmd = ["g++", "-std=c++14", "-fsyntax-only", "-Wall", "-Werror", "-Wno-unknown-pragmas",
+           "-isystem", str(ap_types_dir()), "-I", str(STUB), *extra, unit.name]
+    return subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_synthesis_path_compiles(fmt, kernel, tmp_path_factory):
+    gen, d = _generated(tmp_path_factory, fmt)
+    src = f"{gen.prefix}_{kernel}.cpp"
+    assert src in gen.sources
+    r = _compile_synthesis(d, src)
+    assert r.returncode == 0, f"{fmt} {kernel} does not compile with __SYNTHESIS__:\n{r.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("interface,ii", [("s_axilite", None), ("m_axi", 21)])
+def test_synthesis_path_compiles_other_interfaces(interface, ii, tmp_path_factory):
+    """The AXI variants copy ports into local arrays: other code on the synthesis path."""
+    gen, d = _generated(tmp_path_factory, "fixed32_16", kernels=("gravity", "aba"), interface=interface, ii=ii)
+    for src in gen.sources:
+        r = _compile_synthesis(d, src)
+        assert r.returncode == 0, f"{interface}: {src}:\n{r.stderr[-3000:]}"
+
+
+def test_ii_below_the_port_limit_warns(tmp_path, capsys):
+    """One word per cycle through an AXI port: aba's 21 input words on one m_axi master allow
+    II ≥ 21, ∇FD's 49-word outputs on s_axilite II ≥ 49; ap_memory ports any II."""
+    from rbdgen.errors import RbdgenWarning
+    from conftest import run_main
+
+    m = _iiwa()
+    nt = FORMATS["fixed32_16"]
+    assert H.port_limited_ii([7, 7, 7], [7], "m_axi") == 21 and H.port_limited_ii([7, 7, 7], [49, 49], "s_axilite") == 49
+    with pytest.warns(RbdgenWarning, match=r"--ii 20: the m_axi ports of aba .* every 21 cycles"):
+        H.generate_hls(m, nt, ("aba",), ii=20, interface="m_axi")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        H.generate_hls(m, nt, ("aba",), ii=21, interface="m_axi")
+        H.generate_hls(m, nt, ("aba",), ii=1, interface="ap_memory")
+    rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--target", "hls", "--fixed", "32,16",
+                            "--kernels", "aba_derivatives", "--ii", "8", "--interface", "s_axilite", "--out", tmp_path, "-q")
+    assert rc == 0 and re.search(r"^warning: --ii 8: the s_axilite ports of aba_derivatives .* every 49 cycles", err, re.M), err
+
+
+def test_stand_in_reproduces_the_ambiguity(tmp_path):
+    """The negative control: against the stand-in, what the HLS kernels used to do (hls::sin of
+    our ap_fixed<32,16,AP_RND_CONV,AP_SAT>) fails as in the tool, while the documented use
+    (default modes, floating point) compiles, so the check above can fail."""
+    def attempt(body):
+        (tmp_path / "t.cpp").write_text("#include <ap_fixed.h>\n#define __SYNTHESIS__ 1\n#include <hls_math.h>\n" + body)
+        return subprocess.run(["g++", "-std=c++14", "-fsyntax-only", "-isystem", str(ap_types_dir()), "-I", str(STUB),
+                               "t.cpp"], cwd=tmp_path, capture_output=True, text=True)
+
+    bad = attempt("typedef ap_fixed<32, 16, AP_RND_CONV, AP_SAT> T;\nT f(T x) { return hls::sin(x); }\n")
+    assert bad.returncode != 0 and "ambiguous" in bad.stderr, bad.stderr
+    ok = attempt("ap_fixed<18, 4> f(ap_fixed<32, 16> x) { return hls::sin(x); }\n"
+                 "void g(double x, double* s, double* c) { hls::sincos(x, s, c); }\n"
+                 "float h(float x) { return hls::cos(x); }\n")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_generated_sources_use_no_math_library_for_fixed_point():
+    """ap_fixed kernels call no hls:: function at all (the CORDIC is generated code), so their
+    C simulation is the hardware's arithmetic; float/double call hls::sincos when synthesizing."""
+    m = _iiwa()
+    fx = H.generate_hls(m, FORMATS["fixed32_16"], ("rnea",))
+    header = fx.files[fx.header]
+    used = set(re.findall(r"hls::(\w+)", header))
+    assert used == {"sincos"}  # only inside the float/double overloads
+    fixed_part = header[header.index("sin and cos of x by CORDIC"):header.index("rbd_div(a, b, dz)")]
+    assert "hls::" not in fixed_part and "std::" not in fixed_part
+    assert "rbd_sincos(" in fx.files[fx.sources[0]]
+
+
+# ---- the CORDIC ------------------------------------------------------------------------------
+
+_sincos_kern: dict = {}
+
+
+def _sincos(W, I, rounding="AP_RND_CONV", overflow="AP_SAT"):  # noqa: E741
+    """The generated CORDIC of ap_fixed<W, I, rounding, overflow>, called through the C-simulation
+    harness of a one-joint robot's smallest kernel."""
+    key = (W, I, rounding, overflow)
+    if key not in _sincos_kern:
+        from rbdgen.robots import chain_urdf
+
+        path = Path(tempfile.mkdtemp()) / "chain1.urdf"
+        path.write_text(chain_urdf(1, seed=1))
+        m = rbdgen.load_urdf(path)
+        _sincos_kern[key] = build_hls(m, fixed=(W, I), rounding=rounding, overflow=overflow, kernels=("gravity",),
+                                      opt="-O1")
+    return _sincos_kern[key].sincos
+
+
+def _raw_grid(W, I, n_random=4000, seed=0):  # noqa: E741
+    """Raw integers: every value of a 16-bit format; otherwise the extremes, small angles and
+    random values over the whole range."""
+    if W <= 16:
+        return np.arange(-(2 ** (W - 1)), 2 ** (W - 1), dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    lim = 2 ** (W - 1)
+    small = min(lim - 1, 2 ** (W - I + 3))
+    return np.unique(np.concatenate([
+        [-lim, -lim + 1, -1, 0, 1, lim - 1],
+        rng.integers(-lim, lim - 1, size=n_random, dtype=np.int64, endpoint=True),
+        rng.integers(-small, small, size=n_random, dtype=np.int64),
+    ]))
+
+
+def _quanta_error(W, I, raws, s, c):  # noqa: E741
+    """max |error| of sin and cos in quanta 2^-F, against mpmath (exact) for F > 40, else NumPy
+    (its ~1e-16 error is nothing against a quantum of 2^-40 or more)."""
+    F = W - I
+    if F > 40:
+        worst = 0.0
+        with mpmath.workprec(160):
+            for r, sv, cv in zip(raws, s, c):
+                x = mpmath.mpf(int(r)) / mpmath.mpf(2) ** F
+                es = abs(mpmath.mpf(sv) - mpmath.sin(x)) * mpmath.mpf(2) ** F
+                ec = abs(mpmath.mpf(cv) - mpmath.cos(x)) * mpmath.mpf(2) ** F
+                worst = max(worst, float(es), float(ec))
+        return worst
+    x = raws.astype(np.float64) * 2.0 ** -F  # exact: |raws| < 2^53 here
+    return float(max(np.max(np.abs(s - np.sin(x))), np.max(np.abs(c - np.cos(x)))) * 2.0 ** F)
+
+
+@pytest.mark.parametrize("W,I,rounding,bound", [
+    (16, 4, "AP_RND_CONV", 1.0), (16, 8, "AP_RND_CONV", 1.0), (16, 3, "AP_TRN", 1.5), (16, 1, "AP_RND", 1.0),
+    (24, 10, "AP_TRN_ZERO", 1.5), (32, 16, "AP_RND_CONV", 1.0), (32, 4, "AP_RND_INF", 1.0),
+    (48, 24, "AP_RND_CONV", 1.0), (64, 32, "AP_RND_CONV", 1.0), (64, 12, "AP_TRN", 1.5),
+])
+def test_cordic_error_within_budget(W, I, rounding, bound):  # noqa: E741
+    # results come back as doubles: up to F = 52 fractional bits they are exact (hence <64,12>)
+    raws = _raw_grid(W, I, n_random=600 if W - I > 40 else 4000)
+    x = raws.astype(np.float64) * 2.0 ** -(W - I)
+    if W > 53:  # a double carries the raw values below 2^53 exactly: those are measured
+        keep = np.abs(raws) < 2 ** 53
+        raws, x = raws[keep], x[keep]
+    s, c = _sincos(W, I, rounding)(x)
+    err = _quanta_error(W, I, raws, s, c)
+    assert err <= bound, f"ap_fixed<{W},{I},{rounding}>: sin/cos error {err:.3f} quanta > {bound}"
+    assert err > 0.25  # it is a quantised result, not a double computation in disguise
+
+
+def test_cordic_at_the_top_of_the_range_and_overflow_modes():
+    """|x| at the format's limit (k up to 2^(I−1)·2/π) is reduced exactly; with I = 1, 1.0 does
+    not exist and cos(0) saturates or wraps as the format says."""
+    s, c = _sincos(32, 24)(np.array([2.0 ** 23 - 2.0 ** -8, -(2.0 ** 23), 1e6 + 0.125]))
+    with mpmath.workprec(200):
+        for xv, sv, cv in zip([2.0 ** 23 - 2.0 ** -8, -(2.0 ** 23), 1e6 + 0.125], s, c):
+            assert abs(sv - float(mpmath.sin(xv))) <= 2.0 ** -8 and abs(cv - float(mpmath.cos(xv))) <= 2.0 ** -8
+    _, c_sat = _sincos(16, 1, "AP_RND", "AP_SAT")(np.array([0.0]))
+    _, c_wrap = _sincos(16, 1, "AP_RND", "AP_WRAP")(np.array([0.0]))
+    assert c_sat[0] == 1.0 - 2.0 ** -15 and c_wrap[0] == -1.0
+
+
+def test_cordic_parameters_follow_the_error_budget():
+    from rbdgen.backends.cordic import cordic
+
+    for W, I in ((16, 4), (32, 16), (64, 8)):  # noqa: E741
+        c = cordic(W, I)
+        F = W - I
+        assert c.N == F + 3 and 1.65 * c.N * 2.0 ** -c.FI <= 2.0 ** -(F + 2)
+        assert abs(c.C2PI / 2 ** c.M - 2 / np.pi) < 2.0 ** -c.M
+        with mpmath.workprec(300):
+            assert abs(mpmath.mpf(c.PIO2) / mpmath.mpf(2) ** (c.FI + c.L) - mpmath.pi / 2) <= mpmath.mpf(2) ** -(c.FI + c.L)
+            assert all(abs(mpmath.mpf(a) / mpmath.mpf(2) ** c.FI - mpmath.atan(mpmath.mpf(2) ** -i))
+                       <= mpmath.mpf(2) ** -c.FI for i, a in enumerate(c.atan))
+
+
+# ---- division by zero --------------------------------------------------------------------------
+
+def test_zero_divisor_is_defined_in_both_c_simulations_and_flagged(tmp_path):
+    """ap_fixed<16,12> quantises the wrist's articulated inertias to 0: the top functions, which
+    trapped (SIGFPE), now saturate exactly like the fast C simulation, and both report the
+    states; the generated testbench reports them per kernel."""
+    m = _iiwa()
+    q = random_state(m, seed=1, n=6)[0]
+    fast = build_hls(m, fixed=(16, 12), kernels=("minv",), csim="fast", opt="-O0")
+    top = build_hls(m, fixed=(16, 12), kernels=("minv",), csim="top", opt="-O0")
+    fast.div_by_zero(), top.div_by_zero()
+    a, b = fast.minv(q), top.minv(q)
+    assert np.array_equal(a, b)
+    assert fast.div_by_zero() == top.div_by_zero() == len(q)  # the wrist's inertia is 0 in every state
+    assert np.max(np.abs(a)) >= 2.0 ** 11 - 2.0 ** -4  # saturated: the format's extreme
+    # the testbench of that format reports it
+    gen = H.generate_hls(m, H.numeric_type(fixed=(16, 12)), ("minv",))
+    for fn, text in gen.files.items():
+        (tmp_path / fn).write_text(text)
+    exe = tmp_path / "tb"
+    r = subprocess.run(["g++", "-std=c++14", "-O0", "-isystem", str(ap_types_dir()), gen.testbench, *gen.sources,
+                        "-o", str(exe)], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = subprocess.run([str(exe), "1e9"], capture_output=True, text=True).stdout
+    assert re.search(r"minv .*\[zero divisor in [1-4] state\(s\)\]", out), out
+
+
+def test_testbench_tolerances_are_twice_the_measured_bounds():
+    m = _iiwa()
+    for fmt, nt in (((32, 16), H.numeric_type(fixed=(32, 16))), ((48, 24), H.numeric_type(fixed=(48, 24)))):
+        tb = H.generate_hls(m, nt, ("rnea", "aba_derivatives")).files["rbd_iiwa14_tb.cpp"]
+        for k in ("rnea", "aba_derivatives"):
+            tol = float(re.search(rf"#if !defined\(RBD_TB_ONLY\) \|\| defined\(RBD_TB_{k}\)\n.*?: ([0-9.e+-]+);", tb,
+                                  re.S).group(1))
+            assert tol == pytest.approx(2 * registry.get(k).fixed_tol[fmt]), (fmt, k)
+    tb = H.generate_hls(m, H.numeric_type("float32"), ("aba",)).files["rbd_iiwa14_tb.cpp"]
+    assert f": {2 * registry.get('aba').float32_tol!r};" in tb
