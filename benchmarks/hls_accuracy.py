@@ -101,7 +101,8 @@ def markdown(res: dict) -> str:
          "Error of a state: max|x − y| / max(1, max|y|) against the float64 NumPy reference, per output "
          "array, max over the kernel's arrays; inputs quantised to the format too. Cells: **max / median** "
          f"over the states. ap_fixed<W, I>: W bits, I integer bits (sign included), {res['rounding']}, "
-         f"{res['overflow']}. Method and caveats: docs/hls.md.", ""]
+         f"{res['overflow']}. Sine and cosine are the generated CORDIC, as in hardware (since issue 18; "
+         "before, C simulation rounded std::sin once, an ideal operator). Method and caveats: docs/hls.md.", ""]
     for rname, r in res["robots"].items():
         L += [f"## {rname}: {r['description']}", "",
               f"{r['states']} random states (seed {r['seed']}) within the joint limits.", ""]
@@ -112,8 +113,9 @@ def markdown(res: dict) -> str:
                      + (" †" if row["errors"][k]["div_by_zero"] else "") for k in KERNELS]
             L.append(f"| {row['label']} | " + " | ".join(cells) + " |")
         L.append("")
-        L.append("† some divisor (an articulated inertia D_i) quantised to zero on some states; the C simulation "
-                 "saturates such quotients (hardware: undefined).")
+        L.append("† some divisor (an articulated inertia D_i) quantised to zero on some states; such quotients "
+                 "saturate to the format's extreme and the kernel's div_by_zero flag is set (rbd_div: the same in C "
+                 "simulation and hardware).")
         L.append("")
         for t in THRESHOLDS:
             ok_max = [row["label"] for row in r["formats"] if row["fixed"] and row["errors"][FD]["max"] <= t]

@@ -122,7 +122,8 @@ def _other_targets(model, rows) -> bool:
     try:
         t1 = time.perf_counter()
         res = validate(model, target="hls", kernels=picked, states=64, seed=1, pinocchio=False, fixed=(32, 16))
-        click.echo(f"   fpga (HLS C simulation, ap_fixed<32,16>, {time.perf_counter() - t1:.0f} s): "
+        click.echo(f"   fpga (HLS C simulation, ap_fixed<32,16>, the hardware's own arithmetic and CORDIC sin/cos, "
+                   f"{time.perf_counter() - t1:.0f} s): "
                    + ", ".join(f"{r.kernel} {r.err_ref:.1e} (bound {r.tol:.0e})" for r in res)
                    + "; `make bench-hls` sweeps formats")
         ok &= all(r.passed for r in res)

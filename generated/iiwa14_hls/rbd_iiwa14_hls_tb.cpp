@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   std::printf("%s: ap_fixed<32,16> (16 fractional bits, AP_RND_CONV, AP_SAT) vs double, %d states\n", "iiwa14", NSTATES);
 #if !defined(RBD_TB_ONLY) || defined(RBD_TB_rnea)
   {
-    const double tol = tol_all >= 0.0 ? tol_all : 0.0008;
+    const double tol = tol_all >= 0.0 ? tol_all : 0.0016;
     double worst = 0.0;
     int zero_divisor = 0;
     for (int s = 0; s < NSTATES; ++s) {
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
 #endif
 #if !defined(RBD_TB_ONLY) || defined(RBD_TB_nle)
   {
-    const double tol = tol_all >= 0.0 ? tol_all : 0.0008;
+    const double tol = tol_all >= 0.0 ? tol_all : 0.0016;
     double worst = 0.0;
     int zero_divisor = 0;
     for (int s = 0; s < NSTATES; ++s) {
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
 #endif
 #if !defined(RBD_TB_ONLY) || defined(RBD_TB_gravity)
   {
-    const double tol = tol_all >= 0.0 ? tol_all : 0.0008;
+    const double tol = tol_all >= 0.0 ? tol_all : 0.0016;
     double worst = 0.0;
     int zero_divisor = 0;
     for (int s = 0; s < NSTATES; ++s) {
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
 #endif
 #if !defined(RBD_TB_ONLY) || defined(RBD_TB_crba)
   {
-    const double tol = tol_all >= 0.0 ? tol_all : 0.0008;
+    const double tol = tol_all >= 0.0 ? tol_all : 0.0016;
     double worst = 0.0;
     int zero_divisor = 0;
     for (int s = 0; s < NSTATES; ++s) {

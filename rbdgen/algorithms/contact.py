@@ -429,7 +429,8 @@ declare("contact_terms", "what contact_fd needs: q̈₀, LOCAL Jacobians, open-c
         algorithm=_contact_terms, coupled=_c_contact_terms,
         reference=lambda model, q, v, tau: _ref_contact_terms(model, q, v, tau),
         pinocchio=_pin_contact_terms, pinocchio_note="aba, getFrameJacobian/Velocity/Acceleration(LOCAL), computeMinverse",
-        float32_tol=2e-4, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="block", frames=True, needs_minv=True,
+        # Q24.24 on iiwa14 with the CORDIC sin/cos (issue 18): worst 3.9e-5 over 456 states (q̈₀ as aba)
+        float32_tol=2e-4, fixed_tol={(32, 16): 0.3, (48, 24): 8e-5}, gpu_shape="block", frames=True, needs_minv=True,
         pinocchio_cpp=None)
 
 

@@ -20,7 +20,8 @@ What it models, for an ``ap_fixed<W, I>`` datapath (F = W − I), on an AMD Ultr
 * **Dividers**: ap_fixed ``a / b`` shifts a left by F and divides the (W+F)-bit dividend by the
   W-bit divisor: a sequential radix-2 divider, one quotient bit per cycle, W + F + 3 cycles
   (W = 32, F = 16: 51, as public Vitis reports show at that width), busy all that time; LUTs
-  ~2(W + F), FFs ~3(W + F). Plus rbd_div's zero test and saturation mux (W LUTs).
+  ~2(W + F), FFs ~3(W + F). Plus rbd_div's zero test and saturation mux (W LUTs). A pipelined
+  design (``--ii``) needs the array form, a (W+1)-bit subtracter per quotient bit.
 * **sin/cos**: one unrolled CORDIC per joint angle (rbdgen/backends/cordic.py): its two
   constant products (range reduction), then N + 3 chained adder stages of its internal width;
   LUTs for its 3N + 7 adders.
@@ -114,6 +115,7 @@ class OpCost:
     lut: int
     ff: int
     busy: int            # cycles one instance is busy per operation (1: pipelined)
+    lut_pipelined: int | None = None  # LUTs of the pipelined form a --ii design needs (None: the same)
 
 
 class Model:
@@ -162,7 +164,11 @@ class Model:
             return OpCost("div", 0, self._cyc(ns), 0.0, 0, 0, 1)
         W, F = self.nt.W, self.nt.frac_bits
         cycles = W + F + 3
-        return OpCost("div", 0, cycles, 0.0, 2 * (W + F) + W + self._round_lut() + self._sat_lut(), 3 * (W + F), cycles)
+        extra = W + self._round_lut() + self._sat_lut()  # rbd_div's zero test and mux, the quotient's quantisation
+        # sequential: one (W+1)-bit subtracter and the shift registers, busy all its cycles; a
+        # pipelined design (--ii) needs the array form: a subtracter per quotient bit
+        return OpCost("div", 0, cycles, 0.0, 2 * (W + F) + extra, 3 * (W + F), cycles,
+                      lut_pipelined=(W + F) * (W + 1) + extra)
 
     def sincos(self) -> OpCost:
         if not self.fixed:
@@ -299,10 +305,9 @@ def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dic
         cycles += epi_cycles
 
     total_dsp = sum(x.dsp for _, x in ops)
-    total_lut = sum(x.lut for _, x in ops)
     if ii:
         dsp = math.ceil((total_dsp + epi_dsp) / ii)
-        lut = total_lut + epi_lut
+        lut = sum(x.lut if x.lut_pipelined is None else x.lut_pipelined for _, x in ops) + epi_lut
         ff = sum(W * max(1, math.ceil(last_use[n.id] - finish[n.id] + 1e-9)) for n, _ in ops) + \
             sum(x.ff for _, x in ops)
     else:
