@@ -248,23 +248,67 @@ def test_sources_are_deterministic_and_carry_the_pragmas():
     # ∇FD is split into parts passing values through a register array; the epilogue is a loop
     fd = a.files["rbd_iiwa14_aba_derivatives.cpp"]
     assert "#pragma HLS ARRAY_PARTITION variable=w type=complete dim=1" in fd and "_part1<S>(" in fd
-    # one Vitis HLS project per kernel: its own source only, the testbench restricted to it,
-    # C simulation, synthesis and C/RTL co-simulation; a driver sources them all
+    # one Vitis HLS project per kernel (a proc in hls_project.tcl): its own source only, the
+    # testbench restricted to it, C simulation, synthesis and C/RTL co-simulation
+    proj = a.files["hls_project.tcl"]
+    assert "set ::rbd_part {xc7z020clg400-1}" in proj and "set ::rbd_period 5.000" in proj
+    for cmd in ("open_project -reset prj_rbd_iiwa14_$kernel", "set_top rbd_iiwa14_$kernel", "open_solution",
+                "set_part $::rbd_part", "create_clock -period $::rbd_period", "csim_design", "csynth_design",
+                "cosim_design"):
+        assert cmd in proj, cmd
+    assert re.findall(r"^\s*add_files \[file join \$::rbd_here (\S+)\]", proj, re.M) == ["rbd_iiwa14_$kernel.cpp"]
+    assert '-DRBD_TB_ONLY -DRBD_TB_$kernel"' in proj
     for k in ("rnea", "aba_derivatives"):
         tcl = a.files[f"hls_{k}.tcl"]
-        assert "set part {xc7z020clg400-1}" in tcl and "set period 5.000" in tcl
-        for cmd in ("open_project -reset prj_rbd_iiwa14_" + k, f"set_top rbd_iiwa14_{k}", "open_solution",
-                    "set_part $part", "create_clock -period $period", "csim_design", "csynth_design",
-                    "cosim_design", "vitis-run --mode hls --tcl"):
-            assert cmd in tcl, (k, cmd)
-        assert re.findall(r"^add_files \[file join \$here (\S+)\]", tcl, re.M) == [f"rbd_iiwa14_{k}.cpp"]
-        assert re.search(rf"add_files -tb .*-DRBD_TB_ONLY -DRBD_TB_{k}\"", tcl)
+        assert f"rbd_hls_project {k}\n" in tcl and "vitis-run --mode hls --tcl" in tcl and "source " in tcl
     drv = a.files["run_hls.tcl"]
-    assert "set kernels { rnea aba_derivatives }" in drv and "source [file join $here hls_$k.tcl]" in drv
+    assert "set kernels { rnea aba_derivatives }" in drv and "rbd_hls_project $k" in drv
     lat = H.generate_hls(m, nt, ("rnea",))
     assert "PIPELINE" not in lat.files["rbd_iiwa14_rnea.cpp"]
     axi = H.generate_hls(m, nt, ("rnea",), interface="m_axi").files["rbd_iiwa14_rnea.cpp"]
     assert "mode=m_axi port=q offset=slave" in axi and "q_l[i] = q[i]" in axi
+
+
+def _run_tcl(folder, script, env):
+    """Source a generated Tcl script in a Tcl interpreter (Python's own, tkinter.Tcl: no display,
+    no Vitis) whose Vitis HLS commands are stubs that record each call; `exit` ends the script."""
+    tkinter = pytest.importorskip("tkinter", reason="this Python was built without Tcl; the Tcl scripts "
+                                  "are then checked by text only (test_sources_are_deterministic...)")
+    tcl = tkinter.Tcl()
+    for k, v in env.items():
+        tcl.eval(f"set ::env({k}) {{{v}}}")
+    tcl.eval("set ::calls {}")
+    for cmd in ("open_project", "set_top", "add_files", "open_solution", "set_part", "create_clock", "csim_design",
+                "csynth_design", "cosim_design", "export_design", "close_project"):
+        tcl.eval(f"proc {cmd} {{args}} {{ lappend ::calls [concat {cmd} $args] }}")
+    tcl.eval("catch {rename exit {}}; proc exit {args} { return -code return }")
+    tcl.eval(f"source {{{folder / script}}}")
+    return [list(tcl.splitlist(c)) for c in tcl.splitlist(tcl.eval("set ::calls"))]
+
+
+def test_tcl_projects_run(tmp_path):
+    """The generated Tcl, executed: run_hls.tcl makes one project per kernel with only that
+    kernel's source and the testbench restricted to it, then C simulation, synthesis and
+    co-simulation; the environment selects kernels and steps; hls_<kernel>.tcl runs one."""
+    m = load_case(*_case("iiwa14-fixed"))
+    gen = H.generate_hls(m, H.numeric_type(fixed=(32, 16)), ("rnea", "aba"), part="xczu3eg-sbva484-1-e", clock_mhz=200)
+    for fn, text in gen.files.items():
+        (tmp_path / fn).write_text(text)
+    calls = _run_tcl(tmp_path, "run_hls.tcl", {})
+    projects = [c[2] for c in calls if c[0] == "open_project"]
+    assert projects == ["prj_rbd_iiwa14_rnea", "prj_rbd_iiwa14_aba"]
+    first = calls[:calls.index(next(c for c in calls if c[0] == "close_project")) + 1]
+    assert [c[0] for c in first] == ["open_project", "set_top", "add_files", "add_files", "open_solution", "set_part",
+                                     "create_clock", "csim_design", "csynth_design", "cosim_design", "close_project"]
+    adds = [c for c in first if c[0] == "add_files"]
+    assert adds[0][1] == str(tmp_path / "rbd_iiwa14_rnea.cpp") and adds[1][1:3] == ["-tb", str(tmp_path / gen.testbench)]
+    assert "-DRBD_TB_ONLY -DRBD_TB_rnea" in adds[1][-1]
+    assert ["set_part", "xczu3eg-sbva484-1-e"] in first and ["create_clock", "-period", "5.000", "-name", "default"] in first
+    only = _run_tcl(tmp_path, "run_hls.tcl", {"RBD_KERNELS": "aba", "RBD_COSIM": "0", "RBD_CLOCK_MHZ": "250"})
+    assert [c[2] for c in only if c[0] == "open_project"] == ["prj_rbd_iiwa14_aba"]
+    assert "cosim_design" not in [c[0] for c in only] and ["create_clock", "-period", "4.0", "-name", "default"] in only
+    one = _run_tcl(tmp_path, "hls_aba.tcl", {})
+    assert [c[2] for c in one if c[0] == "open_project"] == ["prj_rbd_iiwa14_aba"]
 
 
 def test_output_ports_are_written_once_and_never_read():
@@ -407,7 +451,7 @@ def test_dsp_estimate():
         if raw and abs(raw) & (abs(raw) - 1):
             want += mul_dsps(32, significant_bits(raw))
     cord = H.cordic(32, 16)
-    want += sum(mul_dsps(w, b) for w, b in cord.const_products()) * H.hls_cost(kern, nt)["sincos_units"]
+    want += sum(mul_dsps(w, significant_bits(k)) for w, k in cord.const_products()) * H.hls_cost(kern, nt)["sincos_units"]
     assert H.hls_cost(kern, nt, ii=1)["dsp"] == want
     c32 = H.hls_cost(kern, nt)
     assert H.hls_cost(kern, nt, ii=4)["dsp"] == math.ceil(c32["dsp_spatial"] / 4)
@@ -495,10 +539,11 @@ def test_cli_generate_hls(tmp_path, capsys):
     d = tmp_path / "iiwa14"
     names = sorted(os.listdir(d))
     assert names == sorted(["manifest.json", "rbd_iiwa14.h", "rbd_iiwa14_crba.cpp", "rbd_iiwa14_csim.cpp",
-                            "rbd_iiwa14_rnea.cpp", "rbd_iiwa14_tb.cpp", "run_hls.tcl", "hls_rnea.tcl", "hls_crba.tcl"])
+                            "rbd_iiwa14_rnea.cpp", "rbd_iiwa14_tb.cpp", "run_hls.tcl", "hls_project.tcl", "hls_rnea.tcl",
+                            "hls_crba.tcl"])
     assert "ap_fixed<32, 16" in out and "vitis-run --mode hls --tcl run_hls.tcl" in out
     assert "#pragma HLS PIPELINE II=1" in (d / "rbd_iiwa14_rnea.cpp").read_text()
-    assert "set part {xczu9eg-ffvb1156-2-e}" in (d / "hls_rnea.tcl").read_text()
+    assert "set ::rbd_part {xczu9eg-ffvb1156-2-e}" in (d / "hls_project.tcl").read_text()
     import json
     man = json.loads((d / "manifest.json").read_text())
     assert man["options"]["target_options"]["fixed"] == [32, 16] and "--fixed 32,16" in man["regenerate"]

@@ -201,18 +201,8 @@ class Cordic:
         return 3 * self.N + 3 + 2 + 2
 
     def const_products(self) -> tuple:
-        """(width of the variable operand, significant bits of the constant) of the reduction's
-        two constant products"""
-        return ((self.W, _sig_bits(self.C2PI)), (self.KW, _sig_bits(self.PIO2)))
-
-
-def _sig_bits(c: int) -> int:
-    c = abs(c)
-    if c == 0:
-        return 0
-    while c % 2 == 0:
-        c //= 2
-    return c.bit_length() + 1  # with the sign
+        """(width of the variable operand, the constant) of the range reduction's two products"""
+        return ((self.W, self.C2PI), (self.KW, self.PIO2))
 
 
 def _c_int(v: int, width: int) -> str:

@@ -275,9 +275,10 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     testbench = f"{prefix}_tb.cpp"
     files[testbench] = render("hls/testbench.cpp.j2", tb_inputs=tb_inputs, tb_states=tb_states, **ctx)
     period = 1000.0 / clock_mhz
-    for kk, src in zip(ks, sources):
-        files[f"hls_{kk['name']}.tcl"] = render("hls/kernel.tcl.j2", k={**kk, "source": src}, part=part,
-                                                period=f"{period:.3f}", testbench=testbench, **ctx)
+    files["hls_project.tcl"] = render("hls/project.tcl.j2", part=part, period=f"{period:.3f}", testbench=testbench,
+                                      **ctx)
+    for kk in ks:
+        files[f"hls_{kk['name']}.tcl"] = render("hls/kernel.tcl.j2", k=kk, **ctx)
     tcl = "run_hls.tcl"
     files[tcl] = render("hls/run_hls.tcl.j2", part=part, clock_mhz=f"{clock_mhz:g}", **ctx)
     return GeneratedHLS(prefix, numtype, files, printed, header, sources, harness, harness_prefix, testbench, tcl)

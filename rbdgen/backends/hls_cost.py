@@ -175,7 +175,7 @@ class Model:
             ns = 60.0 if self.nt.kind == "float" else 120.0
             return OpCost("sincos", 0, self._cyc(ns), 0.0, 0, 0, 1)
         c = cordic(self.nt.W, self.nt.I)
-        prods = [mul_dsps(w, b) for w, b in c.const_products()]
+        prods = [mul_dsps(w, significant_bits(k)) for w, k in c.const_products()]
         cycles = sum(self._cyc(3.0 + 1.5 * math.log2(max(d, 1))) for d in prods) + \
             math.ceil(c.adder_stages() * self.add_delay(c.WC) - 1e-9)
         return OpCost("sincos", sum(prods), cycles, 0.0, c.adders() * c.WC + 2 * (self._round_lut() + self._sat_lut()),
