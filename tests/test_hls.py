@@ -329,7 +329,7 @@ def test_output_ports_are_written_once_and_never_read():
         assert sorted(int(i) for i in writes["dqdd_dtau"]) == list(range(nv * nv))  # traced: each element once
         for name in ("dqdd_dq", "dqdd_dv"):                                     # products: one store per element
             assert writes[name] == [f"i * {nv} + j"], writes[name]
-        assert "acc -= " in body and "o[j]" not in body
+        assert "acc -= " in body and "o[j]" not in body and body.count("#pragma HLS UNROLL") == 2
         assert body.count("#pragma HLS PIPELINE II=1") == (2 if ii is None else 0)
         assert ("#pragma HLS PIPELINE II=2" in src) == (ii == 2)
 

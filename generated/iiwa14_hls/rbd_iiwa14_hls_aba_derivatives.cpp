@@ -2,7 +2,7 @@
 //
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 // ops: 6026 mul, 5261 add/sub, 6 div, 12 sin/cos; critical path 160 ops
-// 11229 statements in 17 parts (inlined: one datapath), 896 values passed between parts through the register array w
+// 11235 statements in 17 parts (inlined: one datapath), 896 values passed between parts through the register array w
 //
 // Straight-line datapath of robot 'iiwa14': every recursion unrolled over the bodies,
 // every multiply by a structural zero pruned, constants folded, common subexpressions
@@ -11318,7 +11318,10 @@ static void aba_derivatives(const S* q, const S* v, const S* tau, S* dqdd_dq, S*
     for (int j = 0; j < 7; ++j) {
   #pragma HLS PIPELINE II=1
       S acc = S(0.0);
-      for (int l = 0; l < 7; ++l) acc -= (w + 847)[i * 7 + l] * (w + 749)[l * 7 + j];
+      for (int l = 0; l < 7; ++l) {
+  #pragma HLS UNROLL
+        acc -= (w + 847)[i * 7 + l] * (w + 749)[l * 7 + j];
+      }
       dqdd_dq[i * 7 + j] = acc;
     }
   }
@@ -11327,7 +11330,10 @@ static void aba_derivatives(const S* q, const S* v, const S* tau, S* dqdd_dq, S*
     for (int j = 0; j < 7; ++j) {
   #pragma HLS PIPELINE II=1
       S acc = S(0.0);
-      for (int l = 0; l < 7; ++l) acc -= (w + 847)[i * 7 + l] * (w + 798)[l * 7 + j];
+      for (int l = 0; l < 7; ++l) {
+  #pragma HLS UNROLL
+        acc -= (w + 847)[i * 7 + l] * (w + 798)[l * 7 + j];
+      }
       dqdd_dv[i * 7 + j] = acc;
     }
   }

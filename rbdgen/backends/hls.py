@@ -40,10 +40,12 @@ from .render import render
 #: saturates a zero divisor's quotient and sets the flag ``dz`` that every part is passed; the
 #: dense products summed in local accumulators, every output port written once and never read
 HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})", zero="S(0.0)", sincos="rbd_sincos",
-              op_spelling={"div": "rbd_div({0}, {1}, dz)"}, extra_args=", dz", epilogue="dot")
+              op_spelling={"div": "rbd_div({0}, {1}, dz)"}, extra_args=", dz", epilogue="dot",
+              epilogue_inner_pragma="#pragma HLS UNROLL")
 #: the "dot" epilogue's element loop in a design that is not pipelined as a whole: one element
-#: per cycle, its k products unrolled (k multipliers); with --ii the whole function is pipelined
-#: and the tool unrolls every loop in it
+#: per cycle, its k products unrolled (k multipliers; the inner loop's UNROLL says so, though
+#: PIPELINE implies it); with --ii the whole function is pipelined and the tool unrolls every
+#: loop in it
 EPILOGUE_PIPELINE = "#pragma HLS PIPELINE II=1"
 
 ROUNDING = ("AP_RND", "AP_RND_ZERO", "AP_RND_MIN_INF", "AP_RND_INF", "AP_RND_CONV", "AP_TRN", "AP_TRN_ZERO")

@@ -54,8 +54,10 @@ class Dialect:
     #: written once; what the products read is mirrored into the workspace ``w`` first, so no
     #: output is ever read back: HLS, where outputs are write-only ports)
     epilogue: str = "rows"
-    #: a pragma placed in the "dot" epilogue's element loop (e.g. HLS PIPELINE)
+    #: pragmas of the "dot" epilogue: in its element loop (e.g. HLS PIPELINE) and in its inner
+    #: product loop (e.g. HLS UNROLL)
     epilogue_pragma: str = ""
+    epilogue_inner_pragma: str = ""
 
 
 def literal(x: float, dtype: str, dialect: Dialect) -> str:
@@ -253,7 +255,12 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 f"  for (int j = 0; j < {mm.m}; ++j) {{",
                 *([f"{dialect.epilogue_pragma}"] if dialect.epilogue_pragma else []),
                 f"    {scalar} acc = {zero};",
-                f"    for (int l = 0; l < {mm.k}; ++l) acc {acc_op} {A}[i * {mm.k} + l] * {B}[l * {mm.m} + j];",
+                *([f"    for (int l = 0; l < {mm.k}; ++l) acc {acc_op} {A}[i * {mm.k} + l] * {B}[l * {mm.m} + j];"]
+                  if not dialect.epilogue_inner_pragma else [
+                      f"    for (int l = 0; l < {mm.k}; ++l) {{",
+                      dialect.epilogue_inner_pragma,
+                      f"      acc {acc_op} {A}[i * {mm.k} + l] * {B}[l * {mm.m} + j];",
+                      "    }"]),
                 *stores,
                 "  }",
                 "}",
