@@ -185,8 +185,10 @@ class Model:
 # ---- a kernel --------------------------------------------------------------------------------
 
 def _classify(kernel, model: Model):
-    """Each live node → ("zero" | "wire", source id | None) or ("op", OpCost); plus the counts of
-    constant multiplies folded to zero and of those that are shifts."""
+    """Each live node → its kind: ("const" | "input" | "zero", None), ("wire", the id of the node
+    whose value it is: x + 0, x · 1, x · 2^k, the second of a sin/cos pair), or ("op", OpCost);
+    plus the counts of constant multiplies (and of those folded to zero or turned into shifts)
+    and of CORDIC units."""
     nt = model.nt
     kind: dict[int, tuple] = {}
     zero_mul = shift_mul = const_mul = 0
