@@ -154,7 +154,7 @@ class Cordic:
             f"  X.range({W - 1}, 0) = x.range({W - 1}, 0);",
             f"  // quadrant k = round(x * 2/pi), with 2/pi to {self.M} bits",
             f"  const ap_int<{self.W_KPROD}> kp = ap_int<{self.W_KPROD}>(X) * {_c_int(self.C2PI, self.M + 2)} + "
-            f"{_c_int(1 << (F + self.M - 1), self.W_KPROD) if F + self.M >= 1 else '0'};",
+            f"{_c_int(1 << (F + self.M - 1), self.W_KPROD)};",  # half of 2^(F+M): round to nearest
             f"  const ap_int<{self.KW}> k = kp >> {F + self.M};",
             f"  // r = x - k * pi/2 with {FI} fractional bits (pi/2 to {FI + self.L} bits)",
             f"  const ap_int<{self.W_RPROD}> kpi = ap_int<{self.W_RPROD}>(k) * {_c_int(self.PIO2, self.FI + self.L + 2)} + "

@@ -251,7 +251,9 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
                raw_max_bits=f"0x{2 ** (W - 1) - 1:X}ULL", raw_min_bits=f"0x{2 ** (W - 1) + (1 if sym else 0):X}ULL",
                msb=W - 1) if fixed else {}
     cordic_lines = cordic(numtype.W, numtype.I).c_function("rbd_sincos", data_t) if fixed else []
-    ctx = dict(**raw, cordic_lines=cordic_lines, banner=banner, robot=robot, robot_str=esc.c_string(model.name), prefix=prefix, ns=ns, data_t=data_t, ctype=numtype.ctype,
+    ctx = dict(**raw, cordic_lines=cordic_lines,
+               banner=banner, robot=robot, robot_str=esc.c_string(model.name), prefix=prefix, ns=ns, data_t=data_t,
+               ctype=numtype.ctype,
                fixed=fixed, numtype=numtype.describe(), numtype_W=numtype.W, numtype_I=numtype.I, header=header, kernels=ks, ii=ii, interface=interface,
                nq=model.nq, nv=model.nv, nb=model.nb, base="floating" if model.floating_base else "fixed")
     files = {header: render("hls/kernels.h.j2", **ctx)}
