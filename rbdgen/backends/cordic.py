@@ -141,15 +141,17 @@ class Cordic:
         return self.I + self.FI + 2
 
     # -- the C++ ----------------------------------------------------------------------------
-    def c_function(self, name: str, data_t: str) -> list[str]:
+    def c_function(self, name: str, data_t: str, shared: bool = False) -> list[str]:
         """The lines of ``void name(const data_t x, data_t& s, data_t& c)`` (a header function:
-        ``static inline``, ``INLINE`` in synthesis, so each call is its own unrolled datapath)."""
+        ``static inline``, ``INLINE`` in synthesis, so each call is its own unrolled datapath;
+        ``shared``: not inlined and pipelined, one unit that takes an angle per cycle, so that an
+        ``ALLOCATION function`` limit can share it — the DSP-budget design)."""
         W, F, FI, WC, N = self.W, self.F, self.FI, self.WC, self.N
         lines = [
             f"// sin and cos of x by CORDIC: {N} rotations on {WC}-bit values with {FI} fractional bits; the same",
             "// integer arithmetic in C simulation and in hardware (rbdgen/backends/cordic.py: method, error bound)",
             f"static inline void {name}(const {data_t} x, {data_t}& s, {data_t}& c) {{",
-            "#pragma HLS INLINE",
+            *(["#pragma HLS INLINE off", "#pragma HLS PIPELINE II=1"] if shared else ["#pragma HLS INLINE"]),
             f"  ap_int<{W}> X;  // the raw bits of x: x = X * 2^-{F}",
             f"  X.range({W - 1}, 0) = x.range({W - 1}, 0);",
             f"  // quadrant k = round(x * 2/pi), with 2/pi to {self.M} bits",

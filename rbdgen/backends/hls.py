@@ -31,6 +31,7 @@ from ..textutil import text_table
 from . import escape as esc
 from .cordic import cordic
 from .hls_cost import kernel_cost
+from .hls_schedule import PARTS, budget_cost, part_preset
 from .base import CXX, OPT, TOL64, Option, Sources, Target, check_opt, kernel_entry, prefix_for, register
 from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel
 from .render import render
@@ -183,7 +184,8 @@ def _c_float(x: float) -> str:
 def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None, *, ii: int | None = None,
                  interface: str = "ap_memory", part: str = DEFAULT_PART, clock_mhz: float = DEFAULT_CLOCK_MHZ,
                  name: str | None = None, part_size: int = DEFAULT_PART_SIZE, tb_states: int = 4,
-                 tb_tol: float | None = None, fold: bool = True, progress=None) -> GeneratedHLS:
+                 tb_tol: float | None = None, fold: bool = True, dsp_budget: int | None = None,
+                 progress=None) -> GeneratedHLS:
     """Render the HLS sources of ``kernels`` for ``model``. Deterministic: same input → same bytes.
 
     ``ii``: when given, each top function is pipelined with ``#pragma HLS PIPELINE II=ii``
@@ -193,16 +195,22 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     lowest latency), ``s_axilite`` (registers on an AXI4-Lite slave, for a processor-attached
     accelerator) or ``m_axi`` (arrays in external memory); the last two copy the ports into
     local, completely partitioned arrays first.
+
+    ``dsp_budget``: each kernel's top function within that many DSP48E2 slices: the operators a
+    list schedule within the budget uses (rbdgen/backends/hls_schedule.py) become ``ALLOCATION``
+    limits, the CORDIC a shared pipelined unit; the arithmetic, and so the C simulation, is
+    unchanged bit for bit. ``part``: a part number, or a preset (``PARTS``: vcu118, u250, u280,
+    zcu102, zu9eg, zu3eg), which for an ap_fixed datapath also sets ``dsp_budget`` to the
+    part's DSP slices unless one is given (a larger one is an error).
     """
     numtype = numtype or NumType("double")
+    part, dsp_budget = resolve_part(part, dsp_budget, numtype, ii)
     if ii is not None and (not isinstance(ii, int) or ii < 1):
         raise RbdgenError(f"II must be a positive integer, got {ii!r}")
     if interface not in INTERFACES:
         raise RbdgenError(f"unknown interface {interface!r} (one of {', '.join(INTERFACES)})")
     if not (isinstance(clock_mhz, (int, float)) and math.isfinite(clock_mhz) and clock_mhz > 0):
         raise RbdgenError(f"clock must be a positive frequency in MHz, got {clock_mhz!r}")
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", part or ""):
-        raise RbdgenError(f"FPGA part {part!r} is not a part name such as {DEFAULT_PART}")
     kernels = registry.applicable(model, kernels)
     prefix = prefix_for(name or model.name)
     robot = esc.comment(model.name)  # names reach generated code only through rbdgen.backends.escape
@@ -217,9 +225,17 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
         if progress:
             progress(f"tracing {k}")
         kern = registry.trace(model, k, fold=fold)
+        alloc, kdialect = [], dialect
+        if dsp_budget is not None:
+            if progress:
+                progress(f"scheduling {k} within {dsp_budget} DSPs")
+            bc = budget_cost(kern, numtype, clock_mhz, dsp_budget)
+            alloc = budget_pragmas(bc)
+            e_ii, e_u = bc["epilogue_plan"]
+            kdialect = replace(dialect, **epilogue_pragmas(kern, e_ii, e_u))
         if progress:
             progress(f"printing {k} (hls, {numtype.ctype})")
-        pk = print_kernel(kern, "hls", dialect, part_size=part_size)
+        pk = print_kernel(kern, "hls", kdialect, part_size=part_size)
         printed[k] = pk
         ins, outs = pk.inputs, pk.outputs
         _check_ii_ports(k, ii, [a.size for a in ins], [a.size for a in outs], interface)
@@ -228,6 +244,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
         ks.append({
             "name": k, "doc": pk.doc, "counts": pk.counts, "parts": pk.parts, "body": pk.body,
             "scratch": pk.scratch, "n_statements": pk.n_statements, "arrays": arrays, "divides": pk.counts["div"] > 0,
+            "alloc": alloc,
             "inputs": [a for a in arrays if not a["out"]], "outputs": [a for a in arrays if a["out"]],
             "top": f"{prefix}_{k}",
             "t_args": ", ".join([f"const S* {a.name}" for a in ins] + [f"S* {a.name}" for a in outs]),
@@ -250,10 +267,11 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     raw = dict(raw_max=f"{2 ** (W - 1) - 1}LL", raw_min=f"-{2 ** (W - 1) - 1}LL" if sym else f"(-{2 ** (W - 1) - 1}LL - 1)",
                raw_max_bits=f"0x{2 ** (W - 1) - 1:X}ULL", raw_min_bits=f"0x{2 ** (W - 1) + (1 if sym else 0):X}ULL",
                msb=W - 1) if fixed else {}
-    cordic_lines = cordic(numtype.W, numtype.I).c_function("rbd_sincos", data_t) if fixed else []
+    cordic_lines = cordic(numtype.W, numtype.I).c_function("rbd_sincos", data_t, shared=dsp_budget is not None) \
+        if fixed else []
     ctx = dict(**raw, cordic_lines=cordic_lines,
                banner=banner, robot=robot, robot_str=esc.c_string(model.name), prefix=prefix, ns=ns, data_t=data_t,
-               ctype=numtype.ctype,
+               ctype=numtype.ctype, dsp_budget=dsp_budget,
                fixed=fixed, numtype=numtype.describe(), numtype_W=numtype.W, numtype_I=numtype.I, header=header, kernels=ks, ii=ii, interface=interface,
                nq=model.nq, nv=model.nv, nb=model.nb, base="floating" if model.floating_base else "fixed")
     files = {header: render("hls/kernels.h.j2", **ctx)}
@@ -286,6 +304,53 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     tcl = "run_hls.tcl"
     files[tcl] = render("hls/run_hls.tcl.j2", part=part, clock_mhz=f"{clock_mhz:g}", **ctx)
     return GeneratedHLS(prefix, numtype, files, printed, header, sources, harness, harness_prefix, testbench, tcl)
+
+
+def resolve_part(part: str, dsp_budget, numtype: NumType, ii: int | None = None):
+    """(part number, DSP budget): a preset name (see ``PARTS``) becomes its part number and, for an
+    ap_fixed latency design (no ``ii``), the default budget of its DSP slices."""
+    if dsp_budget is not None and (isinstance(dsp_budget, bool) or not isinstance(dsp_budget, int) or dsp_budget < 1):
+        raise RbdgenError(f"--dsp-budget must be a positive number of DSP slices, got {dsp_budget!r}")
+    if dsp_budget is not None and ii is not None:
+        raise RbdgenError(f"--dsp-budget {dsp_budget} with --ii {ii}: a budget shares operators in the latency "
+                          "design, --ii pipelines every operation on its own operator; choose one")
+    preset = part_preset(part)
+    if preset is None:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", part or ""):
+            raise RbdgenError(f"FPGA part {part!r} is not a part name such as {DEFAULT_PART} or a preset "
+                              f"({', '.join(PARTS)})")
+        return part, dsp_budget
+    number, dsps, what = preset
+    if dsp_budget is not None and dsp_budget > dsps:
+        raise RbdgenError(f"--dsp-budget {dsp_budget} is more than the {dsps} DSP slices of --part {part} ({what})")
+    if dsp_budget is None and numtype.kind == "fixed" and ii is None:
+        dsp_budget = dsps
+    return number, dsp_budget
+
+
+def epilogue_pragmas(kern, ii: int, per_step: int) -> dict:
+    """The dense products' loop pragmas for ``per_step`` elements of a row every ``ii`` cycles:
+    a pipelined element loop (unrolled by a factor), or, for whole rows, a pipelined row loop
+    over an unrolled element loop."""
+    if kern.post and per_step >= min(mm.m for mm in kern.post):
+        return {"epilogue_row_pragma": f"#pragma HLS PIPELINE II={ii}", "epilogue_pragma": "#pragma HLS UNROLL"}
+    return {"epilogue_row_pragma": "", "epilogue_pragma": f"#pragma HLS PIPELINE II={ii}"
+            + (f"\n#pragma HLS UNROLL factor={per_step}" if per_step > 1 else "")}
+
+
+def budget_pragmas(bc: dict) -> list[str]:
+    """The top function's lines that hold the tool to a budgeted schedule ``bc``
+    (:func:`rbdgen.backends.hls_schedule.budget_cost`)."""
+    lines = [f"// DSP budget {bc['dsp_budget']}: {bc['mul_units']} shared multipliers of {bc['mul_dsp']} DSP48E2"
+             + (f" and {bc['sincos_units']} CORDIC unit(s) of {bc['sincos_dsp']}" if bc["limit_sincos"] else "")
+             + f" = {bc['dsp']} DSPs;",
+             f"// list schedule: {bc['latency_cycles']} cycles at {bc['clock_mhz']:g} MHz (rbdgen inspect --cost "
+             "--dsp-budget; rbdgen/backends/hls_schedule.py)"]
+    if bc["limit_mul"]:
+        lines.append(f"#pragma HLS ALLOCATION operation instances=mul limit={bc['limit_mul']}")
+    if bc["limit_sincos"]:
+        lines.append(f"#pragma HLS ALLOCATION function instances=rbd_sincos limit={bc['limit_sincos']}")
+    return lines
 
 
 def measured_bound(decl, numtype: NumType) -> float | None:
@@ -362,6 +427,38 @@ def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: 
     return "\n".join(head + text_table(table))
 
 
+def budget_table(model: RobotModel, numtype: NumType, dsp_budget: int, kernels=None,
+                 clock_mhz: float = DEFAULT_CLOCK_MHZ, progress=None) -> list[dict]:
+    """Per kernel, the list-scheduled design within ``dsp_budget`` (``budget_cost``) beside the
+    unbudgeted estimate."""
+    rows = []
+    for k in registry.applicable(model, kernels):
+        if progress:
+            progress(f"scheduling {k} within {dsp_budget} DSPs")
+        kern = registry.trace(model, k)
+        free = hls_cost(kern, numtype, clock_mhz)
+        rows.append({"kernel": k, **budget_cost(kern, numtype, clock_mhz, dsp_budget),
+                     "free_dsp": free["dsp"], "free_cycles": free["latency_cycles"]})
+    return rows
+
+
+def format_budget_table(rows: list[dict], numtype: NumType, clock_mhz: float, dsp_budget: int,
+                        preset: str | None = None) -> str:
+    head = [f"Within a DSP budget of {dsp_budget} per kernel"
+            + (f" (--part {preset}: {part_preset(preset)[2]})" if preset else "")
+            + f": list schedule, critical-path priority, {numtype.describe()}, {clock_mhz:g} MHz",
+            "mul: shared full-width multipliers (ALLOCATION limit), CORDIC: shared pipelined sin/cos units; "
+            "div/add: used, not limited;",
+            "II: cycles between back-to-back states through the same operators; unbudgeted: the estimate above", ""]
+    table = [("kernel", "DSP", "mul", "CORDIC", "div", "add", "cycles", "latency", "II", "LUT", "FF",
+              "unbudgeted DSP", "unbudgeted cycles")]
+    for r in rows:
+        table.append((r["kernel"], str(r["dsp"]), str(r["mul_units"]), str(r["sincos_units"]), str(r["div_units"]),
+                      str(r["add_units"]), str(r["latency_cycles"]), f"{r['latency_us'] * 1000:.0f} ns", str(r["ii"]),
+                      str(r["lut"]), str(r["ff"]), str(r["free_dsp"]), str(r["free_cycles"])))
+    return "\n".join(head + text_table(table))
+
+
 # ---- the target ------------------------------------------------------------------------------
 
 def _check_fixed(value):
@@ -373,6 +470,12 @@ def _check_clock(value):
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise RbdgenError(f"expected a positive frequency in MHz such as 250, got {value!r}")
     return float(value)
+
+
+def _check_dsp_budget(value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RbdgenError(f"--dsp-budget must be a positive number of DSP slices, got {value!r}")
+    return value
 
 
 def _check_ii(value):
@@ -400,8 +503,12 @@ class HlsTarget(Target):
         Option("ii", "--ii", "hls: pipeline each kernel with initiation interval N (throughput); default: "
                "latency-oriented, not pipelined", ("generate", "cost"), {"type": int, "metavar": "N"},
                check=_check_ii),
-        Option("part", "--part", f"hls: FPGA part for the synthesis script (default {DEFAULT_PART})", ("generate",),
+        Option("part", "--part", f"hls: FPGA part for the synthesis script (default {DEFAULT_PART}), or a preset "
+               f"that also sets --dsp-budget to its DSPs for ap_fixed: {', '.join(PARTS)}", ("generate", "cost"),
                {"metavar": "PART"}),
+        Option("dsp_budget", "--dsp-budget", "hls (ap_fixed): each kernel within N DSP48E2 slices: a list schedule "
+               "picks the shared multipliers and CORDIC units, ALLOCATION pragmas hold the tool to them "
+               "(docs/hls.md)", ("generate", "cost"), {"type": int, "metavar": "N"}, check=_check_dsp_budget),
         Option("interface", "--interface", "hls: port protocol of the top functions (default ap_memory: ports "
                "partitioned into registers; see docs/hls.md)", ("generate",), {"choices": INTERFACES}),
         OPT,
@@ -417,11 +524,11 @@ class HlsTarget(Target):
         return numeric_type(dtypes[0], fixed, rounding or DEFAULT_ROUNDING, overflow or DEFAULT_OVERFLOW)
 
     def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, fixed=None, rounding=None,
-                 overflow=None, ii=None, clock_mhz=None, part=None, interface=None):
+                 overflow=None, ii=None, clock_mhz=None, part=None, interface=None, dsp_budget=None):
         nt = self.numtype(dtypes, fixed, rounding, overflow)
         gen = generate_hls(model, nt, kernels, ii=ii, interface=interface or "ap_memory", part=part or DEFAULT_PART,
                            clock_mhz=DEFAULT_CLOCK_MHZ if clock_mhz is None else clock_mhz, name=name, fold=fold,
-                           progress=progress)
+                           dsp_budget=dsp_budget, progress=progress)
         entries = {k: {**kernel_entry(pk), "top": f"{gen.prefix}_{k}"} for k, pk in gen.kernels.items()}
         info = {"header": gen.header, "hls_sources": list(gen.sources), "csim_harness": gen.harness,
                 "harness_prefix": gen.harness_prefix, "testbench": gen.testbench, "tcl": gen.tcl,
@@ -455,11 +562,16 @@ class HlsTarget(Target):
         return f"hls C simulation, {nt.describe()}"
 
     def cost_sections(self, model, kernels, *, dtype="float64", progress=None, fixed=None, rounding=None,
-                      overflow=None, clock_mhz=None, ii=None):
+                      overflow=None, clock_mhz=None, ii=None, part=None, dsp_budget=None):
         nt = self.numtype((dtype,), fixed, rounding, overflow)
         clock = clock_mhz or DEFAULT_CLOCK_MHZ
-        return [format_cost_table(cost_table(model, nt, kernels, clock_mhz=clock, ii=ii, progress=progress),
-                                  nt, clock, ii)]
+        out = [format_cost_table(cost_table(model, nt, kernels, clock_mhz=clock, ii=ii, progress=progress),
+                                 nt, clock, ii)]
+        part_no, budget = resolve_part(part or DEFAULT_PART, dsp_budget, nt, ii)
+        if budget is not None:
+            out.append(format_budget_table(budget_table(model, nt, budget, kernels, clock, progress=progress),
+                                           nt, clock, budget, part if part_preset(part) else None))
+        return out
 
 
 register(HlsTarget())

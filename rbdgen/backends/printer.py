@@ -57,6 +57,9 @@ class Dialect:
     #: pragmas of the "dot" epilogue: in its element loop (e.g. HLS PIPELINE) and in its inner
     #: product loop (e.g. HLS UNROLL)
     epilogue_pragma: str = ""
+    #: lines at the top of the "dot" epilogue's row loop (e.g. a PIPELINE there when the
+    #: element loop is unrolled entirely)
+    epilogue_row_pragma: str = ""
     epilogue_inner_pragma: str = ""
 
 
@@ -252,8 +255,9 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 f"{dialect.comment} ---- {what} (dense: nothing to prune; each element summed in a local "
                 "accumulator and written once)",
                 f"for (int i = 0; i < {mm.n}; ++i) {{",
+                *dialect.epilogue_row_pragma.splitlines(),
                 f"  for (int j = 0; j < {mm.m}; ++j) {{",
-                *filter(None, [dialect.epilogue_pragma]),
+                *dialect.epilogue_pragma.splitlines(),
                 f"    {scalar} acc = {zero};",
                 f"    for (int l = 0; l < {mm.k}; ++l) {{",
                 *filter(None, [dialect.epilogue_inner_pragma]),
