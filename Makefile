@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: demo test bench bench-cuda bench-hls bench-scan clean venv generated
+.PHONY: demo test bench bench-cuda bench-hls bench-hls-budget bench-scan clean venv generated
 
 venv: $(STAMP)
 
@@ -62,6 +62,13 @@ HLS_BENCH_ARGS ?=
 bench-hls: $(STAMP)
 	$(PY) -m pip install --quiet matplotlib
 	$(PY) benchmarks/hls_accuracy.py $(HLS_BENCH_ARGS)
+
+# FPGA latency vs DSP budget (not a test): the list-scheduled designs of rnea, aba and ∇FD for the
+# iiwa, the quadruped and TALOS within 16 … 12288 DSPs, beside our CPU kernels timed in the same
+# run; writes benchmarks/results/hls_budget.{json,md,png} (~5 min). HLS_BENCH_ARGS=--quick: iiwa only.
+bench-hls-budget: $(STAMP)
+	$(PY) -m pip install --quiet matplotlib
+	$(PY) benchmarks/hls_budget.py $(HLS_BENCH_ARGS)
 
 # log-depth dynamics report (not a test): op counts vs Lathrop, depth vs chain length 4..1024,
 # measured time of rnea/aba vs rnea_scan/aba_scan; writes benchmarks/results/scan.{json,md,png}

@@ -24,7 +24,7 @@ from rbdgen import registry
 from rbdgen.backends import hls as H
 from rbdgen.backends import hls_schedule as HS
 from rbdgen.backends.hls_cost import Model, kernel_cost
-from rbdgen.errors import RbdgenError
+from rbdgen.errors import RbdgenError, RbdgenWarning
 from rbdgen.jit.hls import ap_types_dir
 
 from conftest import ROBOT_CASES, assert_one_error_line, load_case, run_main
@@ -301,6 +301,13 @@ def test_cli_generate_with_a_part_preset(tmp_path, capsys):
     assert "// DSP budget 360:" in src and "ALLOCATION operation instances=mul" in src
     assert "xczu3eg-sbva484-1-e" in (tmp_path / "z" / "run_hls.tcl").read_text() + \
         (tmp_path / "z" / "hls_project.tcl").read_text()
+
+
+def test_a_preset_warns_when_the_shared_design_outgrows_its_luts():
+    """iiwa ∇FD within a ZU3EG's 360 DSPs: ~136 k LUTs of operand multiplexers (model) > its 70 560."""
+    model = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    with pytest.warns(RbdgenWarning, match="70560 of --part zu3eg"):
+        H.generate_hls(model, Q16, ("aba_derivatives",), part="zu3eg")
 
 
 @pytest.mark.parametrize("args,needles", [

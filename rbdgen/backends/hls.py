@@ -204,6 +204,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     part's DSP slices unless one is given (a larger one is an error).
     """
     numtype = numtype or NumType("double")
+    part_name = part
     part, dsp_budget = resolve_part(part, dsp_budget, numtype, ii)
     if ii is not None and (not isinstance(ii, int) or ii < 1):
         raise RbdgenError(f"II must be a positive integer, got {ii!r}")
@@ -231,6 +232,12 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
                 progress(f"scheduling {k} within {dsp_budget} DSPs")
             bc = budget_cost(kern, numtype, clock_mhz, dsp_budget)
             alloc = budget_pragmas(bc)
+            preset = part_preset(part_name)
+            if preset and bc["lut"] > preset[2]:
+                warnings.warn(f"{k} within {dsp_budget} DSPs needs ~{bc['lut']} LUTs by the cost model, more than the "
+                              f"{preset[2]} of --part {part_name}: sharing a few multipliers among many products "
+                              "costs wide operand multiplexers (give a larger --dsp-budget, or a larger part)",
+                              RbdgenWarning, stacklevel=2)
             e_ii, e_u = bc["epilogue_plan"]
             kdialect = replace(dialect, **epilogue_pragmas(kern, e_ii, e_u))
         if progress:
@@ -320,7 +327,7 @@ def resolve_part(part: str, dsp_budget, numtype: NumType, ii: int | None = None)
             raise RbdgenError(f"FPGA part {part!r} is not a part name such as {DEFAULT_PART} or a preset "
                               f"({', '.join(PARTS)})")
         return part, dsp_budget
-    number, dsps, what = preset
+    number, dsps, _, what = preset
     if dsp_budget is not None and dsp_budget > dsps:
         raise RbdgenError(f"--dsp-budget {dsp_budget} is more than the {dsps} DSP slices of --part {part} ({what})")
     if dsp_budget is None and numtype.kind == "fixed" and ii is None:
@@ -445,17 +452,20 @@ def budget_table(model: RobotModel, numtype: NumType, dsp_budget: int, kernels=N
 def format_budget_table(rows: list[dict], numtype: NumType, clock_mhz: float, dsp_budget: int,
                         preset: str | None = None) -> str:
     head = [f"Within a DSP budget of {dsp_budget} per kernel"
-            + (f" (--part {preset}: {part_preset(preset)[2]})" if preset else "")
+            + (f" (--part {preset}: {part_preset(preset)[3]}, {part_preset(preset)[1]} DSPs, "
+               f"{part_preset(preset)[2]} LUTs)" if preset else "")
             + f": list schedule, critical-path priority, {numtype.describe()}, {clock_mhz:g} MHz",
             "mul: shared full-width multipliers (ALLOCATION limit), CORDIC: shared pipelined sin/cos units; "
             "div/add: used, not limited;",
             "II: cycles between back-to-back states through the same operators; unbudgeted: the estimate above", ""]
+    luts = part_preset(preset)[2] if preset else None
     table = [("kernel", "DSP", "mul", "CORDIC", "div", "add", "cycles", "latency", "II", "LUT", "FF",
-              "unbudgeted DSP", "unbudgeted cycles")]
+              "unbudgeted DSP", "unbudgeted cycles") + (("fits the part's LUTs",) if luts else ())]
     for r in rows:
         table.append((r["kernel"], str(r["dsp"]), str(r["mul_units"]), str(r["sincos_units"]), str(r["div_units"]),
                       str(r["add_units"]), str(r["latency_cycles"]), f"{r['latency_us'] * 1000:.0f} ns", str(r["ii"]),
-                      str(r["lut"]), str(r["ff"]), str(r["free_dsp"]), str(r["free_cycles"])))
+                      str(r["lut"]), str(r["ff"]), str(r["free_dsp"]), str(r["free_cycles"]))
+                     + (("yes" if r["lut"] <= luts else "no: operand muxes",) if luts else ()))
     return "\n".join(head + text_table(table))
 
 

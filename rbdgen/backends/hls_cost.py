@@ -31,7 +31,8 @@ What it models, for an ``ap_fixed<W, I>`` datapath (F = W − I), on an AMD Ultr
   multipliers by the peak DSP slices *issued* in one cycle of that schedule (pipelined
   multipliers take a new operation every cycle), adders by the peak adders in one cycle,
   dividers by the peak dividers busy at once, flip-flops by the peak values held across a cycle
-  boundary (W bits each). These are the fewest operators that keep the as-soon-as-possible
+  boundary (W bits each); shared multipliers, dividers and CORDICs get operand multiplexers
+  (:func:`mux_lut`). These are the fewest operators that keep the as-soon-as-possible
   latency; a tool can use fewer and take longer (a DSP budget: the FPGA-budget issue).
   **With ``--ii N``** the function is pipelined: every operation its own operator, DSPs shared at
   most N ways (total / N), and each value is registered in every cycle it lives.
@@ -96,6 +97,14 @@ def significant_bits(raw: int) -> int:
     while raw % 2 == 0:
         raw //= 2
     return raw.bit_length() + 1
+
+
+def mux_lut(W: int, units: int, ops: int) -> int:
+    """LUTs of the operand multiplexers when ``ops`` operations share ``units`` operators: two W-bit
+    s:1 muxes per operator (s = ⌈ops / units⌉), ⌈(s − 1)/3⌉ LUT6 per bit (a LUT6 is a 4:1 mux)."""
+    if not units or ops <= units:
+        return 0
+    return units * 2 * W * math.ceil((math.ceil(ops / units) - 1) / 3)
 
 
 def mul_dsps(wa: int, wb: int) -> int:
@@ -332,6 +341,15 @@ def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dic
         unit = {x.cls: x for _, x in ops if x.cls in ("div", "sincos")}
         for cls, occ in busy.items():
             lut += max(occ.values()) * unit[cls].lut
+        if model.fixed:  # the operators are shared across cycles: operand multiplexers
+            per_cycle_mul: dict[int, int] = {}
+            for n, x in ops:
+                if x.cls == "mul":
+                    per_cycle_mul[start_of[n.id]] = per_cycle_mul.get(start_of[n.id], 0) + 1
+            n_mul = sum(1 for _, x in ops if x.cls == "mul")
+            lut += mux_lut(W, max(per_cycle_mul.values(), default=0), n_mul)
+            for cls, occ in busy.items():
+                lut += mux_lut(W, max(occ.values()), sum(1 for _, x in ops if x.cls == cls))
         # registers: values held across a cycle boundary, at the busiest boundary
         delta = [0] * (cycles + 3)
         for n, _ in ops:

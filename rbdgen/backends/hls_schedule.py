@@ -31,7 +31,9 @@ Under a DSP budget of N slices (ap_fixed datapaths):
 * Dividers and adders use no DSPs and stay unlimited (the schedule reports how many it used).
 * The split of N between multipliers and CORDIC units is searched (S ∈ {1, 2, 4, 8, all
   angles}, M = ⌊(N − S·slices_sincos) / slices_mul⌋); the shortest schedule wins, then the
-  fewest DSPs. The pragma limits are the instances the winning schedule actually uses.
+  fewest DSPs; then M is bisected down to the fewest multipliers that keep that length (a
+  budget is a ceiling, not a target). The pragma limits are the instances the final schedule
+  uses.
 * The dense ∇FD products (the epilogue loop, one output element per ``PIPELINE`` step, k
   products each) take II = ⌈k / M⌉ cycles per element on M < k multipliers, and with M ≥ 2k
   process ⌊M / k⌋ elements per step (``UNROLL factor``).
@@ -48,25 +50,26 @@ import math
 from dataclasses import dataclass
 
 from ..errors import RbdgenError
-from .hls_cost import Model, _classify
+from .hls_cost import Model, _classify, mux_lut
 
 #: the operator classes a budget can limit
 CLASSES = ("mul", "sincos", "div", "add")
 
-#: --part presets: name → (part number for the synthesis script, DSP48E2 slices, board/card)
+#: --part presets: name → (part number for the synthesis script, DSP48E2 slices, CLB LUTs,
+#: board/card) — the device counts of AMD's UltraScale+ product tables
 PARTS = {
-    "vcu118": ("xcvu9p-flga2104-2L-e", 6840, "VCU118 board (Virtex UltraScale+ XCVU9P)"),
-    "xcvu9p": ("xcvu9p-flga2104-2L-e", 6840, "Virtex UltraScale+ XCVU9P"),
-    "u250": ("xcu250-figd2104-2L-e", 12288, "Alveo U250 card"),
-    "u280": ("xcu280-fsvh2892-2L-e", 9024, "Alveo U280 card"),
-    "zcu102": ("xczu9eg-ffvb1156-2-e", 2520, "ZCU102 board (Zynq UltraScale+ ZU9EG)"),
-    "zu9eg": ("xczu9eg-ffvb1156-2-e", 2520, "Zynq UltraScale+ ZU9EG"),
-    "zu3eg": ("xczu3eg-sbva484-1-e", 360, "Zynq UltraScale+ ZU3EG (e.g. Ultra96-V2)"),
+    "vcu118": ("xcvu9p-flga2104-2L-e", 6840, 1182240, "VCU118 board (Virtex UltraScale+ XCVU9P)"),
+    "xcvu9p": ("xcvu9p-flga2104-2L-e", 6840, 1182240, "Virtex UltraScale+ XCVU9P"),
+    "u250": ("xcu250-figd2104-2L-e", 12288, 1728000, "Alveo U250 card"),
+    "u280": ("xcu280-fsvh2892-2L-e", 9024, 1303680, "Alveo U280 card"),
+    "zcu102": ("xczu9eg-ffvb1156-2-e", 2520, 274080, "ZCU102 board (Zynq UltraScale+ ZU9EG)"),
+    "zu9eg": ("xczu9eg-ffvb1156-2-e", 2520, 274080, "Zynq UltraScale+ ZU9EG"),
+    "zu3eg": ("xczu3eg-sbva484-1-e", 360, 70560, "Zynq UltraScale+ ZU3EG (e.g. Ultra96-V2)"),
 }
 
 
 def part_preset(name: str):
-    """(part number, DSP slices, description) of a --part preset, or None for a part number."""
+    """(part number, DSP slices, LUTs, description) of a --part preset, or None for a part number."""
     return PARTS.get((name or "").lower())
 
 
@@ -278,12 +281,13 @@ def min_dsp(kernel, numtype) -> int:
 
 
 def budget_cost(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers: int | None = None,
-                adders: int | None = None, graph=None) -> dict:
+                adders: int | None = None, graph=None, memo: dict | None = None) -> dict:
     """The list-scheduled design of ``kernel`` within ``dsp_budget`` DSP48E2 slices (see the module
     docstring): cycles, latency, DSPs, instances per class, the back-to-back II, LUT/FF
     estimates, and the pragma limits the generated source carries. ``dividers``/``adders``:
     optional limits on those classes too (unlimited by default). ``graph``: a cached
-    ``kernel_graph(kernel, model, True)``."""
+    ``kernel_graph(kernel, model, True)``; ``memo``: a dict kept between calls for the same
+    kernel, type, clock and divider/adder limits (a sweep over budgets reuses its schedules)."""
     if numtype.kind != "fixed":
         raise RbdgenError("--dsp-budget needs an ap_fixed datapath (--fixed W,I): floating-point adders use DSPs "
                           "too and are not scheduled under a budget")
@@ -302,24 +306,47 @@ def budget_cost(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers:
     n_mul_all = n_of["mul"] + sum(mm.n * mm.m * mm.k for mm in kernel.post)
     angles = n_of["sincos"]
     cands = sorted({s for s in (1, 2, 4, 8, angles) if s <= angles}) if angles else [0]
+    memo = {} if memo is None else memo
+    m_cap = max(n_of["mul"], max((mm.k * mm.m for mm in kernel.post), default=0))
+
+    def design(S: int, M: int):
+        if (S, M) not in memo:
+            sch = list_schedule(g, {"mul": M, "sincos": S or None, "div": dividers, "add": adders})
+            used = sch.in_flight(g)
+            epi_cycles, epi_mul, plan = _epilogue(kernel, model, M)
+            mul_units = max(used.get("mul", 0), epi_mul)
+            sc_units = used.get("sincos", 0)
+            memo[(S, M)] = (sch.cycles + epi_cycles, mul_units * mul_dsp + sc_units * sc_dsp, S, M, sch, used,
+                            mul_units, sc_units, epi_cycles, plan)
+        return memo[(S, M)]
+
     best = None
     for S in cands:
         M = (dsp_budget - S * sc_dsp) // mul_dsp
         if M < 1 and n_mul_all:
             continue
-        M = max(1, min(M, max(n_of["mul"], max((mm.k * mm.m for mm in kernel.post), default=0))))
-        limits = {"mul": M, "sincos": S or None, "div": dividers, "add": adders}
-        sch = list_schedule(g, limits)
-        used = sch.in_flight(g)
-        epi_cycles, epi_mul, plan = _epilogue(kernel, model, M)
-        mul_units = max(used.get("mul", 0), epi_mul)
-        sc_units = used.get("sincos", 0)
-        dsp = mul_units * mul_dsp + sc_units * sc_dsp
-        cycles = sch.cycles + epi_cycles
-        key = (cycles, dsp)
-        if best is None or key < best[0]:
-            best = (key, S, M, sch, used, mul_units, sc_units, epi_cycles, plan)
-    (cycles, dsp), S, M, sch, used, mul_units, sc_units, epi_cycles, plan = best
+        d = design(S, max(1, min(M, m_cap)))
+        if best is None or d[:2] < best[:2]:
+            best = d
+    # the fewest multipliers that keep that length (a budget is a ceiling, not a target): bisection
+    S, M = best[2], best[3]
+    lo, hi = 1, M
+    for (s_, m_), d in memo.items():  # what earlier calls of a sweep already know narrows it
+        if s_ == S:
+            if d[0] <= best[0]:
+                hi = min(hi, m_)
+            elif m_ < hi:
+                lo = max(lo, m_ + 1)
+    lo = min(lo, hi)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if design(S, mid)[0] <= best[0]:
+            hi = mid
+        else:
+            lo = mid + 1
+    if design(S, hi)[:2] <= best[:2]:
+        best = design(S, hi)
+    cycles, dsp, S, M, sch, used, mul_units, sc_units, epi_cycles, plan = best
     units = {"mul": mul_units, "sincos": sc_units, "div": used.get("div", 0), "add": used.get("add", 0)}
     # back-to-back states through the same operators (a modulo schedule; no recurrence between states)
     ii = 1
@@ -327,7 +354,7 @@ def budget_cost(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers:
         if count and units[c]:
             busy = unit[c].busy if c in unit else 1
             ii = max(ii, math.ceil(count * busy / units[c]))
-    lut, ff = _area(g, sch, model, unit, units, n_of, n_mul_all, cycles)
+    lut, ff = _area(g, sch, model, unit, units, n_of, cycles)
     return {
         "dsp_budget": dsp_budget, "dsp": int(dsp), "latency_cycles": int(cycles),
         "latency_us": cycles * model.period / 1000.0, "ii": int(ii),
@@ -339,20 +366,20 @@ def budget_cost(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers:
     }
 
 
-def _area(g: OpGraph, sch: Schedule, model: Model, unit: dict, units: dict, n_of: dict, n_mul_all: int,
+def _area(g: OpGraph, sch: Schedule, model: Model, unit: dict, units: dict, n_of: dict,
           cycles: int) -> tuple[int, int]:
     """LUTs and flip-flops of the shared design: the operators' own logic (as the cost model
     prices one instance), the peak adders in one cycle, an operand multiplexer per shared input
-    (a W-bit s:1 mux, ⌈(s − 1)/3⌉ LUT6 per bit, s the operations an instance serves), and a
-    W-bit register for every value held across the busiest cycle boundary."""
+    (a W-bit s:1 mux, ⌈(s − 1)/3⌉ LUT6 per bit, s the straight-line operations an instance
+    serves; the product loop's indexed reads are not modelled, as in hls_cost), and a W-bit
+    register for every value held across the busiest cycle boundary."""
     W = model.nt.W
     lut = ff = 0
     for c in ("mul", "sincos", "div"):
         if units[c] and c in unit:
             lut += units[c] * unit[c].lut
             ff += units[c] * unit[c].ff
-            share = math.ceil((n_mul_all if c == "mul" else n_of[c]) / units[c])
-            lut += units[c] * 2 * W * math.ceil((share - 1) / 3)
+            lut += mux_lut(W, units[c], n_of[c])  # the straight-line operations (as hls_cost)
     if "add" in unit:
         lut += units["add"] * unit["add"].lut
     # registers: a value is held from the cycle it is ready until its last reader starts
