@@ -26,7 +26,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,15 +53,6 @@ FIXED = (32, 16)
 ROBOSHAPE = ((684, 829), (5925, 34))   # (DSPs, cycles), iiwa
 ROBOMORPHIC_SPEEDUP = 8.0
 PRESETS = ("zu3eg", "zcu102", "vcu118", "u250")
-
-
-def git_revision() -> str:
-    try:
-        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=HERE, capture_output=True, text=True).stdout
-        return r.stdout.strip() + ("+dirty" if dirty.strip() else "")
-    except OSError:
-        return "unknown"
 
 
 def cpu_times(model, quick: bool) -> dict:
@@ -229,7 +219,7 @@ def main(argv=None) -> int:
     nt = H.numeric_type(fixed=FIXED)
     t0 = time.time()
     info = bench.machine_info(os.environ.get("CXX", "g++"))
-    res = {"rbdgen": rbdgen.__version__, "git": git_revision(),
+    res = {"rbdgen": rbdgen.__version__, "git": bench.git_revision() or "unknown",
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "machine": f"{info['cpu']}, {info['logical_cpus']} logical CPUs, {platform.system()}, "
                       f"Python {platform.python_version()}",
