@@ -204,7 +204,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     part's DSP slices unless one is given (a larger one is an error).
     """
     numtype = numtype or NumType("double")
-    part_name = part
+    part_name, preset = part, part_preset(part)
     part, dsp_budget = resolve_part(part, dsp_budget, numtype, ii)
     if ii is not None and (not isinstance(ii, int) or ii < 1):
         raise RbdgenError(f"II must be a positive integer, got {ii!r}")
@@ -232,7 +232,6 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
                 progress(f"scheduling {k} within {dsp_budget} DSPs")
             bc = budget_cost(kern, numtype, clock_mhz, dsp_budget)
             alloc = budget_pragmas(bc)
-            preset = part_preset(part_name)
             if preset and bc["lut"] > preset[2]:
                 warnings.warn(f"{k} within {dsp_budget} DSPs needs ~{bc['lut']} LUTs by the cost model, more than the "
                               f"{preset[2]} of --part {part_name}: sharing a few multipliers among many products "
@@ -316,8 +315,8 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
 def resolve_part(part: str, dsp_budget, numtype: NumType, ii: int | None = None):
     """(part number, DSP budget): a preset name (see ``PARTS``) becomes its part number and, for an
     ap_fixed latency design (no ``ii``), the default budget of its DSP slices."""
-    if dsp_budget is not None and (isinstance(dsp_budget, bool) or not isinstance(dsp_budget, int) or dsp_budget < 1):
-        raise RbdgenError(f"--dsp-budget must be a positive number of DSP slices, got {dsp_budget!r}")
+    if dsp_budget is not None:
+        _check_dsp_budget(dsp_budget)
     if dsp_budget is not None and ii is not None:
         raise RbdgenError(f"--dsp-budget {dsp_budget} with --ii {ii}: a budget shares operators in the latency "
                           "design, --ii pipelines every operation on its own operator; choose one")
