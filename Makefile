@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: demo test bench bench-cuda bench-hls bench-hls-budget bench-scan clean venv generated
+.PHONY: demo test test-gpu bench bench-cuda bench-hls bench-hls-budget bench-scan clean venv generated
 
 venv: $(STAMP)
 
@@ -31,6 +31,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# on a machine with an NVIDIA GPU: installs cupy (the gpu extra, with the CUDA libraries it
+# loads) and runs the gpu-marked tests. RBDGEN_REQUIRE_GPU=1: where the CUDA runtime finds no
+# usable GPU they fail, saying why, rather than skip (a green run means they ran). `make test`
+# runs them too; there they skip where no GPU exists, and fail where nvidia-smi lists one that
+# cannot be used or cupy is missing.
+test-gpu: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[gpu]'
+	RBDGEN_REQUIRE_GPU=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -m gpu $(PYTEST_ARGS)
 
 # the generated packages kept in the repository (tests/test_generated.py checks they are current).
 # float64 only; the unrolled derivative kernels (~0.7-1 MB each) and the scan kernels only in

@@ -19,9 +19,12 @@ test_cpu_kernels.py compiles on every robot.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -149,11 +152,12 @@ def test_no_gpu_is_a_clear_error():
 
 class _FakeGpuArray:
     """An object that speaks __cuda_array_interface__ (as cupy, torch and numba arrays do),
-    pointing at no memory: the argument checks run before anything touches the device."""
+    pointing at no memory (or at a made-up address ``ptr``): the argument checks run before
+    anything touches the device. ``stream``: the producer's stream the interface names (v3)."""
 
-    def __init__(self, shape, typestr="<f8", strides=None):
-        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (0, False),
-                                         "strides": strides, "version": 3}
+    def __init__(self, shape, typestr="<f8", strides=None, *, ptr=0, stream=None):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3, "stream": stream}
 
 
 def test_gpu_array_arguments_are_checked():
@@ -173,6 +177,174 @@ def test_gpu_array_arguments_are_checked():
         kern.rnea(ok, ok, ok, out=_FakeGpuArray((5, 6)))
     with pytest.raises(ValueError, match="shape must be one of"):
         kern.rnea(ok, ok, ok, shape="warp")
+
+
+# ---- streams, errors and the debug mode, through the Python side (no GPU needed) -------------------
+# The ctypes entry points that would touch a GPU are replaced by recorders: what is checked is
+# which streams the launch waits for, which stream it runs on, and what an error says.
+
+def _record(monkeypatch, kern, launch_err=0, sync_err=0, cupy=None):
+    """Replace rnea's launcher and the stream functions of ``kern`` by recorders, and cupy by
+    ``cupy`` (None: absent, whether or not it is installed)."""
+    import rbdgen.jit.cuda as jc
+
+    calls = []
+    monkeypatch.setattr(jc, "_cupy", lambda: cupy)
+    monkeypatch.setattr(kern, "_stream_wait", lambda s, p: calls.append(("wait", s.value or 0, p.value or 0)) or 0)
+    monkeypatch.setattr(kern, "_stream_sync", lambda s: calls.append(("sync", s.value or 0)) or sync_err)
+    monkeypatch.setattr(kern.rnea, "_launch",
+                        lambda n, *a: calls.append(("launch", n, a[:-2], a[-2].value or 0, a[-1])) or launch_err)
+    return calls
+
+
+def test_the_producers_streams_are_waited_for(monkeypatch):
+    """Each stream an argument's __cuda_array_interface__ names (inputs and out= arrays), once,
+    unless it is the launch stream; then the launch on stream=, with the arrays' addresses."""
+    kern = _build("iiwa14-fixed")
+    calls = _record(monkeypatch, kern)
+    q = _FakeGpuArray((5, 7), ptr=0x100, stream=0x5000)
+    v = _FakeGpuArray((5, 7), ptr=0x200, stream=0x5000)
+    a = _FakeGpuArray((5, 7), ptr=0x300, stream=None)
+    tau = _FakeGpuArray((5, 7), ptr=0x400, stream=1)
+    kern.rnea(q, v, a, out=tau, stream=0x7000, shape="block")
+    assert calls == [("wait", 0x7000, 0x5000), ("wait", 0x7000, 1),
+                     ("launch", 5, (0x100, 0x200, 0x300, 0x400), 0x7000, 2)]
+    calls.clear()
+    # a PyTorch-style stream object; the producer is the launch stream: nothing to wait for
+    kern.rnea(q, v, a, out=_FakeGpuArray((5, 7), ptr=0x400), stream=SimpleNamespace(cuda_stream=0x5000))
+    assert calls == [("launch", 5, (0x100, 0x200, 0x300, 0x400), 0x5000, 0)]
+    calls.clear()
+    # no stream= and no cupy: the legacy default stream (handle 0), which the interface calls 1
+    one = _FakeGpuArray((7,), ptr=0x100, stream=1)
+    kern.rnea(one, one, one, out=_FakeGpuArray((7,), ptr=0x400, stream=None))
+    assert calls == [("launch", 1, (0x100, 0x100, 0x100, 0x400), 0, 0)]
+
+
+def test_a_stream_0_in_the_interface_is_rejected(monkeypatch):
+    kern = _build("iiwa14-fixed")
+    calls = _record(monkeypatch, kern)
+    ok = _FakeGpuArray((5, 7), stream=1)
+    with pytest.raises(ValueError, match=r"rnea: argument 'v': __cuda_array_interface__ has stream 0;.*never 0"):
+        kern.rnea(ok, _FakeGpuArray((5, 7), stream=0), ok, out=_FakeGpuArray((5, 7)))
+    with pytest.raises(ValueError, match="stream= must be a cupy or PyTorch stream"):
+        kern.rnea(ok, ok, ok, out=_FakeGpuArray((5, 7)), stream="fast")
+    assert calls == []  # nothing reached the device
+
+
+def test_debug_mode_synchronises_and_names_the_fault(monkeypatch):
+    """RBDGEN_CUDA_SYNC=1 (read when kernels are loaded) or kern.sync: a wait after every launch
+    on its stream; a fault found there names the kernel, the batch, the launch shape and that
+    it happened inside the kernel. A failed launch says so instead."""
+    from rbdgen.jit.cuda import CudaKernels
+
+    kern = _build("iiwa14-fixed")
+    for value, on in (("1", True), ("0", False), ("", False)):
+        monkeypatch.setenv("RBDGEN_CUDA_SYNC", value)
+        again = CudaKernels(kern.path, kern.model, kern.prefix, kern.dtype, kern.info, kern.archs)
+        assert again.sync is on, value
+    monkeypatch.setattr(kern, "sync", True)
+    x = _FakeGpuArray((5, 7), stream=0x5000)
+    calls = _record(monkeypatch, kern)
+    kern.rnea(x, x, x, out=_FakeGpuArray((5, 7)), stream=0x5000, shape="thread")
+    assert [c[0] for c in calls] == ["launch", "sync"] and calls[1] == ("sync", 0x5000)
+    calls = _record(monkeypatch, kern, sync_err=700)  # cudaErrorIllegalAddress, at the wait
+    with pytest.raises(RbdgenError, match=r"rnea \(N = 5, shape block\): a fault inside the kernel.*"
+                                          r"RBDGEN_CUDA_SYNC.*CUDA error 700: an illegal memory access"):
+        kern.rnea(x, x, x, out=_FakeGpuArray((5, 7)), stream=0x5000, shape="block")
+    calls = _record(monkeypatch, kern, launch_err=2)  # cudaErrorMemoryAllocation, at the launch
+    with pytest.raises(RbdgenError, match=r"rnea \(N = 5, shape auto\): the launch failed: "
+                                          r"CUDA error 2: out of memory"):
+        kern.rnea(x, x, x, out=_FakeGpuArray((5, 7)), stream=0x5000)
+    assert [c[0] for c in calls] == ["launch"]  # no wait after a launch that failed
+    monkeypatch.setattr(kern, "sync", False)
+    calls = _record(monkeypatch, kern, sync_err=700)
+    kern.rnea(x, x, x, out=_FakeGpuArray((5, 7)), stream=0x5000)
+    assert [c[0] for c in calls] == ["launch"]  # not in debug mode: no wait, the fault shows later
+
+
+class _FakeCupy:
+    """Just enough of cupy to see on which stream outputs are allocated and DLPack tensors taken."""
+
+    def __init__(self):
+        fake = self
+
+        class Stream:
+            def __init__(self, ptr):
+                self.ptr = ptr
+
+            def __enter__(self):
+                self.prev, fake.current = fake.current, self
+                return self
+
+            def __exit__(self, *exc):
+                fake.current = self.prev
+
+        self.current = Stream(0)
+        self.allocated_on, self.external = [], []
+
+        def external(ptr):
+            fake.external.append(ptr)
+            return Stream(ptr)
+
+        self.cuda = SimpleNamespace(get_current_stream=lambda: fake.current, ExternalStream=external,
+                                    Stream=SimpleNamespace(null=Stream(0), ptds=Stream(2)))
+
+    def empty(self, shape, dtype):
+        self.allocated_on.append(self.current.ptr)
+        return _FakeGpuArray(shape, ptr=0x900, stream=self.current.ptr or 1)
+
+    def from_dlpack(self, x):
+        self.allocated_on.append(self.current.ptr)
+        return _FakeGpuArray(x.shape, ptr=0x800, stream=self.current.ptr or 1)
+
+
+class _FakeDLPack:
+    """A tensor that speaks only DLPack, on a CUDA device (as a JAX array)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def __dlpack__(self, stream=None):  # pragma: no cover - the fake cupy does not call it
+        raise AssertionError
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def test_outputs_are_allocated_on_the_launch_stream(monkeypatch):
+    """With stream= other than cupy's current stream, cupy allocates the outputs (and takes
+    DLPack tensors) with the launch stream current, so that its pool does not hand the memory to
+    other work while the kernel writes it; cupy's current stream is restored afterwards."""
+    kern = _build("iiwa14-fixed")
+    cp = _FakeCupy()
+    calls = _record(monkeypatch, kern, cupy=cp)
+    x = _FakeGpuArray((5, 7), ptr=0x100, stream=1)
+    tau = kern.rnea(x, _FakeDLPack((5, 7)), x, stream=0x7000)
+    assert cp.allocated_on == [0x7000, 0x7000] and cp.external == [0x7000, 0x7000]
+    assert cp.current.ptr == 0 and tau.__cuda_array_interface__["shape"] == (5, 7)
+    # waits for the legacy stream (x), not for the DLPack view (ordered by the exchange) or tau
+    assert calls == [("wait", 0x7000, 1), ("launch", 5, (0x100, 0x800, 0x100, 0x900), 0x7000, 0)]
+    cp.allocated_on.clear(), cp.external.clear(), calls.clear()
+    kern.rnea(x, x, x)  # cupy's current stream (the legacy one): no stream switch, no wait
+    assert cp.allocated_on == [0] and cp.external == [] and calls == [("launch", 5, (0x100,) * 3 + (0x900,), 0, 0)]
+
+
+def test_runtime_exports_the_stream_and_pool_functions():
+    """The functions the Python side and C++ users call, and launchers that return their own
+    launch's status (cudaLaunchKernelEx), never the last-error slot an earlier call may have set."""
+    kern = _build("iiwa14-fixed")
+    syms = subprocess.run(["nm", "-D", "--defined-only", kern.path], capture_output=True, text=True).stdout
+    for f in ("stream_wait", "stream_sync", "prepare_pool", "release_pool"):
+        assert f"rbd_iiwa14_{f}" in syms, f
+    sources = sorted(Path(kern.path).parent.glob("rbd_iiwa14_*_f64.cu"))  # compiled next to the library
+    assert len(sources) == len(kern.kernels)
+    for src in sources:
+        text = src.read_text().split('extern "C" {', 1)[1]
+        launchers = "\n".join(line.split("//", 1)[0] for line in text.splitlines())  # code, not comments
+        assert "cudaGetLastError" not in launchers and "<<<" not in launchers, src.name
+        assert launchers.count("cudaLaunchKernelEx(&cfg") >= 1, src.name
+        # every stream-ordered allocation comes from a pool set up to keep its memory
+        assert launchers.count("cudaMallocAsync(") == launchers.count("_prepare_pool("), src.name
 
 
 def test_bad_arch_and_missing_nvcc():
@@ -264,19 +436,73 @@ def test_cli_cuda_errors(capsys):
 
 
 # ---- on a GPU ----------------------------------------------------------------------------------
+# Where no GPU exists these skip, saying why. Where nvidia-smi lists a GPU they run, and fail —
+# never skip — when our CUDA runtime cannot use it (a driver older than the CUDA 13 runtime,
+# …) or cupy is missing: green must mean they ran. `make test-gpu` installs cupy and sets
+# RBDGEN_REQUIRE_GPU=1, which turns "no GPU here" into a failure too.
 
-def _gpu_reason():
+def _require_gpu():
+    from rbdgen.jit.cuda import _env_flag, detect_archs
+
     n, why = _build("iiwa14-fixed").gpu_status()
-    return None if n else f"no NVIDIA GPU here (CUDA runtime: {why})"
+    if n:
+        return
+    listed = detect_archs()
+    if listed:
+        pytest.fail(f"nvidia-smi lists a GPU (sm_{', sm_'.join(listed)}) but the CUDA runtime of our kernels cannot "
+                    f"use it: {why}")
+    reason = f"no NVIDIA GPU here (CUDA runtime: {why})"
+    if _env_flag("RBDGEN_REQUIRE_GPU"):
+        pytest.fail(reason + "; RBDGEN_REQUIRE_GPU is set (make test-gpu), so the GPU tests must run")
+    pytest.skip(reason + "; the emulated tests above run the same GPU program on the CPU")
+
+
+def _require_cupy():
+    _require_gpu()
+    try:
+        import cupy
+    except ImportError as e:
+        pytest.fail(f"a GPU is here but cupy cannot be imported ({e}); `make test-gpu` installs it "
+                    "(pip install -e '.[gpu]')")
+    return cupy
+
+
+def test_gpu_tests_fail_where_a_gpu_is_listed_but_unusable(monkeypatch):
+    """The guard of the GPU tests, run here with the facts replaced: nvidia-smi lists a GPU but
+    the runtime reports none → fail with the runtime's reason; no GPU at all → skip, unless
+    RBDGEN_REQUIRE_GPU is set; a usable GPU without cupy → fail."""
+    import rbdgen.jit.cuda as jc
+
+    kern = _build("iiwa14-fixed")
+    why = "CUDA driver version is insufficient for CUDA runtime version"
+    monkeypatch.setattr(kern, "gpu_status", lambda: (0, why))
+    monkeypatch.delenv("RBDGEN_REQUIRE_GPU", raising=False)
+    monkeypatch.setattr(jc, "detect_archs", lambda: ("90",))
+    with pytest.raises(pytest.fail.Exception, match=f"nvidia-smi lists a GPU \\(sm_90\\).*cannot use it: {why}"):
+        _require_gpu()
+    monkeypatch.setattr(jc, "detect_archs", lambda: ())
+    with pytest.raises(pytest.skip.Exception, match=f"no NVIDIA GPU here \\(CUDA runtime: {why}\\)"):
+        _require_gpu()
+    monkeypatch.setenv("RBDGEN_REQUIRE_GPU", "1")
+    with pytest.raises(pytest.fail.Exception, match="RBDGEN_REQUIRE_GPU is set"):
+        _require_gpu()
+    monkeypatch.setattr(kern, "gpu_status", lambda: (1, ""))
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy → ImportError
+    with pytest.raises(pytest.fail.Exception, match=r"cupy cannot be imported.*make test-gpu"):
+        _require_cupy()
+
+
+def _iiwa_batch(cp, n, seed=4):
+    model = _model("iiwa14-fixed")
+    q, v, a, _ = random_state(model, seed=seed, n=n)
+    return ref.rnea(model, q, v, a), [cp.asarray(x) for x in (q, v, a)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", ["auto", "thread", "block"])
 @pytest.mark.parametrize("robot,floating", ROBOT_CASES)
 def test_gpu_every_kernel_matches_reference(robot, floating, shape):
-    reason = _gpu_reason()
-    if reason:
-        pytest.skip(reason + "; the emulated tests above run the same GPU program on the CPU")
+    cupy = _require_cupy()
     model = load_case(robot, floating)
     kern = rbdgen.build(model, target="cuda", opt="-O3")
     q, v, a, tau = random_state(model, seed=9, n=N)
@@ -285,13 +511,103 @@ def test_gpu_every_kernel_matches_reference(robot, floating, shape):
         exp = ref_out(model, k, *args)
         got = kern.kernel(k)(*args, shape=shape)  # numpy in: explicit transfers
         assert kernel_err(got, exp) <= TOL64, (k, shape)
-        try:
-            import cupy
-        except ImportError:
-            continue
         dev = kern.kernel(k)(*map(cupy.asarray, args), shape=shape)
         dev = tuple(cupy.asnumpy(x) for x in dev) if isinstance(dev, tuple) else cupy.asnumpy(dev)
         assert kernel_err(dev, exp) <= TOL64, (k, shape, "cupy")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", ["thread", "block"])
+def test_gpu_input_made_on_another_stream_is_waited_for(shape):
+    """q is written on a busy non-blocking stream, and its interface names that stream; the
+    kernel runs on another non-blocking stream. Without the wait it would read q before the
+    copy that fills it (behind ~1 GB of copies) and compute with zeros."""
+    cp = _require_cupy()
+    kern = _build("iiwa14-fixed")
+    n = 4096
+    exp, (q, v, a) = _iiwa_batch(cp, n)
+    dq = cp.zeros_like(q)
+    busy_src, busy_dst = cp.empty(2 ** 27), cp.empty(2 ** 27)  # 1 GiB each
+    cp.cuda.Device().synchronize()
+    producer, consumer = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with producer:
+        for _ in range(8):
+            busy_dst.data.copy_from_device_async(busy_src.data, busy_src.nbytes, stream=producer)
+        dq.data.copy_from_device_async(q.data, q.nbytes, stream=producer)
+        tau = kern.rnea(dq, v, a, stream=consumer, shape=shape)  # dq's interface: the producer
+    consumer.synchronize()
+    assert kernel_err(cp.asnumpy(tau), exp) <= TOL64
+    producer.synchronize()
+
+
+@pytest.mark.gpu
+def test_gpu_stream_argument_other_than_the_current_stream():
+    """stream= a cupy stream, a raw handle, while cupy's current stream is the default one: the
+    kernel runs there, its outputs come from cupy's pool on that stream, results are right."""
+    cp = _require_cupy()
+    kern = _build("iiwa14-fixed")
+    exp, args = _iiwa_batch(cp, N)
+    exp_d = ref_out(_model("iiwa14-fixed"), "rnea_derivatives", *map(cp.asnumpy, args))
+    s = cp.cuda.Stream(non_blocking=True)
+    for stream in (s, s.ptr):
+        tau = kern.rnea(*args, stream=stream)
+        d = kern.rnea_derivatives(*args, stream=stream, shape="block")
+        s.synchronize()
+        assert kernel_err(cp.asnumpy(tau), exp) <= TOL64
+        assert kernel_err(tuple(map(cp.asnumpy, d)), exp_d) <= TOL64
+
+
+@pytest.mark.gpu
+def test_gpu_launch_after_a_failed_allocation_reports_success():
+    """A failed stream-ordered allocation (a batch no GPU can hold) is reported by its call; the
+    next launch returns its own status, 0 — not the earlier failure."""
+    cp = _require_cupy()
+    kern = _build("iiwa14-fixed")
+    null = ctypes.c_void_p(0)
+    host = getattr(kern._lib, "rbd_iiwa14_rnea_f64_host")
+    err = host(1 << 40, null, null, null, null, 1)  # 2.5e14 bytes: cudaMallocAsync fails first
+    assert err != 0 and "memory" in kern.error_string(err), kern.error_string(err)
+    exp, (q, v, a) = _iiwa_batch(cp, N)
+    tau = cp.empty_like(v)
+    stream = ctypes.c_void_p(cp.cuda.get_current_stream().ptr)
+    ptrs = [x.data.ptr for x in (q, v, a, tau)]
+    for shape in (1, 2):
+        assert kern.rnea._launch(N, *ptrs, stream, shape) == 0, shape
+        assert kernel_err(cp.asnumpy(tau), exp) <= TOL64
+    # the workspace pool keeps its memory (release threshold raised by the first allocation)
+    pool = cp.cuda.runtime.deviceGetMemPool(cp.cuda.runtime.getDevice())
+    threshold = cp.cuda.runtime.memPoolGetAttribute(pool, cp.cuda.runtime.cudaMemPoolAttrReleaseThreshold)
+    assert threshold in (2 ** 64 - 1, -1), threshold  # UINT64_MAX, however the binding reads it
+    kern.release_pool()
+
+
+@pytest.mark.gpu
+def test_gpu_debug_mode_reports_a_fault_inside_the_kernel():
+    """RBDGEN_CUDA_SYNC=1 and arrays at an address that is not GPU memory: the launch succeeds,
+    the kernel faults, and the synchronisation after the launch says so, naming the kernel. In
+    a child process: a fault leaves the CUDA context unusable."""
+    _require_gpu()
+    script = f"""
+import sys
+import rbdgen, rbdgen.robots
+from rbdgen.errors import RbdgenError
+kern = rbdgen.build(rbdgen.load_urdf(rbdgen.robots.path("iiwa14")), target="cuda", kernels=("rnea",), opt="-O1",
+                    arch={ARCHS!r})
+assert kern.sync
+class Bad:
+    __cuda_array_interface__ = dict(shape=(64, 7), typestr="<f8", data=(0x100, False), strides=None, version=3)
+try:
+    kern.rnea(Bad(), Bad(), Bad(), out=Bad(), shape="thread")
+except RbdgenError as e:
+    print("error:", e)
+    sys.exit(0)
+print("no error")
+sys.exit(1)
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "RBDGEN_CUDA_SYNC": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "rnea (N = 64, shape thread): a fault inside the kernel" in r.stdout, r.stdout
 
 
 def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):

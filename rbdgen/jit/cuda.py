@@ -7,16 +7,24 @@ runtime compiler on the machine that runs it (cudart is linked statically), and 
 host emulation that CI runs without a GPU — so what CI checks is what a GPU user loads. cupy is
 optional: any array with ``__cuda_array_interface__`` is accepted, cupy only allocates outputs.
 
+Streams follow the ``__cuda_array_interface__`` (v3) protocol: an input whose interface names a
+``stream`` other than the launch stream is waited for on the device (an event, no host wait),
+and outputs are allocated on the launch stream. Errors: a launch returns only its own status;
+a fault inside a kernel shows at the next synchronisation, or right away in the debug mode
+(``RBDGEN_CUDA_SYNC=1`` or ``kern.sync = True``), which synchronises after every launch.
+
 nvcc comes from the ``nvidia-cuda-nvcc`` wheels the Makefile installs (``$NVCC`` overrides;
 ``nvcc`` on PATH is the last resort).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +36,12 @@ from .loaded import _Method
 DEFAULT_ARCHS = ("80", "90")
 SHAPES = {"auto": 0, "thread": 1, "block": 2}
 NVCC_WHEELS = "nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvvm"
+#: set to 1 for the debug mode: synchronise after every launch and report faults inside kernels
+SYNC_ENV = "RBDGEN_CUDA_SYNC"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def find_nvcc(nvcc: str | None = None) -> str:
@@ -130,14 +144,21 @@ class CudaKernels:
     """Kernels of one robot on the GPU. Each method takes the inputs as the CPU kernels do — one
     state ``(size,)`` or a batch ``(N, size)`` — and
 
-    * GPU arrays (cupy, or anything with ``__cuda_array_interface__``): runs on the GPU without
-      copies, enqueued on cupy's current stream (or ``stream=``, a stream object or handle),
-      and returns cupy arrays (or fills ``out=``);
+    * GPU arrays (cupy, anything with ``__cuda_array_interface__``, or a CUDA DLPack tensor when
+      cupy is installed): runs on the GPU without copies, enqueued on cupy's current stream (or
+      ``stream=``: a cupy or PyTorch stream, or a ``cudaStream_t`` handle), after the work of
+      the streams the inputs' interfaces name; returns cupy arrays allocated on that stream (or
+      fills ``out=``). The call returns once the kernel is enqueued: a fault inside it shows at
+      the next synchronisation (or at once with ``sync``);
     * numpy arrays: copies them to the GPU, runs, copies the results back (an explicit transfer,
       waited for) and returns numpy arrays.
 
     ``shape=`` picks the launch shape ("thread", "block", default "auto"). :meth:`emulated`
     runs the same GPU program on the CPU (no GPU needed).
+
+    ``sync`` (debug mode; default from ``RBDGEN_CUDA_SYNC``, read when the kernels are loaded):
+    wait for the stream after every launch and raise, naming the kernel, the batch and the
+    launch shape, when the kernel faulted.
     """
 
     target = "cuda"
@@ -161,6 +182,15 @@ class CudaKernels:
         getattr(lib, f"{prefix}_error_string").restype = ctypes.c_char_p
         getattr(lib, f"{prefix}_error_string").argtypes = [ctypes.c_int]
         getattr(lib, f"{prefix}_device_count").restype = ctypes.c_int
+        # stream ordering and the debug synchronisation (runtime.cu.j2); tests replace these
+        self._stream_wait = getattr(lib, f"{prefix}_stream_wait")
+        self._stream_wait.argtypes = [p, p]
+        self._stream_wait.restype = ctypes.c_int
+        self._stream_sync = getattr(lib, f"{prefix}_stream_sync")
+        self._stream_sync.argtypes = [p]
+        self._stream_sync.restype = ctypes.c_int
+        getattr(lib, f"{prefix}_release_pool").restype = ctypes.c_int
+        self.sync = _env_flag(SYNC_ENV)  # debug mode: synchronise and check after every launch
         self._gpu = None  # (count, why none), asked once
         self.methods = {}  # kernel name → method (as in rbdgen.jit.loaded.CompiledKernels)
         for name, ki in info.items():
@@ -197,6 +227,12 @@ class CudaKernels:
     def check(self, code: int, what: str):
         if code != 0:
             raise RbdgenError(f"{what}: CUDA error {code}: {self.error_string(code)}")
+
+    def release_pool(self):
+        """Give the memory that the device's stream-ordered pool keeps for later workspaces and
+        transfers (and no longer uses) back to the driver."""
+        self.require_gpu("release_pool")
+        self.check(getattr(self._lib, f"{self.prefix}_release_pool")(), "release_pool")
 
     def require_gpu(self, what: str):
         if self._gpu is None:
@@ -239,7 +275,68 @@ def _cai(x):
     return getattr(x, "__cuda_array_interface__", None)
 
 
+def _dlpack_on_gpu(x) -> bool:
+    """A DLPack tensor on a CUDA device (kDLCUDA = 2, kDLCUDAManaged = 13), e.g. a JAX array."""
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None or not hasattr(x, "__dlpack__"):
+        return False
+    try:
+        return int(dev()[0]) in (2, 13)
+    except Exception:  # noqa: BLE001 - a foreign object's method: not ours to judge
+        return False
+
+
 _TYPESTR = {np.dtype(np.float64): "<f8", np.dtype(np.float32): "<f4"}
+_cupy_missing = False
+
+
+def _cupy():
+    """cupy, or None where it is not installed (asked once)."""
+    global _cupy_missing
+    mod = sys.modules.get("cupy")
+    if mod is not None or _cupy_missing:
+        return mod
+    try:
+        import cupy
+    except ImportError:
+        _cupy_missing = True
+        return None
+    return cupy
+
+
+def _same_stream(a: int, b: int) -> bool:
+    """Handles 0 and 1 are both the legacy default stream (0 as a cudaStream_t, 1 as
+    cudaStreamLegacy, which the array interface uses because it forbids 0)."""
+    return (a or 1) == (b or 1)
+
+
+def _stream_handle(stream) -> int:
+    """``stream=`` as a ``cudaStream_t`` handle: a cupy stream (``.ptr``), a PyTorch stream
+    (``.cuda_stream``), or an integer handle (0: the legacy default stream)."""
+    for attr in ("ptr", "cuda_stream"):
+        h = getattr(stream, attr, None)
+        if h is not None:
+            return int(h)
+    try:
+        h = int(stream)
+    except (TypeError, ValueError):
+        raise ValueError(f"stream= must be a cupy or PyTorch stream or a cudaStream_t handle (int), "
+                         f"got {type(stream).__name__}") from None
+    if h < 0:
+        raise ValueError(f"stream= handle must not be negative, got {h}")
+    return h
+
+
+def _cupy_stream(cupy, stream, handle: int):
+    """cupy's stream object for ``handle``, to make current while cupy allocates: its memory pool
+    hands a block back only to allocations on the stream it was allocated on."""
+    if stream is not None and type(stream).__module__.startswith("cupy"):
+        return stream
+    if handle in (0, 1):
+        return cupy.cuda.Stream.null
+    if handle == 2:
+        return cupy.cuda.Stream.ptds
+    return cupy.cuda.ExternalStream(handle)
 
 
 class _CudaMethod:
@@ -253,7 +350,9 @@ class _CudaMethod:
 
         def numpy_method(code):
             def batch(n, *ptrs):
-                owner.check(host(n, *ptrs, code), name)
+                err = host(n, *ptrs, code)
+                if err:  # the transfers, the launch or (at the final wait) a fault inside the kernel
+                    self._fail(err, n, code, "failed (numpy arrays: transfers, launch and wait)")
 
             return _Method(owner, name, functools.partial(batch, 1), batch, self.inputs, self.outputs)
 
@@ -264,15 +363,22 @@ class _CudaMethod:
     def __call__(self, *args, out=None, stream=None, shape: str = "auto"):
         if shape not in SHAPES:
             raise ValueError(f"{self.name}: shape must be one of {', '.join(SHAPES)}, got {shape!r}")
-        if any(_cai(x) is not None for x in args):
+        if any(_cai(x) is not None or _dlpack_on_gpu(x) for x in args):
             return self._device(args, out, stream, SHAPES[shape])
         if stream is not None:
             raise ValueError(f"{self.name}: stream= applies to GPU arrays; numpy arrays are copied and waited for")
         self.owner.require_gpu(self.name)
         return self._numpy[SHAPES[shape]](*args, out=out)
 
-    def _check_dev(self, what, x, size_or_shape, lead, is_out):
-        cai = _cai(x)
+    def _fail(self, err: int, n: int, shape_code: int, what: str, hint: str = ""):
+        """Raise for CUDA error ``err``, naming the kernel, the batch and the launch shape asked for."""
+        shape = next(k for k, v in SHAPES.items() if v == shape_code)
+        raise RbdgenError(f"{self.name} (N = {n}, shape {shape}): {what}: CUDA error {err}: "
+                          f"{self.owner.error_string(err)}{hint}")
+
+    # -- GPU arrays -----------------------------------------------------------------------
+    def _check_dev(self, what, x, cai, size_or_shape, lead, is_out):
+        """(shape, device pointer, producer stream or None) of a GPU array argument."""
         dt = self.owner.dtype
         if cai is None:
             raise ValueError(f"{self.name}: argument '{what}' must be a GPU array like the others "
@@ -300,46 +406,85 @@ class _CudaMethod:
             if tuple(strides) != tuple(reversed(expect)) and int(np.prod(shape)) > 1:
                 raise ValueError(f"{self.name}: argument '{what}' is not C-contiguous "
                                  "(use cupy.ascontiguousarray)")
-        return shape, cai["data"][0]
+        # v3: None (or absent: v2) = nothing to wait for; 1 = legacy default stream; 2 = per-thread
+        # default stream; else a cudaStream_t. 0 is forbidden (it would be ambiguous).
+        producer = cai.get("stream")
+        if producer is not None:
+            if isinstance(producer, bool) or not isinstance(producer, int) or producer <= 0:
+                raise ValueError(f"{self.name}: argument '{what}': __cuda_array_interface__ has stream "
+                                 f"{producer!r}; the protocol (v3) allows None, 1 (legacy default stream), "
+                                 "2 (per-thread default stream) or a cudaStream_t handle, never 0")
+        return shape, cai["data"][0], producer
 
     def _device(self, args, out, stream, shape_code):
         if len(args) != len(self.inputs):
             names = ", ".join(n for n, _ in self.inputs)
             raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
-        ptrs, first = [], None
-        for (nm, size), x in zip(self.inputs, args):
-            shp, ptr = self._check_dev(nm, x, size, None, False)
+        cupy = _cupy()
+        current = cupy.cuda.get_current_stream().ptr if cupy is not None else 0
+        # the launch stream: stream=, else cupy's current stream, else the legacy default stream
+        handle = current if stream is None else _stream_handle(stream)
+        # where cupy allocates (outputs, DLPack views): on the launch stream, so that its pool does
+        # not reuse the memory for other work while the kernel still writes it
+        on_launch_stream = contextlib.nullcontext
+        if cupy is not None and not _same_stream(current, handle):
+            on_launch_stream = lambda: _cupy_stream(cupy, stream, handle)  # noqa: E731
+        args, ordered = list(args), set()
+        for i, x in enumerate(args):
+            if _cai(x) is None and _dlpack_on_gpu(x):
+                if cupy is None:
+                    raise RbdgenError(f"{self.name}: argument '{self.inputs[i][0]}' is a DLPack tensor; "
+                                      "taking it needs cupy (or pass an array with __cuda_array_interface__)")
+                # the DLPack exchange orders the producer's work before cupy's current stream: ours
+                with on_launch_stream():
+                    args[i] = cupy.from_dlpack(x)
+                ordered.add(i)
+        ptrs, producers, first = [], [], None
+        for i, ((nm, size), x) in enumerate(zip(self.inputs, args)):
+            shp, ptr, prod = self._check_dev(nm, x, _cai(x), size, None, False)
             if first is None:
                 first = shp
             elif len(shp) != len(first) or shp[:-1] != first[:-1]:
                 raise ValueError(f"{self.name}: argument '{nm}' has shape {shp}, but "
                                  f"'{self.inputs[0][0]}' has shape {first}")
             ptrs.append(ptr)
+            producers.append(None if i in ordered else prod)
         lead = first[:-1]
         n = lead[0] if lead else 1
         if out is None:
-            try:
-                import cupy
-            except ImportError as e:  # pragma: no cover - GPU arrays without cupy
-                raise RbdgenError(f"{self.name}: allocating GPU outputs needs cupy; pass out= arrays") from e
-            outs = [cupy.empty(lead + tuple(s), dtype=self.owner.dtype) for _, s in self.outputs]
+            if cupy is None:
+                raise RbdgenError(f"{self.name}: allocating GPU outputs needs cupy; pass out= arrays")
+            with on_launch_stream():
+                outs = [cupy.empty(lead + tuple(s), dtype=self.owner.dtype) for _, s in self.outputs]
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != len(self.outputs):
                 raise ValueError(f"{self.name}: out= needs {len(self.outputs)} array(s)")
         for (nm, s), o in zip(self.outputs, outs):
-            ptrs.append(self._check_dev(nm, o, s, lead, True)[1])
-        if stream is None:
-            stream = _current_stream()
-        handle = getattr(stream, "ptr", stream) or 0
-        if n:
-            self.owner.check(self._launch(n, *ptrs, ctypes.c_void_p(int(handle)), shape_code), self.name)
+            # an out= array may still be read or written on the stream its interface names
+            _, ptr, prod = self._check_dev(nm, o, _cai(o), s, lead, True)
+            ptrs.append(ptr)
+            producers.append(prod)
+        if not n:
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        launch_stream = ctypes.c_void_p(handle)
+        waited = []
+        for prod in producers:
+            if prod is None or _same_stream(prod, handle) or prod in waited:
+                continue
+            err = self.owner._stream_wait(launch_stream, ctypes.c_void_p(prod))
+            if err:
+                self._fail(err, n, shape_code, f"making the launch stream wait for stream {prod:#x} "
+                           "(named by an argument's __cuda_array_interface__) failed")
+            waited.append(prod)
+        err = self._launch(n, *ptrs, launch_stream, shape_code)
+        if err:
+            self._fail(err, n, shape_code, "the launch failed")
+        if self.owner.sync:
+            err = self.owner._stream_sync(launch_stream)
+            if err:
+                self._fail(err, n, shape_code, f"a fault inside the kernel, found by the synchronisation after "
+                           f"the launch (debug mode, {SYNC_ENV})",
+                           " (a fault is sticky: it can also come from earlier GPU work of this process, and "
+                           "every later CUDA call reports it; restart the process)")
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-
-def _current_stream():
-    try:
-        import cupy
-    except ImportError:
-        return 0
-    return cupy.cuda.get_current_stream()
