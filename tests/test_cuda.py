@@ -626,7 +626,9 @@ def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):
     rc, out, err = run_main(capsys, "inspect", robot.path, "--floating-base", "--frames", ",".join(model.frames),
                             "--cost", "--target", "cuda", "-q")
     assert rc == 0, err
-    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[-len(KERNELS):]}
+    lines = out.splitlines()
+    top = next(i for i, ln in enumerate(lines) if ln.startswith("kernel") and "statements" in ln) + 2
+    rows = {ln.split()[0]: ln.split() for ln in lines[top:top + len(KERNELS)]}
     assert set(rows) == set(KERNELS)
     for k, r in rows.items():
         statements, threads, critical = int(r[1]), int(r[2]), int(r[5])
@@ -635,3 +637,9 @@ def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):
         assert -(-statements // threads) <= critical <= statements
     # the gradient's columns are independent: far more than a few threads' worth of parallelism
     assert float(rows["rnea_derivatives"][6].rstrip("x")) > 4
+    # the resource report (ptxas) follows: both shapes of every kernel, and nothing spills on the
+    # branched floating robot either (at 1024 threads a block ptxas had 64 registers and spilled)
+    res = next(i for i, ln in enumerate(lines) if ln.startswith("kernel") and "spills" in ln) + 2
+    res_rows = [ln.split() for ln in lines[res:res + 2 * len(KERNELS)]]
+    assert {(r[0], r[1]) for r in res_rows} == {(k, s) for k in KERNELS for s in ("thread", "block")}
+    assert all(r[5:7] == ["0", "B"] for r in res_rows), res_rows

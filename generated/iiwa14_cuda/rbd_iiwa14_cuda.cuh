@@ -12,6 +12,14 @@
  *       run the GPU program on the CPU, one thread after the other (for tests, no GPU needed)
  * shape: 0 = auto, 1 = one thread per state, 2 = a block of threads per state.
  * Functions return a cudaError_t as int (0 = success; text from <prefix>_error_string).
+ *
+ * Errors: _launch returns what prevented the kernel from starting (bad configuration, no
+ * device, workspace allocation) and only that: the code belongs to this launch, not to an
+ * earlier failed call. A fault inside the kernel (illegal address, …) shows at the next
+ * synchronisation of the stream — <prefix>_stream_sync(stream) waits and returns it.
+ * Streams: _launch only orders the kernel after earlier work on `stream`; inputs made on
+ * another stream need <prefix>_stream_wait(stream, producer) first (the Python side does that
+ * for the `stream` of __cuda_array_interface__).
  */
 #ifndef RBD_IIWA14_CUDA_CUH
 #define RBD_IIWA14_CUDA_CUH
@@ -29,7 +37,16 @@ extern "C" {
 const char* rbd_iiwa14_cuda_error_string(int code);
 int rbd_iiwa14_cuda_device_count(void);
 int rbd_iiwa14_cuda_sm_count(void);
-int rbd_iiwa14_cuda_auto_shape(long n, int default_shape, int lanes);
+int rbd_iiwa14_cuda_auto_shape(long n, int thread, int speedup_pct);
+/* work enqueued on `stream` from now on waits for the work enqueued so far on `producer` */
+int rbd_iiwa14_cuda_stream_wait(cudaStream_t stream, cudaStream_t producer);
+/* wait for `stream`; returns the first error, a fault inside a kernel included */
+int rbd_iiwa14_cuda_stream_sync(cudaStream_t stream);
+/* the memory pool of stream-ordered allocations on `stream`'s device keeps freed memory (release
+ * threshold raised once per device); _launch and _host call it before they allocate */
+int rbd_iiwa14_cuda_prepare_pool(cudaStream_t stream);
+/* give the memory the current device's pool holds unused back to the driver */
+int rbd_iiwa14_cuda_release_pool(void);
 
 /* rnea: inverse dynamics τ = M a + C v + g
  * in:  q[7], v[7], a[7]

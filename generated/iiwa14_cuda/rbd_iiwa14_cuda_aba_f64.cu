@@ -4,11 +4,15 @@
 // their launchers, and host emulations of the same programs.
 //
 // thread shape: one thread per state, 128 states per block. The states of a block are one
-//   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
-//   accesses (29 scalars per state, padded to an odd count against bank conflicts; 29696 bytes).
-// block shape: 1 threads per state (threadIdx.x), 16 state(s) per block (threadIdx.y);
-//   20 stages with a barrier after each; workspace of 259 scalars
-//   per state in shared memory, the state's inputs included.
+//   contiguous stretch of each array; threads copy the inputs and outputs through shared memory with
+//   coalesced accesses (29 scalars per state, padded to an odd count against bank conflicts;
+//   29696 bytes).//
+// block shape: 32 states (threadIdx.x) × 1 lanes (threadIdx.y) per block: each warp
+//   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
+//   state are different warps. 20 stages with a barrier after each;
+//   workspace of 125 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 1.00x shorter than the thread shape's (warp model,
+//   rbdgen.backends.cuda.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_aba_f64.cuh"
 
@@ -20,134 +24,159 @@ constexpr int aba_TILE = 128;
 constexpr int aba_STRIDE = 29;
 
 template <typename S>
-__host__ __device__ inline void aba_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict qdd, S* __restrict tile) {
+__host__ __device__ inline void aba_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, S* __restrict tile) {
   const long first = blk * aba_TILE;
-  const long cnt = n - first < aba_TILE ? n - first : aba_TILE;
-  for (long e = tx; e < cnt * 7; e += aba_TILE)
+  const int cnt = static_cast<int>(n - first < aba_TILE ? n - first : aba_TILE);
+  for (int e = tx; e < cnt * 7; e += aba_TILE)
     tile[(e / 7) * aba_STRIDE + 0 + e % 7] = q[first * 7 + e];
-  for (long e = tx; e < cnt * 7; e += aba_TILE)
+  for (int e = tx; e < cnt * 7; e += aba_TILE)
     tile[(e / 7) * aba_STRIDE + 7 + e % 7] = v[first * 7 + e];
-  for (long e = tx; e < cnt * 7; e += aba_TILE)
+  for (int e = tx; e < cnt * 7; e += aba_TILE)
     tile[(e / 7) * aba_STRIDE + 14 + e % 7] = tau[first * 7 + e];
 }
 
 template <typename S>
-__host__ __device__ inline void aba_tcompute(int tx, long blk, long n, S* __restrict tile) {
-  if (blk * aba_TILE + tx >= n) return;
+__host__ __device__ inline void aba_tcompute(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict qdd, S* __restrict tile) {
+  const long i = blk * aba_TILE + tx;
+  if (i >= n) return;
   S* s = tile + tx * aba_STRIDE;
-  S w[149];
+  S w[97];
   aba<S>(s + 0, s + 7, s + 14, s + 21, w);
 }
 
 template <typename S>
-__host__ __device__ inline void aba_tstore(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict qdd, const S* __restrict tile) {
+__host__ __device__ inline void aba_tstore(int tx, long blk, long n, S* __restrict qdd, const S* __restrict tile) {
   const long first = blk * aba_TILE;
-  const long cnt = n - first < aba_TILE ? n - first : aba_TILE;
-  for (long e = tx; e < cnt * 7; e += aba_TILE)
+  const int cnt = static_cast<int>(n - first < aba_TILE ? n - first : aba_TILE);
+  for (int e = tx; e < cnt * 7; e += aba_TILE)
     qdd[first * 7 + e] = tile[(e / 7) * aba_STRIDE + 21 + e % 7];
 }
 
 __global__ void __launch_bounds__(aba_TILE) aba_thread_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd) {
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* tile = reinterpret_cast<double*>(rbd_smem);
-  aba_tload<double>(threadIdx.x, blockIdx.x, n, q, v, tau, qdd, tile);
+  aba_tload<double>(threadIdx.x, blockIdx.x, n, q, v, tau, tile);
   __syncthreads();
-  aba_tcompute<double>(threadIdx.x, blockIdx.x, n, tile);
+  aba_tcompute<double>(threadIdx.x, blockIdx.x, n, q, v, tau, qdd, tile);
   __syncthreads();
-  aba_tstore<double>(threadIdx.x, blockIdx.x, n, q, v, tau, qdd, tile);
+  aba_tstore<double>(threadIdx.x, blockIdx.x, n, qdd, tile);
 }
 
 constexpr int aba_LANES = 1;
-constexpr int aba_SPB = 16;
-constexpr int aba_SCRATCH = 259;
+constexpr int aba_SPB = 32;
+constexpr int aba_SCRATCH = 125;
 
-// the state's inputs, copied once into the shared workspace (after the exchanged values)
+// the block's states' inputs, copied once into their workspaces (after the exchanged values):
+// the block's states are one contiguous stretch of each input, read with coalesced accesses by
+// all 32 threads (t = the thread's index in the block)
 template <typename S>
-__host__ __device__ inline void aba_bload(int tx, const S* __restrict q, const S* __restrict v, const S* __restrict tau, S* __restrict w) {
-  for (int e = tx; e < 7; e += aba_LANES) w[238 + e] = q[e];
-  for (int e = tx; e < 7; e += aba_LANES) w[245 + e] = v[e];
-  for (int e = tx; e < 7; e += aba_LANES) w[252 + e] = tau[e];
+__host__ __device__ inline void aba_bload(int t, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, S* __restrict ws) {
+  const long first = blk * aba_SPB;
+  const int cnt = static_cast<int>(n - first < aba_SPB ? n - first : aba_SPB);
+  for (int e = t; e < cnt * 7; e += 32)
+    ws[(e / 7) * aba_SCRATCH + 104 + e % 7] = q[first * 7 + e];
+  for (int e = t; e < cnt * 7; e += 32)
+    ws[(e / 7) * aba_SCRATCH + 111 + e % 7] = v[first * 7 + e];
+  for (int e = t; e < cnt * 7; e += 32)
+    ws[(e / 7) * aba_SCRATCH + 118 + e % 7] = tau[first * 7 + e];
 }
 
-__global__ void __launch_bounds__(16) aba_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * aba_SPB + threadIdx.y;
+__global__ void __launch_bounds__(32) aba_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, [[maybe_unused]] double* __restrict wg) {
+  const long i = static_cast<long>(blockIdx.x) * aba_SPB + threadIdx.x;  // the state
+  const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
-  double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * aba_SCRATCH;
-  if (live) aba_bload<double>(threadIdx.x, q + c * 7, v + c * 7, tau + c * 7, w);
+  double* ws = reinterpret_cast<double*>(rbd_smem);
+  aba_bload<double>(static_cast<int>(threadIdx.y * aba_SPB + threadIdx.x), blockIdx.x, n, q, v, tau, ws);
+  double* w = ws + threadIdx.x * aba_SCRATCH;
   __syncthreads();
-  if (live) aba_s0<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s0<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s1<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s1<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s2<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s2<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s3<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s3<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s4<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s4<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s5<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s5<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s6<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s6<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s7<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s7<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s8<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s8<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s9<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s9<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s10<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s10<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s11<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s11<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s12<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s12<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s13<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s13<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s14<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s14<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s15<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s15<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s16<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s16<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s17<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s17<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s18<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s18<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s19<double>(threadIdx.x, w + 238, w + 245, w + 252, qdd + c * 7, w);
+  if (live) aba_s19<double>(lane, w + 104, w + 111, w + 118, qdd + c * 7, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
 
 extern "C" {
 
+// Launches go through cudaLaunchKernelEx, which returns the status of this launch itself. A
+// <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also returns (and
+// clears) an earlier failure of another call that set the last error (with the static runtime
+// this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch could
+// report an error. Clearing it beforehand would instead discard an error that the caller of a
+// C++ project has not read yet. Faults inside the kernel appear only when the stream is
+// synchronised (<prefix>_stream_sync).
 int rbd_iiwa14_cuda_aba_f64_launch(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, cudaStream_t stream, int shape) {
   using namespace rbd_iiwa14_cuda_f64;
   if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, aba_LANES);
+  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 100);
+  cudaLaunchConfig_t cfg = {};
+  cfg.stream = stream;
   if (shape == 1) {
     const long grid = (n + aba_TILE - 1) / aba_TILE;
-    aba_thread_kernel<<<static_cast<unsigned>(grid), aba_TILE, 29696, stream>>>(n, q, v, tau, qdd);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(aba_TILE);
+    cfg.dynamicSmemBytes = 29696;
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, aba_thread_kernel, n, q, v, tau, qdd));
   }
   if (shape == 2) {
     const long grid = (n + aba_SPB - 1) / aba_SPB;
-    const dim3 threads(aba_LANES, aba_SPB);
-    aba_block_kernel<<<static_cast<unsigned>(grid), threads, 4144 * sizeof(double), stream>>>(n, q, v, tau, qdd, nullptr);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(aba_SPB, aba_LANES);  // x: states, y: lanes
+    cfg.dynamicSmemBytes = 4000 * sizeof(double);
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, aba_block_kernel, n, q, v, tau, qdd, static_cast<double*>(nullptr)));
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// numpy-style host arrays: one stream-ordered allocation from the driver's memory pool (cheap
-// after the first call), copies in, the launch, copies out, all on the per-thread default
-// stream, then a wait
+// numpy-style host arrays: one stream-ordered allocation from the device's memory pool (which
+// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size),
+// copies in, the launch, copies out, all on the per-thread default stream, then a wait — which
+// also returns a fault inside the kernel
 int rbd_iiwa14_cuda_aba_f64_host(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, int shape) {
   if (n <= 0) return 0;
   const cudaStream_t s = cudaStreamPerThread;
+  cudaError_t e = static_cast<cudaError_t>(rbd_iiwa14_cuda_prepare_pool(s));
+  if (e != cudaSuccess) return static_cast<int>(e);
   double* d = nullptr;
-  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 28 * sizeof(double), s);
+  e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 28 * sizeof(double), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_v = d + static_cast<size_t>(n) * 7;
@@ -169,9 +198,9 @@ void rbd_iiwa14_cuda_aba_f64_emulate_thread(long n, const double* __restrict q, 
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> tile(static_cast<size_t>(aba_TILE) * aba_STRIDE);
   for (long b = 0; b * aba_TILE < n; ++b) {
-    for (int tx = 0; tx < aba_TILE; ++tx) aba_tload<double>(tx, b, n, q, v, tau, qdd, tile.data());
-    for (int tx = 0; tx < aba_TILE; ++tx) aba_tcompute<double>(tx, b, n, tile.data());
-    for (int tx = 0; tx < aba_TILE; ++tx) aba_tstore<double>(tx, b, n, q, v, tau, qdd, tile.data());
+    for (int tx = 0; tx < aba_TILE; ++tx) aba_tload<double>(tx, b, n, q, v, tau, tile.data());
+    for (int tx = 0; tx < aba_TILE; ++tx) aba_tcompute<double>(tx, b, n, q, v, tau, qdd, tile.data());
+    for (int tx = 0; tx < aba_TILE; ++tx) aba_tstore<double>(tx, b, n, qdd, tile.data());
   }
 }
 
@@ -179,131 +208,126 @@ void rbd_iiwa14_cuda_aba_f64_emulate_block(long n, const double* __restrict q, c
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> ws(static_cast<size_t>(aba_SPB) * aba_SCRATCH);
   for (long b = 0; b * aba_SPB < n; ++b) {
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int t = 0; t < 32; ++t) aba_bload<double>(t, b, n, q, v, tau, ws.data());
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_bload<double>(tx, q + i * 7, v + i * 7, tau + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s0<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s0<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s1<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s1<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s2<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s2<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s3<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s3<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s4<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s4<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s5<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s5<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s6<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s6<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s7<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s7<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s8<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s8<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s9<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s9<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s10<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s10<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s11<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s11<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s12<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s12<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s13<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s13<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s14<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s14<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s15<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s15<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s16<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s16<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s17<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s17<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s18<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
+    for (int tx = 0; tx < aba_SPB; ++tx) {
+      const long i = b * aba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s18<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
-    }
-    for (int ty = 0; ty < aba_SPB; ++ty) {
-      const long i = b * aba_SPB + ty;
-      if (i >= n) continue;
-      double* w = ws.data() + ty * aba_SCRATCH;
-      for (int tx = 0; tx < aba_LANES; ++tx) aba_s19<double>(tx, w + 238, w + 245, w + 252, qdd + i * 7, w);
+      double* w = ws.data() + tx * aba_SCRATCH;
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s19<double>(lane, w + 104, w + 111, w + 118, qdd + i * 7, w);
     }
   }
 }

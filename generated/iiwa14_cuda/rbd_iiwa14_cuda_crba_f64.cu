@@ -3,12 +3,17 @@
 // Robot 'iiwa14', kernel crba, float64: __global__ kernels in two launch shapes,
 // their launchers, and host emulations of the same programs.
 //
-// thread shape: one thread per state, 64 states per block. The states of a block are one
-//   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
-//   accesses (57 scalars per state, padded to an odd count against bank conflicts; 29184 bytes).
-// block shape: 5 threads per state (threadIdx.x), 25 state(s) per block (threadIdx.y);
-//   7 stages with a barrier after each; workspace of 106 scalars
-//   per state in shared memory, the state's inputs included.
+// thread shape: one thread per state, 128 states per block. The states of a block are one
+//   contiguous stretch of each array; threads copy the inputs through shared memory with
+//   coalesced accesses (7 scalars per state, padded to an odd count against bank conflicts;
+//   7168 bytes). The outputs are written in place: staging them too would let an
+//   SM hold fewer states than its registers allow.//
+// block shape: 32 states (threadIdx.x) × 5 lanes (threadIdx.y) per block: each warp
+//   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
+//   state are different warps. 7 stages with a barrier after each;
+//   workspace of 67 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 1.13x shorter than the thread shape's (warp model,
+//   rbdgen.backends.cuda.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_crba_f64.cuh"
 
@@ -16,105 +21,118 @@
 
 namespace rbd_iiwa14_cuda_f64 {
 
-constexpr int crba_TILE = 64;
-constexpr int crba_STRIDE = 57;
+constexpr int crba_TILE = 128;
+constexpr int crba_STRIDE = 7;
 
 template <typename S>
-__host__ __device__ inline void crba_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, S* __restrict tile) {
+__host__ __device__ inline void crba_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict tile) {
   const long first = blk * crba_TILE;
-  const long cnt = n - first < crba_TILE ? n - first : crba_TILE;
-  for (long e = tx; e < cnt * 7; e += crba_TILE)
+  const int cnt = static_cast<int>(n - first < crba_TILE ? n - first : crba_TILE);
+  for (int e = tx; e < cnt * 7; e += crba_TILE)
     tile[(e / 7) * crba_STRIDE + 0 + e % 7] = q[first * 7 + e];
 }
 
 template <typename S>
-__host__ __device__ inline void crba_tcompute(int tx, long blk, long n, S* __restrict tile) {
-  if (blk * crba_TILE + tx >= n) return;
+__host__ __device__ inline void crba_tcompute(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, S* __restrict tile) {
+  const long i = blk * crba_TILE + tx;
+  if (i >= n) return;
   S* s = tile + tx * crba_STRIDE;
-  crba<S>(s + 0, s + 7);
-}
-
-template <typename S>
-__host__ __device__ inline void crba_tstore(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, const S* __restrict tile) {
-  const long first = blk * crba_TILE;
-  const long cnt = n - first < crba_TILE ? n - first : crba_TILE;
-  for (long e = tx; e < cnt * 49; e += crba_TILE)
-    M[first * 49 + e] = tile[(e / 49) * crba_STRIDE + 7 + e % 49];
+  crba<S>(s + 0, M + i * 49);
 }
 
 __global__ void __launch_bounds__(crba_TILE) crba_thread_kernel(long n, const double* __restrict q, double* __restrict M) {
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* tile = reinterpret_cast<double*>(rbd_smem);
-  crba_tload<double>(threadIdx.x, blockIdx.x, n, q, M, tile);
+  crba_tload<double>(threadIdx.x, blockIdx.x, n, q, tile);
   __syncthreads();
-  crba_tcompute<double>(threadIdx.x, blockIdx.x, n, tile);
-  __syncthreads();
-  crba_tstore<double>(threadIdx.x, blockIdx.x, n, q, M, tile);
+  crba_tcompute<double>(threadIdx.x, blockIdx.x, n, q, M, tile);
 }
 
 constexpr int crba_LANES = 5;
-constexpr int crba_SPB = 25;
-constexpr int crba_SCRATCH = 106;
+constexpr int crba_SPB = 32;
+constexpr int crba_SCRATCH = 67;
 
-// the state's inputs, copied once into the shared workspace (after the exchanged values)
+// the block's states' inputs, copied once into their workspaces (after the exchanged values):
+// the block's states are one contiguous stretch of each input, read with coalesced accesses by
+// all 160 threads (t = the thread's index in the block)
 template <typename S>
-__host__ __device__ inline void crba_bload(int tx, const S* __restrict q, S* __restrict w) {
-  for (int e = tx; e < 7; e += crba_LANES) w[99 + e] = q[e];
+__host__ __device__ inline void crba_bload(int t, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict ws) {
+  const long first = blk * crba_SPB;
+  const int cnt = static_cast<int>(n - first < crba_SPB ? n - first : crba_SPB);
+  for (int e = t; e < cnt * 7; e += 160)
+    ws[(e / 7) * crba_SCRATCH + 60 + e % 7] = q[first * 7 + e];
 }
 
-__global__ void __launch_bounds__(125) crba_block_kernel(long n, const double* __restrict q, double* __restrict M, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * crba_SPB + threadIdx.y;
+__global__ void __launch_bounds__(160) crba_block_kernel(long n, const double* __restrict q, double* __restrict M, [[maybe_unused]] double* __restrict wg) {
+  const long i = static_cast<long>(blockIdx.x) * crba_SPB + threadIdx.x;  // the state
+  const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
-  double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * crba_SCRATCH;
-  if (live) crba_bload<double>(threadIdx.x, q + c * 7, w);
+  double* ws = reinterpret_cast<double*>(rbd_smem);
+  crba_bload<double>(static_cast<int>(threadIdx.y * crba_SPB + threadIdx.x), blockIdx.x, n, q, ws);
+  double* w = ws + threadIdx.x * crba_SCRATCH;
   __syncthreads();
-  if (live) crba_s0<double>(threadIdx.x, w + 99, M + c * 49, w);
+  if (live) crba_s0<double>(lane, w + 60, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s1<double>(threadIdx.x, w + 99, M + c * 49, w);
+  if (live) crba_s1<double>(lane, w + 60, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s2<double>(threadIdx.x, w + 99, M + c * 49, w);
+  if (live) crba_s2<double>(lane, w + 60, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s3<double>(threadIdx.x, w + 99, M + c * 49, w);
+  if (live) crba_s3<double>(lane, w + 60, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s4<double>(threadIdx.x, w + 99, M + c * 49, w);
+  if (live) crba_s4<double>(lane, w + 60, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s5<double>(threadIdx.x, w + 99, M + c * 49, w);
+  if (live) crba_s5<double>(lane, w + 60, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s6<double>(threadIdx.x, w + 99, M + c * 49, w);
+  if (live) crba_s6<double>(lane, w + 60, M + c * 49, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
 
 extern "C" {
 
+// Launches go through cudaLaunchKernelEx, which returns the status of this launch itself. A
+// <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also returns (and
+// clears) an earlier failure of another call that set the last error (with the static runtime
+// this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch could
+// report an error. Clearing it beforehand would instead discard an error that the caller of a
+// C++ project has not read yet. Faults inside the kernel appear only when the stream is
+// synchronised (<prefix>_stream_sync).
 int rbd_iiwa14_cuda_crba_f64_launch(long n, const double* __restrict q, double* __restrict M, cudaStream_t stream, int shape) {
   using namespace rbd_iiwa14_cuda_f64;
   if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, crba_LANES);
+  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 113);
+  cudaLaunchConfig_t cfg = {};
+  cfg.stream = stream;
   if (shape == 1) {
     const long grid = (n + crba_TILE - 1) / crba_TILE;
-    crba_thread_kernel<<<static_cast<unsigned>(grid), crba_TILE, 29184, stream>>>(n, q, M);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(crba_TILE);
+    cfg.dynamicSmemBytes = 7168;
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, crba_thread_kernel, n, q, M));
   }
   if (shape == 2) {
     const long grid = (n + crba_SPB - 1) / crba_SPB;
-    const dim3 threads(crba_LANES, crba_SPB);
-    crba_block_kernel<<<static_cast<unsigned>(grid), threads, 2650 * sizeof(double), stream>>>(n, q, M, nullptr);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(crba_SPB, crba_LANES);  // x: states, y: lanes
+    cfg.dynamicSmemBytes = 2144 * sizeof(double);
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, crba_block_kernel, n, q, M, static_cast<double*>(nullptr)));
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// numpy-style host arrays: one stream-ordered allocation from the driver's memory pool (cheap
-// after the first call), copies in, the launch, copies out, all on the per-thread default
-// stream, then a wait
+// numpy-style host arrays: one stream-ordered allocation from the device's memory pool (which
+// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size),
+// copies in, the launch, copies out, all on the per-thread default stream, then a wait — which
+// also returns a fault inside the kernel
 int rbd_iiwa14_cuda_crba_f64_host(long n, const double* __restrict q, double* __restrict M, int shape) {
   if (n <= 0) return 0;
   const cudaStream_t s = cudaStreamPerThread;
+  cudaError_t e = static_cast<cudaError_t>(rbd_iiwa14_cuda_prepare_pool(s));
+  if (e != cudaSuccess) return static_cast<int>(e);
   double* d = nullptr;
-  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 56 * sizeof(double), s);
+  e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 56 * sizeof(double), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_M = d + static_cast<size_t>(n) * 7;
@@ -132,9 +150,8 @@ void rbd_iiwa14_cuda_crba_f64_emulate_thread(long n, const double* __restrict q,
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> tile(static_cast<size_t>(crba_TILE) * crba_STRIDE);
   for (long b = 0; b * crba_TILE < n; ++b) {
-    for (int tx = 0; tx < crba_TILE; ++tx) crba_tload<double>(tx, b, n, q, M, tile.data());
-    for (int tx = 0; tx < crba_TILE; ++tx) crba_tcompute<double>(tx, b, n, tile.data());
-    for (int tx = 0; tx < crba_TILE; ++tx) crba_tstore<double>(tx, b, n, q, M, tile.data());
+    for (int tx = 0; tx < crba_TILE; ++tx) crba_tload<double>(tx, b, n, q, tile.data());
+    for (int tx = 0; tx < crba_TILE; ++tx) crba_tcompute<double>(tx, b, n, q, M, tile.data());
   }
 }
 
@@ -142,53 +159,48 @@ void rbd_iiwa14_cuda_crba_f64_emulate_block(long n, const double* __restrict q, 
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> ws(static_cast<size_t>(crba_SPB) * crba_SCRATCH);
   for (long b = 0; b * crba_SPB < n; ++b) {
-    for (int ty = 0; ty < crba_SPB; ++ty) {
-      const long i = b * crba_SPB + ty;
+    for (int t = 0; t < 160; ++t) crba_bload<double>(t, b, n, q, ws.data());
+    for (int tx = 0; tx < crba_SPB; ++tx) {
+      const long i = b * crba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * crba_SCRATCH;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_bload<double>(tx, q + i * 7, w);
+      double* w = ws.data() + tx * crba_SCRATCH;
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s0<double>(lane, w + 60, M + i * 49, w);
     }
-    for (int ty = 0; ty < crba_SPB; ++ty) {
-      const long i = b * crba_SPB + ty;
+    for (int tx = 0; tx < crba_SPB; ++tx) {
+      const long i = b * crba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * crba_SCRATCH;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s0<double>(tx, w + 99, M + i * 49, w);
+      double* w = ws.data() + tx * crba_SCRATCH;
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s1<double>(lane, w + 60, M + i * 49, w);
     }
-    for (int ty = 0; ty < crba_SPB; ++ty) {
-      const long i = b * crba_SPB + ty;
+    for (int tx = 0; tx < crba_SPB; ++tx) {
+      const long i = b * crba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * crba_SCRATCH;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s1<double>(tx, w + 99, M + i * 49, w);
+      double* w = ws.data() + tx * crba_SCRATCH;
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s2<double>(lane, w + 60, M + i * 49, w);
     }
-    for (int ty = 0; ty < crba_SPB; ++ty) {
-      const long i = b * crba_SPB + ty;
+    for (int tx = 0; tx < crba_SPB; ++tx) {
+      const long i = b * crba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * crba_SCRATCH;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s2<double>(tx, w + 99, M + i * 49, w);
+      double* w = ws.data() + tx * crba_SCRATCH;
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s3<double>(lane, w + 60, M + i * 49, w);
     }
-    for (int ty = 0; ty < crba_SPB; ++ty) {
-      const long i = b * crba_SPB + ty;
+    for (int tx = 0; tx < crba_SPB; ++tx) {
+      const long i = b * crba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * crba_SCRATCH;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s3<double>(tx, w + 99, M + i * 49, w);
+      double* w = ws.data() + tx * crba_SCRATCH;
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s4<double>(lane, w + 60, M + i * 49, w);
     }
-    for (int ty = 0; ty < crba_SPB; ++ty) {
-      const long i = b * crba_SPB + ty;
+    for (int tx = 0; tx < crba_SPB; ++tx) {
+      const long i = b * crba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * crba_SCRATCH;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s4<double>(tx, w + 99, M + i * 49, w);
+      double* w = ws.data() + tx * crba_SCRATCH;
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s5<double>(lane, w + 60, M + i * 49, w);
     }
-    for (int ty = 0; ty < crba_SPB; ++ty) {
-      const long i = b * crba_SPB + ty;
+    for (int tx = 0; tx < crba_SPB; ++tx) {
+      const long i = b * crba_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * crba_SCRATCH;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s5<double>(tx, w + 99, M + i * 49, w);
-    }
-    for (int ty = 0; ty < crba_SPB; ++ty) {
-      const long i = b * crba_SPB + ty;
-      if (i >= n) continue;
-      double* w = ws.data() + ty * crba_SCRATCH;
-      for (int tx = 0; tx < crba_LANES; ++tx) crba_s6<double>(tx, w + 99, M + i * 49, w);
+      double* w = ws.data() + tx * crba_SCRATCH;
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s6<double>(lane, w + 60, M + i * 49, w);
     }
   }
 }

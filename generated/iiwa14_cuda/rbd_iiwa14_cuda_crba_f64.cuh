@@ -6,8 +6,8 @@
 // ops: 442 mul, 373 add/sub, 0 div, 12 sin/cos; critical path 45 ops
 //
 // * crba<S>(…): one state on one thread (888 statements).
-// * crba_s0 … _s6: one state on 5 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 106 scalars per state
+// * crba_s0 … _s6: one state on 5 cooperating lanes (argument lane),
+//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 67 scalars per state
 //   shared by the threads. 7 stages, up to 5 independent tasks in one stage.
 #pragma once
 
@@ -16,6 +16,15 @@
 namespace rbd_iiwa14_cuda_f64 {
 __host__ __device__ inline double rbd_sin(double x) { return sin(x); }
 __host__ __device__ inline double rbd_cos(double x) { return cos(x); }
+// both with one range reduction on the GPU (the host side of the emulation calls the two)
+__host__ __device__ inline void rbd_sincos(double x, double& s, double& c) {
+#ifdef __CUDA_ARCH__
+  sincos(x, &s, &c);
+#else
+  s = sin(x);
+  c = cos(x);
+#endif
+}
 }  // namespace rbd_iiwa14_cuda_f64
 #endif
 
@@ -27,8 +36,8 @@ namespace rbd_iiwa14_cuda_f64 {
 template <typename S>
 __host__ __device__ inline void crba(const S* __restrict q, S* __restrict M) {
   // ---- crba composite inertia: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t0 = rbd_cos(q[6]);
-  const S t1 = rbd_sin(q[6]);
+  S t1, t0;
+  rbd_sincos(q[6], t1, t0);
   const S t2 = t1 * -0.081;
   const S t3 = t0 * 0.081;
   const S t4 = t0 * -0.081;
@@ -122,8 +131,8 @@ __host__ __device__ inline void crba(const S* __restrict q, S* __restrict M) {
   const S t91 = -0.00108 + t74;
   const S t92 = 1.8 + t84;
   // ---- crba composite inertia: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t93 = rbd_cos(q[5]);
-  const S t94 = rbd_sin(q[5]);
+  S t94, t93;
+  rbd_sincos(q[5], t94, t93);
   const S t95 = t93 * -0.2155;
   const S t96 = t94 * -0.2155;
   const S t97 = t88 * t93;
@@ -265,8 +274,8 @@ __host__ __device__ inline void crba(const S* __restrict q, S* __restrict M) {
   const S t230 = 1.7 + t92;
   const S t231 = 1.7 + t214;
   // ---- crba composite inertia: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t232 = rbd_cos(q[4]);
-  const S t233 = rbd_sin(q[4]);
+  S t233, t232;
+  rbd_sincos(q[4], t233, t232);
   const S t234 = t233 * -0.1845;
   const S t235 = t232 * 0.1845;
   const S t236 = t232 * -0.1845;
@@ -453,8 +462,8 @@ __host__ __device__ inline void crba(const S* __restrict q, S* __restrict M) {
   const S t416 = 2.7 + t231;
   const S t417 = 2.7 + t405;
   // ---- crba composite inertia: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t418 = rbd_cos(q[3]);
-  const S t419 = rbd_sin(q[3]);
+  S t419, t418;
+  rbd_sincos(q[3], t419, t418);
   const S t420 = -0.2155 * t418;
   const S t421 = -0.2155 * t419;
   const S t422 = t406 * t418;
@@ -598,8 +607,8 @@ __host__ __device__ inline void crba(const S* __restrict q, S* __restrict M) {
   const S t559 = 3.0 + t550;
   const S t560 = 3.0 + t417;
   // ---- crba composite inertia: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t561 = rbd_cos(q[2]);
-  const S t562 = rbd_sin(q[2]);
+  S t562, t561;
+  rbd_sincos(q[2], t562, t561);
   const S t563 = t562 * -0.2045;
   const S t564 = t561 * 0.2045;
   const S t565 = t561 * -0.2045;
@@ -707,8 +716,8 @@ __host__ __device__ inline void crba(const S* __restrict q, S* __restrict M) {
   const S t667 = 0.057924359999999994 + t661;
   M[8] = t667;
   // ---- crba composite inertia: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t668 = rbd_cos(q[1]);
-  const S t669 = rbd_sin(q[1]);
+  S t669, t668;
+  rbd_sincos(q[1], t669, t668);
   const S t670 = t663 * t669;
   const S t671 = t662 * t669;
   const S t672 = t663 * t668;
@@ -920,12 +929,12 @@ __host__ __device__ inline void crba(const S* __restrict q, S* __restrict M) {
 // one state per 5 threads: stage s runs after every thread finished stage s-1
 // ---------------------------------------------------------------------------------------------
 template <typename S>
-__host__ __device__ inline void crba_s0(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void crba_s0(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- crba composite inertia: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t0 = rbd_cos(q[6]);
-    const S t1 = rbd_sin(q[6]);
+    S t1, t0;
+    rbd_sincos(q[6], t1, t0);
     const S t2 = t1 * -0.081;
     const S t3 = t0 * 0.081;
     const S t4 = t0 * -0.081;
@@ -970,7 +979,7 @@ __host__ __device__ inline void crba_s0(int tx, [[maybe_unused]] const S* __rest
     const S t43 = t41 - t42;
     const S t44 = t4 * t31;
     const S t45 = t43 - t44;
-    w[2] = t45;
+    w[0] = t45;
     const S t46 = t0 * t13;
     const S t47 = -t46;
     const S t48 = t1 * t19;
@@ -979,7 +988,7 @@ __host__ __device__ inline void crba_s0(int tx, [[maybe_unused]] const S* __rest
     const S t51 = t49 + t50;
     const S t52 = t4 * t26;
     const S t53 = t51 - t52;
-    w[3] = t53;
+    w[1] = t53;
     const S t54 = t0 * t14;
     const S t55 = t1 * t20;
     const S t56 = t55 - t54;
@@ -1008,25 +1017,25 @@ __host__ __device__ inline void crba_s0(int tx, [[maybe_unused]] const S* __rest
     const S t79 = t77 + t78;
     const S t80 = t5 * t25;
     const S t81 = t79 - t80;
-    w[4] = t81;
+    w[2] = t81;
     const S t82 = t0 * t25;
     const S t83 = t1 * t26;
     const S t84 = t82 + t83;
     const S t85 = t0 * t26;
     const S t86 = t1 * t25;
     const S t87 = t86 - t85;
-    w[8] = t87;
+    w[3] = t87;
     const S t88 = 0.005000936 + t38;
-    w[0] = t88;
+    w[4] = t88;
     const S t89 = 0.00108 + t60;
-    w[1] = t89;
+    w[5] = t89;
     const S t90 = 0.004700648 + t67;
-    w[5] = t90;
+    w[6] = t90;
     M[40] = t90;
     const S t91 = -0.00108 + t74;
-    w[6] = t91;
+    w[7] = t91;
     const S t92 = 1.8 + t84;
-    w[7] = t92;
+    w[8] = t92;
     break;
   }
   default:
@@ -1035,29 +1044,29 @@ __host__ __device__ inline void crba_s0(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void crba_s1(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void crba_s1(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- crba composite inertia: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t93 = rbd_cos(q[5]);
-    w[98] = t93;
-    const S t94 = rbd_sin(q[5]);
-    w[97] = t94;
+    S t94, t93;
+    rbd_sincos(q[5], t94, t93);
+    w[9] = t93;
+    w[10] = t94;
     const S t95 = t93 * -0.2155;
     const S t96 = t94 * -0.2155;
-    const S t97 = w[0] * t93;
-    const S t98 = w[1] * 0.2155;
+    const S t97 = w[4] * t93;
+    const S t98 = w[5] * 0.2155;
     const S t99 = t97 + t98;
-    const S t100 = -w[2];
-    const S t101 = w[3] * t95;
+    const S t100 = -w[0];
+    const S t101 = w[1] * t95;
     const S t102 = t100 - t101;
     const S t103 = -0.00072 * t96;
     const S t104 = t102 + t103;
-    const S t105 = w[0] * t94;
-    const S t106 = w[3] * t93;
+    const S t105 = w[4] * t94;
+    const S t106 = w[1] * t93;
     const S t107 = -0.00072 * t94;
     const S t108 = t106 - t107;
-    const S t109 = w[3] * t94;
+    const S t109 = w[1] * t94;
     const S t110 = -0.00072 * t93;
     const S t111 = t109 + t110;
     const S t112 = 0.004600288 * t94;
@@ -1066,45 +1075,45 @@ __host__ __device__ inline void crba_s1(int tx, [[maybe_unused]] const S* __rest
     const S t115 = 0.004600288 * t93;
     const S t116 = 0.00072 * t93;
     const S t117 = 0.00072 * t94;
-    const S t118 = w[2] * t93;
+    const S t118 = w[0] * t93;
     const S t119 = -4.32e-07 * t94;
     const S t120 = t118 - t119;
-    const S t121 = w[4] * 0.2155;
+    const S t121 = w[2] * 0.2155;
     const S t122 = t120 + t121;
-    w[94] = t122;
-    const S t123 = -w[5];
-    const S t124 = w[6] * t95;
+    w[11] = t122;
+    const S t123 = -w[6];
+    const S t124 = w[7] * t95;
     const S t125 = t123 - t124;
-    const S t126 = w[2] * t94;
+    const S t126 = w[0] * t94;
     const S t127 = -4.32e-07 * t93;
     const S t128 = t126 + t127;
-    w[96] = t128;
+    w[12] = t128;
     M[33] = t128;
     M[39] = t128;
-    const S t129 = w[6] * t93;
-    w[93] = t129;
-    const S t130 = -w[4];
-    const S t131 = w[6] * t94;
-    w[95] = t131;
-    const S t132 = -w[6];
-    const S t133 = w[7] * t95;
+    const S t129 = w[7] * t93;
+    w[13] = t129;
+    const S t130 = -w[2];
+    const S t131 = w[7] * t94;
+    w[14] = t131;
+    const S t132 = -w[7];
+    const S t133 = w[8] * t95;
     const S t134 = t132 - t133;
     const S t135 = t109 + t116;
-    const S t136 = w[7] * t93;
-    const S t137 = w[7] * t94;
+    const S t136 = w[8] * t93;
+    const S t137 = w[8] * t94;
     const S t138 = 2.1 * t96;
     const S t139 = 2.1 * t94;
     const S t140 = 2.1 * t93;
-    const S t141 = w[1] * t93;
-    const S t142 = w[7] * 0.2155;
+    const S t141 = w[5] * t93;
+    const S t142 = w[8] * 0.2155;
     const S t143 = t141 + t142;
-    const S t144 = w[8] * t95;
+    const S t144 = w[3] * t95;
     const S t145 = t130 - t144;
-    const S t146 = w[1] * t94;
-    const S t147 = w[8] * t93;
-    w[21] = t147;
-    const S t148 = w[8] * t94;
-    w[26] = t148;
+    const S t146 = w[5] * t94;
+    const S t147 = w[3] * t93;
+    w[15] = t147;
+    const S t148 = w[3] * t94;
+    w[16] = t148;
     const S t149 = t93 * t99;
     const S t150 = t94 * t112;
     const S t151 = t149 + t150;
@@ -1125,7 +1134,7 @@ __host__ __device__ inline void crba_s1(int tx, [[maybe_unused]] const S* __rest
     const S t166 = t164 - t165;
     const S t167 = 0.2155 * t147;
     const S t168 = t166 + t167;
-    w[11] = t168;
+    w[17] = t168;
     const S t169 = -t141;
     const S t170 = t169 - t142;
     const S t171 = t93 * t111;
@@ -1148,8 +1157,8 @@ __host__ __device__ inline void crba_s1(int tx, [[maybe_unused]] const S* __rest
     const S t188 = t186 - t187;
     const S t189 = t96 * t139;
     const S t190 = t188 - t189;
-    const S t191 = w[4] + t144;
-    w[15] = t191;
+    const S t191 = w[2] + t144;
+    w[18] = t191;
     const S t192 = -t131;
     const S t193 = t95 * t137;
     const S t194 = t192 - t193;
@@ -1164,52 +1173,52 @@ __host__ __device__ inline void crba_s1(int tx, [[maybe_unused]] const S* __rest
     const S t203 = t94 * t111;
     const S t204 = t93 * t117;
     const S t205 = t203 + t204;
-    w[41] = t205;
+    w[19] = t205;
     const S t206 = t93 * t136;
     const S t207 = t94 * t139;
     const S t208 = t206 + t207;
     const S t209 = t93 * t137;
     const S t210 = t94 * t140;
     const S t211 = t209 - t210;
-    w[25] = t211;
+    w[20] = t211;
     const S t212 = t94 * t137;
     const S t213 = t93 * t140;
     const S t214 = t212 + t213;
     const S t215 = 0.0305689 + t153;
-    w[9] = t215;
+    w[21] = t215;
     const S t216 = -3.5700000000000005e-06 + t158;
-    w[10] = t216;
+    w[22] = t216;
     const S t217 = -1.2919999999999998e-05 + t163;
-    w[27] = t217;
+    w[23] = t217;
     const S t218 = -0.12919999999999998 + t170;
-    w[12] = t218;
+    w[24] = t218;
     const S t219 = 0.0357 + t175;
-    w[23] = t219;
+    w[25] = t219;
     const S t220 = 0.027819216999999997 + t180;
-    w[13] = t220;
+    w[26] = t220;
     const S t221 = -0.0027132 + t185;
-    w[28] = t221;
+    w[27] = t221;
     const S t222 = 0.12919999999999998 + t190;
-    w[14] = t222;
+    w[28] = t222;
     const S t223 = -0.00017 + t196;
-    w[24] = t223;
+    w[29] = t223;
     const S t224 = -1.292e-05 + t163;
-    w[18] = t224;
+    w[30] = t224;
     const S t225 = -0.0027132000000000002 + t185;
-    w[19] = t225;
+    w[31] = t225;
     const S t226 = 0.0057497170000000005 + t199;
-    w[29] = t226;
+    w[32] = t226;
     M[32] = t226;
     const S t227 = -0.0357 + t202;
-    w[16] = t227;
+    w[33] = t227;
     const S t228 = 0.00017 - t146;
-    w[17] = t228;
+    w[34] = t228;
     const S t229 = 1.7 + t208;
-    w[20] = t229;
-    const S t230 = 1.7 + w[7];
-    w[22] = t230;
+    w[35] = t229;
+    const S t230 = 1.7 + w[8];
+    w[36] = t230;
     const S t231 = 1.7 + t214;
-    w[30] = t231;
+    w[37] = t231;
     break;
   }
   default:
@@ -1218,128 +1227,128 @@ __host__ __device__ inline void crba_s1(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void crba_s2(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void crba_s2(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- crba composite inertia: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t232 = rbd_cos(q[4]);
-    w[88] = t232;
-    const S t233 = rbd_sin(q[4]);
-    w[87] = t233;
+    S t233, t232;
+    rbd_sincos(q[4], t233, t232);
+    w[0] = t232;
+    w[1] = t233;
     const S t234 = t233 * -0.1845;
     const S t235 = t232 * 0.1845;
     const S t236 = t232 * -0.1845;
     const S t237 = t233 * 0.1845;
-    const S t238 = w[9] * t232;
-    const S t239 = w[10] * t233;
+    const S t238 = w[21] * t232;
+    const S t239 = w[22] * t233;
     const S t240 = t239 - t238;
-    const S t241 = w[11] * t234;
+    const S t241 = w[17] * t234;
     const S t242 = t240 - t241;
-    const S t243 = w[12] * t236;
+    const S t243 = w[24] * t236;
     const S t244 = t242 - t243;
-    const S t245 = w[9] * t233;
-    const S t246 = w[10] * t232;
+    const S t245 = w[21] * t233;
+    const S t246 = w[22] * t232;
     const S t247 = t245 + t246;
-    const S t248 = w[11] * t235;
+    const S t248 = w[17] * t235;
     const S t249 = t247 + t248;
-    const S t250 = w[12] * t237;
+    const S t250 = w[24] * t237;
     const S t251 = t249 - t250;
-    const S t252 = w[11] * t232;
-    const S t253 = w[12] * t233;
+    const S t252 = w[17] * t232;
+    const S t253 = w[24] * t233;
     const S t254 = t253 - t252;
-    const S t255 = w[11] * t233;
-    const S t256 = w[12] * t232;
+    const S t255 = w[17] * t233;
+    const S t256 = w[24] * t232;
     const S t257 = t255 + t256;
-    const S t258 = w[13] * t233;
+    const S t258 = w[26] * t233;
     const S t259 = t258 - t246;
-    const S t260 = w[14] * t234;
+    const S t260 = w[28] * t234;
     const S t261 = t259 - t260;
-    const S t262 = w[15] * t236;
+    const S t262 = w[18] * t236;
     const S t263 = t261 - t262;
-    const S t264 = w[13] * t232;
+    const S t264 = w[26] * t232;
     const S t265 = t239 + t264;
-    const S t266 = w[14] * t235;
+    const S t266 = w[28] * t235;
     const S t267 = t265 + t266;
-    const S t268 = w[15] * t237;
+    const S t268 = w[18] * t237;
     const S t269 = t267 - t268;
-    const S t270 = w[14] * t232;
-    const S t271 = w[15] * t233;
+    const S t270 = w[28] * t232;
+    const S t271 = w[18] * t233;
     const S t272 = t271 - t270;
-    const S t273 = w[14] * t233;
-    const S t274 = w[15] * t232;
+    const S t273 = w[28] * t233;
+    const S t274 = w[18] * t232;
     const S t275 = t273 + t274;
-    const S t276 = w[16] * t234;
-    const S t277 = w[17] * t236;
-    const S t278 = w[18] * t233;
-    const S t279 = w[19] * t232;
+    const S t276 = w[33] * t234;
+    const S t277 = w[34] * t236;
+    const S t278 = w[30] * t233;
+    const S t279 = w[31] * t232;
     const S t280 = t278 + t279;
-    const S t281 = w[16] * t235;
+    const S t281 = w[33] * t235;
     const S t282 = t280 + t281;
-    const S t283 = w[17] * t237;
+    const S t283 = w[34] * t237;
     const S t284 = t282 - t283;
-    const S t285 = w[16] * t232;
-    const S t286 = w[17] * t233;
+    const S t285 = w[33] * t232;
+    const S t286 = w[34] * t233;
     const S t287 = t286 - t285;
-    w[89] = t287;
-    const S t288 = w[16] * t233;
-    const S t289 = w[17] * t232;
+    w[3] = t287;
+    const S t288 = w[33] * t233;
+    const S t289 = w[34] * t232;
     const S t290 = t288 + t289;
-    w[38] = t290;
+    w[4] = t290;
     const S t291 = t273 - t252;
-    const S t292 = w[20] * t234;
+    const S t292 = w[35] * t234;
     const S t293 = t291 - t292;
-    const S t294 = w[21] * t236;
+    const S t294 = w[15] * t236;
     const S t295 = t293 + t294;
     const S t296 = t255 + t270;
-    const S t297 = w[20] * t235;
+    const S t297 = w[35] * t235;
     const S t298 = t296 + t297;
-    const S t299 = w[21] * t237;
+    const S t299 = w[15] * t237;
     const S t300 = t298 + t299;
-    const S t301 = w[20] * t232;
+    const S t301 = w[35] * t232;
     const S t302 = -t301;
-    const S t303 = w[21] * t233;
+    const S t303 = w[15] * t233;
     const S t304 = t302 - t303;
-    const S t305 = w[20] * t233;
-    const S t306 = w[21] * t232;
+    const S t305 = w[35] * t233;
+    const S t306 = w[15] * t232;
     const S t307 = t305 - t306;
     const S t308 = t271 - t256;
-    const S t309 = w[21] * t234;
+    const S t309 = w[15] * t234;
     const S t310 = t308 + t309;
-    const S t311 = w[22] * t236;
+    const S t311 = w[36] * t236;
     const S t312 = t310 - t311;
     const S t313 = t253 + t274;
-    const S t314 = w[21] * t235;
+    const S t314 = w[15] * t235;
     const S t315 = t313 - t314;
-    const S t316 = w[22] * t237;
+    const S t316 = w[36] * t237;
     const S t317 = t315 - t316;
-    const S t318 = w[22] * t233;
+    const S t318 = w[36] * t233;
     const S t319 = t306 + t318;
-    const S t320 = w[22] * t232;
+    const S t320 = w[36] * t232;
     const S t321 = t320 - t303;
-    const S t322 = w[23] * t232;
-    const S t323 = w[24] * t233;
+    const S t322 = w[25] * t232;
+    const S t323 = w[29] * t233;
     const S t324 = t323 - t322;
-    const S t325 = w[25] * t234;
+    const S t325 = w[20] * t234;
     const S t326 = t324 - t325;
-    const S t327 = w[26] * t236;
+    const S t327 = w[16] * t236;
     const S t328 = t326 + t327;
-    const S t329 = w[23] * t233;
-    const S t330 = w[24] * t232;
+    const S t329 = w[25] * t233;
+    const S t330 = w[29] * t232;
     const S t331 = t329 + t330;
-    const S t332 = w[25] * t235;
+    const S t332 = w[20] * t235;
     const S t333 = t331 + t332;
-    const S t334 = w[26] * t237;
+    const S t334 = w[16] * t237;
     const S t335 = t333 + t334;
-    w[45] = t335;
-    const S t336 = w[25] * t232;
+    w[5] = t335;
+    const S t336 = w[20] * t232;
     const S t337 = -t336;
-    const S t338 = w[26] * t233;
+    const S t338 = w[16] * t233;
     const S t339 = t337 - t338;
-    w[48] = t339;
-    const S t340 = w[25] * t233;
-    const S t341 = w[26] * t232;
+    w[7] = t339;
+    const S t340 = w[20] * t233;
+    const S t341 = w[16] * t232;
     const S t342 = t340 - t341;
-    w[52] = t342;
+    w[8] = t342;
     const S t343 = t232 * t244;
     const S t344 = t233 * t263;
     const S t345 = t344 - t343;
@@ -1347,13 +1356,13 @@ __host__ __device__ inline void crba_s2(int tx, [[maybe_unused]] const S* __rest
     const S t347 = t345 - t346;
     const S t348 = t236 * t312;
     const S t349 = t347 - t348;
-    const S t350 = w[27] * t232;
-    const S t351 = w[28] * t233;
+    const S t350 = w[23] * t232;
+    const S t351 = w[27] * t233;
     const S t352 = t351 - t350;
-    w[90] = t352;
+    w[38] = t352;
     const S t353 = t352 - t276;
     const S t354 = t353 - t277;
-    w[32] = t354;
+    w[39] = t354;
     const S t355 = t232 * t251;
     const S t356 = t233 * t269;
     const S t357 = t356 - t355;
@@ -1361,7 +1370,7 @@ __host__ __device__ inline void crba_s2(int tx, [[maybe_unused]] const S* __rest
     const S t359 = t357 - t358;
     const S t360 = t236 * t317;
     const S t361 = t359 - t360;
-    w[34] = t361;
+    w[40] = t361;
     const S t362 = t232 * t254;
     const S t363 = t233 * t272;
     const S t364 = t363 - t362;
@@ -1369,7 +1378,7 @@ __host__ __device__ inline void crba_s2(int tx, [[maybe_unused]] const S* __rest
     const S t366 = t364 - t365;
     const S t367 = t236 * t319;
     const S t368 = t366 - t367;
-    w[35] = t368;
+    w[41] = t368;
     const S t369 = t232 * t257;
     const S t370 = t233 * t275;
     const S t371 = t370 - t369;
@@ -1405,35 +1414,35 @@ __host__ __device__ inline void crba_s2(int tx, [[maybe_unused]] const S* __rest
     const S t400 = t232 * t307;
     const S t401 = t233 * t321;
     const S t402 = t401 - t400;
-    w[51] = t402;
+    w[43] = t402;
     const S t403 = t233 * t307;
     const S t404 = t232 * t321;
     const S t405 = t403 + t404;
     const S t406 = 0.045241500000000004 + t349;
-    w[31] = t406;
+    w[44] = t406;
     const S t407 = -0.0918 + t328;
-    w[36] = t407;
+    w[45] = t407;
     const S t408 = 0.18090000000000003 + t375;
-    w[33] = t408;
-    const S t409 = 0.013121200000000001 + w[29];
-    w[37] = t409;
+    w[46] = t408;
+    const S t409 = 0.013121200000000001 + w[32];
+    w[47] = t409;
     const S t410 = -0.006150600000000001 + t284;
-    w[39] = t410;
+    w[48] = t410;
     const S t411 = 0.0918 + t287;
-    w[40] = t411;
+    w[49] = t411;
     const S t412 = -0.006150600000000002 + t284;
-    w[46] = t412;
+    w[50] = t412;
     const S t413 = 0.041120300000000005 + t382;
-    w[43] = t413;
+    w[51] = t413;
     M[24] = t413;
     const S t414 = -0.18090000000000003 + t389;
-    w[44] = t414;
+    w[52] = t414;
     const S t415 = 2.7 + t399;
-    w[47] = t415;
-    const S t416 = 2.7 + w[30];
-    w[49] = t416;
+    w[53] = t415;
+    const S t416 = 2.7 + w[37];
+    w[54] = t416;
     const S t417 = 2.7 + t405;
-    w[50] = t417;
+    w[55] = t417;
     break;
   }
   default:
@@ -1442,100 +1451,100 @@ __host__ __device__ inline void crba_s2(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void crba_s3(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void crba_s3(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- crba composite inertia: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t418 = rbd_cos(q[3]);
-    w[81] = t418;
-    const S t419 = rbd_sin(q[3]);
-    w[79] = t419;
+    S t419, t418;
+    rbd_sincos(q[3], t419, t418);
+    w[15] = t418;
+    w[16] = t419;
     const S t420 = -0.2155 * t418;
     const S t421 = -0.2155 * t419;
-    const S t422 = w[31] * t418;
-    const S t423 = w[32] * t419;
+    const S t422 = w[44] * t418;
+    const S t423 = w[39] * t419;
     const S t424 = t422 - t423;
-    const S t425 = 0.2155 * w[33];
+    const S t425 = 0.2155 * w[46];
     const S t426 = t424 + t425;
-    const S t427 = -w[34];
-    const S t428 = w[35] * t420;
+    const S t427 = -w[40];
+    const S t428 = w[41] * t420;
     const S t429 = t427 - t428;
-    const S t430 = w[36] * t421;
+    const S t430 = w[45] * t421;
     const S t431 = t429 + t430;
-    const S t432 = w[31] * t419;
-    const S t433 = w[32] * t418;
+    const S t432 = w[44] * t419;
+    const S t433 = w[39] * t418;
     const S t434 = t432 + t433;
-    const S t435 = w[35] * t418;
-    const S t436 = w[36] * t419;
+    const S t435 = w[41] * t418;
+    const S t436 = w[45] * t419;
     const S t437 = t435 - t436;
-    const S t438 = w[35] * t419;
-    const S t439 = w[37] * t419;
+    const S t438 = w[41] * t419;
+    const S t439 = w[47] * t419;
     const S t440 = t433 - t439;
-    const S t441 = 0.2155 * w[38];
-    w[92] = t441;
+    const S t441 = 0.2155 * w[4];
+    w[17] = t441;
     const S t442 = t440 + t441;
-    const S t443 = -w[39];
-    const S t444 = w[40] * t420;
+    const S t443 = -w[48];
+    const S t444 = w[49] * t420;
     const S t445 = t443 - t444;
-    const S t446 = w[41] * t421;
+    const S t446 = w[19] * t421;
     const S t447 = t445 + t446;
-    const S t448 = w[37] * t418;
+    const S t448 = w[47] * t418;
     const S t449 = t423 + t448;
-    const S t450 = w[40] * t418;
-    const S t451 = w[41] * t419;
-    w[91] = t451;
+    const S t450 = w[49] * t418;
+    const S t451 = w[19] * t419;
+    w[18] = t451;
     const S t452 = t450 - t451;
-    const S t453 = w[41] * t418;
-    const S t454 = w[34] * t418;
-    w[80] = t454;
+    const S t453 = w[19] * t418;
+    const S t454 = w[40] * t418;
+    w[20] = t454;
     const S t455 = 0.2155 * w[42];
-    w[84] = t455;
-    const S t456 = -w[43];
-    const S t457 = w[44] * t420;
+    w[21] = t455;
+    const S t456 = -w[51];
+    const S t457 = w[52] * t420;
     const S t458 = t456 - t457;
-    const S t459 = w[45] * t421;
+    const S t459 = w[5] * t421;
     const S t460 = t458 + t459;
-    const S t461 = w[34] * t419;
-    w[82] = t461;
-    const S t462 = w[46] * t418;
+    const S t461 = w[40] * t419;
+    w[22] = t461;
+    const S t462 = w[50] * t418;
     const S t463 = t461 + t462;
-    const S t464 = w[44] * t418;
-    const S t465 = w[45] * t419;
+    const S t464 = w[52] * t418;
+    const S t465 = w[5] * t419;
     const S t466 = t464 - t465;
-    w[83] = t466;
+    w[24] = t466;
     const S t467 = -w[42];
-    const S t468 = -w[44];
-    const S t469 = w[47] * t420;
+    const S t468 = -w[52];
+    const S t469 = w[53] * t420;
     const S t470 = t468 - t469;
-    const S t471 = w[48] * t421;
+    const S t471 = w[7] * t421;
     const S t472 = t470 + t471;
     const S t473 = t438 + t450;
-    const S t474 = w[47] * t418;
-    const S t475 = w[48] * t419;
+    const S t474 = w[53] * t418;
+    const S t475 = w[7] * t419;
     const S t476 = t474 - t475;
-    const S t477 = w[48] * t418;
-    const S t478 = -w[45];
-    const S t479 = w[48] * t420;
+    const S t477 = w[7] * t418;
+    const S t478 = -w[5];
+    const S t479 = w[7] * t420;
     const S t480 = t478 - t479;
-    const S t481 = w[49] * t421;
+    const S t481 = w[54] * t421;
     const S t482 = t480 + t481;
     const S t483 = t436 + t453;
-    const S t484 = w[49] * t419;
+    const S t484 = w[54] * t419;
     const S t485 = t477 - t484;
-    const S t486 = w[33] * t418;
-    const S t487 = w[38] * t419;
+    const S t486 = w[46] * t418;
+    const S t487 = w[4] * t419;
     const S t488 = t486 - t487;
-    const S t489 = 0.2155 * w[50];
+    const S t489 = 0.2155 * w[55];
     const S t490 = t488 + t489;
-    const S t491 = w[51] * t420;
+    const S t491 = w[43] * t420;
     const S t492 = t467 - t491;
-    const S t493 = w[52] * t421;
+    const S t493 = w[8] * t421;
     const S t494 = t492 + t493;
-    const S t495 = w[33] * t419;
-    const S t496 = w[38] * t418;
+    const S t495 = w[46] * t419;
+    const S t496 = w[4] * t418;
     const S t497 = t495 + t496;
-    const S t498 = w[51] * t418;
-    const S t499 = w[52] * t419;
+    const S t498 = w[43] * t418;
+    const S t499 = w[8] * t419;
     const S t500 = t498 - t499;
     const S t501 = t418 * t426;
     const S t502 = t419 * t442;
@@ -1547,19 +1556,19 @@ __host__ __device__ inline void crba_s3(int tx, [[maybe_unused]] const S* __rest
     const S t508 = t506 - t507;
     const S t509 = 0.2155 * t494;
     const S t510 = t508 + t509;
-    w[54] = t510;
+    w[25] = t510;
     const S t511 = t418 * t434;
     const S t512 = t419 * t449;
     const S t513 = t511 - t512;
     const S t514 = 0.2155 * t497;
     const S t515 = t513 + t514;
-    w[60] = t515;
+    w[26] = t515;
     const S t516 = t418 * t437;
     const S t517 = t419 * t452;
     const S t518 = t516 - t517;
     const S t519 = 0.2155 * t500;
     const S t520 = t518 + t519;
-    w[55] = t520;
+    w[28] = t520;
     const S t521 = t487 - t486;
     const S t522 = t521 - t489;
     const S t523 = -t460;
@@ -1579,7 +1588,7 @@ __host__ __device__ inline void crba_s3(int tx, [[maybe_unused]] const S* __rest
     const S t537 = t535 + t536;
     const S t538 = w[42] + t491;
     const S t539 = t538 - t493;
-    w[59] = t539;
+    w[29] = t539;
     const S t540 = t419 * t434;
     const S t541 = t418 * t449;
     const S t542 = t540 + t541;
@@ -1588,31 +1597,31 @@ __host__ __device__ inline void crba_s3(int tx, [[maybe_unused]] const S* __rest
     const S t545 = t543 + t544;
     const S t546 = -t495;
     const S t547 = t546 - t496;
-    w[63] = t547;
+    w[30] = t547;
     const S t548 = t418 * t476;
     const S t549 = t419 * t485;
     const S t550 = t548 - t549;
     const S t551 = t499 - t498;
-    w[65] = t551;
+    w[31] = t551;
     const S t552 = 0.13340000000000002 + t505;
-    w[53] = t552;
+    w[33] = t552;
     const S t553 = -0.39 + t522;
-    w[56] = t553;
+    w[34] = t553;
     const S t554 = 0.1257 + t527;
-    w[57] = t554;
+    w[35] = t554;
     const S t555 = -0.0117 + t532;
-    w[61] = t555;
+    w[36] = t555;
     const S t556 = 0.39 + t537;
-    w[58] = t556;
+    w[37] = t556;
     const S t557 = 0.0127 + t542;
-    w[67] = t557;
+    w[56] = t557;
     M[16] = t557;
     const S t558 = -0.09 + t545;
-    w[62] = t558;
+    w[57] = t558;
     const S t559 = 3.0 + t550;
-    w[64] = t559;
-    const S t560 = 3.0 + w[50];
-    w[66] = t560;
+    w[58] = t559;
+    const S t560 = 3.0 + w[55];
+    w[59] = t560;
     break;
   }
   default:
@@ -1621,95 +1630,95 @@ __host__ __device__ inline void crba_s3(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void crba_s4(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void crba_s4(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- crba composite inertia: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t561 = rbd_cos(q[2]);
-    w[85] = t561;
-    const S t562 = rbd_sin(q[2]);
-    w[86] = t562;
+    S t562, t561;
+    rbd_sincos(q[2], t562, t561);
+    w[5] = t561;
+    w[7] = t562;
     const S t563 = t562 * -0.2045;
     const S t564 = t561 * 0.2045;
     const S t565 = t561 * -0.2045;
     const S t566 = t562 * 0.2045;
-    const S t567 = w[53] * t561;
-    const S t568 = w[54] * t562;
+    const S t567 = w[33] * t561;
+    const S t568 = w[25] * t562;
     const S t569 = t568 - t567;
-    const S t570 = w[55] * t563;
+    const S t570 = w[28] * t563;
     const S t571 = t569 - t570;
-    const S t572 = w[56] * t565;
+    const S t572 = w[34] * t565;
     const S t573 = t571 - t572;
-    const S t574 = w[53] * t562;
-    const S t575 = w[54] * t561;
+    const S t574 = w[33] * t562;
+    const S t575 = w[25] * t561;
     const S t576 = t574 + t575;
-    const S t577 = w[55] * t564;
+    const S t577 = w[28] * t564;
     const S t578 = t576 + t577;
-    const S t579 = w[56] * t566;
+    const S t579 = w[34] * t566;
     const S t580 = t578 - t579;
-    const S t581 = w[55] * t561;
-    const S t582 = w[56] * t562;
-    const S t583 = w[55] * t562;
-    const S t584 = w[56] * t561;
-    const S t585 = w[57] * t562;
+    const S t581 = w[28] * t561;
+    const S t582 = w[34] * t562;
+    const S t583 = w[28] * t562;
+    const S t584 = w[34] * t561;
+    const S t585 = w[35] * t562;
     const S t586 = t585 - t575;
-    const S t587 = w[58] * t563;
+    const S t587 = w[37] * t563;
     const S t588 = t586 - t587;
-    const S t589 = w[59] * t565;
+    const S t589 = w[29] * t565;
     const S t590 = t588 - t589;
-    const S t591 = w[57] * t561;
+    const S t591 = w[35] * t561;
     const S t592 = t568 + t591;
-    const S t593 = w[58] * t564;
+    const S t593 = w[37] * t564;
     const S t594 = t592 + t593;
-    const S t595 = w[59] * t566;
+    const S t595 = w[29] * t566;
     const S t596 = t594 - t595;
-    const S t597 = w[58] * t561;
-    const S t598 = w[59] * t562;
-    const S t599 = w[58] * t562;
-    const S t600 = w[59] * t561;
-    const S t601 = w[60] * t561;
-    const S t602 = w[61] * t562;
+    const S t597 = w[37] * t561;
+    const S t598 = w[29] * t562;
+    const S t599 = w[37] * t562;
+    const S t600 = w[29] * t561;
+    const S t601 = w[26] * t561;
+    const S t602 = w[36] * t562;
     const S t603 = t602 - t601;
-    w[75] = t603;
-    const S t604 = w[62] * t563;
+    w[8] = t603;
+    const S t604 = w[57] * t563;
     const S t605 = t603 - t604;
-    const S t606 = w[63] * t565;
+    const S t606 = w[30] * t565;
     const S t607 = t605 - t606;
-    const S t608 = w[60] * t562;
-    const S t609 = w[61] * t561;
+    const S t608 = w[26] * t562;
+    const S t609 = w[36] * t561;
     const S t610 = t608 + t609;
-    w[76] = t610;
-    const S t611 = w[62] * t564;
+    w[19] = t610;
+    const S t611 = w[57] * t564;
     const S t612 = t610 + t611;
-    const S t613 = w[63] * t566;
+    const S t613 = w[30] * t566;
     const S t614 = t612 - t613;
-    const S t615 = w[62] * t561;
-    const S t616 = w[63] * t562;
+    const S t615 = w[57] * t561;
+    const S t616 = w[30] * t562;
     const S t617 = t616 - t615;
-    w[74] = t617;
-    const S t618 = w[62] * t562;
-    const S t619 = w[63] * t561;
+    w[39] = t617;
+    const S t618 = w[57] * t562;
+    const S t619 = w[30] * t561;
     const S t620 = t618 + t619;
-    w[73] = t620;
+    w[40] = t620;
     const S t621 = t599 - t581;
-    const S t622 = w[64] * t563;
+    const S t622 = w[58] * t563;
     const S t623 = t621 - t622;
-    const S t624 = w[65] * t565;
+    const S t624 = w[31] * t565;
     const S t625 = t623 - t624;
     const S t626 = t583 + t597;
-    const S t627 = w[64] * t564;
+    const S t627 = w[58] * t564;
     const S t628 = t626 + t627;
-    const S t629 = w[65] * t566;
+    const S t629 = w[31] * t566;
     const S t630 = t628 - t629;
     const S t631 = t598 - t584;
-    const S t632 = w[65] * t563;
+    const S t632 = w[31] * t563;
     const S t633 = t631 - t632;
-    const S t634 = w[66] * t565;
+    const S t634 = w[59] * t565;
     const S t635 = t633 - t634;
     const S t636 = t582 + t600;
-    const S t637 = w[65] * t564;
+    const S t637 = w[31] * t564;
     const S t638 = t636 + t637;
-    const S t639 = w[66] * t566;
+    const S t639 = w[59] * t566;
     const S t640 = t638 - t639;
     const S t641 = t561 * t573;
     const S t642 = t562 * t590;
@@ -1733,15 +1742,15 @@ __host__ __device__ inline void crba_s4(int tx, [[maybe_unused]] const S* __rest
     const S t660 = t566 * t640;
     const S t661 = t659 - t660;
     const S t662 = 0.07098 + t647;
-    w[69] = t662;
+    w[41] = t662;
     const S t663 = -7.079999999999999e-05 + t607;
-    w[68] = t663;
+    w[43] = t663;
     const S t664 = -5.04e-05 + t654;
-    w[71] = t664;
-    const S t665 = 0.02505636 + w[67];
-    w[70] = t665;
+    w[44] = t664;
+    const S t665 = 0.02505636 + w[56];
+    w[45] = t665;
     const S t666 = -0.009912 + t614;
-    w[72] = t666;
+    w[46] = t666;
     const S t667 = 0.057924359999999994 + t661;
     M[8] = t667;
     break;
@@ -1752,22 +1761,22 @@ __host__ __device__ inline void crba_s4(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void crba_s5(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void crba_s5(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- crba composite inertia: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t668 = rbd_cos(q[1]);
-    w[78] = t668;
-    const S t669 = rbd_sin(q[1]);
-    w[77] = t669;
-    const S t670 = w[68] * t669;
-    const S t671 = w[69] * t669;
-    const S t672 = w[68] * t668;
+    S t669, t668;
+    rbd_sincos(q[1], t669, t668);
+    w[25] = t668;
+    w[26] = t669;
+    const S t670 = w[43] * t669;
+    const S t671 = w[41] * t669;
+    const S t672 = w[43] * t668;
     const S t673 = t671 + t672;
-    const S t674 = w[70] * t668;
+    const S t674 = w[45] * t668;
     const S t675 = t670 + t674;
-    const S t676 = w[71] * t669;
-    const S t677 = w[72] * t668;
+    const S t676 = w[44] * t669;
+    const S t677 = w[46] * t668;
     const S t678 = t676 + t677;
     M[1] = t678;
     M[7] = t678;
@@ -1784,24 +1793,24 @@ __host__ __device__ inline void crba_s5(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void crba_s6(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict M, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- crba columns: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t755 = 0.2155 * w[93];
-    const S t756 = t755 - w[5];
-    const S t757 = w[93] * w[88];
+    const S t755 = 0.2155 * w[13];
+    const S t756 = t755 - w[6];
+    const S t757 = w[13] * w[0];
     const S t758 = -t757;
-    const S t759 = w[4] * w[87];
+    const S t759 = w[2] * w[1];
     const S t760 = t758 - t759;
-    const S t761 = w[93] * w[87];
-    const S t762 = w[4] * w[88];
+    const S t761 = w[13] * w[1];
+    const S t762 = w[2] * w[0];
     const S t763 = t761 - t762;
-    const S t764 = w[94] * w[88];
-    const S t765 = w[87] * t756;
+    const S t764 = w[11] * w[0];
+    const S t765 = w[1] * t756;
     const S t766 = t765 - t764;
-    const S t767 = w[94] * w[87];
-    const S t768 = w[88] * t756;
+    const S t767 = w[11] * w[1];
+    const S t768 = w[0] * t756;
     const S t769 = t767 + t768;
     const S t770 = 0.1845 * t763;
     const S t771 = 0.1845 * t760;
@@ -1809,14 +1818,14 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
     const S t773 = t769 - t771;
     M[26] = t773;
     M[38] = t773;
-    const S t774 = w[81] * t760;
-    const S t775 = w[95] * w[79];
+    const S t774 = w[15] * t760;
+    const S t775 = w[14] * w[16];
     const S t776 = t774 - t775;
-    const S t777 = w[81] * t772;
-    const S t778 = w[96] * w[79];
+    const S t777 = w[15] * t772;
+    const S t778 = w[12] * w[16];
     const S t779 = t777 - t778;
-    const S t780 = w[79] * t772;
-    const S t781 = w[96] * w[81];
+    const S t780 = w[16] * t772;
+    const S t781 = w[12] * w[15];
     const S t782 = t780 + t781;
     M[19] = t782;
     M[37] = t782;
@@ -1824,18 +1833,18 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
     const S t784 = 0.2155 * t776;
     const S t785 = t779 + t783;
     const S t786 = t784 - t773;
-    const S t787 = w[85] * t776;
+    const S t787 = w[5] * t776;
     const S t788 = -t787;
-    const S t789 = w[86] * t763;
+    const S t789 = w[7] * t763;
     const S t790 = t788 - t789;
-    const S t791 = w[86] * t776;
-    const S t792 = w[85] * t763;
+    const S t791 = w[7] * t776;
+    const S t792 = w[5] * t763;
     const S t793 = t791 - t792;
-    const S t794 = w[85] * t785;
-    const S t795 = w[86] * t786;
+    const S t794 = w[5] * t785;
+    const S t795 = w[7] * t786;
     const S t796 = t795 - t794;
-    const S t797 = w[86] * t785;
-    const S t798 = w[85] * t786;
+    const S t797 = w[7] * t785;
+    const S t798 = w[5] * t786;
     const S t799 = t797 + t798;
     const S t800 = 0.2045 * t793;
     const S t801 = 0.2045 * t790;
@@ -1843,8 +1852,8 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
     const S t803 = t799 - t801;
     M[12] = t803;
     M[36] = t803;
-    const S t804 = w[77] * t802;
-    const S t805 = w[78] * t782;
+    const S t804 = w[26] * t802;
+    const S t805 = w[25] * t782;
     const S t806 = t804 + t805;
     M[5] = t806;
     M[35] = t806;
@@ -1852,40 +1861,40 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
   }
   case 1: {
     // ---- crba columns: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t717 = w[27] * w[87];
-    const S t718 = w[28] * w[88];
+    const S t717 = w[23] * w[1];
+    const S t718 = w[27] * w[0];
     const S t719 = t717 + t718;
-    const S t720 = 0.1845 * w[38];
-    const S t721 = 0.1845 * w[89];
-    const S t722 = w[90] + t720;
+    const S t720 = 0.1845 * w[4];
+    const S t721 = 0.1845 * w[3];
+    const S t722 = w[38] + t720;
     const S t723 = t719 - t721;
     M[25] = t723;
     M[31] = t723;
-    const S t724 = w[89] * w[81];
-    const S t725 = t724 - w[91];
-    const S t726 = w[81] * t722;
-    const S t727 = w[29] * w[79];
+    const S t724 = w[3] * w[15];
+    const S t725 = t724 - w[18];
+    const S t726 = w[15] * t722;
+    const S t727 = w[32] * w[16];
     const S t728 = t726 - t727;
-    const S t729 = w[79] * t722;
-    const S t730 = w[29] * w[81];
+    const S t729 = w[16] * t722;
+    const S t730 = w[32] * w[15];
     const S t731 = t729 + t730;
     M[18] = t731;
     M[30] = t731;
     const S t732 = 0.2155 * t725;
-    const S t733 = w[92] + t728;
+    const S t733 = w[17] + t728;
     const S t734 = t732 - t723;
-    const S t735 = w[85] * t725;
+    const S t735 = w[5] * t725;
     const S t736 = -t735;
-    const S t737 = w[38] * w[86];
+    const S t737 = w[4] * w[7];
     const S t738 = t736 - t737;
-    const S t739 = w[86] * t725;
-    const S t740 = w[38] * w[85];
+    const S t739 = w[7] * t725;
+    const S t740 = w[4] * w[5];
     const S t741 = t739 - t740;
-    const S t742 = w[85] * t733;
-    const S t743 = w[86] * t734;
+    const S t742 = w[5] * t733;
+    const S t743 = w[7] * t734;
     const S t744 = t743 - t742;
-    const S t745 = w[86] * t733;
-    const S t746 = w[85] * t734;
+    const S t745 = w[7] * t733;
+    const S t746 = w[5] * t734;
     const S t747 = t745 + t746;
     const S t748 = 0.2045 * t741;
     const S t749 = 0.2045 * t738;
@@ -1893,8 +1902,8 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
     const S t751 = t747 - t749;
     M[11] = t751;
     M[29] = t751;
-    const S t752 = w[77] * t750;
-    const S t753 = w[78] * t731;
+    const S t752 = w[26] * t750;
+    const S t753 = w[25] * t731;
     const S t754 = t752 + t753;
     M[4] = t754;
     M[28] = t754;
@@ -1902,27 +1911,27 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
   }
   case 2: {
     // ---- crba columns: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t690 = w[39] * w[79];
-    const S t691 = w[80] - t690;
-    const S t692 = w[39] * w[81];
-    const S t693 = w[82] + t692;
+    const S t690 = w[48] * w[16];
+    const S t691 = w[20] - t690;
+    const S t692 = w[48] * w[15];
+    const S t693 = w[22] + t692;
     M[17] = t693;
     M[23] = t693;
-    const S t694 = 0.2155 * w[83];
-    const S t695 = w[84] + t691;
-    const S t696 = t694 - w[43];
-    const S t697 = w[83] * w[85];
+    const S t694 = 0.2155 * w[24];
+    const S t695 = w[21] + t691;
+    const S t696 = t694 - w[51];
+    const S t697 = w[24] * w[5];
     const S t698 = -t697;
-    const S t699 = w[42] * w[86];
+    const S t699 = w[42] * w[7];
     const S t700 = t698 - t699;
-    const S t701 = w[83] * w[86];
-    const S t702 = w[42] * w[85];
+    const S t701 = w[24] * w[7];
+    const S t702 = w[42] * w[5];
     const S t703 = t701 - t702;
-    const S t704 = w[85] * t695;
-    const S t705 = w[86] * t696;
+    const S t704 = w[5] * t695;
+    const S t705 = w[7] * t696;
     const S t706 = t705 - t704;
-    const S t707 = w[86] * t695;
-    const S t708 = w[85] * t696;
+    const S t707 = w[7] * t695;
+    const S t708 = w[5] * t696;
     const S t709 = t707 + t708;
     const S t710 = 0.2045 * t703;
     const S t711 = 0.2045 * t700;
@@ -1930,8 +1939,8 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
     const S t713 = t709 - t711;
     M[10] = t713;
     M[22] = t713;
-    const S t714 = w[77] * t712;
-    const S t715 = w[78] * t693;
+    const S t714 = w[26] * t712;
+    const S t715 = w[25] * t693;
     const S t716 = t714 + t715;
     M[3] = t716;
     M[21] = t716;
@@ -1939,33 +1948,33 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
   }
   case 3: {
     // ---- crba columns: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t807 = 0.001 * w[97];
-    const S t808 = 0.001 * w[98];
+    const S t807 = 0.001 * w[10];
+    const S t808 = 0.001 * w[9];
     M[34] = t808;
     M[46] = t808;
-    const S t809 = w[88] * t807;
-    const S t810 = w[87] * t807;
+    const S t809 = w[0] * t807;
+    const S t810 = w[1] * t807;
     const S t811 = -t810;
     M[27] = t811;
     M[45] = t811;
-    const S t812 = w[81] * t809;
-    const S t813 = w[79] * t808;
+    const S t812 = w[15] * t809;
+    const S t813 = w[16] * t808;
     const S t814 = t812 - t813;
-    const S t815 = w[79] * t809;
-    const S t816 = w[81] * t808;
+    const S t815 = w[16] * t809;
+    const S t816 = w[15] * t808;
     const S t817 = t815 + t816;
     M[20] = t817;
     M[44] = t817;
-    const S t818 = w[85] * t814;
-    const S t819 = w[86] * t810;
+    const S t818 = w[5] * t814;
+    const S t819 = w[7] * t810;
     const S t820 = t819 - t818;
-    const S t821 = w[86] * t814;
-    const S t822 = w[85] * t810;
+    const S t821 = w[7] * t814;
+    const S t822 = w[5] * t810;
     const S t823 = t821 + t822;
     M[13] = t823;
     M[43] = t823;
-    const S t824 = w[77] * t820;
-    const S t825 = w[78] * t817;
+    const S t824 = w[26] * t820;
+    const S t825 = w[25] * t817;
     const S t826 = t824 + t825;
     M[6] = t826;
     M[42] = t826;
@@ -1973,14 +1982,14 @@ __host__ __device__ inline void crba_s6(int tx, [[maybe_unused]] const S* __rest
   }
   case 4: {
     // ---- crba columns: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t683 = 0.2045 * w[73];
-    const S t684 = 0.2045 * w[74];
-    const S t685 = w[75] + t683;
-    const S t686 = w[76] - t684;
+    const S t683 = 0.2045 * w[40];
+    const S t684 = 0.2045 * w[39];
+    const S t685 = w[8] + t683;
+    const S t686 = w[19] - t684;
     M[9] = t686;
     M[15] = t686;
-    const S t687 = w[77] * t685;
-    const S t688 = w[67] * w[78];
+    const S t687 = w[26] * t685;
+    const S t688 = w[56] * w[25];
     const S t689 = t687 + t688;
     M[2] = t689;
     M[14] = t689;

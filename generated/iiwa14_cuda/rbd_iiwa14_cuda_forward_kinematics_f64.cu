@@ -3,12 +3,17 @@
 // Robot 'iiwa14', kernel forward_kinematics, float64: __global__ kernels in two launch shapes,
 // their launchers, and host emulations of the same programs.
 //
-// thread shape: one thread per state, 32 states per block. The states of a block are one
-//   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
-//   accesses (119 scalars per state, padded to an odd count against bank conflicts; 30464 bytes).
-// block shape: 1 threads per state (threadIdx.x), 64 state(s) per block (threadIdx.y);
-//   7 stages with a barrier after each; workspace of 51 scalars
-//   per state in shared memory, the state's inputs included.
+// thread shape: one thread per state, 128 states per block. The states of a block are one
+//   contiguous stretch of each array; threads copy the inputs through shared memory with
+//   coalesced accesses (7 scalars per state, padded to an odd count against bank conflicts;
+//   7168 bytes). The outputs are written in place: staging them too would let an
+//   SM hold fewer states than its registers allow.//
+// block shape: 32 states (threadIdx.x) × 1 lanes (threadIdx.y) per block: each warp
+//   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
+//   state are different warps. 7 stages with a barrier after each;
+//   workspace of 29 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 1.00x shorter than the thread shape's (warp model,
+//   rbdgen.backends.cuda.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_forward_kinematics_f64.cuh"
 
@@ -16,105 +21,118 @@
 
 namespace rbd_iiwa14_cuda_f64 {
 
-constexpr int forward_kinematics_TILE = 32;
-constexpr int forward_kinematics_STRIDE = 119;
+constexpr int forward_kinematics_TILE = 128;
+constexpr int forward_kinematics_STRIDE = 7;
 
 template <typename S>
-__host__ __device__ inline void forward_kinematics_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, S* __restrict tile) {
+__host__ __device__ inline void forward_kinematics_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict tile) {
   const long first = blk * forward_kinematics_TILE;
-  const long cnt = n - first < forward_kinematics_TILE ? n - first : forward_kinematics_TILE;
-  for (long e = tx; e < cnt * 7; e += forward_kinematics_TILE)
+  const int cnt = static_cast<int>(n - first < forward_kinematics_TILE ? n - first : forward_kinematics_TILE);
+  for (int e = tx; e < cnt * 7; e += forward_kinematics_TILE)
     tile[(e / 7) * forward_kinematics_STRIDE + 0 + e % 7] = q[first * 7 + e];
 }
 
 template <typename S>
-__host__ __device__ inline void forward_kinematics_tcompute(int tx, long blk, long n, S* __restrict tile) {
-  if (blk * forward_kinematics_TILE + tx >= n) return;
+__host__ __device__ inline void forward_kinematics_tcompute(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, S* __restrict tile) {
+  const long i = blk * forward_kinematics_TILE + tx;
+  if (i >= n) return;
   S* s = tile + tx * forward_kinematics_STRIDE;
-  forward_kinematics<S>(s + 0, s + 7);
-}
-
-template <typename S>
-__host__ __device__ inline void forward_kinematics_tstore(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, const S* __restrict tile) {
-  const long first = blk * forward_kinematics_TILE;
-  const long cnt = n - first < forward_kinematics_TILE ? n - first : forward_kinematics_TILE;
-  for (long e = tx; e < cnt * 112; e += forward_kinematics_TILE)
-    oMb[first * 112 + e] = tile[(e / 112) * forward_kinematics_STRIDE + 7 + e % 112];
+  forward_kinematics<S>(s + 0, oMb + i * 112);
 }
 
 __global__ void __launch_bounds__(forward_kinematics_TILE) forward_kinematics_thread_kernel(long n, const double* __restrict q, double* __restrict oMb) {
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* tile = reinterpret_cast<double*>(rbd_smem);
-  forward_kinematics_tload<double>(threadIdx.x, blockIdx.x, n, q, oMb, tile);
+  forward_kinematics_tload<double>(threadIdx.x, blockIdx.x, n, q, tile);
   __syncthreads();
-  forward_kinematics_tcompute<double>(threadIdx.x, blockIdx.x, n, tile);
-  __syncthreads();
-  forward_kinematics_tstore<double>(threadIdx.x, blockIdx.x, n, q, oMb, tile);
+  forward_kinematics_tcompute<double>(threadIdx.x, blockIdx.x, n, q, oMb, tile);
 }
 
 constexpr int forward_kinematics_LANES = 1;
-constexpr int forward_kinematics_SPB = 64;
-constexpr int forward_kinematics_SCRATCH = 51;
+constexpr int forward_kinematics_SPB = 32;
+constexpr int forward_kinematics_SCRATCH = 29;
 
-// the state's inputs, copied once into the shared workspace (after the exchanged values)
+// the block's states' inputs, copied once into their workspaces (after the exchanged values):
+// the block's states are one contiguous stretch of each input, read with coalesced accesses by
+// all 32 threads (t = the thread's index in the block)
 template <typename S>
-__host__ __device__ inline void forward_kinematics_bload(int tx, const S* __restrict q, S* __restrict w) {
-  for (int e = tx; e < 7; e += forward_kinematics_LANES) w[44 + e] = q[e];
+__host__ __device__ inline void forward_kinematics_bload(int t, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict ws) {
+  const long first = blk * forward_kinematics_SPB;
+  const int cnt = static_cast<int>(n - first < forward_kinematics_SPB ? n - first : forward_kinematics_SPB);
+  for (int e = t; e < cnt * 7; e += 32)
+    ws[(e / 7) * forward_kinematics_SCRATCH + 21 + e % 7] = q[first * 7 + e];
 }
 
-__global__ void __launch_bounds__(64) forward_kinematics_block_kernel(long n, const double* __restrict q, double* __restrict oMb, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * forward_kinematics_SPB + threadIdx.y;
+__global__ void __launch_bounds__(32) forward_kinematics_block_kernel(long n, const double* __restrict q, double* __restrict oMb, [[maybe_unused]] double* __restrict wg) {
+  const long i = static_cast<long>(blockIdx.x) * forward_kinematics_SPB + threadIdx.x;  // the state
+  const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
-  double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * forward_kinematics_SCRATCH;
-  if (live) forward_kinematics_bload<double>(threadIdx.x, q + c * 7, w);
+  double* ws = reinterpret_cast<double*>(rbd_smem);
+  forward_kinematics_bload<double>(static_cast<int>(threadIdx.y * forward_kinematics_SPB + threadIdx.x), blockIdx.x, n, q, ws);
+  double* w = ws + threadIdx.x * forward_kinematics_SCRATCH;
   __syncthreads();
-  if (live) forward_kinematics_s0<double>(threadIdx.x, w + 44, oMb + c * 112, w);
+  if (live) forward_kinematics_s0<double>(lane, w + 21, oMb + c * 112, w);
   __syncthreads();
-  if (live) forward_kinematics_s1<double>(threadIdx.x, w + 44, oMb + c * 112, w);
+  if (live) forward_kinematics_s1<double>(lane, w + 21, oMb + c * 112, w);
   __syncthreads();
-  if (live) forward_kinematics_s2<double>(threadIdx.x, w + 44, oMb + c * 112, w);
+  if (live) forward_kinematics_s2<double>(lane, w + 21, oMb + c * 112, w);
   __syncthreads();
-  if (live) forward_kinematics_s3<double>(threadIdx.x, w + 44, oMb + c * 112, w);
+  if (live) forward_kinematics_s3<double>(lane, w + 21, oMb + c * 112, w);
   __syncthreads();
-  if (live) forward_kinematics_s4<double>(threadIdx.x, w + 44, oMb + c * 112, w);
+  if (live) forward_kinematics_s4<double>(lane, w + 21, oMb + c * 112, w);
   __syncthreads();
-  if (live) forward_kinematics_s5<double>(threadIdx.x, w + 44, oMb + c * 112, w);
+  if (live) forward_kinematics_s5<double>(lane, w + 21, oMb + c * 112, w);
   __syncthreads();
-  if (live) forward_kinematics_s6<double>(threadIdx.x, w + 44, oMb + c * 112, w);
+  if (live) forward_kinematics_s6<double>(lane, w + 21, oMb + c * 112, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
 
 extern "C" {
 
+// Launches go through cudaLaunchKernelEx, which returns the status of this launch itself. A
+// <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also returns (and
+// clears) an earlier failure of another call that set the last error (with the static runtime
+// this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch could
+// report an error. Clearing it beforehand would instead discard an error that the caller of a
+// C++ project has not read yet. Faults inside the kernel appear only when the stream is
+// synchronised (<prefix>_stream_sync).
 int rbd_iiwa14_cuda_forward_kinematics_f64_launch(long n, const double* __restrict q, double* __restrict oMb, cudaStream_t stream, int shape) {
   using namespace rbd_iiwa14_cuda_f64;
   if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, forward_kinematics_LANES);
+  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 100);
+  cudaLaunchConfig_t cfg = {};
+  cfg.stream = stream;
   if (shape == 1) {
     const long grid = (n + forward_kinematics_TILE - 1) / forward_kinematics_TILE;
-    forward_kinematics_thread_kernel<<<static_cast<unsigned>(grid), forward_kinematics_TILE, 30464, stream>>>(n, q, oMb);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(forward_kinematics_TILE);
+    cfg.dynamicSmemBytes = 7168;
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, forward_kinematics_thread_kernel, n, q, oMb));
   }
   if (shape == 2) {
     const long grid = (n + forward_kinematics_SPB - 1) / forward_kinematics_SPB;
-    const dim3 threads(forward_kinematics_LANES, forward_kinematics_SPB);
-    forward_kinematics_block_kernel<<<static_cast<unsigned>(grid), threads, 3264 * sizeof(double), stream>>>(n, q, oMb, nullptr);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(forward_kinematics_SPB, forward_kinematics_LANES);  // x: states, y: lanes
+    cfg.dynamicSmemBytes = 928 * sizeof(double);
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, forward_kinematics_block_kernel, n, q, oMb, static_cast<double*>(nullptr)));
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// numpy-style host arrays: one stream-ordered allocation from the driver's memory pool (cheap
-// after the first call), copies in, the launch, copies out, all on the per-thread default
-// stream, then a wait
+// numpy-style host arrays: one stream-ordered allocation from the device's memory pool (which
+// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size),
+// copies in, the launch, copies out, all on the per-thread default stream, then a wait — which
+// also returns a fault inside the kernel
 int rbd_iiwa14_cuda_forward_kinematics_f64_host(long n, const double* __restrict q, double* __restrict oMb, int shape) {
   if (n <= 0) return 0;
   const cudaStream_t s = cudaStreamPerThread;
+  cudaError_t e = static_cast<cudaError_t>(rbd_iiwa14_cuda_prepare_pool(s));
+  if (e != cudaSuccess) return static_cast<int>(e);
   double* d = nullptr;
-  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 119 * sizeof(double), s);
+  e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 119 * sizeof(double), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_oMb = d + static_cast<size_t>(n) * 7;
@@ -132,9 +150,8 @@ void rbd_iiwa14_cuda_forward_kinematics_f64_emulate_thread(long n, const double*
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> tile(static_cast<size_t>(forward_kinematics_TILE) * forward_kinematics_STRIDE);
   for (long b = 0; b * forward_kinematics_TILE < n; ++b) {
-    for (int tx = 0; tx < forward_kinematics_TILE; ++tx) forward_kinematics_tload<double>(tx, b, n, q, oMb, tile.data());
-    for (int tx = 0; tx < forward_kinematics_TILE; ++tx) forward_kinematics_tcompute<double>(tx, b, n, tile.data());
-    for (int tx = 0; tx < forward_kinematics_TILE; ++tx) forward_kinematics_tstore<double>(tx, b, n, q, oMb, tile.data());
+    for (int tx = 0; tx < forward_kinematics_TILE; ++tx) forward_kinematics_tload<double>(tx, b, n, q, tile.data());
+    for (int tx = 0; tx < forward_kinematics_TILE; ++tx) forward_kinematics_tcompute<double>(tx, b, n, q, oMb, tile.data());
   }
 }
 
@@ -142,53 +159,48 @@ void rbd_iiwa14_cuda_forward_kinematics_f64_emulate_block(long n, const double* 
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> ws(static_cast<size_t>(forward_kinematics_SPB) * forward_kinematics_SCRATCH);
   for (long b = 0; b * forward_kinematics_SPB < n; ++b) {
-    for (int ty = 0; ty < forward_kinematics_SPB; ++ty) {
-      const long i = b * forward_kinematics_SPB + ty;
+    for (int t = 0; t < 32; ++t) forward_kinematics_bload<double>(t, b, n, q, ws.data());
+    for (int tx = 0; tx < forward_kinematics_SPB; ++tx) {
+      const long i = b * forward_kinematics_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * forward_kinematics_SCRATCH;
-      for (int tx = 0; tx < forward_kinematics_LANES; ++tx) forward_kinematics_bload<double>(tx, q + i * 7, w);
+      double* w = ws.data() + tx * forward_kinematics_SCRATCH;
+      for (int lane = 0; lane < forward_kinematics_LANES; ++lane) forward_kinematics_s0<double>(lane, w + 21, oMb + i * 112, w);
     }
-    for (int ty = 0; ty < forward_kinematics_SPB; ++ty) {
-      const long i = b * forward_kinematics_SPB + ty;
+    for (int tx = 0; tx < forward_kinematics_SPB; ++tx) {
+      const long i = b * forward_kinematics_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * forward_kinematics_SCRATCH;
-      for (int tx = 0; tx < forward_kinematics_LANES; ++tx) forward_kinematics_s0<double>(tx, w + 44, oMb + i * 112, w);
+      double* w = ws.data() + tx * forward_kinematics_SCRATCH;
+      for (int lane = 0; lane < forward_kinematics_LANES; ++lane) forward_kinematics_s1<double>(lane, w + 21, oMb + i * 112, w);
     }
-    for (int ty = 0; ty < forward_kinematics_SPB; ++ty) {
-      const long i = b * forward_kinematics_SPB + ty;
+    for (int tx = 0; tx < forward_kinematics_SPB; ++tx) {
+      const long i = b * forward_kinematics_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * forward_kinematics_SCRATCH;
-      for (int tx = 0; tx < forward_kinematics_LANES; ++tx) forward_kinematics_s1<double>(tx, w + 44, oMb + i * 112, w);
+      double* w = ws.data() + tx * forward_kinematics_SCRATCH;
+      for (int lane = 0; lane < forward_kinematics_LANES; ++lane) forward_kinematics_s2<double>(lane, w + 21, oMb + i * 112, w);
     }
-    for (int ty = 0; ty < forward_kinematics_SPB; ++ty) {
-      const long i = b * forward_kinematics_SPB + ty;
+    for (int tx = 0; tx < forward_kinematics_SPB; ++tx) {
+      const long i = b * forward_kinematics_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * forward_kinematics_SCRATCH;
-      for (int tx = 0; tx < forward_kinematics_LANES; ++tx) forward_kinematics_s2<double>(tx, w + 44, oMb + i * 112, w);
+      double* w = ws.data() + tx * forward_kinematics_SCRATCH;
+      for (int lane = 0; lane < forward_kinematics_LANES; ++lane) forward_kinematics_s3<double>(lane, w + 21, oMb + i * 112, w);
     }
-    for (int ty = 0; ty < forward_kinematics_SPB; ++ty) {
-      const long i = b * forward_kinematics_SPB + ty;
+    for (int tx = 0; tx < forward_kinematics_SPB; ++tx) {
+      const long i = b * forward_kinematics_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * forward_kinematics_SCRATCH;
-      for (int tx = 0; tx < forward_kinematics_LANES; ++tx) forward_kinematics_s3<double>(tx, w + 44, oMb + i * 112, w);
+      double* w = ws.data() + tx * forward_kinematics_SCRATCH;
+      for (int lane = 0; lane < forward_kinematics_LANES; ++lane) forward_kinematics_s4<double>(lane, w + 21, oMb + i * 112, w);
     }
-    for (int ty = 0; ty < forward_kinematics_SPB; ++ty) {
-      const long i = b * forward_kinematics_SPB + ty;
+    for (int tx = 0; tx < forward_kinematics_SPB; ++tx) {
+      const long i = b * forward_kinematics_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * forward_kinematics_SCRATCH;
-      for (int tx = 0; tx < forward_kinematics_LANES; ++tx) forward_kinematics_s4<double>(tx, w + 44, oMb + i * 112, w);
+      double* w = ws.data() + tx * forward_kinematics_SCRATCH;
+      for (int lane = 0; lane < forward_kinematics_LANES; ++lane) forward_kinematics_s5<double>(lane, w + 21, oMb + i * 112, w);
     }
-    for (int ty = 0; ty < forward_kinematics_SPB; ++ty) {
-      const long i = b * forward_kinematics_SPB + ty;
+    for (int tx = 0; tx < forward_kinematics_SPB; ++tx) {
+      const long i = b * forward_kinematics_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * forward_kinematics_SCRATCH;
-      for (int tx = 0; tx < forward_kinematics_LANES; ++tx) forward_kinematics_s5<double>(tx, w + 44, oMb + i * 112, w);
-    }
-    for (int ty = 0; ty < forward_kinematics_SPB; ++ty) {
-      const long i = b * forward_kinematics_SPB + ty;
-      if (i >= n) continue;
-      double* w = ws.data() + ty * forward_kinematics_SCRATCH;
-      for (int tx = 0; tx < forward_kinematics_LANES; ++tx) forward_kinematics_s6<double>(tx, w + 44, oMb + i * 112, w);
+      double* w = ws.data() + tx * forward_kinematics_SCRATCH;
+      for (int lane = 0; lane < forward_kinematics_LANES; ++lane) forward_kinematics_s6<double>(lane, w + 21, oMb + i * 112, w);
     }
   }
 }

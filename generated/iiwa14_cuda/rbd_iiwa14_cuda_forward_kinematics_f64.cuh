@@ -6,8 +6,8 @@
 // ops: 77 mul, 58 add/sub, 0 div, 14 sin/cos; critical path 14 ops
 //
 // * forward_kinematics<S>(…): one state on one thread (269 statements).
-// * forward_kinematics_s0 … _s6: one state on 1 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 51 scalars per state
+// * forward_kinematics_s0 … _s6: one state on 1 cooperating lanes (argument lane),
+//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 29 scalars per state
 //   shared by the threads. 7 stages, up to 1 independent tasks in one stage.
 #pragma once
 
@@ -16,6 +16,15 @@
 namespace rbd_iiwa14_cuda_f64 {
 __host__ __device__ inline double rbd_sin(double x) { return sin(x); }
 __host__ __device__ inline double rbd_cos(double x) { return cos(x); }
+// both with one range reduction on the GPU (the host side of the emulation calls the two)
+__host__ __device__ inline void rbd_sincos(double x, double& s, double& c) {
+#ifdef __CUDA_ARCH__
+  sincos(x, &s, &c);
+#else
+  s = sin(x);
+  c = cos(x);
+#endif
+}
 }  // namespace rbd_iiwa14_cuda_f64
 #endif
 
@@ -27,20 +36,20 @@ namespace rbd_iiwa14_cuda_f64 {
 template <typename S>
 __host__ __device__ inline void forward_kinematics(const S* __restrict q, S* __restrict oMb) {
   // ---- forward kinematics: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t0 = rbd_cos(q[0]);
+  S t1, t0;
+  rbd_sincos(q[0], t1, t0);
   oMb[0] = t0;
   oMb[5] = t0;
   oMb[22] = t0;
-  const S t1 = rbd_sin(q[0]);
   oMb[4] = t1;
   const S t2 = -t1;
   oMb[1] = t2;
   oMb[18] = t2;
   // ---- forward kinematics: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t3 = rbd_cos(q[1]);
+  S t4, t3;
+  rbd_sincos(q[1], t4, t3);
   oMb[25] = t3;
   oMb[42] = t3;
-  const S t4 = rbd_sin(q[1]);
   oMb[24] = t4;
   const S t5 = t0 * t3;
   const S t6 = -t5;
@@ -55,8 +64,8 @@ __host__ __device__ inline void forward_kinematics(const S* __restrict q, S* __r
   oMb[21] = t10;
   oMb[38] = t10;
   // ---- forward kinematics: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t11 = rbd_cos(q[2]);
-  const S t12 = rbd_sin(q[2]);
+  S t12, t11;
+  rbd_sincos(q[2], t12, t11);
   const S t13 = t5 * t11;
   const S t14 = t1 * t12;
   const S t15 = t13 - t14;
@@ -87,8 +96,8 @@ __host__ __device__ inline void forward_kinematics(const S* __restrict q, S* __r
   const S t32 = 0.36 + t31;
   oMb[43] = t32;
   // ---- forward kinematics: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t33 = rbd_cos(q[3]);
-  const S t34 = rbd_sin(q[3]);
+  S t34, t33;
+  rbd_sincos(q[3], t34, t33);
   const S t35 = t15 * t33;
   const S t36 = t7 * t34;
   const S t37 = t35 + t36;
@@ -132,8 +141,8 @@ __host__ __device__ inline void forward_kinematics(const S* __restrict q, S* __r
   const S t61 = t32 + t58;
   oMb[59] = t61;
   // ---- forward kinematics: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t62 = rbd_cos(q[4]);
-  const S t63 = rbd_sin(q[4]);
+  S t63, t62;
+  rbd_sincos(q[4], t63, t62);
   const S t64 = t37 * t62;
   const S t65 = -t64;
   const S t66 = t19 * t63;
@@ -171,8 +180,8 @@ __host__ __device__ inline void forward_kinematics(const S* __restrict q, S* __r
   const S t90 = t61 + t87;
   oMb[75] = t90;
   // ---- forward kinematics: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t91 = rbd_cos(q[5]);
-  const S t92 = rbd_sin(q[5]);
+  S t92, t91;
+  rbd_sincos(q[5], t92, t91);
   const S t93 = t67 * t91;
   const S t94 = t40 * t92;
   const S t95 = t93 + t94;
@@ -216,8 +225,8 @@ __host__ __device__ inline void forward_kinematics(const S* __restrict q, S* __r
   const S t119 = t90 + t116;
   oMb[91] = t119;
   // ---- forward kinematics: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t120 = rbd_cos(q[6]);
-  const S t121 = rbd_sin(q[6]);
+  S t121, t120;
+  rbd_sincos(q[6], t121, t120);
   const S t122 = t95 * t120;
   const S t123 = -t122;
   const S t124 = t70 * t121;
@@ -301,16 +310,16 @@ __host__ __device__ inline void forward_kinematics(const S* __restrict q, S* __r
 // one state per 1 threads: stage s runs after every thread finished stage s-1
 // ---------------------------------------------------------------------------------------------
 template <typename S>
-__host__ __device__ inline void forward_kinematics_s0(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void forward_kinematics_s0(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- forward kinematics: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t0 = rbd_cos(q[0]);
+    S t1, t0;
+    rbd_sincos(q[0], t1, t0);
     w[0] = t0;
     oMb[0] = t0;
     oMb[5] = t0;
     oMb[22] = t0;
-    const S t1 = rbd_sin(q[0]);
     w[1] = t1;
     oMb[4] = t1;
     const S t2 = -t1;
@@ -324,19 +333,19 @@ __host__ __device__ inline void forward_kinematics_s0(int tx, [[maybe_unused]] c
 }
 
 template <typename S>
-__host__ __device__ inline void forward_kinematics_s1(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void forward_kinematics_s1(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- forward kinematics: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t3 = rbd_cos(q[1]);
-    w[7] = t3;
+    S t4, t3;
+    rbd_sincos(q[1], t4, t3);
+    w[2] = t3;
     oMb[25] = t3;
     oMb[42] = t3;
-    const S t4 = rbd_sin(q[1]);
-    w[4] = t4;
+    w[3] = t4;
     oMb[24] = t4;
     const S t5 = w[0] * t3;
-    w[2] = t5;
+    w[4] = t5;
     const S t6 = -t5;
     oMb[16] = t6;
     const S t7 = w[0] * t4;
@@ -344,11 +353,11 @@ __host__ __device__ inline void forward_kinematics_s1(int tx, [[maybe_unused]] c
     oMb[17] = t7;
     oMb[34] = t7;
     const S t8 = w[1] * t3;
-    w[3] = t8;
+    w[6] = t8;
     const S t9 = -t8;
     oMb[20] = t9;
     const S t10 = w[1] * t4;
-    w[6] = t10;
+    w[7] = t10;
     oMb[21] = t10;
     oMb[38] = t10;
     break;
@@ -359,47 +368,47 @@ __host__ __device__ inline void forward_kinematics_s1(int tx, [[maybe_unused]] c
 }
 
 template <typename S>
-__host__ __device__ inline void forward_kinematics_s2(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void forward_kinematics_s2(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- forward kinematics: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t11 = rbd_cos(q[2]);
-    const S t12 = rbd_sin(q[2]);
-    const S t13 = w[2] * t11;
+    S t12, t11;
+    rbd_sincos(q[2], t12, t11);
+    const S t13 = w[4] * t11;
     const S t14 = w[1] * t12;
     const S t15 = t13 - t14;
     w[8] = t15;
     oMb[32] = t15;
-    const S t16 = w[2] * t12;
+    const S t16 = w[4] * t12;
     const S t17 = -t16;
     const S t18 = w[1] * t11;
     const S t19 = t17 - t18;
     w[9] = t19;
     oMb[33] = t19;
-    const S t20 = w[3] * t11;
+    const S t20 = w[6] * t11;
     const S t21 = w[0] * t12;
     const S t22 = t20 + t21;
     w[10] = t22;
     oMb[36] = t22;
-    const S t23 = w[3] * t12;
+    const S t23 = w[6] * t12;
     const S t24 = w[0] * t11;
     const S t25 = t24 - t23;
     w[11] = t25;
     oMb[37] = t25;
-    const S t26 = w[4] * t11;
+    const S t26 = w[3] * t11;
     w[12] = t26;
     const S t27 = -t26;
     oMb[40] = t27;
-    const S t28 = w[4] * t12;
+    const S t28 = w[3] * t12;
     w[13] = t28;
     oMb[41] = t28;
     const S t29 = w[5] * 0.2045;
     w[14] = t29;
     oMb[35] = t29;
-    const S t30 = w[6] * 0.2045;
+    const S t30 = w[7] * 0.2045;
     w[15] = t30;
     oMb[39] = t30;
-    const S t31 = w[7] * 0.2045;
+    const S t31 = w[2] * 0.2045;
     const S t32 = 0.36 + t31;
     w[16] = t32;
     oMb[43] = t32;
@@ -411,62 +420,62 @@ __host__ __device__ inline void forward_kinematics_s2(int tx, [[maybe_unused]] c
 }
 
 template <typename S>
-__host__ __device__ inline void forward_kinematics_s3(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void forward_kinematics_s3(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- forward kinematics: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t33 = rbd_cos(q[3]);
-    const S t34 = rbd_sin(q[3]);
+    S t34, t33;
+    rbd_sincos(q[3], t34, t33);
     const S t35 = w[8] * t33;
     const S t36 = w[5] * t34;
     const S t37 = t35 + t36;
-    w[17] = t37;
+    w[0] = t37;
     oMb[48] = t37;
     const S t38 = w[8] * t34;
     const S t39 = w[5] * t33;
     const S t40 = t39 - t38;
-    w[20] = t40;
+    w[1] = t40;
     oMb[49] = t40;
     oMb[66] = t40;
     const S t41 = -w[9];
     oMb[50] = t41;
     const S t42 = w[10] * t33;
-    const S t43 = w[6] * t34;
+    const S t43 = w[7] * t34;
     const S t44 = t42 + t43;
-    w[18] = t44;
+    w[3] = t44;
     oMb[52] = t44;
     const S t45 = w[10] * t34;
-    const S t46 = w[6] * t33;
+    const S t46 = w[7] * t33;
     const S t47 = t46 - t45;
-    w[21] = t47;
+    w[4] = t47;
     oMb[53] = t47;
     oMb[70] = t47;
     const S t48 = -w[11];
     oMb[54] = t48;
     const S t49 = w[12] * t33;
-    const S t50 = w[7] * t34;
+    const S t50 = w[2] * t34;
     const S t51 = t50 - t49;
-    w[19] = t51;
+    w[6] = t51;
     oMb[56] = t51;
     const S t52 = w[12] * t34;
-    const S t53 = w[7] * t33;
+    const S t53 = w[2] * t33;
     const S t54 = t52 + t53;
-    w[22] = t54;
+    w[17] = t54;
     oMb[57] = t54;
     oMb[74] = t54;
     const S t55 = -w[13];
     oMb[58] = t55;
     const S t56 = w[5] * 0.2155;
-    const S t57 = w[6] * 0.2155;
-    const S t58 = w[7] * 0.2155;
+    const S t57 = w[7] * 0.2155;
+    const S t58 = w[2] * 0.2155;
     const S t59 = w[14] + t56;
-    w[23] = t59;
+    w[18] = t59;
     oMb[51] = t59;
     const S t60 = w[15] + t57;
-    w[24] = t60;
+    w[19] = t60;
     oMb[55] = t60;
     const S t61 = w[16] + t58;
-    w[25] = t61;
+    w[20] = t61;
     oMb[59] = t61;
     break;
   }
@@ -476,56 +485,56 @@ __host__ __device__ inline void forward_kinematics_s3(int tx, [[maybe_unused]] c
 }
 
 template <typename S>
-__host__ __device__ inline void forward_kinematics_s4(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void forward_kinematics_s4(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- forward kinematics: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t62 = rbd_cos(q[4]);
-    const S t63 = rbd_sin(q[4]);
-    const S t64 = w[17] * t62;
+    S t63, t62;
+    rbd_sincos(q[4], t63, t62);
+    const S t64 = w[0] * t62;
     const S t65 = -t64;
     const S t66 = w[9] * t63;
     const S t67 = t65 - t66;
-    w[26] = t67;
+    w[2] = t67;
     oMb[64] = t67;
-    const S t68 = w[17] * t63;
+    const S t68 = w[0] * t63;
     const S t69 = w[9] * t62;
     const S t70 = t68 - t69;
-    w[27] = t70;
+    w[5] = t70;
     oMb[65] = t70;
-    const S t71 = w[18] * t62;
+    const S t71 = w[3] * t62;
     const S t72 = -t71;
     const S t73 = w[11] * t63;
     const S t74 = t72 - t73;
-    w[28] = t74;
+    w[7] = t74;
     oMb[68] = t74;
-    const S t75 = w[18] * t63;
+    const S t75 = w[3] * t63;
     const S t76 = w[11] * t62;
     const S t77 = t75 - t76;
-    w[29] = t77;
+    w[8] = t77;
     oMb[69] = t77;
-    const S t78 = w[19] * t62;
+    const S t78 = w[6] * t62;
     const S t79 = -t78;
     const S t80 = w[13] * t63;
     const S t81 = t79 - t80;
-    w[30] = t81;
+    w[10] = t81;
     oMb[72] = t81;
-    const S t82 = w[19] * t63;
+    const S t82 = w[6] * t63;
     const S t83 = w[13] * t62;
     const S t84 = t82 - t83;
-    w[31] = t84;
+    w[12] = t84;
     oMb[73] = t84;
-    const S t85 = w[20] * 0.1845;
-    const S t86 = w[21] * 0.1845;
-    const S t87 = w[22] * 0.1845;
-    const S t88 = w[23] + t85;
-    w[32] = t88;
+    const S t85 = w[1] * 0.1845;
+    const S t86 = w[4] * 0.1845;
+    const S t87 = w[17] * 0.1845;
+    const S t88 = w[18] + t85;
+    w[14] = t88;
     oMb[67] = t88;
-    const S t89 = w[24] + t86;
-    w[33] = t89;
+    const S t89 = w[19] + t86;
+    w[15] = t89;
     oMb[71] = t89;
-    const S t90 = w[25] + t87;
-    w[34] = t90;
+    const S t90 = w[20] + t87;
+    w[16] = t90;
     oMb[75] = t90;
     break;
   }
@@ -535,62 +544,62 @@ __host__ __device__ inline void forward_kinematics_s4(int tx, [[maybe_unused]] c
 }
 
 template <typename S>
-__host__ __device__ inline void forward_kinematics_s5(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void forward_kinematics_s5(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- forward kinematics: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t91 = rbd_cos(q[5]);
-    const S t92 = rbd_sin(q[5]);
-    const S t93 = w[26] * t91;
-    const S t94 = w[20] * t92;
+    S t92, t91;
+    rbd_sincos(q[5], t92, t91);
+    const S t93 = w[2] * t91;
+    const S t94 = w[1] * t92;
     const S t95 = t93 + t94;
-    w[35] = t95;
+    w[0] = t95;
     oMb[80] = t95;
-    const S t96 = w[26] * t92;
-    const S t97 = w[20] * t91;
+    const S t96 = w[2] * t92;
+    const S t97 = w[1] * t91;
     const S t98 = t97 - t96;
-    w[38] = t98;
+    w[3] = t98;
     oMb[81] = t98;
     oMb[98] = t98;
-    const S t99 = -w[27];
+    const S t99 = -w[5];
     oMb[82] = t99;
-    const S t100 = w[28] * t91;
-    const S t101 = w[21] * t92;
+    const S t100 = w[7] * t91;
+    const S t101 = w[4] * t92;
     const S t102 = t100 + t101;
-    w[36] = t102;
+    w[6] = t102;
     oMb[84] = t102;
-    const S t103 = w[28] * t92;
-    const S t104 = w[21] * t91;
+    const S t103 = w[7] * t92;
+    const S t104 = w[4] * t91;
     const S t105 = t104 - t103;
-    w[39] = t105;
+    w[9] = t105;
     oMb[85] = t105;
     oMb[102] = t105;
-    const S t106 = -w[29];
+    const S t106 = -w[8];
     oMb[86] = t106;
-    const S t107 = w[30] * t91;
-    const S t108 = w[22] * t92;
+    const S t107 = w[10] * t91;
+    const S t108 = w[17] * t92;
     const S t109 = t107 + t108;
-    w[37] = t109;
+    w[11] = t109;
     oMb[88] = t109;
-    const S t110 = w[30] * t92;
-    const S t111 = w[22] * t91;
+    const S t110 = w[10] * t92;
+    const S t111 = w[17] * t91;
     const S t112 = t111 - t110;
-    w[40] = t112;
+    w[13] = t112;
     oMb[89] = t112;
     oMb[106] = t112;
-    const S t113 = -w[31];
+    const S t113 = -w[12];
     oMb[90] = t113;
-    const S t114 = 0.2155 * w[20];
-    const S t115 = 0.2155 * w[21];
-    const S t116 = 0.2155 * w[22];
-    const S t117 = w[32] + t114;
-    w[41] = t117;
+    const S t114 = 0.2155 * w[1];
+    const S t115 = 0.2155 * w[4];
+    const S t116 = 0.2155 * w[17];
+    const S t117 = w[14] + t114;
+    w[18] = t117;
     oMb[83] = t117;
-    const S t118 = w[33] + t115;
-    w[42] = t118;
+    const S t118 = w[15] + t115;
+    w[19] = t118;
     oMb[87] = t118;
-    const S t119 = w[34] + t116;
-    w[43] = t119;
+    const S t119 = w[16] + t116;
+    w[20] = t119;
     oMb[91] = t119;
     break;
   }
@@ -600,47 +609,47 @@ __host__ __device__ inline void forward_kinematics_s5(int tx, [[maybe_unused]] c
 }
 
 template <typename S>
-__host__ __device__ inline void forward_kinematics_s6(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void forward_kinematics_s6(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict oMb, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- forward kinematics: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t120 = rbd_cos(q[6]);
-    const S t121 = rbd_sin(q[6]);
-    const S t122 = w[35] * t120;
+    S t121, t120;
+    rbd_sincos(q[6], t121, t120);
+    const S t122 = w[0] * t120;
     const S t123 = -t122;
-    const S t124 = w[27] * t121;
+    const S t124 = w[5] * t121;
     const S t125 = t123 - t124;
     oMb[96] = t125;
-    const S t126 = w[35] * t121;
-    const S t127 = w[27] * t120;
+    const S t126 = w[0] * t121;
+    const S t127 = w[5] * t120;
     const S t128 = t126 - t127;
     oMb[97] = t128;
-    const S t129 = w[36] * t120;
+    const S t129 = w[6] * t120;
     const S t130 = -t129;
-    const S t131 = w[29] * t121;
+    const S t131 = w[8] * t121;
     const S t132 = t130 - t131;
     oMb[100] = t132;
-    const S t133 = w[36] * t121;
-    const S t134 = w[29] * t120;
+    const S t133 = w[6] * t121;
+    const S t134 = w[8] * t120;
     const S t135 = t133 - t134;
     oMb[101] = t135;
-    const S t136 = w[37] * t120;
+    const S t136 = w[11] * t120;
     const S t137 = -t136;
-    const S t138 = w[31] * t121;
+    const S t138 = w[12] * t121;
     const S t139 = t137 - t138;
     oMb[104] = t139;
-    const S t140 = w[37] * t121;
-    const S t141 = w[31] * t120;
+    const S t140 = w[11] * t121;
+    const S t141 = w[12] * t120;
     const S t142 = t140 - t141;
     oMb[105] = t142;
-    const S t143 = w[38] * 0.081;
-    const S t144 = w[39] * 0.081;
-    const S t145 = w[40] * 0.081;
-    const S t146 = w[41] + t143;
+    const S t143 = w[3] * 0.081;
+    const S t144 = w[9] * 0.081;
+    const S t145 = w[13] * 0.081;
+    const S t146 = w[18] + t143;
     oMb[99] = t146;
-    const S t147 = w[42] + t144;
+    const S t147 = w[19] + t144;
     oMb[103] = t147;
-    const S t148 = w[43] + t145;
+    const S t148 = w[20] + t145;
     oMb[107] = t148;
     // ---- outputs that are constants or inputs
     oMb[2] = S{} + 0.0;

@@ -4,11 +4,15 @@
 // their launchers, and host emulations of the same programs.
 //
 // thread shape: one thread per state, 128 states per block. The states of a block are one
-//   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
-//   accesses (15 scalars per state, padded to an odd count against bank conflicts; 15360 bytes).
-// block shape: 1 threads per state (threadIdx.x), 64 state(s) per block (threadIdx.y);
-//   12 stages with a barrier after each; workspace of 84 scalars
-//   per state in shared memory, the state's inputs included.
+//   contiguous stretch of each array; threads copy the inputs and outputs through shared memory with
+//   coalesced accesses (15 scalars per state, padded to an odd count against bank conflicts;
+//   15360 bytes).//
+// block shape: 32 states (threadIdx.x) × 1 lanes (threadIdx.y) per block: each warp
+//   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
+//   state are different warps. 12 stages with a barrier after each;
+//   workspace of 55 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 1.00x shorter than the thread shape's (warp model,
+//   rbdgen.backends.cuda.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_gravity_f64.cuh"
 
@@ -20,111 +24,134 @@ constexpr int gravity_TILE = 128;
 constexpr int gravity_STRIDE = 15;
 
 template <typename S>
-__host__ __device__ inline void gravity_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, S* __restrict tile) {
+__host__ __device__ inline void gravity_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict tile) {
   const long first = blk * gravity_TILE;
-  const long cnt = n - first < gravity_TILE ? n - first : gravity_TILE;
-  for (long e = tx; e < cnt * 7; e += gravity_TILE)
+  const int cnt = static_cast<int>(n - first < gravity_TILE ? n - first : gravity_TILE);
+  for (int e = tx; e < cnt * 7; e += gravity_TILE)
     tile[(e / 7) * gravity_STRIDE + 0 + e % 7] = q[first * 7 + e];
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_tcompute(int tx, long blk, long n, S* __restrict tile) {
-  if (blk * gravity_TILE + tx >= n) return;
+__host__ __device__ inline void gravity_tcompute(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, S* __restrict tile) {
+  const long i = blk * gravity_TILE + tx;
+  if (i >= n) return;
   S* s = tile + tx * gravity_STRIDE;
   gravity<S>(s + 0, s + 7);
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_tstore(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, const S* __restrict tile) {
+__host__ __device__ inline void gravity_tstore(int tx, long blk, long n, S* __restrict tau, const S* __restrict tile) {
   const long first = blk * gravity_TILE;
-  const long cnt = n - first < gravity_TILE ? n - first : gravity_TILE;
-  for (long e = tx; e < cnt * 7; e += gravity_TILE)
+  const int cnt = static_cast<int>(n - first < gravity_TILE ? n - first : gravity_TILE);
+  for (int e = tx; e < cnt * 7; e += gravity_TILE)
     tau[first * 7 + e] = tile[(e / 7) * gravity_STRIDE + 7 + e % 7];
 }
 
 __global__ void __launch_bounds__(gravity_TILE) gravity_thread_kernel(long n, const double* __restrict q, double* __restrict tau) {
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* tile = reinterpret_cast<double*>(rbd_smem);
-  gravity_tload<double>(threadIdx.x, blockIdx.x, n, q, tau, tile);
+  gravity_tload<double>(threadIdx.x, blockIdx.x, n, q, tile);
   __syncthreads();
-  gravity_tcompute<double>(threadIdx.x, blockIdx.x, n, tile);
+  gravity_tcompute<double>(threadIdx.x, blockIdx.x, n, q, tau, tile);
   __syncthreads();
-  gravity_tstore<double>(threadIdx.x, blockIdx.x, n, q, tau, tile);
+  gravity_tstore<double>(threadIdx.x, blockIdx.x, n, tau, tile);
 }
 
 constexpr int gravity_LANES = 1;
-constexpr int gravity_SPB = 64;
-constexpr int gravity_SCRATCH = 84;
+constexpr int gravity_SPB = 32;
+constexpr int gravity_SCRATCH = 55;
 
-// the state's inputs, copied once into the shared workspace (after the exchanged values)
+// the block's states' inputs, copied once into their workspaces (after the exchanged values):
+// the block's states are one contiguous stretch of each input, read with coalesced accesses by
+// all 32 threads (t = the thread's index in the block)
 template <typename S>
-__host__ __device__ inline void gravity_bload(int tx, const S* __restrict q, S* __restrict w) {
-  for (int e = tx; e < 7; e += gravity_LANES) w[77 + e] = q[e];
+__host__ __device__ inline void gravity_bload(int t, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict ws) {
+  const long first = blk * gravity_SPB;
+  const int cnt = static_cast<int>(n - first < gravity_SPB ? n - first : gravity_SPB);
+  for (int e = t; e < cnt * 7; e += 32)
+    ws[(e / 7) * gravity_SCRATCH + 48 + e % 7] = q[first * 7 + e];
 }
 
-__global__ void __launch_bounds__(64) gravity_block_kernel(long n, const double* __restrict q, double* __restrict tau, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * gravity_SPB + threadIdx.y;
+__global__ void __launch_bounds__(32) gravity_block_kernel(long n, const double* __restrict q, double* __restrict tau, [[maybe_unused]] double* __restrict wg) {
+  const long i = static_cast<long>(blockIdx.x) * gravity_SPB + threadIdx.x;  // the state
+  const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
-  double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * gravity_SCRATCH;
-  if (live) gravity_bload<double>(threadIdx.x, q + c * 7, w);
+  double* ws = reinterpret_cast<double*>(rbd_smem);
+  gravity_bload<double>(static_cast<int>(threadIdx.y * gravity_SPB + threadIdx.x), blockIdx.x, n, q, ws);
+  double* w = ws + threadIdx.x * gravity_SCRATCH;
   __syncthreads();
-  if (live) gravity_s0<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s0<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s1<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s1<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s2<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s2<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s3<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s3<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s4<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s4<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s5<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s5<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s6<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s6<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s7<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s7<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s8<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s8<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s9<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s9<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s10<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s10<double>(lane, w + 48, tau + c * 7, w);
   __syncthreads();
-  if (live) gravity_s11<double>(threadIdx.x, w + 77, tau + c * 7, w);
+  if (live) gravity_s11<double>(lane, w + 48, tau + c * 7, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
 
 extern "C" {
 
+// Launches go through cudaLaunchKernelEx, which returns the status of this launch itself. A
+// <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also returns (and
+// clears) an earlier failure of another call that set the last error (with the static runtime
+// this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch could
+// report an error. Clearing it beforehand would instead discard an error that the caller of a
+// C++ project has not read yet. Faults inside the kernel appear only when the stream is
+// synchronised (<prefix>_stream_sync).
 int rbd_iiwa14_cuda_gravity_f64_launch(long n, const double* __restrict q, double* __restrict tau, cudaStream_t stream, int shape) {
   using namespace rbd_iiwa14_cuda_f64;
   if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, gravity_LANES);
+  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 100);
+  cudaLaunchConfig_t cfg = {};
+  cfg.stream = stream;
   if (shape == 1) {
     const long grid = (n + gravity_TILE - 1) / gravity_TILE;
-    gravity_thread_kernel<<<static_cast<unsigned>(grid), gravity_TILE, 15360, stream>>>(n, q, tau);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(gravity_TILE);
+    cfg.dynamicSmemBytes = 15360;
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, gravity_thread_kernel, n, q, tau));
   }
   if (shape == 2) {
     const long grid = (n + gravity_SPB - 1) / gravity_SPB;
-    const dim3 threads(gravity_LANES, gravity_SPB);
-    gravity_block_kernel<<<static_cast<unsigned>(grid), threads, 5376 * sizeof(double), stream>>>(n, q, tau, nullptr);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(gravity_SPB, gravity_LANES);  // x: states, y: lanes
+    cfg.dynamicSmemBytes = 1760 * sizeof(double);
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, gravity_block_kernel, n, q, tau, static_cast<double*>(nullptr)));
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// numpy-style host arrays: one stream-ordered allocation from the driver's memory pool (cheap
-// after the first call), copies in, the launch, copies out, all on the per-thread default
-// stream, then a wait
+// numpy-style host arrays: one stream-ordered allocation from the device's memory pool (which
+// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size),
+// copies in, the launch, copies out, all on the per-thread default stream, then a wait — which
+// also returns a fault inside the kernel
 int rbd_iiwa14_cuda_gravity_f64_host(long n, const double* __restrict q, double* __restrict tau, int shape) {
   if (n <= 0) return 0;
   const cudaStream_t s = cudaStreamPerThread;
+  cudaError_t e = static_cast<cudaError_t>(rbd_iiwa14_cuda_prepare_pool(s));
+  if (e != cudaSuccess) return static_cast<int>(e);
   double* d = nullptr;
-  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 14 * sizeof(double), s);
+  e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 14 * sizeof(double), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_tau = d + static_cast<size_t>(n) * 7;
@@ -142,9 +169,9 @@ void rbd_iiwa14_cuda_gravity_f64_emulate_thread(long n, const double* __restrict
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> tile(static_cast<size_t>(gravity_TILE) * gravity_STRIDE);
   for (long b = 0; b * gravity_TILE < n; ++b) {
-    for (int tx = 0; tx < gravity_TILE; ++tx) gravity_tload<double>(tx, b, n, q, tau, tile.data());
-    for (int tx = 0; tx < gravity_TILE; ++tx) gravity_tcompute<double>(tx, b, n, tile.data());
-    for (int tx = 0; tx < gravity_TILE; ++tx) gravity_tstore<double>(tx, b, n, q, tau, tile.data());
+    for (int tx = 0; tx < gravity_TILE; ++tx) gravity_tload<double>(tx, b, n, q, tile.data());
+    for (int tx = 0; tx < gravity_TILE; ++tx) gravity_tcompute<double>(tx, b, n, q, tau, tile.data());
+    for (int tx = 0; tx < gravity_TILE; ++tx) gravity_tstore<double>(tx, b, n, tau, tile.data());
   }
 }
 
@@ -152,83 +179,78 @@ void rbd_iiwa14_cuda_gravity_f64_emulate_block(long n, const double* __restrict 
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> ws(static_cast<size_t>(gravity_SPB) * gravity_SCRATCH);
   for (long b = 0; b * gravity_SPB < n; ++b) {
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int t = 0; t < 32; ++t) gravity_bload<double>(t, b, n, q, ws.data());
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_bload<double>(tx, q + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s0<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s0<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s1<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s1<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s2<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s2<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s3<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s3<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s4<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s4<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s5<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s5<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s6<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s6<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s7<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s7<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s8<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s8<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s9<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s9<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s10<double>(lane, w + 48, tau + i * 7, w);
     }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
+    for (int tx = 0; tx < gravity_SPB; ++tx) {
+      const long i = b * gravity_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s10<double>(tx, w + 77, tau + i * 7, w);
-    }
-    for (int ty = 0; ty < gravity_SPB; ++ty) {
-      const long i = b * gravity_SPB + ty;
-      if (i >= n) continue;
-      double* w = ws.data() + ty * gravity_SCRATCH;
-      for (int tx = 0; tx < gravity_LANES; ++tx) gravity_s11<double>(tx, w + 77, tau + i * 7, w);
+      double* w = ws.data() + tx * gravity_SCRATCH;
+      for (int lane = 0; lane < gravity_LANES; ++lane) gravity_s11<double>(lane, w + 48, tau + i * 7, w);
     }
   }
 }

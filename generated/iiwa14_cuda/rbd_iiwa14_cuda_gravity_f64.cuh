@@ -6,8 +6,8 @@
 // ops: 108 mul, 72 add/sub, 0 div, 12 sin/cos; critical path 37 ops
 //
 // * gravity<S>(…): one state on one thread (212 statements).
-// * gravity_s0 … _s11: one state on 1 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 84 scalars per state
+// * gravity_s0 … _s11: one state on 1 cooperating lanes (argument lane),
+//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 55 scalars per state
 //   shared by the threads. 12 stages, up to 1 independent tasks in one stage.
 #pragma once
 
@@ -16,6 +16,15 @@
 namespace rbd_iiwa14_cuda_f64 {
 __host__ __device__ inline double rbd_sin(double x) { return sin(x); }
 __host__ __device__ inline double rbd_cos(double x) { return cos(x); }
+// both with one range reduction on the GPU (the host side of the emulation calls the two)
+__host__ __device__ inline void rbd_sincos(double x, double& s, double& c) {
+#ifdef __CUDA_ARCH__
+  sincos(x, &s, &c);
+#else
+  s = sin(x);
+  c = cos(x);
+#endif
+}
 }  // namespace rbd_iiwa14_cuda_f64
 #endif
 
@@ -27,8 +36,8 @@ namespace rbd_iiwa14_cuda_f64 {
 template <typename S>
 __host__ __device__ inline void gravity(const S* __restrict q, S* __restrict tau) {
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
-  const S t1 = rbd_sin(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   const S t2 = 9.81 * t1;
   const S t3 = 9.81 * t0;
   const S t4 = t3 * -0.168;
@@ -37,8 +46,8 @@ __host__ __device__ inline void gravity(const S* __restrict q, S* __restrict tau
   const S t7 = t3 * 0.0012;
   const S t8 = t6 + t7;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t9 = rbd_cos(q[2]);
-  const S t10 = rbd_sin(q[2]);
+  S t10, t9;
+  rbd_sincos(q[2], t10, t9);
   const S t11 = t2 * t9;
   const S t12 = t2 * t10;
   const S t13 = t12 * -0.39;
@@ -49,8 +58,8 @@ __host__ __device__ inline void gravity(const S* __restrict q, S* __restrict tau
   const S t18 = t11 * 3.0;
   const S t19 = t12 * 3.0;
   // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t20 = rbd_cos(q[3]);
-  const S t21 = rbd_sin(q[3]);
+  S t21, t20;
+  rbd_sincos(q[3], t21, t20);
   const S t22 = t11 * t20;
   const S t23 = t3 * t21;
   const S t24 = t23 - t22;
@@ -66,8 +75,8 @@ __host__ __device__ inline void gravity(const S* __restrict q, S* __restrict tau
   const S t34 = t27 * 2.7;
   const S t35 = t12 * 2.7;
   // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t36 = rbd_cos(q[4]);
-  const S t37 = rbd_sin(q[4]);
+  S t37, t36;
+  rbd_sincos(q[4], t37, t36);
   const S t38 = t24 * t36;
   const S t39 = -t38;
   const S t40 = t12 * t37;
@@ -88,8 +97,8 @@ __host__ __device__ inline void gravity(const S* __restrict q, S* __restrict tau
   const S t55 = t44 * 1.7;
   const S t56 = t27 * 1.7;
   // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t57 = rbd_cos(q[5]);
-  const S t58 = rbd_sin(q[5]);
+  S t58, t57;
+  rbd_sincos(q[5], t58, t57);
   const S t59 = t41 * t57;
   const S t60 = t27 * t58;
   const S t61 = t59 + t60;
@@ -105,8 +114,8 @@ __host__ __device__ inline void gravity(const S* __restrict q, S* __restrict tau
   const S t71 = t64 * 1.8;
   const S t72 = t44 * 1.8;
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t73 = rbd_cos(q[6]);
-  const S t74 = rbd_sin(q[6]);
+  S t74, t73;
+  rbd_sincos(q[6], t74, t73);
   const S t75 = t61 * t73;
   const S t76 = -t75;
   const S t77 = t44 * t74;
@@ -244,26 +253,26 @@ __host__ __device__ inline void gravity(const S* __restrict q, S* __restrict tau
 // one state per 1 threads: stage s runs after every thread finished stage s-1
 // ---------------------------------------------------------------------------------------------
 template <typename S>
-__host__ __device__ inline void gravity_s0(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s0(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t0 = rbd_cos(q[1]);
-    w[75] = t0;
-    const S t1 = rbd_sin(q[1]);
-    w[73] = t1;
+    S t1, t0;
+    rbd_sincos(q[1], t1, t0);
+    w[0] = t0;
+    w[1] = t1;
     const S t2 = 9.81 * t1;
-    w[0] = t2;
+    w[2] = t2;
     const S t3 = 9.81 * t0;
-    w[1] = t3;
+    w[3] = t3;
     const S t4 = t3 * -0.168;
-    w[69] = t4;
+    w[4] = t4;
     const S t5 = t2 * 0.168;
-    w[70] = t5;
+    w[5] = t5;
     const S t6 = t2 * -0.236;
     const S t7 = t3 * 0.0012;
     const S t8 = t6 + t7;
-    w[72] = t8;
+    w[6] = t8;
     break;
   }
   default:
@@ -272,30 +281,30 @@ __host__ __device__ inline void gravity_s0(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s1(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s1(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t9 = rbd_cos(q[2]);
-    w[63] = t9;
-    const S t10 = rbd_sin(q[2]);
-    w[65] = t10;
-    const S t11 = w[0] * t9;
-    w[2] = t11;
-    const S t12 = w[0] * t10;
-    w[3] = t12;
+    S t10, t9;
+    rbd_sincos(q[2], t10, t9);
+    w[7] = t9;
+    w[8] = t10;
+    const S t11 = w[2] * t9;
+    w[9] = t11;
+    const S t12 = w[2] * t10;
+    w[10] = t12;
     const S t13 = t12 * -0.39;
-    const S t14 = w[1] * 0.09;
+    const S t14 = w[3] * 0.09;
     const S t15 = t13 + t14;
-    w[58] = t15;
+    w[11] = t15;
     const S t16 = t11 * 0.39;
-    w[59] = t16;
+    w[12] = t16;
     const S t17 = t11 * -0.09;
-    w[60] = t17;
+    w[13] = t17;
     const S t18 = t11 * 3.0;
-    w[61] = t18;
+    w[14] = t18;
     const S t19 = t12 * 3.0;
-    w[62] = t19;
+    w[15] = t19;
     break;
   }
   default:
@@ -304,36 +313,36 @@ __host__ __device__ inline void gravity_s1(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s2(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s2(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t20 = rbd_cos(q[3]);
-    w[50] = t20;
-    const S t21 = rbd_sin(q[3]);
-    w[52] = t21;
-    const S t22 = w[2] * t20;
-    const S t23 = w[1] * t21;
+    S t21, t20;
+    rbd_sincos(q[3], t21, t20);
+    w[2] = t20;
+    w[16] = t21;
+    const S t22 = w[9] * t20;
+    const S t23 = w[3] * t21;
     const S t24 = t23 - t22;
-    w[4] = t24;
-    const S t25 = w[2] * t21;
-    const S t26 = w[1] * t20;
+    w[17] = t24;
+    const S t25 = w[9] * t21;
+    const S t26 = w[3] * t20;
     const S t27 = t25 + t26;
-    w[5] = t27;
+    w[18] = t27;
     const S t28 = t27 * -0.0918;
-    const S t29 = w[3] * 0.18090000000000003;
+    const S t29 = w[10] * 0.18090000000000003;
     const S t30 = t28 - t29;
-    w[42] = t30;
+    w[19] = t30;
     const S t31 = t24 * 0.0918;
-    w[43] = t31;
+    w[20] = t31;
     const S t32 = t24 * -0.18090000000000003;
-    w[45] = t32;
+    w[21] = t32;
     const S t33 = t24 * 2.7;
-    w[46] = t33;
+    w[22] = t33;
     const S t34 = t27 * 2.7;
-    w[47] = t34;
-    const S t35 = w[3] * 2.7;
-    w[49] = t35;
+    w[23] = t34;
+    const S t35 = w[10] * 2.7;
+    w[24] = t35;
     break;
   }
   default:
@@ -342,41 +351,41 @@ __host__ __device__ inline void gravity_s2(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s3(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s3(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t36 = rbd_cos(q[4]);
-    w[36] = t36;
-    const S t37 = rbd_sin(q[4]);
-    w[38] = t37;
-    const S t38 = w[4] * t36;
+    S t37, t36;
+    rbd_sincos(q[4], t37, t36);
+    w[3] = t36;
+    w[9] = t37;
+    const S t38 = w[17] * t36;
     const S t39 = -t38;
-    const S t40 = w[3] * t37;
+    const S t40 = w[10] * t37;
     const S t41 = t39 - t40;
-    w[6] = t41;
-    const S t42 = w[4] * t37;
-    const S t43 = w[3] * t36;
+    w[25] = t41;
+    const S t42 = w[17] * t37;
+    const S t43 = w[10] * t36;
     const S t44 = t42 - t43;
-    w[7] = t44;
+    w[26] = t44;
     const S t45 = t44 * -0.12919999999999998;
-    const S t46 = w[5] * 0.0357;
+    const S t46 = w[18] * 0.0357;
     const S t47 = t45 + t46;
-    w[30] = t47;
+    w[27] = t47;
     const S t48 = t41 * 0.12919999999999998;
-    const S t49 = w[5] * -0.00017;
+    const S t49 = w[18] * -0.00017;
     const S t50 = t48 + t49;
-    w[31] = t50;
+    w[28] = t50;
     const S t51 = t41 * -0.0357;
     const S t52 = t44 * 0.00017;
     const S t53 = t51 + t52;
-    w[32] = t53;
+    w[29] = t53;
     const S t54 = t41 * 1.7;
-    w[33] = t54;
+    w[30] = t54;
     const S t55 = t44 * 1.7;
-    w[34] = t55;
-    const S t56 = w[5] * 1.7;
-    w[35] = t56;
+    w[31] = t55;
+    const S t56 = w[18] * 1.7;
+    w[32] = t56;
     break;
   }
   default:
@@ -385,36 +394,36 @@ __host__ __device__ inline void gravity_s3(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s4(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s4(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t57 = rbd_cos(q[5]);
-    w[22] = t57;
-    const S t58 = rbd_sin(q[5]);
-    w[24] = t58;
-    const S t59 = w[6] * t57;
-    const S t60 = w[5] * t58;
+    S t58, t57;
+    rbd_sincos(q[5], t58, t57);
+    w[10] = t57;
+    w[17] = t58;
+    const S t59 = w[25] * t57;
+    const S t60 = w[18] * t58;
     const S t61 = t59 + t60;
-    w[8] = t61;
-    const S t62 = w[6] * t58;
-    const S t63 = w[5] * t57;
+    w[33] = t61;
+    const S t62 = w[25] * t58;
+    const S t63 = w[18] * t57;
     const S t64 = t63 - t62;
-    w[9] = t64;
+    w[34] = t64;
     const S t65 = t64 * -0.00072;
-    const S t66 = w[7] * 0.00108;
+    const S t66 = w[26] * 0.00108;
     const S t67 = t65 - t66;
-    w[16] = t67;
+    w[35] = t67;
     const S t68 = t61 * 0.00072;
-    w[27] = t68;
+    w[36] = t68;
     const S t69 = t61 * -0.00108;
-    w[17] = t69;
+    w[37] = t69;
     const S t70 = t61 * 1.8;
-    w[18] = t70;
+    w[38] = t70;
     const S t71 = t64 * 1.8;
-    w[19] = t71;
-    const S t72 = w[7] * 1.8;
-    w[21] = t72;
+    w[39] = t71;
+    const S t72 = w[26] * 1.8;
+    w[40] = t72;
     break;
   }
   default:
@@ -423,31 +432,31 @@ __host__ __device__ inline void gravity_s4(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s5(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s5(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t73 = rbd_cos(q[6]);
-    w[10] = t73;
-    const S t74 = rbd_sin(q[6]);
-    w[12] = t74;
-    const S t75 = w[8] * t73;
+    S t74, t73;
+    rbd_sincos(q[6], t74, t73);
+    w[18] = t73;
+    w[25] = t74;
+    const S t75 = w[33] * t73;
     const S t76 = -t75;
-    const S t77 = w[7] * t74;
+    const S t77 = w[26] * t74;
     const S t78 = t76 - t77;
-    const S t79 = w[8] * t74;
-    const S t80 = w[7] * t73;
+    const S t79 = w[33] * t74;
+    const S t80 = w[26] * t73;
     const S t81 = t79 - t80;
     const S t82 = t81 * -0.006;
-    w[14] = t82;
+    w[41] = t82;
     const S t83 = t78 * 0.006;
-    w[15] = t83;
+    w[42] = t83;
     const S t84 = t78 * 0.3;
-    w[11] = t84;
+    w[43] = t84;
     const S t85 = t81 * 0.3;
-    w[13] = t85;
-    const S t86 = w[9] * 0.3;
-    w[20] = t86;
+    w[44] = t85;
+    const S t86 = w[34] * 0.3;
+    w[45] = t86;
     break;
   }
   default:
@@ -456,37 +465,37 @@ __host__ __device__ inline void gravity_s5(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s6(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s6(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t87 = w[10] * w[11];
-    const S t88 = w[12] * w[13];
+    const S t87 = w[18] * w[43];
+    const S t88 = w[25] * w[44];
     const S t89 = t88 - t87;
-    const S t90 = w[12] * w[11];
-    const S t91 = w[10] * w[13];
+    const S t90 = w[25] * w[43];
+    const S t91 = w[18] * w[44];
     const S t92 = t90 + t91;
-    const S t93 = w[10] * w[14];
-    const S t94 = w[12] * w[15];
+    const S t93 = w[18] * w[41];
+    const S t94 = w[25] * w[42];
     const S t95 = t94 - t93;
-    const S t96 = w[12] * w[14];
-    const S t97 = w[10] * w[15];
+    const S t96 = w[25] * w[41];
+    const S t97 = w[18] * w[42];
     const S t98 = t96 + t97;
     const S t99 = 0.081 * t92;
     const S t100 = 0.081 * t89;
     const S t101 = t95 + t99;
     const S t102 = t98 - t100;
-    const S t103 = w[16] + t101;
+    const S t103 = w[35] + t101;
     w[26] = t103;
-    const S t104 = w[17] + t102;
-    w[29] = t104;
+    const S t104 = w[37] + t102;
+    w[33] = t104;
     tau[5] = t104;
-    const S t105 = w[18] + t89;
-    w[23] = t105;
-    const S t106 = w[19] + w[20];
-    w[25] = t106;
-    const S t107 = t92 - w[21];
-    w[28] = t107;
+    const S t105 = w[38] + t89;
+    w[34] = t105;
+    const S t106 = w[39] + w[45];
+    w[46] = t106;
+    const S t107 = t92 - w[40];
+    w[47] = t107;
     break;
   }
   default:
@@ -495,39 +504,39 @@ __host__ __device__ inline void gravity_s6(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s7(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s7(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t108 = w[22] * w[23];
-    const S t109 = w[24] * w[25];
+    const S t108 = w[10] * w[34];
+    const S t109 = w[17] * w[46];
     const S t110 = t108 - t109;
-    const S t111 = w[24] * w[23];
-    const S t112 = w[22] * w[25];
+    const S t111 = w[17] * w[34];
+    const S t112 = w[10] * w[46];
     const S t113 = t111 + t112;
-    const S t114 = w[22] * w[26];
-    const S t115 = w[24] * w[27];
+    const S t114 = w[10] * w[26];
+    const S t115 = w[17] * w[36];
     const S t116 = t114 - t115;
-    const S t117 = w[24] * w[26];
-    const S t118 = w[22] * w[27];
+    const S t117 = w[17] * w[26];
+    const S t118 = w[10] * w[36];
     const S t119 = t117 + t118;
-    const S t120 = 0.2155 * w[28];
+    const S t120 = 0.2155 * w[47];
     const S t121 = 0.2155 * t110;
     const S t122 = t116 + t120;
-    const S t123 = t121 - w[29];
-    const S t124 = w[30] + t122;
-    w[40] = t124;
-    const S t125 = w[31] + t123;
-    w[41] = t125;
-    const S t126 = w[32] + t119;
-    w[44] = t126;
+    const S t123 = t121 - w[33];
+    const S t124 = w[27] + t122;
+    w[18] = t124;
+    const S t125 = w[28] + t123;
+    w[25] = t125;
+    const S t126 = w[29] + t119;
+    w[35] = t126;
     tau[4] = t126;
-    const S t127 = w[33] + t110;
+    const S t127 = w[30] + t110;
     w[37] = t127;
-    const S t128 = w[34] - w[28];
-    w[39] = t128;
-    const S t129 = w[35] + t113;
-    w[48] = t129;
+    const S t128 = w[31] - w[47];
+    w[38] = t128;
+    const S t129 = w[32] + t113;
+    w[39] = t129;
     break;
   }
   default:
@@ -536,39 +545,39 @@ __host__ __device__ inline void gravity_s7(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s8(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s8(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t130 = w[36] * w[37];
-    const S t131 = w[38] * w[39];
+    const S t130 = w[3] * w[37];
+    const S t131 = w[9] * w[38];
     const S t132 = t131 - t130;
-    const S t133 = w[38] * w[37];
-    const S t134 = w[36] * w[39];
+    const S t133 = w[9] * w[37];
+    const S t134 = w[3] * w[38];
     const S t135 = t133 + t134;
-    const S t136 = w[36] * w[40];
-    const S t137 = w[38] * w[41];
+    const S t136 = w[3] * w[18];
+    const S t137 = w[9] * w[25];
     const S t138 = t137 - t136;
-    const S t139 = w[38] * w[40];
-    const S t140 = w[36] * w[41];
+    const S t139 = w[9] * w[18];
+    const S t140 = w[3] * w[25];
     const S t141 = t139 + t140;
     const S t142 = 0.1845 * t135;
     const S t143 = 0.1845 * t132;
     const S t144 = t138 + t142;
     const S t145 = t141 - t143;
-    const S t146 = w[42] + t144;
-    w[54] = t146;
-    const S t147 = w[43] + w[44];
-    w[55] = t147;
-    const S t148 = w[45] + t145;
-    w[57] = t148;
+    const S t146 = w[19] + t144;
+    w[10] = t146;
+    const S t147 = w[20] + w[35];
+    w[17] = t147;
+    const S t148 = w[21] + t145;
+    w[26] = t148;
     tau[3] = t148;
-    const S t149 = w[46] + t132;
-    w[51] = t149;
-    const S t150 = w[47] + w[48];
-    w[53] = t150;
-    const S t151 = t135 - w[49];
-    w[56] = t151;
+    const S t149 = w[22] + t132;
+    w[27] = t149;
+    const S t150 = w[23] + w[39];
+    w[28] = t150;
+    const S t151 = t135 - w[24];
+    w[29] = t151;
     break;
   }
   default:
@@ -577,34 +586,34 @@ __host__ __device__ inline void gravity_s8(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s9(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s9(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t152 = w[50] * w[51];
-    const S t153 = w[52] * w[53];
+    const S t152 = w[2] * w[27];
+    const S t153 = w[16] * w[28];
     const S t154 = t152 - t153;
-    const S t155 = w[50] * w[54];
-    const S t156 = w[52] * w[55];
+    const S t155 = w[2] * w[10];
+    const S t156 = w[16] * w[17];
     const S t157 = t155 - t156;
-    const S t158 = w[52] * w[54];
-    const S t159 = w[50] * w[55];
+    const S t158 = w[16] * w[10];
+    const S t159 = w[2] * w[17];
     const S t160 = t158 + t159;
-    const S t161 = 0.2155 * w[56];
+    const S t161 = 0.2155 * w[29];
     const S t162 = 0.2155 * t154;
     const S t163 = t157 + t161;
-    const S t164 = t162 - w[57];
-    const S t165 = w[58] + t163;
-    w[67] = t165;
-    const S t166 = t164 - w[59];
-    w[68] = t166;
-    const S t167 = t160 - w[60];
-    w[71] = t167;
+    const S t164 = t162 - w[26];
+    const S t165 = w[11] + t163;
+    w[3] = t165;
+    const S t166 = t164 - w[12];
+    w[9] = t166;
+    const S t167 = t160 - w[13];
+    w[18] = t167;
     tau[2] = t167;
-    const S t168 = t154 - w[61];
-    w[64] = t168;
-    const S t169 = w[62] - w[56];
-    w[66] = t169;
+    const S t168 = t154 - w[14];
+    w[19] = t168;
+    const S t169 = w[15] - w[29];
+    w[20] = t169;
     break;
   }
   default:
@@ -613,31 +622,31 @@ __host__ __device__ inline void gravity_s9(int tx, [[maybe_unused]] const S* __r
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s10(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s10(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t170 = w[63] * w[64];
-    const S t171 = w[65] * w[66];
+    const S t170 = w[7] * w[19];
+    const S t171 = w[8] * w[20];
     const S t172 = t171 - t170;
-    const S t173 = w[65] * w[64];
-    const S t174 = w[63] * w[66];
+    const S t173 = w[8] * w[19];
+    const S t174 = w[7] * w[20];
     const S t175 = t173 + t174;
-    const S t176 = w[63] * w[67];
-    const S t177 = w[65] * w[68];
+    const S t176 = w[7] * w[3];
+    const S t177 = w[8] * w[9];
     const S t178 = t177 - t176;
-    const S t179 = w[65] * w[67];
-    const S t180 = w[63] * w[68];
+    const S t179 = w[8] * w[3];
+    const S t180 = w[7] * w[9];
     const S t181 = t179 + t180;
     const S t182 = 0.2045 * t175;
     const S t183 = 0.2045 * t172;
     const S t184 = t178 + t182;
     const S t185 = t181 - t183;
-    const S t186 = w[69] + t184;
-    w[74] = t186;
-    const S t187 = w[70] + w[71];
-    w[76] = t187;
-    const S t188 = w[72] + t185;
+    const S t186 = w[4] + t184;
+    w[2] = t186;
+    const S t187 = w[5] + w[18];
+    w[10] = t187;
+    const S t188 = w[6] + t185;
     tau[1] = t188;
     break;
   }
@@ -647,12 +656,12 @@ __host__ __device__ inline void gravity_s10(int tx, [[maybe_unused]] const S* __
 }
 
 template <typename S>
-__host__ __device__ inline void gravity_s11(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void gravity_s11(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t189 = w[73] * w[74];
-    const S t190 = w[75] * w[76];
+    const S t189 = w[1] * w[2];
+    const S t190 = w[0] * w[10];
     const S t191 = t189 + t190;
     tau[0] = t191;
     // ---- outputs that are constants or inputs

@@ -3,12 +3,17 @@
 // Robot 'iiwa14', kernel minv, float64: __global__ kernels in two launch shapes,
 // their launchers, and host emulations of the same programs.
 //
-// thread shape: one thread per state, 64 states per block. The states of a block are one
-//   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
-//   accesses (57 scalars per state, padded to an odd count against bank conflicts; 29184 bytes).
-// block shape: 7 threads per state (threadIdx.x), 18 state(s) per block (threadIdx.y);
-//   15 stages with a barrier after each; workspace of 269 scalars
-//   per state in shared memory, the state's inputs included.
+// thread shape: one thread per state, 128 states per block. The states of a block are one
+//   contiguous stretch of each array; threads copy the inputs through shared memory with
+//   coalesced accesses (7 scalars per state, padded to an odd count against bank conflicts;
+//   7168 bytes). The outputs are written in place: staging them too would let an
+//   SM hold fewer states than its registers allow.//
+// block shape: 32 states (threadIdx.x) × 7 lanes (threadIdx.y) per block: each warp
+//   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
+//   state are different warps. 15 stages with a barrier after each;
+//   workspace of 113 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 1.63x shorter than the thread shape's (warp model,
+//   rbdgen.backends.cuda.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_minv_f64.cuh"
 
@@ -16,122 +21,135 @@
 
 namespace rbd_iiwa14_cuda_f64 {
 
-constexpr int minv_TILE = 64;
-constexpr int minv_STRIDE = 57;
+constexpr int minv_TILE = 128;
+constexpr int minv_STRIDE = 7;
 
 template <typename S>
-__host__ __device__ inline void minv_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict tile) {
+__host__ __device__ inline void minv_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict tile) {
   const long first = blk * minv_TILE;
-  const long cnt = n - first < minv_TILE ? n - first : minv_TILE;
-  for (long e = tx; e < cnt * 7; e += minv_TILE)
+  const int cnt = static_cast<int>(n - first < minv_TILE ? n - first : minv_TILE);
+  for (int e = tx; e < cnt * 7; e += minv_TILE)
     tile[(e / 7) * minv_STRIDE + 0 + e % 7] = q[first * 7 + e];
 }
 
 template <typename S>
-__host__ __device__ inline void minv_tcompute(int tx, long blk, long n, S* __restrict tile) {
-  if (blk * minv_TILE + tx >= n) return;
+__host__ __device__ inline void minv_tcompute(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict tile) {
+  const long i = blk * minv_TILE + tx;
+  if (i >= n) return;
   S* s = tile + tx * minv_STRIDE;
-  S w[98];
-  minv<S>(s + 0, s + 7, w);
-}
-
-template <typename S>
-__host__ __device__ inline void minv_tstore(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, const S* __restrict tile) {
-  const long first = blk * minv_TILE;
-  const long cnt = n - first < minv_TILE ? n - first : minv_TILE;
-  for (long e = tx; e < cnt * 49; e += minv_TILE)
-    Minv[first * 49 + e] = tile[(e / 49) * minv_STRIDE + 7 + e % 49];
+  S w[65];
+  minv<S>(s + 0, Minv + i * 49, w);
 }
 
 __global__ void __launch_bounds__(minv_TILE) minv_thread_kernel(long n, const double* __restrict q, double* __restrict Minv) {
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* tile = reinterpret_cast<double*>(rbd_smem);
-  minv_tload<double>(threadIdx.x, blockIdx.x, n, q, Minv, tile);
+  minv_tload<double>(threadIdx.x, blockIdx.x, n, q, tile);
   __syncthreads();
-  minv_tcompute<double>(threadIdx.x, blockIdx.x, n, tile);
-  __syncthreads();
-  minv_tstore<double>(threadIdx.x, blockIdx.x, n, q, Minv, tile);
+  minv_tcompute<double>(threadIdx.x, blockIdx.x, n, q, Minv, tile);
 }
 
 constexpr int minv_LANES = 7;
-constexpr int minv_SPB = 18;
-constexpr int minv_SCRATCH = 269;
+constexpr int minv_SPB = 32;
+constexpr int minv_SCRATCH = 113;
 
-// the state's inputs, copied once into the shared workspace (after the exchanged values)
+// the block's states' inputs, copied once into their workspaces (after the exchanged values):
+// the block's states are one contiguous stretch of each input, read with coalesced accesses by
+// all 224 threads (t = the thread's index in the block)
 template <typename S>
-__host__ __device__ inline void minv_bload(int tx, const S* __restrict q, S* __restrict w) {
-  for (int e = tx; e < 7; e += minv_LANES) w[262 + e] = q[e];
+__host__ __device__ inline void minv_bload(int t, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict ws) {
+  const long first = blk * minv_SPB;
+  const int cnt = static_cast<int>(n - first < minv_SPB ? n - first : minv_SPB);
+  for (int e = t; e < cnt * 7; e += 224)
+    ws[(e / 7) * minv_SCRATCH + 105 + e % 7] = q[first * 7 + e];
 }
 
-__global__ void __launch_bounds__(126) minv_block_kernel(long n, const double* __restrict q, double* __restrict Minv, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * minv_SPB + threadIdx.y;
+__global__ void __launch_bounds__(224) minv_block_kernel(long n, const double* __restrict q, double* __restrict Minv, [[maybe_unused]] double* __restrict wg) {
+  const long i = static_cast<long>(blockIdx.x) * minv_SPB + threadIdx.x;  // the state
+  const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
-  double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * minv_SCRATCH;
-  if (live) minv_bload<double>(threadIdx.x, q + c * 7, w);
+  double* ws = reinterpret_cast<double*>(rbd_smem);
+  minv_bload<double>(static_cast<int>(threadIdx.y * minv_SPB + threadIdx.x), blockIdx.x, n, q, ws);
+  double* w = ws + threadIdx.x * minv_SCRATCH;
   __syncthreads();
-  if (live) minv_s0<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s0<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s1<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s1<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s2<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s2<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s3<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s3<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s4<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s4<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s5<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s5<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s6<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s6<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s7<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s7<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s8<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s8<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s9<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s9<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s10<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s10<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s11<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s11<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s12<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s12<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s13<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s13<double>(lane, w + 105, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s14<double>(threadIdx.x, w + 262, Minv + c * 49, w);
+  if (live) minv_s14<double>(lane, w + 105, Minv + c * 49, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
 
 extern "C" {
 
+// Launches go through cudaLaunchKernelEx, which returns the status of this launch itself. A
+// <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also returns (and
+// clears) an earlier failure of another call that set the last error (with the static runtime
+// this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch could
+// report an error. Clearing it beforehand would instead discard an error that the caller of a
+// C++ project has not read yet. Faults inside the kernel appear only when the stream is
+// synchronised (<prefix>_stream_sync).
 int rbd_iiwa14_cuda_minv_f64_launch(long n, const double* __restrict q, double* __restrict Minv, cudaStream_t stream, int shape) {
   using namespace rbd_iiwa14_cuda_f64;
   if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 2, minv_LANES);
+  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 163);
+  cudaLaunchConfig_t cfg = {};
+  cfg.stream = stream;
   if (shape == 1) {
     const long grid = (n + minv_TILE - 1) / minv_TILE;
-    minv_thread_kernel<<<static_cast<unsigned>(grid), minv_TILE, 29184, stream>>>(n, q, Minv);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(minv_TILE);
+    cfg.dynamicSmemBytes = 7168;
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, minv_thread_kernel, n, q, Minv));
   }
   if (shape == 2) {
     const long grid = (n + minv_SPB - 1) / minv_SPB;
-    const dim3 threads(minv_LANES, minv_SPB);
-    minv_block_kernel<<<static_cast<unsigned>(grid), threads, 4842 * sizeof(double), stream>>>(n, q, Minv, nullptr);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(minv_SPB, minv_LANES);  // x: states, y: lanes
+    cfg.dynamicSmemBytes = 3616 * sizeof(double);
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, minv_block_kernel, n, q, Minv, static_cast<double*>(nullptr)));
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// numpy-style host arrays: one stream-ordered allocation from the driver's memory pool (cheap
-// after the first call), copies in, the launch, copies out, all on the per-thread default
-// stream, then a wait
+// numpy-style host arrays: one stream-ordered allocation from the device's memory pool (which
+// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size),
+// copies in, the launch, copies out, all on the per-thread default stream, then a wait — which
+// also returns a fault inside the kernel
 int rbd_iiwa14_cuda_minv_f64_host(long n, const double* __restrict q, double* __restrict Minv, int shape) {
   if (n <= 0) return 0;
   const cudaStream_t s = cudaStreamPerThread;
+  cudaError_t e = static_cast<cudaError_t>(rbd_iiwa14_cuda_prepare_pool(s));
+  if (e != cudaSuccess) return static_cast<int>(e);
   double* d = nullptr;
-  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 56 * sizeof(double), s);
+  e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 56 * sizeof(double), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_Minv = d + static_cast<size_t>(n) * 7;
@@ -149,9 +167,8 @@ void rbd_iiwa14_cuda_minv_f64_emulate_thread(long n, const double* __restrict q,
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> tile(static_cast<size_t>(minv_TILE) * minv_STRIDE);
   for (long b = 0; b * minv_TILE < n; ++b) {
-    for (int tx = 0; tx < minv_TILE; ++tx) minv_tload<double>(tx, b, n, q, Minv, tile.data());
-    for (int tx = 0; tx < minv_TILE; ++tx) minv_tcompute<double>(tx, b, n, tile.data());
-    for (int tx = 0; tx < minv_TILE; ++tx) minv_tstore<double>(tx, b, n, q, Minv, tile.data());
+    for (int tx = 0; tx < minv_TILE; ++tx) minv_tload<double>(tx, b, n, q, tile.data());
+    for (int tx = 0; tx < minv_TILE; ++tx) minv_tcompute<double>(tx, b, n, q, Minv, tile.data());
   }
 }
 
@@ -159,101 +176,96 @@ void rbd_iiwa14_cuda_minv_f64_emulate_block(long n, const double* __restrict q, 
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> ws(static_cast<size_t>(minv_SPB) * minv_SCRATCH);
   for (long b = 0; b * minv_SPB < n; ++b) {
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int t = 0; t < 224; ++t) minv_bload<double>(t, b, n, q, ws.data());
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_bload<double>(tx, q + i * 7, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s0<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s0<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s1<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s1<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s2<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s2<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s3<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s3<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s4<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s4<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s5<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s5<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s6<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s6<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s7<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s7<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s8<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s8<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s9<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s9<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s10<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s10<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s11<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s11<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s12<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s12<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s13<double>(lane, w + 105, Minv + i * 49, w);
     }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
+    for (int tx = 0; tx < minv_SPB; ++tx) {
+      const long i = b * minv_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s13<double>(tx, w + 262, Minv + i * 49, w);
-    }
-    for (int ty = 0; ty < minv_SPB; ++ty) {
-      const long i = b * minv_SPB + ty;
-      if (i >= n) continue;
-      double* w = ws.data() + ty * minv_SCRATCH;
-      for (int tx = 0; tx < minv_LANES; ++tx) minv_s14<double>(tx, w + 262, Minv + i * 49, w);
+      double* w = ws.data() + tx * minv_SCRATCH;
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s14<double>(lane, w + 105, Minv + i * 49, w);
     }
   }
 }

@@ -4,11 +4,15 @@
 // their launchers, and host emulations of the same programs.
 //
 // thread shape: one thread per state, 128 states per block. The states of a block are one
-//   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
-//   accesses (21 scalars per state, padded to an odd count against bank conflicts; 21504 bytes).
-// block shape: 1 threads per state (threadIdx.x), 32 state(s) per block (threadIdx.y);
-//   12 stages with a barrier after each; workspace of 129 scalars
-//   per state in shared memory, the state's inputs included.
+//   contiguous stretch of each array; threads copy the inputs and outputs through shared memory with
+//   coalesced accesses (21 scalars per state, padded to an odd count against bank conflicts;
+//   21504 bytes).//
+// block shape: 32 states (threadIdx.x) × 1 lanes (threadIdx.y) per block: each warp
+//   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
+//   state are different warps. 12 stages with a barrier after each;
+//   workspace of 73 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 1.00x shorter than the thread shape's (warp model,
+//   rbdgen.backends.cuda.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_nle_f64.cuh"
 
@@ -20,114 +24,138 @@ constexpr int nle_TILE = 128;
 constexpr int nle_STRIDE = 21;
 
 template <typename S>
-__host__ __device__ inline void nle_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, S* __restrict tile) {
+__host__ __device__ inline void nle_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, S* __restrict tile) {
   const long first = blk * nle_TILE;
-  const long cnt = n - first < nle_TILE ? n - first : nle_TILE;
-  for (long e = tx; e < cnt * 7; e += nle_TILE)
+  const int cnt = static_cast<int>(n - first < nle_TILE ? n - first : nle_TILE);
+  for (int e = tx; e < cnt * 7; e += nle_TILE)
     tile[(e / 7) * nle_STRIDE + 0 + e % 7] = q[first * 7 + e];
-  for (long e = tx; e < cnt * 7; e += nle_TILE)
+  for (int e = tx; e < cnt * 7; e += nle_TILE)
     tile[(e / 7) * nle_STRIDE + 7 + e % 7] = v[first * 7 + e];
 }
 
 template <typename S>
-__host__ __device__ inline void nle_tcompute(int tx, long blk, long n, S* __restrict tile) {
-  if (blk * nle_TILE + tx >= n) return;
+__host__ __device__ inline void nle_tcompute(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, S* __restrict tile) {
+  const long i = blk * nle_TILE + tx;
+  if (i >= n) return;
   S* s = tile + tx * nle_STRIDE;
   nle<S>(s + 0, s + 7, s + 14);
 }
 
 template <typename S>
-__host__ __device__ inline void nle_tstore(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, const S* __restrict tile) {
+__host__ __device__ inline void nle_tstore(int tx, long blk, long n, S* __restrict tau, const S* __restrict tile) {
   const long first = blk * nle_TILE;
-  const long cnt = n - first < nle_TILE ? n - first : nle_TILE;
-  for (long e = tx; e < cnt * 7; e += nle_TILE)
+  const int cnt = static_cast<int>(n - first < nle_TILE ? n - first : nle_TILE);
+  for (int e = tx; e < cnt * 7; e += nle_TILE)
     tau[first * 7 + e] = tile[(e / 7) * nle_STRIDE + 14 + e % 7];
 }
 
 __global__ void __launch_bounds__(nle_TILE) nle_thread_kernel(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau) {
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* tile = reinterpret_cast<double*>(rbd_smem);
-  nle_tload<double>(threadIdx.x, blockIdx.x, n, q, v, tau, tile);
+  nle_tload<double>(threadIdx.x, blockIdx.x, n, q, v, tile);
   __syncthreads();
-  nle_tcompute<double>(threadIdx.x, blockIdx.x, n, tile);
+  nle_tcompute<double>(threadIdx.x, blockIdx.x, n, q, v, tau, tile);
   __syncthreads();
-  nle_tstore<double>(threadIdx.x, blockIdx.x, n, q, v, tau, tile);
+  nle_tstore<double>(threadIdx.x, blockIdx.x, n, tau, tile);
 }
 
 constexpr int nle_LANES = 1;
 constexpr int nle_SPB = 32;
-constexpr int nle_SCRATCH = 129;
+constexpr int nle_SCRATCH = 73;
 
-// the state's inputs, copied once into the shared workspace (after the exchanged values)
+// the block's states' inputs, copied once into their workspaces (after the exchanged values):
+// the block's states are one contiguous stretch of each input, read with coalesced accesses by
+// all 32 threads (t = the thread's index in the block)
 template <typename S>
-__host__ __device__ inline void nle_bload(int tx, const S* __restrict q, const S* __restrict v, S* __restrict w) {
-  for (int e = tx; e < 7; e += nle_LANES) w[115 + e] = q[e];
-  for (int e = tx; e < 7; e += nle_LANES) w[122 + e] = v[e];
+__host__ __device__ inline void nle_bload(int t, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, S* __restrict ws) {
+  const long first = blk * nle_SPB;
+  const int cnt = static_cast<int>(n - first < nle_SPB ? n - first : nle_SPB);
+  for (int e = t; e < cnt * 7; e += 32)
+    ws[(e / 7) * nle_SCRATCH + 59 + e % 7] = q[first * 7 + e];
+  for (int e = t; e < cnt * 7; e += 32)
+    ws[(e / 7) * nle_SCRATCH + 66 + e % 7] = v[first * 7 + e];
 }
 
 __global__ void __launch_bounds__(32) nle_block_kernel(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * nle_SPB + threadIdx.y;
+  const long i = static_cast<long>(blockIdx.x) * nle_SPB + threadIdx.x;  // the state
+  const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
-  double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * nle_SCRATCH;
-  if (live) nle_bload<double>(threadIdx.x, q + c * 7, v + c * 7, w);
+  double* ws = reinterpret_cast<double*>(rbd_smem);
+  nle_bload<double>(static_cast<int>(threadIdx.y * nle_SPB + threadIdx.x), blockIdx.x, n, q, v, ws);
+  double* w = ws + threadIdx.x * nle_SCRATCH;
   __syncthreads();
-  if (live) nle_s0<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s0<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s1<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s1<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s2<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s2<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s3<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s3<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s4<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s4<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s5<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s5<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s6<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s6<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s7<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s7<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s8<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s8<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s9<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s9<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s10<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s10<double>(lane, w + 59, w + 66, tau + c * 7, w);
   __syncthreads();
-  if (live) nle_s11<double>(threadIdx.x, w + 115, w + 122, tau + c * 7, w);
+  if (live) nle_s11<double>(lane, w + 59, w + 66, tau + c * 7, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
 
 extern "C" {
 
+// Launches go through cudaLaunchKernelEx, which returns the status of this launch itself. A
+// <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also returns (and
+// clears) an earlier failure of another call that set the last error (with the static runtime
+// this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch could
+// report an error. Clearing it beforehand would instead discard an error that the caller of a
+// C++ project has not read yet. Faults inside the kernel appear only when the stream is
+// synchronised (<prefix>_stream_sync).
 int rbd_iiwa14_cuda_nle_f64_launch(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau, cudaStream_t stream, int shape) {
   using namespace rbd_iiwa14_cuda_f64;
   if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, nle_LANES);
+  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 100);
+  cudaLaunchConfig_t cfg = {};
+  cfg.stream = stream;
   if (shape == 1) {
     const long grid = (n + nle_TILE - 1) / nle_TILE;
-    nle_thread_kernel<<<static_cast<unsigned>(grid), nle_TILE, 21504, stream>>>(n, q, v, tau);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(nle_TILE);
+    cfg.dynamicSmemBytes = 21504;
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, nle_thread_kernel, n, q, v, tau));
   }
   if (shape == 2) {
     const long grid = (n + nle_SPB - 1) / nle_SPB;
-    const dim3 threads(nle_LANES, nle_SPB);
-    nle_block_kernel<<<static_cast<unsigned>(grid), threads, 4128 * sizeof(double), stream>>>(n, q, v, tau, nullptr);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(nle_SPB, nle_LANES);  // x: states, y: lanes
+    cfg.dynamicSmemBytes = 2336 * sizeof(double);
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, nle_block_kernel, n, q, v, tau, static_cast<double*>(nullptr)));
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// numpy-style host arrays: one stream-ordered allocation from the driver's memory pool (cheap
-// after the first call), copies in, the launch, copies out, all on the per-thread default
-// stream, then a wait
+// numpy-style host arrays: one stream-ordered allocation from the device's memory pool (which
+// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size),
+// copies in, the launch, copies out, all on the per-thread default stream, then a wait — which
+// also returns a fault inside the kernel
 int rbd_iiwa14_cuda_nle_f64_host(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau, int shape) {
   if (n <= 0) return 0;
   const cudaStream_t s = cudaStreamPerThread;
+  cudaError_t e = static_cast<cudaError_t>(rbd_iiwa14_cuda_prepare_pool(s));
+  if (e != cudaSuccess) return static_cast<int>(e);
   double* d = nullptr;
-  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 21 * sizeof(double), s);
+  e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 21 * sizeof(double), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_v = d + static_cast<size_t>(n) * 7;
@@ -147,9 +175,9 @@ void rbd_iiwa14_cuda_nle_f64_emulate_thread(long n, const double* __restrict q, 
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> tile(static_cast<size_t>(nle_TILE) * nle_STRIDE);
   for (long b = 0; b * nle_TILE < n; ++b) {
-    for (int tx = 0; tx < nle_TILE; ++tx) nle_tload<double>(tx, b, n, q, v, tau, tile.data());
-    for (int tx = 0; tx < nle_TILE; ++tx) nle_tcompute<double>(tx, b, n, tile.data());
-    for (int tx = 0; tx < nle_TILE; ++tx) nle_tstore<double>(tx, b, n, q, v, tau, tile.data());
+    for (int tx = 0; tx < nle_TILE; ++tx) nle_tload<double>(tx, b, n, q, v, tile.data());
+    for (int tx = 0; tx < nle_TILE; ++tx) nle_tcompute<double>(tx, b, n, q, v, tau, tile.data());
+    for (int tx = 0; tx < nle_TILE; ++tx) nle_tstore<double>(tx, b, n, tau, tile.data());
   }
 }
 
@@ -157,83 +185,78 @@ void rbd_iiwa14_cuda_nle_f64_emulate_block(long n, const double* __restrict q, c
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> ws(static_cast<size_t>(nle_SPB) * nle_SCRATCH);
   for (long b = 0; b * nle_SPB < n; ++b) {
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int t = 0; t < 32; ++t) nle_bload<double>(t, b, n, q, v, ws.data());
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_bload<double>(tx, q + i * 7, v + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s0<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s0<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s1<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s1<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s2<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s2<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s3<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s3<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s4<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s4<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s5<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s5<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s6<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s6<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s7<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s7<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s8<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s8<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s9<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s9<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s10<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
+    for (int tx = 0; tx < nle_SPB; ++tx) {
+      const long i = b * nle_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s10<double>(tx, w + 115, w + 122, tau + i * 7, w);
-    }
-    for (int ty = 0; ty < nle_SPB; ++ty) {
-      const long i = b * nle_SPB + ty;
-      if (i >= n) continue;
-      double* w = ws.data() + ty * nle_SCRATCH;
-      for (int tx = 0; tx < nle_LANES; ++tx) nle_s11<double>(tx, w + 115, w + 122, tau + i * 7, w);
+      double* w = ws.data() + tx * nle_SCRATCH;
+      for (int lane = 0; lane < nle_LANES; ++lane) nle_s11<double>(lane, w + 59, w + 66, tau + i * 7, w);
     }
   }
 }

@@ -6,8 +6,8 @@
 // ops: 442 mul, 346 add/sub, 0 div, 12 sin/cos; critical path 49 ops
 //
 // * nle<S>(…): one state on one thread (819 statements).
-// * nle_s0 … _s11: one state on 1 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 129 scalars per state
+// * nle_s0 … _s11: one state on 1 cooperating lanes (argument lane),
+//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 73 scalars per state
 //   shared by the threads. 12 stages, up to 1 independent tasks in one stage.
 #pragma once
 
@@ -16,6 +16,15 @@
 namespace rbd_iiwa14_cuda_f64 {
 __host__ __device__ inline double rbd_sin(double x) { return sin(x); }
 __host__ __device__ inline double rbd_cos(double x) { return cos(x); }
+// both with one range reduction on the GPU (the host side of the emulation calls the two)
+__host__ __device__ inline void rbd_sincos(double x, double& s, double& c) {
+#ifdef __CUDA_ARCH__
+  sincos(x, &s, &c);
+#else
+  s = sin(x);
+  c = cos(x);
+#endif
+}
 }  // namespace rbd_iiwa14_cuda_f64
 #endif
 
@@ -27,8 +36,8 @@ namespace rbd_iiwa14_cuda_f64 {
 template <typename S>
 __host__ __device__ inline void nle(const S* __restrict q, const S* __restrict v, S* __restrict tau) {
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t0 = rbd_cos(q[1]);
-  const S t1 = rbd_sin(q[1]);
+  S t1, t0;
+  rbd_sincos(q[1], t1, t0);
   const S t2 = v[0] * t1;
   const S t3 = v[0] * t0;
   const S t4 = 9.81 * t1;
@@ -80,8 +89,8 @@ __host__ __device__ inline void nle(const S* __restrict q, const S* __restrict v
   const S t50 = t17 + t45;
   const S t51 = t24 + t48;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t52 = rbd_cos(q[2]);
-  const S t53 = rbd_sin(q[2]);
+  S t53, t52;
+  rbd_sincos(q[2], t53, t52);
   const S t54 = t2 * t52;
   const S t55 = v[1] * t53;
   const S t56 = t55 - t54;
@@ -188,8 +197,8 @@ __host__ __device__ inline void nle(const S* __restrict q, const S* __restrict v
   const S t157 = t105 + t150;
   const S t158 = t108 + t153;
   // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t159 = rbd_cos(q[3]);
-  const S t160 = rbd_sin(q[3]);
+  S t160, t159;
+  rbd_sincos(q[3], t160, t159);
   const S t161 = t56 * t159;
   const S t162 = t68 * t160;
   const S t163 = t161 + t162;
@@ -318,8 +327,8 @@ __host__ __device__ inline void nle(const S* __restrict q, const S* __restrict v
   const S t286 = t221 + t278;
   const S t287 = t224 + t281;
   // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t288 = rbd_cos(q[4]);
-  const S t289 = rbd_sin(q[4]);
+  S t289, t288;
+  rbd_sincos(q[4], t289, t288);
   const S t290 = t163 * t288;
   const S t291 = t173 * t289;
   const S t292 = t291 - t290;
@@ -484,8 +493,8 @@ __host__ __device__ inline void nle(const S* __restrict q, const S* __restrict v
   const S t451 = t368 + t443;
   const S t452 = t373 + t446;
   // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t453 = rbd_cos(q[5]);
-  const S t454 = rbd_sin(q[5]);
+  S t454, t453;
+  rbd_sincos(q[5], t454, t453);
   const S t455 = t292 * t453;
   const S t456 = t306 * t454;
   const S t457 = t455 + t456;
@@ -618,8 +627,8 @@ __host__ __device__ inline void nle(const S* __restrict q, const S* __restrict v
   const S t584 = t519 + t576;
   const S t585 = t522 + t579;
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t586 = rbd_cos(q[6]);
-  const S t587 = rbd_sin(q[6]);
+  S t587, t586;
+  rbd_sincos(q[6], t587, t586);
   const S t588 = t457 * t586;
   const S t589 = t472 * t587;
   const S t590 = t589 - t588;
@@ -851,26 +860,26 @@ __host__ __device__ inline void nle(const S* __restrict q, const S* __restrict v
 // one state per 1 threads: stage s runs after every thread finished stage s-1
 // ---------------------------------------------------------------------------------------------
 template <typename S>
-__host__ __device__ inline void nle_s0(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s0(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t0 = rbd_cos(q[1]);
-    w[113] = t0;
-    const S t1 = rbd_sin(q[1]);
-    w[111] = t1;
+    S t1, t0;
+    rbd_sincos(q[1], t1, t0);
+    w[0] = t0;
+    w[1] = t1;
     const S t2 = v[0] * t1;
-    w[0] = t2;
+    w[2] = t2;
     const S t3 = v[0] * t0;
-    w[1] = t3;
+    w[3] = t3;
     const S t4 = 9.81 * t1;
-    w[3] = t4;
+    w[4] = t4;
     const S t5 = 9.81 * t0;
-    w[4] = t5;
+    w[5] = t5;
     const S t6 = v[1] * t3;
-    w[2] = t6;
+    w[6] = t6;
     const S t7 = v[1] * t2;
-    w[5] = t7;
+    w[7] = t7;
     const S t8 = t6 * 0.07098;
     const S t9 = t7 * -7.079999999999999e-05;
     const S t10 = t8 - t9;
@@ -913,11 +922,11 @@ __host__ __device__ inline void nle_s0(int tx, [[maybe_unused]] const S* __restr
     const S t47 = t3 * t29;
     const S t48 = t46 - t47;
     const S t49 = t12 + t42;
-    w[107] = t49;
+    w[8] = t49;
     const S t50 = t17 + t45;
-    w[108] = t50;
+    w[9] = t50;
     const S t51 = t24 + t48;
-    w[110] = t51;
+    w[10] = t51;
     break;
   }
   default:
@@ -926,41 +935,41 @@ __host__ __device__ inline void nle_s0(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s1(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s1(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t52 = rbd_cos(q[2]);
-    w[101] = t52;
-    const S t53 = rbd_sin(q[2]);
-    w[103] = t53;
-    const S t54 = w[0] * t52;
+    S t53, t52;
+    rbd_sincos(q[2], t53, t52);
+    w[11] = t52;
+    w[12] = t53;
+    const S t54 = w[2] * t52;
     const S t55 = v[1] * t53;
     const S t56 = t55 - t54;
-    w[6] = t56;
-    const S t57 = w[0] * t53;
+    w[13] = t56;
+    const S t57 = w[2] * t53;
     const S t58 = v[1] * t52;
     const S t59 = t57 + t58;
-    w[8] = t59;
+    w[14] = t59;
     const S t60 = v[1] * 0.2045;
-    const S t61 = w[0] * 0.2045;
+    const S t61 = w[2] * 0.2045;
     const S t62 = t52 * t60;
     const S t63 = t53 * t61;
     const S t64 = t62 + t63;
-    w[9] = t64;
+    w[15] = t64;
     const S t65 = t53 * t60;
     const S t66 = t52 * t61;
     const S t67 = t66 - t65;
-    w[10] = t67;
-    const S t68 = v[2] + w[1];
-    w[7] = t68;
-    const S t69 = w[2] * t52;
-    const S t70 = w[2] * t53;
-    const S t71 = w[2] * 0.2045;
-    const S t72 = w[3] * t52;
+    w[16] = t67;
+    const S t68 = v[2] + w[3];
+    w[17] = t68;
+    const S t69 = w[6] * t52;
+    const S t70 = w[6] * t53;
+    const S t71 = w[6] * 0.2045;
+    const S t72 = w[4] * t52;
     const S t73 = t53 * t71;
     const S t74 = t73 - t72;
-    const S t75 = w[3] * t53;
+    const S t75 = w[4] * t53;
     const S t76 = t52 * t71;
     const S t77 = t75 + t76;
     const S t78 = v[2] * t59;
@@ -968,30 +977,30 @@ __host__ __device__ inline void nle_s1(int tx, [[maybe_unused]] const S* __restr
     const S t80 = v[2] * t67;
     const S t81 = v[2] * t64;
     const S t82 = t78 - t69;
-    w[11] = t82;
+    w[18] = t82;
     const S t83 = t70 - t79;
-    w[12] = t83;
+    w[19] = t83;
     const S t84 = t74 + t80;
-    w[13] = t84;
+    w[20] = t84;
     const S t85 = t77 - t81;
-    w[14] = t85;
+    w[21] = t85;
     const S t86 = t82 * 0.13340000000000002;
     const S t87 = t85 * -0.39;
     const S t88 = t86 + t87;
-    const S t89 = w[4] * 0.09;
+    const S t89 = w[5] * 0.09;
     const S t90 = t88 + t89;
     const S t91 = t83 * 0.1257;
-    const S t92 = w[5] * -0.0117;
+    const S t92 = w[7] * -0.0117;
     const S t93 = t91 - t92;
     const S t94 = t84 * 0.39;
     const S t95 = t93 + t94;
     const S t96 = t83 * -0.0117;
-    const S t97 = w[5] * 0.0127;
+    const S t97 = w[7] * 0.0127;
     const S t98 = t96 - t97;
     const S t99 = t84 * -0.09;
     const S t100 = t98 + t99;
     const S t101 = t83 * 0.39;
-    const S t102 = w[5] * -0.09;
+    const S t102 = w[7] * -0.09;
     const S t103 = t101 - t102;
     const S t104 = t84 * 3.0;
     const S t105 = t103 + t104;
@@ -1044,15 +1053,15 @@ __host__ __device__ inline void nle_s1(int tx, [[maybe_unused]] const S* __restr
     const S t152 = t56 * t130;
     const S t153 = t151 - t152;
     const S t154 = t90 + t145;
-    w[96] = t154;
+    w[22] = t154;
     const S t155 = t95 + t146;
-    w[97] = t155;
+    w[23] = t155;
     const S t156 = t100 + t147;
-    w[98] = t156;
+    w[24] = t156;
     const S t157 = t105 + t150;
-    w[99] = t157;
+    w[25] = t157;
     const S t158 = t108 + t153;
-    w[100] = t158;
+    w[26] = t158;
     break;
   }
   default:
@@ -1061,80 +1070,80 @@ __host__ __device__ inline void nle_s1(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s2(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s2(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t159 = rbd_cos(q[3]);
-    w[88] = t159;
-    const S t160 = rbd_sin(q[3]);
-    w[90] = t160;
-    const S t161 = w[6] * t159;
-    const S t162 = w[7] * t160;
+    S t160, t159;
+    rbd_sincos(q[3], t160, t159);
+    w[2] = t159;
+    w[3] = t160;
+    const S t161 = w[13] * t159;
+    const S t162 = w[17] * t160;
     const S t163 = t161 + t162;
-    w[15] = t163;
-    const S t164 = w[6] * t160;
-    const S t165 = w[7] * t159;
+    w[4] = t163;
+    const S t164 = w[13] * t160;
+    const S t165 = w[17] * t159;
     const S t166 = t165 - t164;
-    w[19] = t166;
-    const S t167 = w[8] * 0.2155;
-    const S t168 = w[6] * 0.2155;
-    const S t169 = w[9] + t167;
-    const S t170 = w[10] - t168;
-    w[18] = t170;
+    w[6] = t166;
+    const S t167 = w[14] * 0.2155;
+    const S t168 = w[13] * 0.2155;
+    const S t169 = w[15] + t167;
+    const S t170 = w[16] - t168;
+    w[27] = t170;
     const S t171 = t159 * t169;
-    w[17] = t171;
+    w[28] = t171;
     const S t172 = t160 * t169;
-    w[25] = t172;
-    const S t173 = v[3] - w[8];
-    w[16] = t173;
-    const S t174 = w[11] * t159;
-    const S t175 = w[5] * t160;
+    w[29] = t172;
+    const S t173 = v[3] - w[14];
+    w[30] = t173;
+    const S t174 = w[18] * t159;
+    const S t175 = w[7] * t160;
     const S t176 = t174 - t175;
-    const S t177 = w[11] * t160;
+    const S t177 = w[18] * t160;
     const S t178 = -t177;
-    const S t179 = w[5] * t159;
+    const S t179 = w[7] * t159;
     const S t180 = t178 - t179;
-    const S t181 = w[12] * 0.2155;
-    const S t182 = w[11] * 0.2155;
-    const S t183 = w[13] + t181;
-    const S t184 = w[14] - t182;
-    w[22] = t184;
+    const S t181 = w[19] * 0.2155;
+    const S t182 = w[18] * 0.2155;
+    const S t183 = w[20] + t181;
+    const S t184 = w[21] - t182;
+    w[31] = t184;
     const S t185 = t159 * t183;
-    const S t186 = w[4] * t160;
+    const S t186 = w[5] * t160;
     const S t187 = t185 + t186;
     const S t188 = t160 * t183;
-    const S t189 = w[4] * t159;
+    const S t189 = w[5] * t159;
     const S t190 = t189 - t188;
     const S t191 = v[3] * t166;
     const S t192 = v[3] * t163;
     const S t193 = v[3] * t172;
     const S t194 = v[3] * t171;
     const S t195 = t176 + t191;
-    w[20] = t195;
+    w[32] = t195;
     const S t196 = t180 - t192;
-    w[23] = t196;
+    w[33] = t196;
     const S t197 = t187 - t193;
-    w[21] = t197;
+    w[34] = t197;
     const S t198 = t190 - t194;
-    w[24] = t198;
+    w[35] = t198;
     const S t199 = t195 * 0.045241500000000004;
     const S t200 = t198 * -0.0918;
     const S t201 = t199 + t200;
     const S t202 = t184 * 0.18090000000000003;
     const S t203 = t201 - t202;
     const S t204 = t196 * 0.013121200000000001;
-    const S t205 = w[12] * -0.006150600000000001;
+    const S t205 = w[19] * -0.006150600000000001;
     const S t206 = t204 - t205;
     const S t207 = t197 * 0.0918;
     const S t208 = t206 + t207;
     const S t209 = t196 * -0.006150600000000002;
-    const S t210 = w[12] * 0.041120300000000005;
+    const S t210 = w[19] * 0.041120300000000005;
     const S t211 = t209 - t210;
     const S t212 = t197 * -0.18090000000000003;
     const S t213 = t211 + t212;
     const S t214 = t196 * 0.0918;
-    const S t215 = w[12] * -0.18090000000000003;
+    const S t215 = w[19] * -0.18090000000000003;
     const S t216 = t214 - t215;
     const S t217 = t197 * 2.7;
     const S t218 = t216 + t217;
@@ -1202,17 +1211,17 @@ __host__ __device__ inline void nle_s2(int tx, [[maybe_unused]] const S* __restr
     const S t280 = t166 * t244;
     const S t281 = t279 - t280;
     const S t282 = t203 + t270;
-    w[80] = t282;
+    w[36] = t282;
     const S t283 = t208 + t271;
-    w[81] = t283;
+    w[37] = t283;
     const S t284 = t213 + t272;
-    w[83] = t284;
+    w[38] = t284;
     const S t285 = t218 + t275;
-    w[84] = t285;
+    w[39] = t285;
     const S t286 = t221 + t278;
-    w[85] = t286;
+    w[40] = t286;
     const S t287 = t224 + t281;
-    w[87] = t287;
+    w[41] = t287;
     break;
   }
   default:
@@ -1221,47 +1230,47 @@ __host__ __device__ inline void nle_s2(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s3(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s3(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t288 = rbd_cos(q[4]);
-    w[74] = t288;
-    const S t289 = rbd_sin(q[4]);
-    w[76] = t289;
-    const S t290 = w[15] * t288;
-    const S t291 = w[16] * t289;
+    S t289, t288;
+    rbd_sincos(q[4], t289, t288);
+    w[5] = t288;
+    w[7] = t289;
+    const S t290 = w[4] * t288;
+    const S t291 = w[30] * t289;
     const S t292 = t291 - t290;
-    w[26] = t292;
-    const S t293 = w[15] * t289;
-    const S t294 = w[16] * t288;
+    w[13] = t292;
+    const S t293 = w[4] * t289;
+    const S t294 = w[30] * t288;
     const S t295 = t293 + t294;
-    w[28] = t295;
-    const S t296 = w[16] * 0.1845;
-    const S t297 = w[15] * 0.1845;
-    const S t298 = w[17] - t296;
-    const S t299 = t297 - w[18];
+    w[14] = t295;
+    const S t296 = w[30] * 0.1845;
+    const S t297 = w[4] * 0.1845;
+    const S t298 = w[28] - t296;
+    const S t299 = t297 - w[27];
     const S t300 = t288 * t298;
     const S t301 = t289 * t299;
     const S t302 = t301 - t300;
-    w[29] = t302;
+    w[15] = t302;
     const S t303 = t289 * t298;
     const S t304 = t288 * t299;
     const S t305 = t303 + t304;
-    w[30] = t305;
-    const S t306 = v[4] + w[19];
-    w[27] = t306;
-    const S t307 = w[20] * t288;
+    w[16] = t305;
+    const S t306 = v[4] + w[6];
+    w[17] = t306;
+    const S t307 = w[32] * t288;
     const S t308 = -t307;
-    const S t309 = w[12] * t289;
+    const S t309 = w[19] * t289;
     const S t310 = t308 - t309;
-    const S t311 = w[20] * t289;
-    const S t312 = w[12] * t288;
+    const S t311 = w[32] * t289;
+    const S t312 = w[19] * t288;
     const S t313 = t311 - t312;
-    const S t314 = w[12] * 0.1845;
-    const S t315 = w[20] * 0.1845;
-    const S t316 = w[21] + t314;
-    const S t317 = t315 - w[22];
+    const S t314 = w[19] * 0.1845;
+    const S t315 = w[32] * 0.1845;
+    const S t316 = w[34] + t314;
+    const S t317 = t315 - w[31];
     const S t318 = t288 * t316;
     const S t319 = t289 * t317;
     const S t320 = t319 - t318;
@@ -1273,54 +1282,54 @@ __host__ __device__ inline void nle_s3(int tx, [[maybe_unused]] const S* __restr
     const S t326 = v[4] * t305;
     const S t327 = v[4] * t302;
     const S t328 = t310 + t324;
-    w[31] = t328;
+    w[18] = t328;
     const S t329 = t313 - t325;
-    w[32] = t329;
+    w[20] = t329;
     const S t330 = t320 + t326;
-    w[33] = t330;
+    w[21] = t330;
     const S t331 = t323 - t327;
-    w[34] = t331;
+    w[42] = t331;
     const S t332 = t328 * 0.0305689;
     const S t333 = t329 * -3.5700000000000005e-06;
     const S t334 = t332 + t333;
-    const S t335 = w[23] * -1.2919999999999998e-05;
+    const S t335 = w[33] * -1.2919999999999998e-05;
     const S t336 = t334 + t335;
     const S t337 = t331 * -0.12919999999999998;
     const S t338 = t336 + t337;
-    const S t339 = w[24] * 0.0357;
+    const S t339 = w[35] * 0.0357;
     const S t340 = t338 + t339;
     const S t341 = t328 * -3.5700000000000005e-06;
     const S t342 = t329 * 0.027819216999999997;
     const S t343 = t341 + t342;
-    const S t344 = w[23] * -0.0027132;
+    const S t344 = w[33] * -0.0027132;
     const S t345 = t343 + t344;
     const S t346 = t330 * 0.12919999999999998;
     const S t347 = t345 + t346;
-    const S t348 = w[24] * -0.00017;
+    const S t348 = w[35] * -0.00017;
     const S t349 = t347 + t348;
     const S t350 = t328 * -1.292e-05;
     const S t351 = t329 * -0.0027132000000000002;
     const S t352 = t350 + t351;
-    const S t353 = w[23] * 0.0057497170000000005;
+    const S t353 = w[33] * 0.0057497170000000005;
     const S t354 = t352 + t353;
     const S t355 = t330 * -0.0357;
     const S t356 = t354 + t355;
     const S t357 = t331 * 0.00017;
     const S t358 = t356 + t357;
     const S t359 = t329 * 0.12919999999999998;
-    const S t360 = w[23] * -0.0357;
+    const S t360 = w[33] * -0.0357;
     const S t361 = t359 + t360;
     const S t362 = t330 * 1.7;
     const S t363 = t361 + t362;
     const S t364 = t328 * -0.12919999999999998;
-    const S t365 = w[23] * 0.00017;
+    const S t365 = w[33] * 0.00017;
     const S t366 = t364 + t365;
     const S t367 = t331 * 1.7;
     const S t368 = t366 + t367;
     const S t369 = t328 * 0.0357;
     const S t370 = t329 * -0.00017;
     const S t371 = t369 + t370;
-    const S t372 = w[24] * 1.7;
+    const S t372 = w[35] * 1.7;
     const S t373 = t371 + t372;
     const S t374 = t292 * 0.0305689;
     const S t375 = t295 * -3.5700000000000005e-06;
@@ -1329,7 +1338,7 @@ __host__ __device__ inline void nle_s3(int tx, [[maybe_unused]] const S* __restr
     const S t378 = t376 + t377;
     const S t379 = t305 * -0.12919999999999998;
     const S t380 = t378 + t379;
-    const S t381 = w[25] * 0.0357;
+    const S t381 = w[29] * 0.0357;
     const S t382 = t380 - t381;
     const S t383 = t292 * -3.5700000000000005e-06;
     const S t384 = t295 * 0.027819216999999997;
@@ -1338,7 +1347,7 @@ __host__ __device__ inline void nle_s3(int tx, [[maybe_unused]] const S* __restr
     const S t387 = t385 + t386;
     const S t388 = t302 * 0.12919999999999998;
     const S t389 = t387 + t388;
-    const S t390 = w[25] * -0.00017;
+    const S t390 = w[29] * -0.00017;
     const S t391 = t389 - t390;
     const S t392 = t292 * -1.292e-05;
     const S t393 = t295 * -0.0027132000000000002;
@@ -1362,7 +1371,7 @@ __host__ __device__ inline void nle_s3(int tx, [[maybe_unused]] const S* __restr
     const S t411 = t292 * 0.0357;
     const S t412 = t295 * -0.00017;
     const S t413 = t411 + t412;
-    const S t414 = w[25] * 1.7;
+    const S t414 = w[29] * 1.7;
     const S t415 = t413 - t414;
     const S t416 = t295 * t400;
     const S t417 = t306 * t391;
@@ -1374,9 +1383,9 @@ __host__ __device__ inline void nle_s3(int tx, [[maybe_unused]] const S* __restr
     const S t423 = t295 * t382;
     const S t424 = t422 - t423;
     const S t425 = t305 * t415;
-    const S t426 = w[25] * t410;
+    const S t426 = w[29] * t410;
     const S t427 = t425 + t426;
-    const S t428 = w[25] * t405;
+    const S t428 = w[29] * t405;
     const S t429 = -t428;
     const S t430 = t302 * t415;
     const S t431 = t429 - t430;
@@ -1396,17 +1405,17 @@ __host__ __device__ inline void nle_s3(int tx, [[maybe_unused]] const S* __restr
     const S t445 = t295 * t405;
     const S t446 = t444 - t445;
     const S t447 = t340 + t435;
-    w[68] = t447;
+    w[43] = t447;
     const S t448 = t349 + t436;
-    w[69] = t448;
+    w[44] = t448;
     const S t449 = t358 + t437;
-    w[70] = t449;
+    w[45] = t449;
     const S t450 = t363 + t440;
-    w[71] = t450;
+    w[46] = t450;
     const S t451 = t368 + t443;
-    w[72] = t451;
+    w[47] = t451;
     const S t452 = t373 + t446;
-    w[73] = t452;
+    w[48] = t452;
     break;
   }
   default:
@@ -1415,84 +1424,84 @@ __host__ __device__ inline void nle_s3(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s4(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s4(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t453 = rbd_cos(q[5]);
-    w[60] = t453;
-    const S t454 = rbd_sin(q[5]);
-    w[62] = t454;
-    const S t455 = w[26] * t453;
-    const S t456 = w[27] * t454;
+    S t454, t453;
+    rbd_sincos(q[5], t454, t453);
+    w[4] = t453;
+    w[6] = t454;
+    const S t455 = w[13] * t453;
+    const S t456 = w[17] * t454;
     const S t457 = t455 + t456;
-    w[35] = t457;
-    const S t458 = w[26] * t454;
-    const S t459 = w[27] * t453;
+    w[19] = t457;
+    const S t458 = w[13] * t454;
+    const S t459 = w[17] * t453;
     const S t460 = t459 - t458;
-    w[39] = t460;
-    const S t461 = 0.2155 * w[28];
-    const S t462 = 0.2155 * w[26];
-    const S t463 = w[29] + t461;
-    const S t464 = w[30] - t462;
-    w[38] = t464;
+    w[27] = t460;
+    const S t461 = 0.2155 * w[14];
+    const S t462 = 0.2155 * w[13];
+    const S t463 = w[15] + t461;
+    const S t464 = w[16] - t462;
+    w[28] = t464;
     const S t465 = t453 * t463;
-    const S t466 = w[25] * t454;
+    const S t466 = w[29] * t454;
     const S t467 = t465 - t466;
-    w[37] = t467;
+    w[30] = t467;
     const S t468 = t454 * t463;
     const S t469 = -t468;
-    const S t470 = w[25] * t453;
+    const S t470 = w[29] * t453;
     const S t471 = t469 - t470;
-    w[45] = t471;
-    const S t472 = v[5] - w[28];
-    w[36] = t472;
-    const S t473 = w[31] * t453;
-    const S t474 = w[23] * t454;
+    w[31] = t471;
+    const S t472 = v[5] - w[14];
+    w[32] = t472;
+    const S t473 = w[18] * t453;
+    const S t474 = w[33] * t454;
     const S t475 = t473 + t474;
-    const S t476 = w[31] * t454;
-    const S t477 = w[23] * t453;
+    const S t476 = w[18] * t454;
+    const S t477 = w[33] * t453;
     const S t478 = t477 - t476;
-    const S t479 = 0.2155 * w[32];
-    const S t480 = 0.2155 * w[31];
-    const S t481 = w[33] + t479;
-    const S t482 = w[34] - t480;
-    w[42] = t482;
+    const S t479 = 0.2155 * w[20];
+    const S t480 = 0.2155 * w[18];
+    const S t481 = w[21] + t479;
+    const S t482 = w[42] - t480;
+    w[34] = t482;
     const S t483 = t453 * t481;
-    const S t484 = w[24] * t454;
+    const S t484 = w[35] * t454;
     const S t485 = t483 + t484;
     const S t486 = t454 * t481;
-    const S t487 = w[24] * t453;
+    const S t487 = w[35] * t453;
     const S t488 = t487 - t486;
     const S t489 = v[5] * t460;
     const S t490 = v[5] * t457;
     const S t491 = v[5] * t471;
     const S t492 = v[5] * t467;
     const S t493 = t475 + t489;
-    w[40] = t493;
+    w[49] = t493;
     const S t494 = t478 - t490;
-    w[43] = t494;
+    w[50] = t494;
     const S t495 = t485 + t491;
-    w[41] = t495;
+    w[51] = t495;
     const S t496 = t488 - t492;
-    w[44] = t496;
+    w[52] = t496;
     const S t497 = t493 * 0.005000936;
     const S t498 = t496 * -0.00072;
     const S t499 = t497 + t498;
     const S t500 = t482 * 0.00108;
     const S t501 = t499 - t500;
     const S t502 = t494 * 0.003600288;
-    const S t503 = w[32] * -4.32e-07;
+    const S t503 = w[20] * -4.32e-07;
     const S t504 = t502 - t503;
     const S t505 = t495 * 0.00072;
     const S t506 = t504 + t505;
     const S t507 = t494 * -4.32e-07;
-    const S t508 = w[32] * 0.004700648;
+    const S t508 = w[20] * 0.004700648;
     const S t509 = t507 - t508;
     const S t510 = t495 * -0.00108;
     const S t511 = t509 + t510;
     const S t512 = t494 * 0.00072;
-    const S t513 = w[32] * -0.00108;
+    const S t513 = w[20] * -0.00108;
     const S t514 = t512 - t513;
     const S t515 = t495 * 1.8;
     const S t516 = t514 + t515;
@@ -1560,9 +1569,9 @@ __host__ __device__ inline void nle_s4(int tx, [[maybe_unused]] const S* __restr
     const S t578 = t460 * t542;
     const S t579 = t577 - t578;
     const S t580 = t501 + t568;
-    w[52] = t580;
+    w[53] = t580;
     const S t581 = t506 + t569;
-    w[53] = t581;
+    w[54] = t581;
     const S t582 = t511 + t570;
     w[55] = t582;
     const S t583 = t516 + t573;
@@ -1570,7 +1579,7 @@ __host__ __device__ inline void nle_s4(int tx, [[maybe_unused]] const S* __restr
     const S t584 = t519 + t576;
     w[57] = t584;
     const S t585 = t522 + t579;
-    w[59] = t585;
+    w[58] = t585;
     break;
   }
   default:
@@ -1579,42 +1588,42 @@ __host__ __device__ inline void nle_s4(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s5(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s5(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t586 = rbd_cos(q[6]);
-    w[46] = t586;
-    const S t587 = rbd_sin(q[6]);
-    w[48] = t587;
-    const S t588 = w[35] * t586;
-    const S t589 = w[36] * t587;
+    S t587, t586;
+    rbd_sincos(q[6], t587, t586);
+    w[13] = t586;
+    w[14] = t587;
+    const S t588 = w[19] * t586;
+    const S t589 = w[32] * t587;
     const S t590 = t589 - t588;
-    const S t591 = w[35] * t587;
-    const S t592 = w[36] * t586;
+    const S t591 = w[19] * t587;
+    const S t592 = w[32] * t586;
     const S t593 = t591 + t592;
-    const S t594 = w[36] * 0.081;
-    const S t595 = w[35] * 0.081;
-    const S t596 = w[37] - t594;
-    const S t597 = t595 - w[38];
+    const S t594 = w[32] * 0.081;
+    const S t595 = w[19] * 0.081;
+    const S t596 = w[30] - t594;
+    const S t597 = t595 - w[28];
     const S t598 = t586 * t596;
     const S t599 = t587 * t597;
     const S t600 = t599 - t598;
     const S t601 = t587 * t596;
     const S t602 = t586 * t597;
     const S t603 = t601 + t602;
-    const S t604 = v[6] + w[39];
-    const S t605 = w[40] * t586;
+    const S t604 = v[6] + w[27];
+    const S t605 = w[49] * t586;
     const S t606 = -t605;
-    const S t607 = w[32] * t587;
+    const S t607 = w[20] * t587;
     const S t608 = t606 - t607;
-    const S t609 = w[40] * t587;
-    const S t610 = w[32] * t586;
+    const S t609 = w[49] * t587;
+    const S t610 = w[20] * t586;
     const S t611 = t609 - t610;
-    const S t612 = w[32] * 0.081;
-    const S t613 = w[40] * 0.081;
-    const S t614 = w[41] + t612;
-    const S t615 = t613 - w[42];
+    const S t612 = w[20] * 0.081;
+    const S t613 = w[49] * 0.081;
+    const S t614 = w[51] + t612;
+    const S t615 = t613 - w[34];
     const S t616 = t586 * t614;
     const S t617 = t587 * t615;
     const S t618 = t617 - t616;
@@ -1635,14 +1644,14 @@ __host__ __device__ inline void nle_s5(int tx, [[maybe_unused]] const S* __restr
     const S t633 = t627 * 0.0011200000000000001;
     const S t634 = t628 * 0.006;
     const S t635 = t633 + t634;
-    const S t636 = w[43] * 0.001;
+    const S t636 = w[50] * 0.001;
     const S t637 = t627 * 0.006;
     const S t638 = t628 * 0.3;
     const S t639 = t637 + t638;
     const S t640 = t626 * -0.006;
     const S t641 = t629 * 0.3;
     const S t642 = t640 + t641;
-    const S t643 = w[44] * 0.3;
+    const S t643 = w[52] * 0.3;
     const S t644 = t590 * 0.0011200000000000001;
     const S t645 = t603 * -0.006;
     const S t646 = t644 + t645;
@@ -1656,7 +1665,7 @@ __host__ __device__ inline void nle_s5(int tx, [[maybe_unused]] const S* __restr
     const S t654 = t590 * -0.006;
     const S t655 = t603 * 0.3;
     const S t656 = t654 + t655;
-    const S t657 = w[45] * 0.3;
+    const S t657 = w[31] * 0.3;
     const S t658 = t593 * t650;
     const S t659 = t604 * t649;
     const S t660 = t658 - t659;
@@ -1667,9 +1676,9 @@ __host__ __device__ inline void nle_s5(int tx, [[maybe_unused]] const S* __restr
     const S t665 = t593 * t646;
     const S t666 = t664 - t665;
     const S t667 = t603 * t657;
-    const S t668 = w[45] * t656;
+    const S t668 = w[31] * t656;
     const S t669 = t667 - t668;
-    const S t670 = w[45] * t653;
+    const S t670 = w[31] * t653;
     const S t671 = t600 * t657;
     const S t672 = t670 - t671;
     const S t673 = t600 * t656;
@@ -1688,18 +1697,18 @@ __host__ __device__ inline void nle_s5(int tx, [[maybe_unused]] const S* __restr
     const S t686 = t593 * t653;
     const S t687 = t685 - t686;
     const S t688 = t632 + t676;
-    w[50] = t688;
+    w[15] = t688;
     const S t689 = t635 + t677;
-    w[51] = t689;
+    w[16] = t689;
     const S t690 = t636 + t678;
-    w[54] = t690;
+    w[17] = t690;
     tau[6] = t690;
     const S t691 = t639 + t681;
-    w[47] = t691;
+    w[18] = t691;
     const S t692 = t642 + t684;
-    w[49] = t692;
+    w[21] = t692;
     const S t693 = t643 + t687;
-    w[58] = t693;
+    w[29] = t693;
     break;
   }
   default:
@@ -1708,39 +1717,39 @@ __host__ __device__ inline void nle_s5(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s6(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s6(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t694 = w[46] * w[47];
-    const S t695 = w[48] * w[49];
+    const S t694 = w[13] * w[18];
+    const S t695 = w[14] * w[21];
     const S t696 = t695 - t694;
-    const S t697 = w[48] * w[47];
-    const S t698 = w[46] * w[49];
+    const S t697 = w[14] * w[18];
+    const S t698 = w[13] * w[21];
     const S t699 = t697 + t698;
-    const S t700 = w[46] * w[50];
-    const S t701 = w[48] * w[51];
+    const S t700 = w[13] * w[15];
+    const S t701 = w[14] * w[16];
     const S t702 = t701 - t700;
-    const S t703 = w[48] * w[50];
-    const S t704 = w[46] * w[51];
+    const S t703 = w[14] * w[15];
+    const S t704 = w[13] * w[16];
     const S t705 = t703 + t704;
     const S t706 = 0.081 * t699;
     const S t707 = 0.081 * t696;
     const S t708 = t702 + t706;
     const S t709 = t705 - t707;
-    const S t710 = w[52] + t708;
-    w[64] = t710;
-    const S t711 = w[53] + w[54];
-    w[65] = t711;
+    const S t710 = w[53] + t708;
+    w[19] = t710;
+    const S t711 = w[54] + w[17];
+    w[20] = t711;
     const S t712 = w[55] + t709;
-    w[67] = t712;
+    w[27] = t712;
     tau[5] = t712;
     const S t713 = w[56] + t696;
-    w[61] = t713;
-    const S t714 = w[57] + w[58];
-    w[63] = t714;
-    const S t715 = w[59] + t699;
-    w[66] = t715;
+    w[28] = t713;
+    const S t714 = w[57] + w[29];
+    w[30] = t714;
+    const S t715 = w[58] + t699;
+    w[31] = t715;
     break;
   }
   default:
@@ -1749,39 +1758,39 @@ __host__ __device__ inline void nle_s6(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s7(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s7(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t716 = w[60] * w[61];
-    const S t717 = w[62] * w[63];
+    const S t716 = w[4] * w[28];
+    const S t717 = w[6] * w[30];
     const S t718 = t716 - t717;
-    const S t719 = w[62] * w[61];
-    const S t720 = w[60] * w[63];
+    const S t719 = w[6] * w[28];
+    const S t720 = w[4] * w[30];
     const S t721 = t719 + t720;
-    const S t722 = w[60] * w[64];
-    const S t723 = w[62] * w[65];
+    const S t722 = w[4] * w[19];
+    const S t723 = w[6] * w[20];
     const S t724 = t722 - t723;
-    const S t725 = w[62] * w[64];
-    const S t726 = w[60] * w[65];
+    const S t725 = w[6] * w[19];
+    const S t726 = w[4] * w[20];
     const S t727 = t725 + t726;
-    const S t728 = 0.2155 * w[66];
+    const S t728 = 0.2155 * w[31];
     const S t729 = 0.2155 * t718;
     const S t730 = t724 + t728;
-    const S t731 = t729 - w[67];
-    const S t732 = w[68] + t730;
-    w[78] = t732;
-    const S t733 = w[69] + t731;
-    w[79] = t733;
-    const S t734 = w[70] + t727;
-    w[82] = t734;
+    const S t731 = t729 - w[27];
+    const S t732 = w[43] + t730;
+    w[13] = t732;
+    const S t733 = w[44] + t731;
+    w[14] = t733;
+    const S t734 = w[45] + t727;
+    w[15] = t734;
     tau[4] = t734;
-    const S t735 = w[71] + t718;
-    w[75] = t735;
-    const S t736 = w[72] - w[66];
-    w[77] = t736;
-    const S t737 = w[73] + t721;
-    w[86] = t737;
+    const S t735 = w[46] + t718;
+    w[16] = t735;
+    const S t736 = w[47] - w[31];
+    w[17] = t736;
+    const S t737 = w[48] + t721;
+    w[18] = t737;
     break;
   }
   default:
@@ -1790,39 +1799,39 @@ __host__ __device__ inline void nle_s7(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s8(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s8(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t738 = w[74] * w[75];
-    const S t739 = w[76] * w[77];
+    const S t738 = w[5] * w[16];
+    const S t739 = w[7] * w[17];
     const S t740 = t739 - t738;
-    const S t741 = w[76] * w[75];
-    const S t742 = w[74] * w[77];
+    const S t741 = w[7] * w[16];
+    const S t742 = w[5] * w[17];
     const S t743 = t741 + t742;
-    const S t744 = w[74] * w[78];
-    const S t745 = w[76] * w[79];
+    const S t744 = w[5] * w[13];
+    const S t745 = w[7] * w[14];
     const S t746 = t745 - t744;
-    const S t747 = w[76] * w[78];
-    const S t748 = w[74] * w[79];
+    const S t747 = w[7] * w[13];
+    const S t748 = w[5] * w[14];
     const S t749 = t747 + t748;
     const S t750 = 0.1845 * t743;
     const S t751 = 0.1845 * t740;
     const S t752 = t746 + t750;
     const S t753 = t749 - t751;
-    const S t754 = w[80] + t752;
-    w[92] = t754;
-    const S t755 = w[81] + w[82];
-    w[93] = t755;
-    const S t756 = w[83] + t753;
-    w[95] = t756;
+    const S t754 = w[36] + t752;
+    w[4] = t754;
+    const S t755 = w[37] + w[15];
+    w[6] = t755;
+    const S t756 = w[38] + t753;
+    w[19] = t756;
     tau[3] = t756;
-    const S t757 = w[84] + t740;
-    w[89] = t757;
-    const S t758 = w[85] + w[86];
-    w[91] = t758;
-    const S t759 = w[87] + t743;
-    w[94] = t759;
+    const S t757 = w[39] + t740;
+    w[20] = t757;
+    const S t758 = w[40] + w[18];
+    w[21] = t758;
+    const S t759 = w[41] + t743;
+    w[27] = t759;
     break;
   }
   default:
@@ -1831,34 +1840,34 @@ __host__ __device__ inline void nle_s8(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s9(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s9(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t760 = w[88] * w[89];
-    const S t761 = w[90] * w[91];
+    const S t760 = w[2] * w[20];
+    const S t761 = w[3] * w[21];
     const S t762 = t760 - t761;
-    const S t763 = w[88] * w[92];
-    const S t764 = w[90] * w[93];
+    const S t763 = w[2] * w[4];
+    const S t764 = w[3] * w[6];
     const S t765 = t763 - t764;
-    const S t766 = w[90] * w[92];
-    const S t767 = w[88] * w[93];
+    const S t766 = w[3] * w[4];
+    const S t767 = w[2] * w[6];
     const S t768 = t766 + t767;
-    const S t769 = 0.2155 * w[94];
+    const S t769 = 0.2155 * w[27];
     const S t770 = 0.2155 * t762;
     const S t771 = t765 + t769;
-    const S t772 = t770 - w[95];
-    const S t773 = w[96] + t771;
-    w[105] = t773;
-    const S t774 = w[97] + t772;
-    w[106] = t774;
-    const S t775 = w[98] + t768;
-    w[109] = t775;
+    const S t772 = t770 - w[19];
+    const S t773 = w[22] + t771;
+    w[5] = t773;
+    const S t774 = w[23] + t772;
+    w[7] = t774;
+    const S t775 = w[24] + t768;
+    w[13] = t775;
     tau[2] = t775;
-    const S t776 = w[99] + t762;
-    w[102] = t776;
-    const S t777 = w[100] - w[94];
-    w[104] = t777;
+    const S t776 = w[25] + t762;
+    w[14] = t776;
+    const S t777 = w[26] - w[27];
+    w[15] = t777;
     break;
   }
   default:
@@ -1867,31 +1876,31 @@ __host__ __device__ inline void nle_s9(int tx, [[maybe_unused]] const S* __restr
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s10(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s10(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t778 = w[101] * w[102];
-    const S t779 = w[103] * w[104];
+    const S t778 = w[11] * w[14];
+    const S t779 = w[12] * w[15];
     const S t780 = t779 - t778;
-    const S t781 = w[103] * w[102];
-    const S t782 = w[101] * w[104];
+    const S t781 = w[12] * w[14];
+    const S t782 = w[11] * w[15];
     const S t783 = t781 + t782;
-    const S t784 = w[101] * w[105];
-    const S t785 = w[103] * w[106];
+    const S t784 = w[11] * w[5];
+    const S t785 = w[12] * w[7];
     const S t786 = t785 - t784;
-    const S t787 = w[103] * w[105];
-    const S t788 = w[101] * w[106];
+    const S t787 = w[12] * w[5];
+    const S t788 = w[11] * w[7];
     const S t789 = t787 + t788;
     const S t790 = 0.2045 * t783;
     const S t791 = 0.2045 * t780;
     const S t792 = t786 + t790;
     const S t793 = t789 - t791;
-    const S t794 = w[107] + t792;
-    w[112] = t794;
-    const S t795 = w[108] + w[109];
-    w[114] = t795;
-    const S t796 = w[110] + t793;
+    const S t794 = w[8] + t792;
+    w[2] = t794;
+    const S t795 = w[9] + w[13];
+    w[3] = t795;
+    const S t796 = w[10] + t793;
     tau[1] = t796;
     break;
   }
@@ -1901,12 +1910,12 @@ __host__ __device__ inline void nle_s10(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void nle_s11(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void nle_s11(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t797 = w[111] * w[112];
-    const S t798 = w[113] * w[114];
+    const S t797 = w[1] * w[2];
+    const S t798 = w[0] * w[3];
     const S t799 = t797 + t798;
     tau[0] = t799;
     break;

@@ -4,11 +4,15 @@
 // their launchers, and host emulations of the same programs.
 //
 // thread shape: one thread per state, 128 states per block. The states of a block are one
-//   contiguous stretch of each array; threads copy it to shared memory and back with coalesced
-//   accesses (29 scalars per state, padded to an odd count against bank conflicts; 29696 bytes).
-// block shape: 2 threads per state (threadIdx.x), 32 state(s) per block (threadIdx.y);
-//   12 stages with a barrier after each; workspace of 141 scalars
-//   per state in shared memory, the state's inputs included.
+//   contiguous stretch of each array; threads copy the inputs and outputs through shared memory with
+//   coalesced accesses (29 scalars per state, padded to an odd count against bank conflicts;
+//   29696 bytes).//
+// block shape: 32 states (threadIdx.x) × 2 lanes (threadIdx.y) per block: each warp
+//   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
+//   state are different warps. 12 stages with a barrier after each;
+//   workspace of 83 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 1.00x shorter than the thread shape's (warp model,
+//   rbdgen.backends.cuda.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_rnea_f64.cuh"
 
@@ -20,117 +24,142 @@ constexpr int rnea_TILE = 128;
 constexpr int rnea_STRIDE = 29;
 
 template <typename S>
-__host__ __device__ inline void rnea_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, S* __restrict tile) {
+__host__ __device__ inline void rnea_tload(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, S* __restrict tile) {
   const long first = blk * rnea_TILE;
-  const long cnt = n - first < rnea_TILE ? n - first : rnea_TILE;
-  for (long e = tx; e < cnt * 7; e += rnea_TILE)
+  const int cnt = static_cast<int>(n - first < rnea_TILE ? n - first : rnea_TILE);
+  for (int e = tx; e < cnt * 7; e += rnea_TILE)
     tile[(e / 7) * rnea_STRIDE + 0 + e % 7] = q[first * 7 + e];
-  for (long e = tx; e < cnt * 7; e += rnea_TILE)
+  for (int e = tx; e < cnt * 7; e += rnea_TILE)
     tile[(e / 7) * rnea_STRIDE + 7 + e % 7] = v[first * 7 + e];
-  for (long e = tx; e < cnt * 7; e += rnea_TILE)
+  for (int e = tx; e < cnt * 7; e += rnea_TILE)
     tile[(e / 7) * rnea_STRIDE + 14 + e % 7] = a[first * 7 + e];
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_tcompute(int tx, long blk, long n, S* __restrict tile) {
-  if (blk * rnea_TILE + tx >= n) return;
+__host__ __device__ inline void rnea_tcompute(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, S* __restrict tile) {
+  const long i = blk * rnea_TILE + tx;
+  if (i >= n) return;
   S* s = tile + tx * rnea_STRIDE;
   rnea<S>(s + 0, s + 7, s + 14, s + 21);
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_tstore(int tx, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, const S* __restrict tile) {
+__host__ __device__ inline void rnea_tstore(int tx, long blk, long n, S* __restrict tau, const S* __restrict tile) {
   const long first = blk * rnea_TILE;
-  const long cnt = n - first < rnea_TILE ? n - first : rnea_TILE;
-  for (long e = tx; e < cnt * 7; e += rnea_TILE)
+  const int cnt = static_cast<int>(n - first < rnea_TILE ? n - first : rnea_TILE);
+  for (int e = tx; e < cnt * 7; e += rnea_TILE)
     tau[first * 7 + e] = tile[(e / 7) * rnea_STRIDE + 21 + e % 7];
 }
 
 __global__ void __launch_bounds__(rnea_TILE) rnea_thread_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau) {
   extern __shared__ __align__(16) unsigned char rbd_smem[];
   double* tile = reinterpret_cast<double*>(rbd_smem);
-  rnea_tload<double>(threadIdx.x, blockIdx.x, n, q, v, a, tau, tile);
+  rnea_tload<double>(threadIdx.x, blockIdx.x, n, q, v, a, tile);
   __syncthreads();
-  rnea_tcompute<double>(threadIdx.x, blockIdx.x, n, tile);
+  rnea_tcompute<double>(threadIdx.x, blockIdx.x, n, q, v, a, tau, tile);
   __syncthreads();
-  rnea_tstore<double>(threadIdx.x, blockIdx.x, n, q, v, a, tau, tile);
+  rnea_tstore<double>(threadIdx.x, blockIdx.x, n, tau, tile);
 }
 
 constexpr int rnea_LANES = 2;
 constexpr int rnea_SPB = 32;
-constexpr int rnea_SCRATCH = 141;
+constexpr int rnea_SCRATCH = 83;
 
-// the state's inputs, copied once into the shared workspace (after the exchanged values)
+// the block's states' inputs, copied once into their workspaces (after the exchanged values):
+// the block's states are one contiguous stretch of each input, read with coalesced accesses by
+// all 64 threads (t = the thread's index in the block)
 template <typename S>
-__host__ __device__ inline void rnea_bload(int tx, const S* __restrict q, const S* __restrict v, const S* __restrict a, S* __restrict w) {
-  for (int e = tx; e < 7; e += rnea_LANES) w[120 + e] = q[e];
-  for (int e = tx; e < 7; e += rnea_LANES) w[127 + e] = v[e];
-  for (int e = tx; e < 7; e += rnea_LANES) w[134 + e] = a[e];
+__host__ __device__ inline void rnea_bload(int t, long blk, long n, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, S* __restrict ws) {
+  const long first = blk * rnea_SPB;
+  const int cnt = static_cast<int>(n - first < rnea_SPB ? n - first : rnea_SPB);
+  for (int e = t; e < cnt * 7; e += 64)
+    ws[(e / 7) * rnea_SCRATCH + 61 + e % 7] = q[first * 7 + e];
+  for (int e = t; e < cnt * 7; e += 64)
+    ws[(e / 7) * rnea_SCRATCH + 68 + e % 7] = v[first * 7 + e];
+  for (int e = t; e < cnt * 7; e += 64)
+    ws[(e / 7) * rnea_SCRATCH + 75 + e % 7] = a[first * 7 + e];
 }
 
 __global__ void __launch_bounds__(64) rnea_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * rnea_SPB + threadIdx.y;
+  const long i = static_cast<long>(blockIdx.x) * rnea_SPB + threadIdx.x;  // the state
+  const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
-  double* w = reinterpret_cast<double*>(rbd_smem) + threadIdx.y * rnea_SCRATCH;
-  if (live) rnea_bload<double>(threadIdx.x, q + c * 7, v + c * 7, a + c * 7, w);
+  double* ws = reinterpret_cast<double*>(rbd_smem);
+  rnea_bload<double>(static_cast<int>(threadIdx.y * rnea_SPB + threadIdx.x), blockIdx.x, n, q, v, a, ws);
+  double* w = ws + threadIdx.x * rnea_SCRATCH;
   __syncthreads();
-  if (live) rnea_s0<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s0<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s1<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s1<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s2<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s2<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s3<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s3<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s4<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s4<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s5<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s5<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s6<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s6<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s7<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s7<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s8<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s8<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s9<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s9<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s10<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s10<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
   __syncthreads();
-  if (live) rnea_s11<double>(threadIdx.x, w + 120, w + 127, w + 134, tau + c * 7, w);
+  if (live) rnea_s11<double>(lane, w + 61, w + 68, w + 75, tau + c * 7, w);
 }
 
 }  // namespace rbd_iiwa14_cuda_f64
 
 extern "C" {
 
+// Launches go through cudaLaunchKernelEx, which returns the status of this launch itself. A
+// <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also returns (and
+// clears) an earlier failure of another call that set the last error (with the static runtime
+// this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch could
+// report an error. Clearing it beforehand would instead discard an error that the caller of a
+// C++ project has not read yet. Faults inside the kernel appear only when the stream is
+// synchronised (<prefix>_stream_sync).
 int rbd_iiwa14_cuda_rnea_f64_launch(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau, cudaStream_t stream, int shape) {
   using namespace rbd_iiwa14_cuda_f64;
   if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, rnea_LANES);
+  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 100);
+  cudaLaunchConfig_t cfg = {};
+  cfg.stream = stream;
   if (shape == 1) {
     const long grid = (n + rnea_TILE - 1) / rnea_TILE;
-    rnea_thread_kernel<<<static_cast<unsigned>(grid), rnea_TILE, 29696, stream>>>(n, q, v, a, tau);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(rnea_TILE);
+    cfg.dynamicSmemBytes = 29696;
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, rnea_thread_kernel, n, q, v, a, tau));
   }
   if (shape == 2) {
     const long grid = (n + rnea_SPB - 1) / rnea_SPB;
-    const dim3 threads(rnea_LANES, rnea_SPB);
-    rnea_block_kernel<<<static_cast<unsigned>(grid), threads, 4512 * sizeof(double), stream>>>(n, q, v, a, tau, nullptr);
-    return static_cast<int>(cudaGetLastError());
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(rnea_SPB, rnea_LANES);  // x: states, y: lanes
+    cfg.dynamicSmemBytes = 2656 * sizeof(double);
+    return static_cast<int>(cudaLaunchKernelEx(&cfg, rnea_block_kernel, n, q, v, a, tau, static_cast<double*>(nullptr)));
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-// numpy-style host arrays: one stream-ordered allocation from the driver's memory pool (cheap
-// after the first call), copies in, the launch, copies out, all on the per-thread default
-// stream, then a wait
+// numpy-style host arrays: one stream-ordered allocation from the device's memory pool (which
+// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size),
+// copies in, the launch, copies out, all on the per-thread default stream, then a wait — which
+// also returns a fault inside the kernel
 int rbd_iiwa14_cuda_rnea_f64_host(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau, int shape) {
   if (n <= 0) return 0;
   const cudaStream_t s = cudaStreamPerThread;
+  cudaError_t e = static_cast<cudaError_t>(rbd_iiwa14_cuda_prepare_pool(s));
+  if (e != cudaSuccess) return static_cast<int>(e);
   double* d = nullptr;
-  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 28 * sizeof(double), s);
+  e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 28 * sizeof(double), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_v = d + static_cast<size_t>(n) * 7;
@@ -152,9 +181,9 @@ void rbd_iiwa14_cuda_rnea_f64_emulate_thread(long n, const double* __restrict q,
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> tile(static_cast<size_t>(rnea_TILE) * rnea_STRIDE);
   for (long b = 0; b * rnea_TILE < n; ++b) {
-    for (int tx = 0; tx < rnea_TILE; ++tx) rnea_tload<double>(tx, b, n, q, v, a, tau, tile.data());
-    for (int tx = 0; tx < rnea_TILE; ++tx) rnea_tcompute<double>(tx, b, n, tile.data());
-    for (int tx = 0; tx < rnea_TILE; ++tx) rnea_tstore<double>(tx, b, n, q, v, a, tau, tile.data());
+    for (int tx = 0; tx < rnea_TILE; ++tx) rnea_tload<double>(tx, b, n, q, v, a, tile.data());
+    for (int tx = 0; tx < rnea_TILE; ++tx) rnea_tcompute<double>(tx, b, n, q, v, a, tau, tile.data());
+    for (int tx = 0; tx < rnea_TILE; ++tx) rnea_tstore<double>(tx, b, n, tau, tile.data());
   }
 }
 
@@ -162,83 +191,78 @@ void rbd_iiwa14_cuda_rnea_f64_emulate_block(long n, const double* __restrict q, 
   using namespace rbd_iiwa14_cuda_f64;
   std::vector<double> ws(static_cast<size_t>(rnea_SPB) * rnea_SCRATCH);
   for (long b = 0; b * rnea_SPB < n; ++b) {
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int t = 0; t < 64; ++t) rnea_bload<double>(t, b, n, q, v, a, ws.data());
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_bload<double>(tx, q + i * 7, v + i * 7, a + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s0<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s0<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s1<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s1<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s2<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s2<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s3<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s3<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s4<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s4<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s5<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s5<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s6<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s6<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s7<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s7<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s8<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s8<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s9<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s9<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s10<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
+    for (int tx = 0; tx < rnea_SPB; ++tx) {
+      const long i = b * rnea_SPB + tx;
       if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s10<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
-    }
-    for (int ty = 0; ty < rnea_SPB; ++ty) {
-      const long i = b * rnea_SPB + ty;
-      if (i >= n) continue;
-      double* w = ws.data() + ty * rnea_SCRATCH;
-      for (int tx = 0; tx < rnea_LANES; ++tx) rnea_s11<double>(tx, w + 120, w + 127, w + 134, tau + i * 7, w);
+      double* w = ws.data() + tx * rnea_SCRATCH;
+      for (int lane = 0; lane < rnea_LANES; ++lane) rnea_s11<double>(lane, w + 61, w + 68, w + 75, tau + i * 7, w);
     }
   }
 }

@@ -6,8 +6,8 @@
 // ops: 451 mul, 357 add/sub, 0 div, 12 sin/cos; critical path 51 ops
 //
 // * rnea<S>(…): one state on one thread (840 statements).
-// * rnea_s0 … _s11: one state on 2 cooperating threads (argument tx),
-//   called in order with a barrier between calls; w is a workspace of 141 scalars per state
+// * rnea_s0 … _s11: one state on 2 cooperating lanes (argument lane),
+//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 83 scalars per state
 //   shared by the threads. 12 stages, up to 2 independent tasks in one stage.
 #pragma once
 
@@ -16,6 +16,15 @@
 namespace rbd_iiwa14_cuda_f64 {
 __host__ __device__ inline double rbd_sin(double x) { return sin(x); }
 __host__ __device__ inline double rbd_cos(double x) { return cos(x); }
+// both with one range reduction on the GPU (the host side of the emulation calls the two)
+__host__ __device__ inline void rbd_sincos(double x, double& s, double& c) {
+#ifdef __CUDA_ARCH__
+  sincos(x, &s, &c);
+#else
+  s = sin(x);
+  c = cos(x);
+#endif
+}
 }  // namespace rbd_iiwa14_cuda_f64
 #endif
 
@@ -29,8 +38,8 @@ __host__ __device__ inline void rnea(const S* __restrict q, const S* __restrict 
   // ---- rnea forward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t0 = a[0] * 0.0236;
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t1 = rbd_cos(q[1]);
-  const S t2 = rbd_sin(q[1]);
+  S t2, t1;
+  rbd_sincos(q[1], t2, t1);
   const S t3 = v[0] * t2;
   const S t4 = v[0] * t1;
   const S t5 = a[0] * t2;
@@ -92,8 +101,8 @@ __host__ __device__ inline void rnea(const S* __restrict q, const S* __restrict 
   const S t61 = t26 + t56;
   const S t62 = t35 + t59;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t63 = rbd_cos(q[2]);
-  const S t64 = rbd_sin(q[2]);
+  S t64, t63;
+  rbd_sincos(q[2], t64, t63);
   const S t65 = t3 * t63;
   const S t66 = v[1] * t64;
   const S t67 = t66 - t65;
@@ -207,8 +216,8 @@ __host__ __device__ inline void rnea(const S* __restrict q, const S* __restrict 
   const S t175 = t123 + t168;
   const S t176 = t126 + t171;
   // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t177 = rbd_cos(q[3]);
-  const S t178 = rbd_sin(q[3]);
+  S t178, t177;
+  rbd_sincos(q[3], t178, t177);
   const S t179 = t67 * t177;
   const S t180 = t79 * t178;
   const S t181 = t179 + t180;
@@ -337,8 +346,8 @@ __host__ __device__ inline void rnea(const S* __restrict q, const S* __restrict 
   const S t304 = t239 + t296;
   const S t305 = t242 + t299;
   // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t306 = rbd_cos(q[4]);
-  const S t307 = rbd_sin(q[4]);
+  S t307, t306;
+  rbd_sincos(q[4], t307, t306);
   const S t308 = t181 * t306;
   const S t309 = t191 * t307;
   const S t310 = t309 - t308;
@@ -503,8 +512,8 @@ __host__ __device__ inline void rnea(const S* __restrict q, const S* __restrict 
   const S t469 = t386 + t461;
   const S t470 = t391 + t464;
   // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t471 = rbd_cos(q[5]);
-  const S t472 = rbd_sin(q[5]);
+  S t472, t471;
+  rbd_sincos(q[5], t472, t471);
   const S t473 = t310 * t471;
   const S t474 = t324 * t472;
   const S t475 = t473 + t474;
@@ -638,8 +647,8 @@ __host__ __device__ inline void rnea(const S* __restrict q, const S* __restrict 
   const S t603 = t538 + t595;
   const S t604 = t541 + t598;
   // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t605 = rbd_cos(q[6]);
-  const S t606 = rbd_sin(q[6]);
+  S t606, t605;
+  rbd_sincos(q[6], t606, t605);
   const S t607 = t475 * t605;
   const S t608 = t490 * t606;
   const S t609 = t608 - t607;
@@ -872,30 +881,30 @@ __host__ __device__ inline void rnea(const S* __restrict q, const S* __restrict 
 // one state per 2 threads: stage s runs after every thread finished stage s-1
 // ---------------------------------------------------------------------------------------------
 template <typename S>
-__host__ __device__ inline void rnea_s0(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s0(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t1 = rbd_cos(q[1]);
-    w[117] = t1;
-    const S t2 = rbd_sin(q[1]);
-    w[115] = t2;
+    S t2, t1;
+    rbd_sincos(q[1], t2, t1);
+    w[1] = t1;
+    w[2] = t2;
     const S t3 = v[0] * t2;
-    w[0] = t3;
+    w[3] = t3;
     const S t4 = v[0] * t1;
-    w[1] = t4;
+    w[4] = t4;
     const S t5 = a[0] * t2;
     const S t6 = a[0] * t1;
     const S t7 = 9.81 * t2;
-    w[3] = t7;
+    w[5] = t7;
     const S t8 = 9.81 * t1;
-    w[5] = t8;
+    w[6] = t8;
     const S t9 = v[1] * t4;
     const S t10 = v[1] * t3;
     const S t11 = t5 + t9;
-    w[2] = t11;
+    w[7] = t11;
     const S t12 = t6 - t10;
-    w[4] = t12;
+    w[8] = t12;
     const S t13 = t11 * 0.07098;
     const S t14 = t12 * -7.079999999999999e-05;
     const S t15 = t13 + t14;
@@ -944,17 +953,17 @@ __host__ __device__ inline void rnea_s0(int tx, [[maybe_unused]] const S* __rest
     const S t58 = t4 * t40;
     const S t59 = t57 - t58;
     const S t60 = t19 + t53;
-    w[111] = t60;
+    w[9] = t60;
     const S t61 = t26 + t56;
-    w[112] = t61;
+    w[10] = t61;
     const S t62 = t35 + t59;
-    w[114] = t62;
+    w[11] = t62;
     break;
   }
   case 1: {
     // ---- rnea forward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
     const S t0 = a[0] * 0.0236;
-    w[119] = t0;
+    w[0] = t0;
     break;
   }
   default:
@@ -963,67 +972,67 @@ __host__ __device__ inline void rnea_s0(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s1(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s1(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t63 = rbd_cos(q[2]);
-    w[105] = t63;
-    const S t64 = rbd_sin(q[2]);
-    w[107] = t64;
-    const S t65 = w[0] * t63;
+    S t64, t63;
+    rbd_sincos(q[2], t64, t63);
+    w[12] = t63;
+    w[13] = t64;
+    const S t65 = w[3] * t63;
     const S t66 = v[1] * t64;
     const S t67 = t66 - t65;
-    w[6] = t67;
-    const S t68 = w[0] * t64;
+    w[14] = t67;
+    const S t68 = w[3] * t64;
     const S t69 = v[1] * t63;
     const S t70 = t68 + t69;
-    w[8] = t70;
+    w[15] = t70;
     const S t71 = v[1] * 0.2045;
-    const S t72 = w[0] * 0.2045;
+    const S t72 = w[3] * 0.2045;
     const S t73 = t63 * t71;
     const S t74 = t64 * t72;
     const S t75 = t73 + t74;
-    w[9] = t75;
+    w[16] = t75;
     const S t76 = t64 * t71;
     const S t77 = t63 * t72;
     const S t78 = t77 - t76;
-    w[10] = t78;
-    const S t79 = v[2] + w[1];
-    w[7] = t79;
-    const S t80 = w[2] * t63;
+    w[17] = t78;
+    const S t79 = v[2] + w[4];
+    w[18] = t79;
+    const S t80 = w[7] * t63;
     const S t81 = a[1] * t64;
     const S t82 = t81 - t80;
-    const S t83 = w[2] * t64;
+    const S t83 = w[7] * t64;
     const S t84 = a[1] * t63;
     const S t85 = t83 + t84;
     const S t86 = a[1] * 0.2045;
-    const S t87 = w[2] * 0.2045;
-    const S t88 = w[3] - t86;
+    const S t87 = w[7] * 0.2045;
+    const S t88 = w[5] - t86;
     const S t89 = t63 * t88;
     const S t90 = t64 * t87;
     const S t91 = t90 - t89;
     const S t92 = t64 * t88;
     const S t93 = t63 * t87;
     const S t94 = t92 + t93;
-    const S t95 = a[2] + w[4];
-    w[12] = t95;
+    const S t95 = a[2] + w[8];
+    w[19] = t95;
     const S t96 = v[2] * t70;
     const S t97 = v[2] * t67;
     const S t98 = v[2] * t78;
     const S t99 = v[2] * t75;
     const S t100 = t82 + t96;
-    w[11] = t100;
+    w[20] = t100;
     const S t101 = t85 - t97;
-    w[13] = t101;
+    w[21] = t101;
     const S t102 = t91 + t98;
-    w[14] = t102;
+    w[22] = t102;
     const S t103 = t94 - t99;
-    w[15] = t103;
+    w[23] = t103;
     const S t104 = t100 * 0.13340000000000002;
     const S t105 = t103 * -0.39;
     const S t106 = t104 + t105;
-    const S t107 = w[5] * 0.09;
+    const S t107 = w[6] * 0.09;
     const S t108 = t106 + t107;
     const S t109 = t101 * 0.1257;
     const S t110 = t95 * -0.0117;
@@ -1089,15 +1098,15 @@ __host__ __device__ inline void rnea_s1(int tx, [[maybe_unused]] const S* __rest
     const S t170 = t67 * t148;
     const S t171 = t169 - t170;
     const S t172 = t108 + t163;
-    w[100] = t172;
+    w[24] = t172;
     const S t173 = t113 + t164;
-    w[101] = t173;
+    w[25] = t173;
     const S t174 = t118 + t165;
-    w[102] = t174;
+    w[26] = t174;
     const S t175 = t123 + t168;
-    w[103] = t175;
+    w[27] = t175;
     const S t176 = t126 + t171;
-    w[104] = t176;
+    w[28] = t176;
     break;
   }
   default:
@@ -1106,64 +1115,64 @@ __host__ __device__ inline void rnea_s1(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s2(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s2(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t177 = rbd_cos(q[3]);
-    w[92] = t177;
-    const S t178 = rbd_sin(q[3]);
-    w[94] = t178;
-    const S t179 = w[6] * t177;
-    const S t180 = w[7] * t178;
+    S t178, t177;
+    rbd_sincos(q[3], t178, t177);
+    w[3] = t177;
+    w[4] = t178;
+    const S t179 = w[14] * t177;
+    const S t180 = w[18] * t178;
     const S t181 = t179 + t180;
-    w[16] = t181;
-    const S t182 = w[6] * t178;
-    const S t183 = w[7] * t177;
+    w[5] = t181;
+    const S t182 = w[14] * t178;
+    const S t183 = w[18] * t177;
     const S t184 = t183 - t182;
-    w[20] = t184;
-    const S t185 = w[8] * 0.2155;
-    const S t186 = w[6] * 0.2155;
-    const S t187 = w[9] + t185;
-    const S t188 = w[10] - t186;
-    w[19] = t188;
+    w[7] = t184;
+    const S t185 = w[15] * 0.2155;
+    const S t186 = w[14] * 0.2155;
+    const S t187 = w[16] + t185;
+    const S t188 = w[17] - t186;
+    w[8] = t188;
     const S t189 = t177 * t187;
-    w[18] = t189;
+    w[29] = t189;
     const S t190 = t178 * t187;
-    w[27] = t190;
-    const S t191 = v[3] - w[8];
-    w[17] = t191;
-    const S t192 = w[11] * t177;
-    const S t193 = w[12] * t178;
+    w[30] = t190;
+    const S t191 = v[3] - w[15];
+    w[31] = t191;
+    const S t192 = w[20] * t177;
+    const S t193 = w[19] * t178;
     const S t194 = t192 + t193;
-    const S t195 = w[11] * t178;
-    const S t196 = w[12] * t177;
+    const S t195 = w[20] * t178;
+    const S t196 = w[19] * t177;
     const S t197 = t196 - t195;
-    const S t198 = w[13] * 0.2155;
-    const S t199 = w[11] * 0.2155;
-    const S t200 = w[14] + t198;
-    const S t201 = w[15] - t199;
-    w[24] = t201;
+    const S t198 = w[21] * 0.2155;
+    const S t199 = w[20] * 0.2155;
+    const S t200 = w[22] + t198;
+    const S t201 = w[23] - t199;
+    w[32] = t201;
     const S t202 = t177 * t200;
-    const S t203 = w[5] * t178;
+    const S t203 = w[6] * t178;
     const S t204 = t202 + t203;
     const S t205 = t178 * t200;
-    const S t206 = w[5] * t177;
+    const S t206 = w[6] * t177;
     const S t207 = t206 - t205;
-    const S t208 = a[3] - w[13];
-    w[22] = t208;
+    const S t208 = a[3] - w[21];
+    w[33] = t208;
     const S t209 = v[3] * t184;
     const S t210 = v[3] * t181;
     const S t211 = v[3] * t190;
     const S t212 = v[3] * t189;
     const S t213 = t194 + t209;
-    w[21] = t213;
+    w[34] = t213;
     const S t214 = t197 - t210;
-    w[25] = t214;
+    w[35] = t214;
     const S t215 = t204 - t211;
-    w[23] = t215;
+    w[36] = t215;
     const S t216 = t207 - t212;
-    w[26] = t216;
+    w[37] = t216;
     const S t217 = t213 * 0.045241500000000004;
     const S t218 = t216 * -0.0918;
     const S t219 = t217 + t218;
@@ -1248,17 +1257,17 @@ __host__ __device__ inline void rnea_s2(int tx, [[maybe_unused]] const S* __rest
     const S t298 = t184 * t262;
     const S t299 = t297 - t298;
     const S t300 = t221 + t288;
-    w[84] = t300;
+    w[38] = t300;
     const S t301 = t226 + t289;
-    w[85] = t301;
+    w[39] = t301;
     const S t302 = t231 + t290;
-    w[87] = t302;
+    w[40] = t302;
     const S t303 = t236 + t293;
-    w[88] = t303;
+    w[41] = t303;
     const S t304 = t239 + t296;
-    w[89] = t304;
+    w[42] = t304;
     const S t305 = t242 + t299;
-    w[91] = t305;
+    w[43] = t305;
     break;
   }
   default:
@@ -1267,66 +1276,66 @@ __host__ __device__ inline void rnea_s2(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s3(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t306 = rbd_cos(q[4]);
-    w[78] = t306;
-    const S t307 = rbd_sin(q[4]);
-    w[80] = t307;
-    const S t308 = w[16] * t306;
-    const S t309 = w[17] * t307;
+    S t307, t306;
+    rbd_sincos(q[4], t307, t306);
+    w[6] = t306;
+    w[14] = t307;
+    const S t308 = w[5] * t306;
+    const S t309 = w[31] * t307;
     const S t310 = t309 - t308;
-    w[28] = t310;
-    const S t311 = w[16] * t307;
-    const S t312 = w[17] * t306;
+    w[15] = t310;
+    const S t311 = w[5] * t307;
+    const S t312 = w[31] * t306;
     const S t313 = t311 + t312;
-    w[30] = t313;
-    const S t314 = w[17] * 0.1845;
-    const S t315 = w[16] * 0.1845;
-    const S t316 = w[18] - t314;
-    const S t317 = t315 - w[19];
+    w[16] = t313;
+    const S t314 = w[31] * 0.1845;
+    const S t315 = w[5] * 0.1845;
+    const S t316 = w[29] - t314;
+    const S t317 = t315 - w[8];
     const S t318 = t306 * t316;
     const S t319 = t307 * t317;
     const S t320 = t319 - t318;
-    w[31] = t320;
+    w[17] = t320;
     const S t321 = t307 * t316;
     const S t322 = t306 * t317;
     const S t323 = t321 + t322;
-    w[32] = t323;
-    const S t324 = v[4] + w[20];
-    w[29] = t324;
-    const S t325 = w[21] * t306;
-    const S t326 = w[22] * t307;
+    w[18] = t323;
+    const S t324 = v[4] + w[7];
+    w[19] = t324;
+    const S t325 = w[34] * t306;
+    const S t326 = w[33] * t307;
     const S t327 = t326 - t325;
-    const S t328 = w[21] * t307;
-    const S t329 = w[22] * t306;
+    const S t328 = w[34] * t307;
+    const S t329 = w[33] * t306;
     const S t330 = t328 + t329;
-    const S t331 = w[22] * 0.1845;
-    const S t332 = w[21] * 0.1845;
-    const S t333 = w[23] - t331;
-    const S t334 = t332 - w[24];
+    const S t331 = w[33] * 0.1845;
+    const S t332 = w[34] * 0.1845;
+    const S t333 = w[36] - t331;
+    const S t334 = t332 - w[32];
     const S t335 = t306 * t333;
     const S t336 = t307 * t334;
     const S t337 = t336 - t335;
     const S t338 = t307 * t333;
     const S t339 = t306 * t334;
     const S t340 = t338 + t339;
-    const S t341 = a[4] + w[25];
-    w[34] = t341;
+    const S t341 = a[4] + w[35];
+    w[20] = t341;
     const S t342 = v[4] * t313;
     const S t343 = v[4] * t310;
     const S t344 = v[4] * t323;
     const S t345 = v[4] * t320;
     const S t346 = t327 + t342;
-    w[33] = t346;
+    w[21] = t346;
     const S t347 = t330 - t343;
-    w[35] = t347;
+    w[22] = t347;
     const S t348 = t337 + t344;
-    w[36] = t348;
+    w[23] = t348;
     const S t349 = t340 - t345;
-    w[37] = t349;
+    w[44] = t349;
     const S t350 = t346 * 0.0305689;
     const S t351 = t347 * -3.5700000000000005e-06;
     const S t352 = t350 + t351;
@@ -1334,7 +1343,7 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
     const S t354 = t352 + t353;
     const S t355 = t349 * -0.12919999999999998;
     const S t356 = t354 + t355;
-    const S t357 = w[26] * 0.0357;
+    const S t357 = w[37] * 0.0357;
     const S t358 = t356 + t357;
     const S t359 = t346 * -3.5700000000000005e-06;
     const S t360 = t347 * 0.027819216999999997;
@@ -1343,7 +1352,7 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
     const S t363 = t361 + t362;
     const S t364 = t348 * 0.12919999999999998;
     const S t365 = t363 + t364;
-    const S t366 = w[26] * -0.00017;
+    const S t366 = w[37] * -0.00017;
     const S t367 = t365 + t366;
     const S t368 = t346 * -1.292e-05;
     const S t369 = t347 * -0.0027132000000000002;
@@ -1367,7 +1376,7 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
     const S t387 = t346 * 0.0357;
     const S t388 = t347 * -0.00017;
     const S t389 = t387 + t388;
-    const S t390 = w[26] * 1.7;
+    const S t390 = w[37] * 1.7;
     const S t391 = t389 + t390;
     const S t392 = t310 * 0.0305689;
     const S t393 = t313 * -3.5700000000000005e-06;
@@ -1376,7 +1385,7 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
     const S t396 = t394 + t395;
     const S t397 = t323 * -0.12919999999999998;
     const S t398 = t396 + t397;
-    const S t399 = w[27] * 0.0357;
+    const S t399 = w[30] * 0.0357;
     const S t400 = t398 - t399;
     const S t401 = t310 * -3.5700000000000005e-06;
     const S t402 = t313 * 0.027819216999999997;
@@ -1385,7 +1394,7 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
     const S t405 = t403 + t404;
     const S t406 = t320 * 0.12919999999999998;
     const S t407 = t405 + t406;
-    const S t408 = w[27] * -0.00017;
+    const S t408 = w[30] * -0.00017;
     const S t409 = t407 - t408;
     const S t410 = t310 * -1.292e-05;
     const S t411 = t313 * -0.0027132000000000002;
@@ -1409,7 +1418,7 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
     const S t429 = t310 * 0.0357;
     const S t430 = t313 * -0.00017;
     const S t431 = t429 + t430;
-    const S t432 = w[27] * 1.7;
+    const S t432 = w[30] * 1.7;
     const S t433 = t431 - t432;
     const S t434 = t313 * t418;
     const S t435 = t324 * t409;
@@ -1421,9 +1430,9 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
     const S t441 = t313 * t400;
     const S t442 = t440 - t441;
     const S t443 = t323 * t433;
-    const S t444 = w[27] * t428;
+    const S t444 = w[30] * t428;
     const S t445 = t443 + t444;
-    const S t446 = w[27] * t423;
+    const S t446 = w[30] * t423;
     const S t447 = -t446;
     const S t448 = t320 * t433;
     const S t449 = t447 - t448;
@@ -1443,17 +1452,17 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
     const S t463 = t313 * t423;
     const S t464 = t462 - t463;
     const S t465 = t358 + t453;
-    w[72] = t465;
+    w[45] = t465;
     const S t466 = t367 + t454;
-    w[73] = t466;
+    w[46] = t466;
     const S t467 = t376 + t455;
-    w[74] = t467;
+    w[47] = t467;
     const S t468 = t381 + t458;
-    w[75] = t468;
+    w[48] = t468;
     const S t469 = t386 + t461;
-    w[76] = t469;
+    w[49] = t469;
     const S t470 = t391 + t464;
-    w[77] = t470;
+    w[50] = t470;
     break;
   }
   default:
@@ -1462,69 +1471,69 @@ __host__ __device__ inline void rnea_s3(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s4(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s4(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t471 = rbd_cos(q[5]);
-    w[64] = t471;
-    const S t472 = rbd_sin(q[5]);
-    w[66] = t472;
-    const S t473 = w[28] * t471;
-    const S t474 = w[29] * t472;
+    S t472, t471;
+    rbd_sincos(q[5], t472, t471);
+    w[5] = t471;
+    w[7] = t472;
+    const S t473 = w[15] * t471;
+    const S t474 = w[19] * t472;
     const S t475 = t473 + t474;
-    w[38] = t475;
-    const S t476 = w[28] * t472;
-    const S t477 = w[29] * t471;
+    w[8] = t475;
+    const S t476 = w[15] * t472;
+    const S t477 = w[19] * t471;
     const S t478 = t477 - t476;
-    w[42] = t478;
-    const S t479 = 0.2155 * w[30];
-    const S t480 = 0.2155 * w[28];
-    const S t481 = w[31] + t479;
-    const S t482 = w[32] - t480;
-    w[41] = t482;
+    w[29] = t478;
+    const S t479 = 0.2155 * w[16];
+    const S t480 = 0.2155 * w[15];
+    const S t481 = w[17] + t479;
+    const S t482 = w[18] - t480;
+    w[31] = t482;
     const S t483 = t471 * t481;
-    const S t484 = w[27] * t472;
+    const S t484 = w[30] * t472;
     const S t485 = t483 - t484;
-    w[40] = t485;
+    w[32] = t485;
     const S t486 = t472 * t481;
     const S t487 = -t486;
-    const S t488 = w[27] * t471;
+    const S t488 = w[30] * t471;
     const S t489 = t487 - t488;
-    w[49] = t489;
-    const S t490 = v[5] - w[30];
-    w[39] = t490;
-    const S t491 = w[33] * t471;
-    const S t492 = w[34] * t472;
+    w[33] = t489;
+    const S t490 = v[5] - w[16];
+    w[34] = t490;
+    const S t491 = w[21] * t471;
+    const S t492 = w[20] * t472;
     const S t493 = t491 + t492;
-    const S t494 = w[33] * t472;
-    const S t495 = w[34] * t471;
+    const S t494 = w[21] * t472;
+    const S t495 = w[20] * t471;
     const S t496 = t495 - t494;
-    const S t497 = 0.2155 * w[35];
-    const S t498 = 0.2155 * w[33];
-    const S t499 = w[36] + t497;
-    const S t500 = w[37] - t498;
-    w[46] = t500;
+    const S t497 = 0.2155 * w[22];
+    const S t498 = 0.2155 * w[21];
+    const S t499 = w[23] + t497;
+    const S t500 = w[44] - t498;
+    w[35] = t500;
     const S t501 = t471 * t499;
-    const S t502 = w[26] * t472;
+    const S t502 = w[37] * t472;
     const S t503 = t501 + t502;
     const S t504 = t472 * t499;
-    const S t505 = w[26] * t471;
+    const S t505 = w[37] * t471;
     const S t506 = t505 - t504;
-    const S t507 = a[5] - w[35];
-    w[44] = t507;
+    const S t507 = a[5] - w[22];
+    w[36] = t507;
     const S t508 = v[5] * t478;
     const S t509 = v[5] * t475;
     const S t510 = v[5] * t489;
     const S t511 = v[5] * t485;
     const S t512 = t493 + t508;
-    w[43] = t512;
+    w[51] = t512;
     const S t513 = t496 - t509;
-    w[47] = t513;
+    w[52] = t513;
     const S t514 = t503 + t510;
-    w[45] = t514;
+    w[53] = t514;
     const S t515 = t506 - t511;
-    w[48] = t515;
+    w[54] = t515;
     const S t516 = t512 * 0.005000936;
     const S t517 = t515 * -0.00072;
     const S t518 = t516 + t517;
@@ -1609,17 +1618,17 @@ __host__ __device__ inline void rnea_s4(int tx, [[maybe_unused]] const S* __rest
     const S t597 = t478 * t561;
     const S t598 = t596 - t597;
     const S t599 = t520 + t587;
-    w[56] = t599;
+    w[55] = t599;
     const S t600 = t525 + t588;
-    w[57] = t600;
+    w[56] = t600;
     const S t601 = t530 + t589;
-    w[59] = t601;
+    w[57] = t601;
     const S t602 = t535 + t592;
-    w[60] = t602;
+    w[58] = t602;
     const S t603 = t538 + t595;
-    w[61] = t603;
+    w[59] = t603;
     const S t604 = t541 + t598;
-    w[63] = t604;
+    w[60] = t604;
     break;
   }
   default:
@@ -1628,48 +1637,48 @@ __host__ __device__ inline void rnea_s4(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s5(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s5(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea forward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t605 = rbd_cos(q[6]);
-    w[50] = t605;
-    const S t606 = rbd_sin(q[6]);
-    w[52] = t606;
-    const S t607 = w[38] * t605;
-    const S t608 = w[39] * t606;
+    S t606, t605;
+    rbd_sincos(q[6], t606, t605);
+    w[15] = t605;
+    w[16] = t606;
+    const S t607 = w[8] * t605;
+    const S t608 = w[34] * t606;
     const S t609 = t608 - t607;
-    const S t610 = w[38] * t606;
-    const S t611 = w[39] * t605;
+    const S t610 = w[8] * t606;
+    const S t611 = w[34] * t605;
     const S t612 = t610 + t611;
-    const S t613 = w[39] * 0.081;
-    const S t614 = w[38] * 0.081;
-    const S t615 = w[40] - t613;
-    const S t616 = t614 - w[41];
+    const S t613 = w[34] * 0.081;
+    const S t614 = w[8] * 0.081;
+    const S t615 = w[32] - t613;
+    const S t616 = t614 - w[31];
     const S t617 = t605 * t615;
     const S t618 = t606 * t616;
     const S t619 = t618 - t617;
     const S t620 = t606 * t615;
     const S t621 = t605 * t616;
     const S t622 = t620 + t621;
-    const S t623 = v[6] + w[42];
-    const S t624 = w[43] * t605;
-    const S t625 = w[44] * t606;
+    const S t623 = v[6] + w[29];
+    const S t624 = w[51] * t605;
+    const S t625 = w[36] * t606;
     const S t626 = t625 - t624;
-    const S t627 = w[43] * t606;
-    const S t628 = w[44] * t605;
+    const S t627 = w[51] * t606;
+    const S t628 = w[36] * t605;
     const S t629 = t627 + t628;
-    const S t630 = w[44] * 0.081;
-    const S t631 = w[43] * 0.081;
-    const S t632 = w[45] - t630;
-    const S t633 = t631 - w[46];
+    const S t630 = w[36] * 0.081;
+    const S t631 = w[51] * 0.081;
+    const S t632 = w[53] - t630;
+    const S t633 = t631 - w[35];
     const S t634 = t605 * t632;
     const S t635 = t606 * t633;
     const S t636 = t635 - t634;
     const S t637 = t606 * t632;
     const S t638 = t605 * t633;
     const S t639 = t637 + t638;
-    const S t640 = a[6] + w[47];
+    const S t640 = a[6] + w[52];
     const S t641 = v[6] * t612;
     const S t642 = v[6] * t609;
     const S t643 = v[6] * t622;
@@ -1691,7 +1700,7 @@ __host__ __device__ inline void rnea_s5(int tx, [[maybe_unused]] const S* __rest
     const S t659 = t645 * -0.006;
     const S t660 = t648 * 0.3;
     const S t661 = t659 + t660;
-    const S t662 = w[48] * 0.3;
+    const S t662 = w[54] * 0.3;
     const S t663 = t609 * 0.0011200000000000001;
     const S t664 = t622 * -0.006;
     const S t665 = t663 + t664;
@@ -1705,7 +1714,7 @@ __host__ __device__ inline void rnea_s5(int tx, [[maybe_unused]] const S* __rest
     const S t673 = t609 * -0.006;
     const S t674 = t622 * 0.3;
     const S t675 = t673 + t674;
-    const S t676 = w[49] * 0.3;
+    const S t676 = w[33] * 0.3;
     const S t677 = t612 * t669;
     const S t678 = t623 * t668;
     const S t679 = t677 - t678;
@@ -1716,9 +1725,9 @@ __host__ __device__ inline void rnea_s5(int tx, [[maybe_unused]] const S* __rest
     const S t684 = t612 * t665;
     const S t685 = t683 - t684;
     const S t686 = t622 * t676;
-    const S t687 = w[49] * t675;
+    const S t687 = w[33] * t675;
     const S t688 = t686 - t687;
-    const S t689 = w[49] * t672;
+    const S t689 = w[33] * t672;
     const S t690 = t619 * t676;
     const S t691 = t689 - t690;
     const S t692 = t619 * t675;
@@ -1737,18 +1746,18 @@ __host__ __device__ inline void rnea_s5(int tx, [[maybe_unused]] const S* __rest
     const S t705 = t612 * t672;
     const S t706 = t704 - t705;
     const S t707 = t651 + t695;
-    w[54] = t707;
+    w[17] = t707;
     const S t708 = t654 + t696;
-    w[55] = t708;
+    w[18] = t708;
     const S t709 = t655 + t697;
-    w[58] = t709;
+    w[19] = t709;
     tau[6] = t709;
     const S t710 = t658 + t700;
-    w[51] = t710;
+    w[20] = t710;
     const S t711 = t661 + t703;
-    w[53] = t711;
+    w[21] = t711;
     const S t712 = t662 + t706;
-    w[62] = t712;
+    w[22] = t712;
     break;
   }
   default:
@@ -1757,39 +1766,39 @@ __host__ __device__ inline void rnea_s5(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s6(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s6(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t713 = w[50] * w[51];
-    const S t714 = w[52] * w[53];
+    const S t713 = w[15] * w[20];
+    const S t714 = w[16] * w[21];
     const S t715 = t714 - t713;
-    const S t716 = w[52] * w[51];
-    const S t717 = w[50] * w[53];
+    const S t716 = w[16] * w[20];
+    const S t717 = w[15] * w[21];
     const S t718 = t716 + t717;
-    const S t719 = w[50] * w[54];
-    const S t720 = w[52] * w[55];
+    const S t719 = w[15] * w[17];
+    const S t720 = w[16] * w[18];
     const S t721 = t720 - t719;
-    const S t722 = w[52] * w[54];
-    const S t723 = w[50] * w[55];
+    const S t722 = w[16] * w[17];
+    const S t723 = w[15] * w[18];
     const S t724 = t722 + t723;
     const S t725 = 0.081 * t718;
     const S t726 = 0.081 * t715;
     const S t727 = t721 + t725;
     const S t728 = t724 - t726;
-    const S t729 = w[56] + t727;
-    w[68] = t729;
-    const S t730 = w[57] + w[58];
-    w[69] = t730;
-    const S t731 = w[59] + t728;
-    w[71] = t731;
+    const S t729 = w[55] + t727;
+    w[8] = t729;
+    const S t730 = w[56] + w[19];
+    w[23] = t730;
+    const S t731 = w[57] + t728;
+    w[29] = t731;
     tau[5] = t731;
-    const S t732 = w[60] + t715;
-    w[65] = t732;
-    const S t733 = w[61] + w[62];
-    w[67] = t733;
-    const S t734 = w[63] + t718;
-    w[70] = t734;
+    const S t732 = w[58] + t715;
+    w[30] = t732;
+    const S t733 = w[59] + w[22];
+    w[31] = t733;
+    const S t734 = w[60] + t718;
+    w[32] = t734;
     break;
   }
   default:
@@ -1798,39 +1807,39 @@ __host__ __device__ inline void rnea_s6(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s7(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s7(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t735 = w[64] * w[65];
-    const S t736 = w[66] * w[67];
+    const S t735 = w[5] * w[30];
+    const S t736 = w[7] * w[31];
     const S t737 = t735 - t736;
-    const S t738 = w[66] * w[65];
-    const S t739 = w[64] * w[67];
+    const S t738 = w[7] * w[30];
+    const S t739 = w[5] * w[31];
     const S t740 = t738 + t739;
-    const S t741 = w[64] * w[68];
-    const S t742 = w[66] * w[69];
+    const S t741 = w[5] * w[8];
+    const S t742 = w[7] * w[23];
     const S t743 = t741 - t742;
-    const S t744 = w[66] * w[68];
-    const S t745 = w[64] * w[69];
+    const S t744 = w[7] * w[8];
+    const S t745 = w[5] * w[23];
     const S t746 = t744 + t745;
-    const S t747 = 0.2155 * w[70];
+    const S t747 = 0.2155 * w[32];
     const S t748 = 0.2155 * t737;
     const S t749 = t743 + t747;
-    const S t750 = t748 - w[71];
-    const S t751 = w[72] + t749;
-    w[82] = t751;
-    const S t752 = w[73] + t750;
-    w[83] = t752;
-    const S t753 = w[74] + t746;
-    w[86] = t753;
+    const S t750 = t748 - w[29];
+    const S t751 = w[45] + t749;
+    w[15] = t751;
+    const S t752 = w[46] + t750;
+    w[16] = t752;
+    const S t753 = w[47] + t746;
+    w[17] = t753;
     tau[4] = t753;
-    const S t754 = w[75] + t737;
-    w[79] = t754;
-    const S t755 = w[76] - w[70];
-    w[81] = t755;
-    const S t756 = w[77] + t740;
-    w[90] = t756;
+    const S t754 = w[48] + t737;
+    w[18] = t754;
+    const S t755 = w[49] - w[32];
+    w[19] = t755;
+    const S t756 = w[50] + t740;
+    w[20] = t756;
     break;
   }
   default:
@@ -1839,39 +1848,39 @@ __host__ __device__ inline void rnea_s7(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s8(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s8(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t757 = w[78] * w[79];
-    const S t758 = w[80] * w[81];
+    const S t757 = w[6] * w[18];
+    const S t758 = w[14] * w[19];
     const S t759 = t758 - t757;
-    const S t760 = w[80] * w[79];
-    const S t761 = w[78] * w[81];
+    const S t760 = w[14] * w[18];
+    const S t761 = w[6] * w[19];
     const S t762 = t760 + t761;
-    const S t763 = w[78] * w[82];
-    const S t764 = w[80] * w[83];
+    const S t763 = w[6] * w[15];
+    const S t764 = w[14] * w[16];
     const S t765 = t764 - t763;
-    const S t766 = w[80] * w[82];
-    const S t767 = w[78] * w[83];
+    const S t766 = w[14] * w[15];
+    const S t767 = w[6] * w[16];
     const S t768 = t766 + t767;
     const S t769 = 0.1845 * t762;
     const S t770 = 0.1845 * t759;
     const S t771 = t765 + t769;
     const S t772 = t768 - t770;
-    const S t773 = w[84] + t771;
-    w[96] = t773;
-    const S t774 = w[85] + w[86];
-    w[97] = t774;
-    const S t775 = w[87] + t772;
-    w[99] = t775;
+    const S t773 = w[38] + t771;
+    w[5] = t773;
+    const S t774 = w[39] + w[17];
+    w[7] = t774;
+    const S t775 = w[40] + t772;
+    w[8] = t775;
     tau[3] = t775;
-    const S t776 = w[88] + t759;
-    w[93] = t776;
-    const S t777 = w[89] + w[90];
-    w[95] = t777;
-    const S t778 = w[91] + t762;
-    w[98] = t778;
+    const S t776 = w[41] + t759;
+    w[21] = t776;
+    const S t777 = w[42] + w[20];
+    w[22] = t777;
+    const S t778 = w[43] + t762;
+    w[23] = t778;
     break;
   }
   default:
@@ -1880,34 +1889,34 @@ __host__ __device__ inline void rnea_s8(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s9(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s9(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t779 = w[92] * w[93];
-    const S t780 = w[94] * w[95];
+    const S t779 = w[3] * w[21];
+    const S t780 = w[4] * w[22];
     const S t781 = t779 - t780;
-    const S t782 = w[92] * w[96];
-    const S t783 = w[94] * w[97];
+    const S t782 = w[3] * w[5];
+    const S t783 = w[4] * w[7];
     const S t784 = t782 - t783;
-    const S t785 = w[94] * w[96];
-    const S t786 = w[92] * w[97];
+    const S t785 = w[4] * w[5];
+    const S t786 = w[3] * w[7];
     const S t787 = t785 + t786;
-    const S t788 = 0.2155 * w[98];
+    const S t788 = 0.2155 * w[23];
     const S t789 = 0.2155 * t781;
     const S t790 = t784 + t788;
-    const S t791 = t789 - w[99];
-    const S t792 = w[100] + t790;
-    w[109] = t792;
-    const S t793 = w[101] + t791;
-    w[110] = t793;
-    const S t794 = w[102] + t787;
-    w[113] = t794;
+    const S t791 = t789 - w[8];
+    const S t792 = w[24] + t790;
+    w[6] = t792;
+    const S t793 = w[25] + t791;
+    w[14] = t793;
+    const S t794 = w[26] + t787;
+    w[15] = t794;
     tau[2] = t794;
-    const S t795 = w[103] + t781;
-    w[106] = t795;
-    const S t796 = w[104] - w[98];
-    w[108] = t796;
+    const S t795 = w[27] + t781;
+    w[16] = t795;
+    const S t796 = w[28] - w[23];
+    w[17] = t796;
     break;
   }
   default:
@@ -1916,31 +1925,31 @@ __host__ __device__ inline void rnea_s9(int tx, [[maybe_unused]] const S* __rest
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s10(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s10(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t797 = w[105] * w[106];
-    const S t798 = w[107] * w[108];
+    const S t797 = w[12] * w[16];
+    const S t798 = w[13] * w[17];
     const S t799 = t798 - t797;
-    const S t800 = w[107] * w[106];
-    const S t801 = w[105] * w[108];
+    const S t800 = w[13] * w[16];
+    const S t801 = w[12] * w[17];
     const S t802 = t800 + t801;
-    const S t803 = w[105] * w[109];
-    const S t804 = w[107] * w[110];
+    const S t803 = w[12] * w[6];
+    const S t804 = w[13] * w[14];
     const S t805 = t804 - t803;
-    const S t806 = w[107] * w[109];
-    const S t807 = w[105] * w[110];
+    const S t806 = w[13] * w[6];
+    const S t807 = w[12] * w[14];
     const S t808 = t806 + t807;
     const S t809 = 0.2045 * t802;
     const S t810 = 0.2045 * t799;
     const S t811 = t805 + t809;
     const S t812 = t808 - t810;
-    const S t813 = w[111] + t811;
-    w[116] = t813;
-    const S t814 = w[112] + w[113];
-    w[118] = t814;
-    const S t815 = w[114] + t812;
+    const S t813 = w[9] + t811;
+    w[3] = t813;
+    const S t814 = w[10] + w[15];
+    w[4] = t814;
+    const S t815 = w[11] + t812;
     tau[1] = t815;
     break;
   }
@@ -1950,14 +1959,14 @@ __host__ __device__ inline void rnea_s10(int tx, [[maybe_unused]] const S* __res
 }
 
 template <typename S>
-__host__ __device__ inline void rnea_s11(int tx, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
-  switch (tx) {
+__host__ __device__ inline void rnea_s11(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
   case 0: {
     // ---- rnea backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t816 = w[115] * w[116];
-    const S t817 = w[117] * w[118];
+    const S t816 = w[2] * w[3];
+    const S t817 = w[1] * w[4];
     const S t818 = t816 + t817;
-    const S t819 = w[119] + t818;
+    const S t819 = w[0] + t818;
     tau[0] = t819;
     break;
   }

@@ -5,12 +5,20 @@
   one block are one contiguous stretch of memory), runs the per-state straight-line function,
   and writes its outputs back through shared memory the same way. Arrays too large to stage
   (shared memory > 48 KiB for 32 states) are read and written in place.
-* **block** — ``lanes`` threads cooperate on one state (``states_per_block`` states per
-  block). The kernel's statements are level-scheduled (:mod:`rbdgen.ir.schedule`): tasks of a
-  stage (bodies of one tree level, branches, gradient columns) run on different threads, a
-  barrier separates stages, and values that cross threads live in a per-state workspace in
-  shared memory (or global memory when it does not fit). The dense ``−M⁻¹ ∂τ/∂u`` products of
-  ∇FD are shared out one element per thread.
+* **block** — ``lanes`` threads cooperate on each state, and the lanes of a warp hold *different
+  states running the same code*: a block is ``blockDim = (32 states, lanes)``, ``threadIdx.x``
+  the state and ``threadIdx.y`` the lane, so each warp is one lane of 32 states. The kernel's
+  statements are level-scheduled (:mod:`rbdgen.ir.schedule`): tasks of a stage (bodies of one
+  tree level, branches, gradient columns) go to different lanes — different warps, which the
+  SM's four schedulers run side by side, not one after another as divergent paths of one warp
+  would be — a barrier separates stages, and values that cross lanes live in a per-state
+  workspace in shared memory (or global memory when it does not fit), whose dead slots are
+  reused. The dense ``−M⁻¹ ∂τ/∂u`` products of ∇FD are shared out one element per lane.
+
+Which shape a launch takes (``shape="auto"``) follows :func:`warp_model`: the block shape
+shortens one state's latency by its predicted speed-up, and pays when the thread shape cannot
+give every warp scheduler of the GPU a warp (fewer than 4 × SMs × 32 states); see
+``docs/cuda.md``.
 
 Every piece of per-state math is a ``__host__ __device__`` function, and each ``__global__``
 kernel is only a sequence of calls to such functions separated by barriers. The same sequence
@@ -32,16 +40,28 @@ from .base import check_dtype, DTYPES, OPT, Option, Sources, Target, check_opt, 
 from .printer import DEFAULT_PART_SIZE, SPLIT_ABOVE, Dialect, print_epilogue_shared, print_kernel
 from .render import render
 
-CUDA = Dialect("cuda")
+CUDA = Dialect("cuda", sincos="rbd_sincos")
 
 #: shared memory a block may take without opting in (every GPU since Kepler)
 SHARED_LIMIT = 48 * 1024
 #: threads per block in the thread shape (fewer when the staged arrays do not fit)
 THREAD_TILE = 128
-#: threads per state in the block shape, at most
-MAX_LANES = 64
-#: threads per block the block shape aims at (states_per_block = this // lanes)
-BLOCK_THREADS = 128
+#: lanes per state in the block shape, at most: 32 states × 16 lanes = 512 threads a block,
+#: which leaves ptxas 128 registers per thread (at 1024 threads it has 64 and spills); more
+#: lanes than the SM's 4 schedulers only help while a stage has more tasks than lanes anyway
+MAX_LANES = 16
+#: states per block of the block shape: one warp's worth, so a warp is one lane of 32 states
+WARP = 32
+#: warp schedulers per SM (every NVIDIA GPU since Maxwell): warps of one block beyond this many
+#: share issue slots
+SCHEDULERS = 4
+#: the block shape is chosen by auto only when it predicts at least this speed-up of one state
+BLOCK_MIN_SPEEDUP = 1.5
+#: per-thread scratch (local memory) above which auto does not choose the thread shape, and
+#: above which the thread shape is not generated at all (the driver reserves local memory for
+#: every thread the GPU can hold: 16 KiB × 2048 × 132 SMs = 4.4 GB on an H100)
+THREAD_LOCAL_PREFER = 1024
+THREAD_LOCAL_LIMIT = 16 * 1024
 SHAPES = {"auto": 0, "thread": 1, "block": 2}
 
 
@@ -61,19 +81,54 @@ def _signature(ins, outs, scalar, maybe_unused=False):
                      + [f"{mu}{scalar}* __restrict {a.name}" for a in outs])
 
 
-def _thread_layout(arrays, nbytes):
-    """Tile layout of the thread shape: per-state stride (odd, so that threads reading the
-    same offset of consecutive states hit different shared-memory banks), offsets, and the
-    number of states per block; tile = 0 means arrays are used in place."""
-    stride = sum(a.size for a in arrays) | 1
-    offs, o = {}, 0
-    for a in arrays:
-        offs[a.name] = o
-        o += a.size
+def _thread_layout(ins, outs, nbytes):
+    """Tile layout of the thread shape: which arrays are staged through shared memory, the
+    per-state stride (odd, so that threads reading the same offset of consecutive states hit
+    different shared-memory banks), their offsets, and the states per block. Of 128, 64 or 32
+    states with inputs and outputs staged, or inputs only (outputs written in place), the
+    layout an SM holds most states of, assuming 128 registers a thread (what the unrolled
+    kernels take); ties go to staging the outputs too, then to larger tiles. tile = 0: nothing
+    fits in 48 KiB, arrays used in place."""
+    from .cuda_resources import H100, occupancy
+
+    best = None
     for tile in (THREAD_TILE, 64, 32):
-        if tile * stride * nbytes <= SHARED_LIMIT:
-            return tile, stride, offs
-    return 0, stride, offs
+        for staged in (list(ins) + list(outs), list(ins)):
+            stride = sum(a.size for a in staged) | 1
+            if tile * stride * nbytes > SHARED_LIMIT:
+                continue
+            resident = occupancy(H100, tile, 128, tile * stride * nbytes)["blocks"] * tile
+            key = (resident, len(staged) > len(ins), tile)
+            if best is None or key > best[0]:
+                offs, o = {}, 0
+                for a in staged:
+                    offs[a.name] = o
+                    o += a.size
+                best = (key, (tile, stride, offs, len(staged) > len(ins)))
+    return best[1] if best else (0, 1, {}, False)
+
+
+def warp_model(sched, total: int, epilogue_ops: int = 0, states_per_block: int = WARP) -> dict:
+    """Predicted latency of one state in the block shape, in warp-instruction issue slots,
+    against the thread shape (one thread does all ``total`` + ``epilogue_ops`` statements).
+    A warp holds ``32 / states_per_block`` consecutive lanes of its states (one lane when a
+    block has 32 states); the cases of the lanes in one warp run one after another (divergence),
+    different warps side by side. A stage lasts as long as its busiest warp, but no less than its
+    work divided over the SM's ``SCHEDULERS`` warp schedulers; the dense epilogue is shared out
+    over the lanes likewise. ``speedup_old``: the earlier layout, where all lanes of a state
+    were threads of one warp (a stage took the sum of its lanes' work) — kept to show what the
+    layout changed."""
+    group = max(1, WARP // states_per_block)
+    new = old = 0
+    for loads in sched.lane_loads:
+        warps = [sum(loads[g:g + group]) for g in range(0, len(loads), group)]
+        new += max(max(warps), -(-sum(loads) // SCHEDULERS))
+        old += sum(loads)
+    lanes = max(sched.lanes, 1)
+    new += -(-epilogue_ops // min(-(-lanes // group), SCHEDULERS))
+    old += epilogue_ops
+    work = total + epilogue_ops
+    return {"slots": new, "speedup": work / max(new, 1), "speedup_old": work / max(old, 1)}
 
 
 def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: bool = True,
@@ -96,6 +151,8 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
         shape = registry.get(k).gpu_shape  # the kernel's preferred launch shape
         sched = level_schedule(kernel, max_lanes=max_lanes)
         counts = kernel.op_counts()
+        n_ops = sum(map(sum, sched.lane_loads))
+        epi_ops = sum(mm.n * mm.m * (2 * mm.k - 1) for mm in kernel.post)
         api_k = None
         for dtype in dtypes:
             tag, ctype = DTYPES[dtype]
@@ -103,27 +160,35 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
             if progress:
                 progress(f"printing {k} ({dtype})")
             pt = print_kernel(kernel, dtype, CUDA, part_size=part_size)
-            pb = print_kernel(kernel, dtype, CUDA, partition=sched.part, epilogue=False)
-            epi = print_epilogue_shared(kernel, pb, dtype, CUDA, "tx", "LANES")
+            pb = print_kernel(kernel, dtype, CUDA, partition=sched.part, epilogue=False,
+                              part_stage=[st for st, _ in sched.pieces])
+            epi = print_epilogue_shared(kernel, pb, dtype, CUDA, "lane", "LANES")
             ins, outs = pt.inputs, pt.outputs
             arrays = list(ins) + list(outs)
-            tile, stride, offs = _thread_layout(arrays, nbytes)
+            tile, stride, offs, staged_out = _thread_layout(ins, outs, nbytes)
+            host_offs, o = {}, 0  # the arrays' places in one device buffer (numpy entry point)
+            for a in arrays:
+                host_offs[a.name] = o
+                o += a.size
+            # the thread shape's scratch is per-thread local memory: past the limit there is none
+            thread_ok = pt.scratch * nbytes <= THREAD_LOCAL_LIMIT
             # block shape: stages of pieces; states per block and where the workspace lives
             stages = [[] for _ in range(sched.n_stages)]
-            for p, (s, lane) in enumerate(sched.pieces):
-                stages[s].append({"lane": lane, "lines": pb.parts[p].lines})
+            for p, (st, lane) in enumerate(sched.pieces):
+                stages[st].append({"lane": lane, "lines": pb.parts[p].lines})
             lanes = sched.lanes
             # per state: the workspace, then a copy of the inputs (the state, kept in shared
-            # memory next to the values the threads exchange) when it all fits in shared memory
+            # memory next to the values the threads exchange) when 32 states (else 16, 8: a warp
+            # then holds 2 or 4 lanes) fit in shared memory; odd stride: no bank conflicts
             n_in = sum(a.size for a in ins)
-            spb = max(1, BLOCK_THREADS // lanes)
-            scr_b = pb.scratch + n_in
-            while spb > 1 and spb * scr_b * nbytes > SHARED_LIMIT:
+            scr_b = (pb.scratch + n_in) | 1
+            spb = WARP
+            while spb > 8 and spb * scr_b * nbytes > SHARED_LIMIT:
                 spb //= 2
             ws_shared = spb * scr_b * nbytes <= SHARED_LIMIT
             if not ws_shared:  # global workspace: the inputs are read where they are
-                scr_b = pb.scratch
-            scr_b = max(scr_b, 1)
+                spb, scr_b = WARP, max(pb.scratch, 1)
+            model_w = warp_model(sched, n_ops, epi_ops, spb)
             in_off, o = {}, pb.scratch
             for a in ins:
                 in_off[a.name] = o
@@ -137,17 +202,24 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
                 "name": k, "doc": kernel.doc, "inputs": ins, "outputs": outs, "arrays": arrays, "counts": counts,
                 "t_parts": pt.parts, "t_body": pt.body, "t_scratch": pt.scratch, "n_statements": pt.n_statements,
                 "sig": _signature(ins, outs, "S"), "sig_mu": _signature(ins, outs, "S", True),
+                "in_sig_mu": _signature(ins, [], "S", True), "out_sig": _signature([], outs, "S"),
                 "c_sig": _signature(ins, outs, ctype), "call": ", ".join(a.name for a in arrays),
-                "tile": tile, "stride": stride, "offs": offs, "tile_bytes": tile * stride * nbytes,
+                "tile": tile, "stride": stride, "toffs": offs, "offs": host_offs, "tile_bytes": tile * stride * nbytes,
+                "staged_out": staged_out, "thread_ok": thread_ok,
+                "thread_pref": 0 if not thread_ok else (2 if pt.scratch * nbytes > THREAD_LOCAL_PREFER else 1),
+                "t_args": ", ".join(f"s + {offs[a.name]}" if a.name in offs else f"{a.name} + i * {a.size}"
+                                    for a in arrays),
+                "in_call": ", ".join(a.name for a in ins), "out_call": ", ".join(a.name for a in outs),
+                "staged_desc": " and ".join(x for x in ("inputs", "outputs" if staged_out else "") if x),
                 "stages": stages, "epilogue": epi, "phases": phases, "lanes": lanes, "spb": spb,
                 "b_scratch": scr_b, "ws_shared": ws_shared, "n_stages": sched.n_stages, "width": sched.width,
                 "critical_ops": sched.critical_ops, "block_threads": lanes * spb, "block_scratch": spb * scr_b,
-                "state_size": sum(a.size for a in arrays),
+                "state_size": sum(a.size for a in arrays), "n_in": n_in,
+                "speedup": model_w["speedup"], "speedup_pct": int(round(100 * model_w["speedup"])),
                 # long stage functions stay out of line, as the printer splits long kernels
-                "stage_inline": "__noinline__" if pt.n_statements > SPLIT_ABOVE else "inline", "default_shape": 1 if shape == "thread" else 2,
+                "stage_inline": "__noinline__" if pt.n_statements > SPLIT_ABOVE else "inline",
+                "default_shape": 1 if shape == "thread" and thread_ok else 2,
                 "state_args": ", ".join(b_args), "emu_args": ", ".join(b_emu), "in_off": in_off,
-                "load_args": ", ".join(f"{a.name} + c * {a.size}" for a in ins),
-                "load_emu_args": ", ".join(f"{a.name} + i * {a.size}" for a in ins),
                 "direct_args": ", ".join(f"{a.name} + i * {a.size}" for a in arrays),
             }
             ctx = dict(banner=banner, robot=robot, dtype=dtype, ctype=ctype, tag=tag, prefix=prefix,
@@ -161,9 +233,13 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
             info.setdefault(k, {})[dtype] = {
                 "lanes": lanes, "states_per_block": spb, "stages": sched.n_stages, "width": sched.width,
                 "thread_tile": tile, "workspace": "shared" if ws_shared else "global",
+                "thread_tile_bytes": tile * stride * nbytes, "block_threads": lanes * spb,
+                "block_shared_bytes": spb * scr_b * nbytes if ws_shared else 0,
                 "scratch_thread": pt.scratch, "scratch_block": pb.scratch, "counts": counts,
                 "inputs": [(a.name, a.size) for a in ins], "outputs": [(a.name, tuple(a.shape)) for a in outs],
-                "default_shape": shape, "doc": kernel.doc, "source": src,
+                "default_shape": shape if thread_ok else "block", "doc": kernel.doc, "source": src,
+                "speedup": model_w["speedup"], "speedup_old": model_w["speedup_old"], "thread_shape": thread_ok,
+                "outputs_staged": staged_out,
             }
             if api_k is None:
                 api_k = {"name": k, "doc": kernel.doc, "inputs": ins, "outputs": outs, "c_sig": {}}
@@ -180,11 +256,15 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
     return GeneratedCuda(prefix, files, sources, headers, header, info)
 
 
-def schedule_table(model: RobotModel, kernels=None, max_lanes: int = MAX_LANES, progress=None) -> list[dict]:
-    """Per kernel, what the block shape does with one state: threads, stages (barriers),
+def schedule_table(model: RobotModel, kernels=None, max_lanes: int = MAX_LANES, progress=None,
+                   gen: GeneratedCuda | None = None, dtype: str = "float64") -> list[dict]:
+    """Per kernel, what the block shape does with one state: lanes, stages (barriers),
     independent tasks in the widest stage, the statements on the critical path through the
-    stages (the busiest thread of each stage, summed), and the bound on the speed-up over one
-    thread that follows (total / critical). Dense epilogues are not counted."""
+    stages (the busiest lane of each stage, summed), the bound on the speed-up over one thread
+    that follows (total / critical; dense epilogues not counted), and the speed-up the warp
+    model predicts (:func:`warp_model`; the epilogue counted) for this layout and, for
+    comparison, for the earlier one that put a state's lanes in one warp. The states per block
+    are those of ``gen`` (generated sources) where given, else 32."""
     rows = []
     for k in registry.applicable(model, kernels):
         if progress:
@@ -192,21 +272,31 @@ def schedule_table(model: RobotModel, kernels=None, max_lanes: int = MAX_LANES, 
         kernel = registry.trace(model, k)
         s = level_schedule(kernel, max_lanes=max_lanes)
         total = sum(1 for n in kernel.live_nodes() if n.op not in ("const", "input"))
+        epi = sum(mm.n * mm.m * (2 * mm.k - 1) for mm in kernel.post)
+        spb = gen.kernels[k][dtype]["states_per_block"] if gen is not None else WARP
+        wm = warp_model(s, total, epi, spb)
         rows.append({"kernel": k, "statements": total, "lanes": s.lanes, "stages": s.n_stages, "width": s.width,
                      "critical": s.critical_ops, "speedup_bound": total / max(s.critical_ops, 1),
+                     "speedup": wm["speedup"], "speedup_old": wm["speedup_old"], "states_per_block": spb,
                      "default_shape": registry.get(k).gpu_shape})
     return rows
 
 
 def format_schedule_table(rows: list[dict]) -> str:
-    head = ("kernel", "statements", "threads", "stages", "widest", "critical", "bound", "default shape")
+    head = ("kernel", "statements", "lanes", "stages", "widest", "critical", "bound", "states/block", "predicted",
+            "one-warp layout")
     table = [head] + [(r["kernel"], str(r["statements"]), str(r["lanes"]), str(r["stages"]), str(r["width"]),
-                       str(r["critical"]), f"{r['speedup_bound']:.1f}x", r["default_shape"]) for r in rows]
-    lines = ["cuda block shape (one state on cooperating threads): threads per state, stages (= barriers), "
-             "independent tasks in the widest stage, statements on the critical path (busiest thread per "
-             "stage), and the speed-up bound over one thread (statements / critical; barriers and memory "
-             "not counted)", ""]
-    return "\n".join(lines + text_table(table, left=(0, len(head) - 1)))
+                       str(r["critical"]), f"{r['speedup_bound']:.1f}x", str(r["states_per_block"]),
+                       f"{r['speedup']:.2f}x",
+                       f"{r['speedup_old']:.2f}x") for r in rows]
+    lines = ["cuda block shape (one state on cooperating lanes, each lane a warp of 32 states): lanes per state, "
+             "stages (= barriers), independent tasks in the widest stage, statements on the critical path "
+             "(busiest lane per stage), the speed-up bound over one thread (statements / critical), states per "
+             "block, and the speed-up of one state's latency the warp model predicts (a warp holds 32 / states "
+             "lanes, run one after another; a stage lasts as long as its busiest warp and no less than its work "
+             f"over the SM's {SCHEDULERS} warp schedulers; dense products shared out likewise) — beside it, the same model for a layout with a state's lanes in one warp, whose "
+             "divergent cases run one after another", ""]
+    return "\n".join(lines + text_table(table, left=(0,)))
 
 
 class CudaTarget(Target):
@@ -217,9 +307,10 @@ class CudaTarget(Target):
     options = (
         OPT,
         Option("arch", "--arch", "cuda: GPU architecture(s), e.g. sm_90 or 80,90 (default: the GPUs found, "
-               "else sm_80 and sm_90)", ("compile",), {"metavar": "SM"}),
-        Option("nvcc", "--nvcc", "cuda: the nvcc to use (default: $NVCC, else the one `make` installs)", ("compile",),
-               {"metavar": "PATH"}),
+               "else sm_80 and sm_90); inspect --cost: the one the resource report is for (sm_80 or sm_90, "
+               "default sm_90)", ("compile", "cost"), {"metavar": "SM"}),
+        Option("nvcc", "--nvcc", "cuda: the nvcc to use (default: $NVCC, else the one `make` installs)",
+               ("compile", "cost"), {"metavar": "PATH"}),
         Option("werror", "", "cuda: warnings are errors (as in CI)", ("compile",)),
         Option("emulate", "--emulate", "cuda: run the GPU program on the CPU (no GPU needed)", ("run",),
                {"is_flag": True}),
@@ -236,7 +327,8 @@ class CudaTarget(Target):
         info = {"header": gen.header, "sources": gen.sources, "headers": gen.headers,
                 "library": gen.prefix + "_cuda" + ("" if fold else "_dense"),
                 "launch": {k: {d: {x: i[d][x] for x in ("lanes", "states_per_block", "stages", "width",
-                                                         "thread_tile", "workspace", "default_shape")}
+                                                         "thread_tile", "workspace", "default_shape",
+                                                         "thread_shape", "speedup")}
                                for d in dtypes} for k, i in gen.kernels.items()}}
         return Sources(self.name, gen.prefix, dict(gen.files), entries, info, tuple(dtypes))
 
@@ -263,8 +355,15 @@ class CudaTarget(Target):
         return ("cuda" + (" (emulated on the CPU)" if options.get("emulate") else "")
                 + f", {options.get('opt') or '-O3'}" + (f", arch {options['arch']}" if options.get("arch") else ""))
 
-    def cost_sections(self, model, kernels, *, dtype=None, progress=None):
-        return [format_schedule_table(schedule_table(model, kernels, progress=progress))]
+    def cost_sections(self, model, kernels, *, dtype=None, progress=None, arch=None, nvcc=None, opt=None):
+        from .cuda_resources import format_resources, gpu_for, kernel_resources
+
+        dtype = dtype or "float64"
+        gpu = gpu_for(arch)
+        gen = generate_cuda(model, dtypes=(dtype,), kernels=kernels, progress=progress)
+        rows = kernel_resources(gen, dtype, gpu=gpu, nvcc=nvcc, opt=check_opt(opt or "-O3"), progress=progress)
+        return [format_schedule_table(schedule_table(model, kernels, progress=progress, gen=gen, dtype=dtype)),
+                format_resources(rows, gpu, dtype)]
 
 
 register(CudaTarget())

@@ -42,7 +42,7 @@ from .render import render
 #: dense products summed in local accumulators, every output port written once and never read
 HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})", zero="S(0.0)", sincos="rbd_sincos",
               op_spelling={"div": "rbd_div({0}, {1}, dz)"}, extra_args=", dz", epilogue="dot",
-              epilogue_inner_pragma="#pragma HLS UNROLL")
+              epilogue_inner_pragma="#pragma HLS UNROLL", reuse_workspace=False)
 #: the "dot" epilogue's element loop in a design that is not pipelined as a whole: one element
 #: per cycle, its k products unrolled (k multipliers; the inner loop's UNROLL says so, though
 #: PIPELINE implies it); with --ii the whole function is pipelined and the tool unrolls every

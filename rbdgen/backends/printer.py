@@ -61,6 +61,11 @@ class Dialect:
     #: element loop is unrolled entirely)
     epilogue_row_pragma: str = ""
     epilogue_inner_pragma: str = ""
+    #: values passed between parts share workspace slots once dead (interval colouring of their
+    #: live ranges): the workspace holds the most values live at once, not every value that
+    #: crosses a part boundary. Off for HLS, where a shared slot would be a false dependency
+    #: between operations the tool could otherwise schedule side by side.
+    reuse_workspace: bool = True
 
 
 def literal(x: float, dtype: str, dialect: Dialect) -> str:
@@ -105,14 +110,40 @@ def _block_comment(b: Block, dialect: Dialect) -> str:
     return f"{dialect.comment} ---- {b.phase}: body {b.body} {esc.comment(b.label)}, tree level {b.level}"
 
 
+def _share_slots(crossing: list, defined: dict, last_use: dict) -> dict:
+    """Workspace slot of each value in ``crossing`` (ids in creation order): a value is live
+    from ``defined[id]`` to ``last_use[id]`` (times in execution order) and may take the slot of
+    one whose last read came strictly before its definition. Greedy in order of definition,
+    smallest free slot first: optimal for intervals (as many slots as values live at once)."""
+    import heapq
+
+    slot: dict[int, int] = {}
+    active: list[tuple[int, int]] = []  # (last use, slot)
+    free: list[int] = []
+    n_slots = 0
+    for v in sorted(crossing, key=lambda v: (defined[v], v)):
+        while active and active[0][0] < defined[v]:
+            heapq.heappush(free, heapq.heappop(active)[1])
+        if free:
+            s = heapq.heappop(free)
+        else:
+            s, n_slots = n_slots, n_slots + 1
+        slot[v] = s
+        heapq.heappush(active, (last_use[v], s))
+    return slot
+
+
 def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = DEFAULT_PART_SIZE,
-                 scalar: str = "S", partition: dict | None = None, epilogue: bool = True) -> PrintedKernel:
+                 scalar: str = "S", partition: dict | None = None, epilogue: bool = True,
+                 part_stage: list | None = None) -> PrintedKernel:
     """Print ``kernel``. By default long kernels are cut into sequential parts of ``part_size``
     statements. ``partition`` (node id → part index, every index used) instead assigns each
     statement to a part chosen by the caller, e.g. the (stage, thread) pieces of a
     :func:`~rbdgen.ir.schedule.level_schedule`; either way a value used by another part than
     its own passes through ``w``. ``epilogue=False`` leaves the dense ``post`` products to the
-    caller (a backend that runs them on several threads)."""
+    caller (a backend that runs them on several threads). ``part_stage[p]`` is the step at
+    which part ``p`` of a ``partition`` runs (parts of one step may run at once, steps one after
+    another): with it, dead workspace slots are reused as in the sequential case."""
     live = kernel.live_nodes()
     ops = [n for n in live if n.op not in ("const", "input")]
     hoisted: set[int] = set()
@@ -141,9 +172,20 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             for a in n.args:
                 if a.id in part_of and part_of[a.id] != part_of[n.id] and a.id not in ws_slot:
                     ws_slot[a.id] = len(ws_slot)
+    if ws_slot and dialect.reuse_workspace and (partition is None or part_stage is not None):
+        # execution time of each statement: its place in the printed order (parts run one after
+        # another), or the step of its part
+        when = ({n.id: i for i, n in enumerate(ops)} if partition is None
+                else {n.id: part_stage[part_of[n.id]] for n in ops})
+        last: dict[int, int] = {}
+        for n in ops:
+            for a in n.args:
+                if a.id in ws_slot:
+                    last[a.id] = max(last.get(a.id, -1), when[n.id])
+        ws_slot = _share_slots(list(ws_slot), when, last)
     # temps (arrays read by the epilogue only) live in the scratch array after the workspace
     temp_base: dict[str, int] = {}
-    scratch = len(ws_slot)
+    scratch = max(ws_slot.values(), default=-1) + 1
     for spec, _ in kernel.temps:
         temp_base[spec.name] = scratch
         scratch += spec.size

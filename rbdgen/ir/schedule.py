@@ -31,6 +31,7 @@ class Schedule:
     pieces: list
     width: int          # most tasks in one stage (the parallelism on offer)
     ops_per_stage: list  # ops of the busiest lane in each stage (the stage's latency)
+    lane_loads: list = None  # per stage, the ops of each lane (0 where a lane has none)
 
     @property
     def critical_ops(self) -> int:
@@ -67,6 +68,7 @@ def level_schedule(kernel: Kernel, max_lanes: int = 64) -> Schedule:
     part: dict[int, int] = {}
     pieces: list[tuple[int, int]] = []
     ops_per_stage = []
+    lane_loads: list[list[int]] = []
     for s, ts in enumerate(by_stage):
         load = [0] * lanes
         lane_of: dict[int, int] = {}
@@ -76,6 +78,7 @@ def level_schedule(kernel: Kernel, max_lanes: int = 64) -> Schedule:
             lane_of[t] = lane
             load[lane] += len(tasks[t])
         ops_per_stage.append(max(load))
+        lane_loads.append(load)
         piece_of_lane = {}
         for lane in sorted(set(lane_of.values())):
             piece_of_lane[lane] = len(pieces)
@@ -83,7 +86,7 @@ def level_schedule(kernel: Kernel, max_lanes: int = 64) -> Schedule:
         for t in ts:
             for n in tasks[t]:
                 part[n.id] = piece_of_lane[lane_of[t]]
-    return Schedule(lanes, n_stages, part, pieces, width, ops_per_stage)
+    return Schedule(lanes, n_stages, part, pieces, width, ops_per_stage, lane_loads)
 
 
 @dataclass(frozen=True)

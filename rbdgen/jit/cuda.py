@@ -262,6 +262,14 @@ class _Emulated:
         self.methods = {}
         for name, ki in owner.info.items():
             sh = ki.get("default_shape", "block") if shape == "default" else shape
+            if sh == "thread" and not ki.get("thread_shape", True):
+                # this kernel has no thread shape: its method says so when called
+                def refuse(*_a, _name=name, **_k):
+                    raise ValueError(_NO_THREAD.format(name=_name))
+
+                self.methods[name] = refuse
+                setattr(self, name, refuse)
+                continue
             f = getattr(lib, f"{pre}_{name}_{tag}_emulate_{sh}")
             single = functools.partial(f, 1)
             self.methods[name] = _Method(self, name, single, f, ki["inputs"], ki["outputs"])
@@ -269,6 +277,10 @@ class _Emulated:
         from .frames import install
 
         install(self)  # by-name frame and contact methods
+
+
+_NO_THREAD = ("{name}: no thread shape (one state per thread would need more local memory per thread than "
+              "rbdgen allows, see docs/cuda.md); use shape='block' or 'auto'")
 
 
 def _cai(x):
@@ -344,6 +356,7 @@ class _CudaMethod:
         self.owner, self.name = owner, name
         self.inputs = ki["inputs"]
         self.outputs = ki["outputs"]
+        self.has_thread_shape = ki.get("thread_shape", True)
         tag, pre = owner._tag, owner.prefix
         self._launch = getattr(owner._lib, f"{pre}_{name}_{tag}_launch")
         host = getattr(owner._lib, f"{pre}_{name}_{tag}_host")
@@ -363,6 +376,8 @@ class _CudaMethod:
     def __call__(self, *args, out=None, stream=None, shape: str = "auto"):
         if shape not in SHAPES:
             raise ValueError(f"{self.name}: shape must be one of {', '.join(SHAPES)}, got {shape!r}")
+        if shape == "thread" and not self.has_thread_shape:
+            raise ValueError(_NO_THREAD.format(name=self.name))
         if any(_cai(x) is not None or _dlpack_on_gpu(x) for x in args):
             return self._device(args, out, stream, SHAPES[shape])
         if stream is not None:
