@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: demo test test-gpu bench bench-cuda bench-hls bench-hls-budget bench-scan clean venv generated
+.PHONY: demo test test-gpu sanitize-gpu bench bench-cuda bench-hls bench-hls-budget bench-scan clean venv generated
 
 venv: $(STAMP)
 
@@ -40,6 +40,18 @@ test: $(STAMP)
 test-gpu: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[gpu]'
 	RBDGEN_REQUIRE_GPU=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -m gpu $(PYTEST_ARGS)
+
+# on a machine with an NVIDIA GPU: compute-sanitizer (NVIDIA's wheel, installed here) runs the GPU
+# tests of SANITIZE_TESTS (default: the iiwa, every kernel and shape; the tools slow kernels
+# 10-100x) under memcheck, racecheck and synccheck; any report fails the run
+SANITIZE_TESTS ?= -m gpu -k iiwa14
+SANITIZER = $$($(PY) -c "import nvidia, pathlib; print(next(p for r in nvidia.__path__ for p in [pathlib.Path(r) / 'cu13' / 'bin' / 'compute-sanitizer'] if p.exists()))")
+sanitize-gpu: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[gpu]' nvidia-cuda-sanitizer-api
+	for tool in memcheck racecheck synccheck; do \
+	  echo "== compute-sanitizer --tool $$tool"; \
+	  RBDGEN_REQUIRE_GPU=1 $(SANITIZER) --tool $$tool --error-exitcode 1 $(PY) -m pytest -p no:xdist -q $(SANITIZE_TESTS) || exit 1; \
+	done
 
 # the generated packages kept in the repository (tests/test_generated.py checks they are current).
 # float64 only; the unrolled derivative kernels (~0.7-1 MB each) and the scan kernels only in
