@@ -82,8 +82,8 @@ __host__ __device__ inline void aba_bload(int t, long blk, long n, [[maybe_unuse
 }
 
 __global__ void __launch_bounds__(32) aba_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * aba_SPB + threadIdx.x;  // the state
   const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
+  const long i = static_cast<long>(blockIdx.x) * aba_SPB + threadIdx.x;  // the state
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
@@ -206,6 +206,7 @@ void rbd_iiwa14_cuda_aba_f64_emulate_thread(long n, const double* __restrict q, 
 
 void rbd_iiwa14_cuda_aba_f64_emulate_block(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd) {
   using namespace rbd_iiwa14_cuda_f64;
+  // one block's workspace, reused by every batch of states
   std::vector<double> ws(static_cast<size_t>(aba_SPB) * aba_SCRATCH);
   for (long b = 0; b * aba_SPB < n; ++b) {
     for (int t = 0; t < 32; ++t) aba_bload<double>(t, b, n, q, v, tau, ws.data());

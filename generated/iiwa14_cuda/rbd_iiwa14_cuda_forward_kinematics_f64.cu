@@ -64,8 +64,8 @@ __host__ __device__ inline void forward_kinematics_bload(int t, long blk, long n
 }
 
 __global__ void __launch_bounds__(32) forward_kinematics_block_kernel(long n, const double* __restrict q, double* __restrict oMb, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * forward_kinematics_SPB + threadIdx.x;  // the state
   const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
+  const long i = static_cast<long>(blockIdx.x) * forward_kinematics_SPB + threadIdx.x;  // the state
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
@@ -157,6 +157,7 @@ void rbd_iiwa14_cuda_forward_kinematics_f64_emulate_thread(long n, const double*
 
 void rbd_iiwa14_cuda_forward_kinematics_f64_emulate_block(long n, const double* __restrict q, double* __restrict oMb) {
   using namespace rbd_iiwa14_cuda_f64;
+  // one block's workspace, reused by every batch of states
   std::vector<double> ws(static_cast<size_t>(forward_kinematics_SPB) * forward_kinematics_SCRATCH);
   for (long b = 0; b * forward_kinematics_SPB < n; ++b) {
     for (int t = 0; t < 32; ++t) forward_kinematics_bload<double>(t, b, n, q, ws.data());

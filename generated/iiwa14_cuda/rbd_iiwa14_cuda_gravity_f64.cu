@@ -73,8 +73,8 @@ __host__ __device__ inline void gravity_bload(int t, long blk, long n, [[maybe_u
 }
 
 __global__ void __launch_bounds__(32) gravity_block_kernel(long n, const double* __restrict q, double* __restrict tau, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * gravity_SPB + threadIdx.x;  // the state
   const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
+  const long i = static_cast<long>(blockIdx.x) * gravity_SPB + threadIdx.x;  // the state
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
@@ -177,6 +177,7 @@ void rbd_iiwa14_cuda_gravity_f64_emulate_thread(long n, const double* __restrict
 
 void rbd_iiwa14_cuda_gravity_f64_emulate_block(long n, const double* __restrict q, double* __restrict tau) {
   using namespace rbd_iiwa14_cuda_f64;
+  // one block's workspace, reused by every batch of states
   std::vector<double> ws(static_cast<size_t>(gravity_SPB) * gravity_SCRATCH);
   for (long b = 0; b * gravity_SPB < n; ++b) {
     for (int t = 0; t < 32; ++t) gravity_bload<double>(t, b, n, q, ws.data());

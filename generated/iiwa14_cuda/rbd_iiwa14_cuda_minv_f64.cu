@@ -65,8 +65,8 @@ __host__ __device__ inline void minv_bload(int t, long blk, long n, [[maybe_unus
 }
 
 __global__ void __launch_bounds__(224) minv_block_kernel(long n, const double* __restrict q, double* __restrict Minv, [[maybe_unused]] double* __restrict wg) {
-  const long i = static_cast<long>(blockIdx.x) * minv_SPB + threadIdx.x;  // the state
   const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
+  const long i = static_cast<long>(blockIdx.x) * minv_SPB + threadIdx.x;  // the state
   const bool live = i < n;
   const long c = live ? i : 0;
   extern __shared__ __align__(16) unsigned char rbd_smem[];
@@ -174,6 +174,7 @@ void rbd_iiwa14_cuda_minv_f64_emulate_thread(long n, const double* __restrict q,
 
 void rbd_iiwa14_cuda_minv_f64_emulate_block(long n, const double* __restrict q, double* __restrict Minv) {
   using namespace rbd_iiwa14_cuda_f64;
+  // one block's workspace, reused by every batch of states
   std::vector<double> ws(static_cast<size_t>(minv_SPB) * minv_SCRATCH);
   for (long b = 0; b * minv_SPB < n; ++b) {
     for (int t = 0; t < 224; ++t) minv_bload<double>(t, b, n, q, ws.data());
