@@ -408,3 +408,8 @@ from .contact import (  # noqa: E402
 
 __all__ += ["frame_placement", "frame_jacobian", "frame_velocity", "frame_bias_acceleration", "osim_inverse",
             "contact_fd", "Contact", "ContactError", "REFERENCES"]
+
+# ---- inverse dynamics with one period old neighbour data (issue 14; see rbdgen/reference/stale.py)
+from .stale import STALE_SCHEMES, StaleState, rnea_stale  # noqa: E402
+
+__all__ += ["rnea_stale", "StaleState", "STALE_SCHEMES"]

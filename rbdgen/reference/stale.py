@@ -1,0 +1,140 @@
+"""Inverse dynamics with stale data: Newton-Euler whose links do not wait for each other.
+
+RNEA's forward sweep passes each body's velocity and acceleration to its children, its
+backward sweep passes each body's force to its parent: a chain of n links takes 2n steps one
+after another. Inside a control loop the same computation runs again a control period later,
+at a nearby state, so a link can take its neighbour's quantities *from the previous call*
+("old data") instead of waiting for them. Every link's work then depends only on its own joint
+and on what the previous call left, so all links run at once and the depth no longer grows with
+n; the price is an error that shrinks with the control period (the neighbours' quantities are
+one period old). Schemes differ in which terms are stale (``STALE_SCHEMES``):
+
+* ``"binder_herzog"`` — zero-order prediction: each body's forward recursion takes its
+  *parent's* velocity and acceleration from the previous call, and its backward recursion its
+  *children's* transmitted forces from the previous call; its own velocity, acceleration and
+  force are fresh. The forward sweep (all links in parallel) and then the backward sweep (all
+  links in parallel): depth 2 links.
+* ``"yamakita"`` — buffering: as above, and the backward sweep also takes each body's own force
+  from the previous call's forward sweep, so forward and backward sweeps run side by side
+  (depth 1 link) and the torque of call k is computed from the forward sweep of call k − 1 —
+  a one-period pipeline.
+
+Hamilton, Walker & Bennett's own choice of stale terms is not implemented: the paper was not at
+hand, and we do not guess a published scheme (see issue 14).
+
+The joint transforms X(q), the motion subspaces and each joint's own motion are always fresh
+(they depend on the joint alone). All quantities are in body coordinates as in
+:func:`rbdgen.reference.rnea`, gravity entering as the base acceleration.
+
+``state=None`` starts from the exact quantities at (q, v, a): that call returns ``rnea``'s torque.
+Called again and again at one (q, v, a), every scheme reaches ``rnea``'s torque after at most
+2 · (tree depth) + 2 calls (the exact values travel one link per call) and stays there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import spatial as sp
+from ..model import RobotModel
+
+STALE_SCHEMES = ("binder_herzog", "yamakita")
+
+
+@dataclass(frozen=True)
+class StaleState:
+    """What one call leaves for the next, per body (``(nb, 6)`` each, or ``(N, nb, 6)`` for a
+    batch), in body coordinates: the velocity ``v``, the acceleration ``a`` (gravity included),
+    the body's own force ``f_own = I a + v ×* I v``, and the force ``f`` its joint transmits to
+    its parent (its own plus what its children transmit, before the transform to the parent)."""
+
+    v: np.ndarray
+    a: np.ndarray
+    f_own: np.ndarray
+    f: np.ndarray
+
+
+def _check(model: RobotModel, q, v, a, state, scheme):
+    if scheme not in STALE_SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(STALE_SCHEMES)}, got {scheme!r}")
+    from . import _arg
+
+    q, v, a = _arg("q", q, model.nq), _arg("v", v, model.nv), _arg("a", a, model.nv)
+    batch = q.ndim == 2
+    for name, x in (("v", v), ("a", a)):
+        if (x.ndim == 2) != batch or (batch and x.shape[0] != q.shape[0]):
+            raise ValueError(f"{name}: shape {x.shape} does not match q shape {q.shape}")
+    if state is not None:
+        if not isinstance(state, StaleState):
+            raise TypeError(f"state must be a StaleState (what the previous call returned) or None, "
+                            f"got {type(state).__name__}")
+        want = (q.shape[0], model.nb, 6) if batch else (model.nb, 6)
+        for name in ("v", "a", "f_own", "f"):
+            got = np.shape(getattr(state, name))
+            if got != want:
+                raise ValueError(f"state.{name}: expected shape {want}, got {got}")
+    return q, v, a, batch
+
+
+def _one(model: RobotModel, q, v, a, old: StaleState | None, scheme: str):
+    from . import _a_gravity, _kinematics
+
+    Xs, Ss = _kinematics(model, q)
+    nb = model.nb
+    vel, acc, f_own = np.zeros((nb, 6)), np.zeros((nb, 6)), np.zeros((nb, 6))
+    a0 = _a_gravity(model)
+    for i in range(nb):
+        p = model.parent[i]
+        vJ = Ss[i] @ v[model.v_slice(i)]
+        if p < 0:
+            vel[i] = vJ
+            acc[i] = Xs[i] @ a0 + Ss[i] @ a[model.v_slice(i)]
+        else:
+            # the parent's velocity and acceleration: this call's (exact) or the previous call's
+            vp, ap = (vel[p], acc[p]) if old is None else (old.v[p], old.a[p])
+            vel[i] = Xs[i] @ vp + vJ
+            acc[i] = Xs[i] @ ap + Ss[i] @ a[model.v_slice(i)] + sp.crm(vel[i]) @ vJ
+        I = model.inertia[i]
+        f_own[i] = I @ acc[i] + sp.crf(vel[i]) @ I @ vel[i]
+    f = np.zeros((nb, 6))
+    tau = np.zeros(model.nv)
+    for i in reversed(range(nb)):
+        if old is None:
+            fi = f_own[i] + f[i]  # f[i] holds what the children sent this call
+        else:
+            own = f_own[i] if scheme == "binder_herzog" else old.f_own[i]
+            fi = own + sum((Xs[c].T @ old.f[c] for c in model.children(i)), np.zeros(6))
+        if old is None:
+            f[i] = fi
+            p = model.parent[i]
+            if p >= 0:
+                f[p] = f[p] + Xs[i].T @ fi
+        else:
+            f[i] = fi
+        tau[model.v_slice(i)] = Ss[i].T @ fi
+    return tau, (vel, acc, f_own, f)
+
+
+def rnea_stale(model: RobotModel, q, v, a, state: StaleState | None = None, scheme: str = "binder_herzog"):
+    """Inverse dynamics with one period old neighbour data (see the module doc): returns
+    ``(tau, state)``; pass ``state`` to the next call. One state ``(nq,)`` or a batch
+    ``(N, nq)`` (then the state holds ``(N, nb, 6)`` arrays)."""
+    if getattr(model, "coupled", False):
+        # mimic joints: the tree's recursion on expanded coordinates, τ contracted by virtual
+        # work (as rbdgen.reference.rnea does); the state is the tree's bodies'
+        cm = model
+        _check(cm, q, v, a, None, scheme)
+        tau, st = rnea_stale(cm.tree, cm.expand_q(q), cm.expand_v(v), cm.expand_v(a), state, scheme)
+        return np.asarray(tau) @ cm.G, st
+    q, v, a, batch = _check(model, q, v, a, state, scheme)
+    if not batch:
+        tau, parts = _one(model, q, v, a, state, scheme)
+        return tau, StaleState(*parts)
+    taus, parts = [], []
+    for k in range(q.shape[0]):
+        old = None if state is None else StaleState(state.v[k], state.a[k], state.f_own[k], state.f[k])
+        t, p = _one(model, q[k], v[k], a[k], old, scheme)
+        taus.append(t)
+        parts.append(p)
+    return np.stack(taus), StaleState(*(np.stack(x) for x in zip(*parts)))
