@@ -213,12 +213,11 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
                 "staged_desc": " and ".join(x for x in ("inputs", "outputs" if staged_out else "") if x),
                 "stages": stages, "epilogue": epi, "phases": phases, "lanes": lanes, "spb": spb,
                 "b_scratch": scr_b, "ws_shared": ws_shared, "n_stages": sched.n_stages, "width": sched.width,
-                "critical_ops": sched.critical_ops, "block_threads": lanes * spb, "block_scratch": spb * scr_b,
-                "state_size": sum(a.size for a in arrays), "n_in": n_in,
+                "block_threads": lanes * spb, "block_scratch": spb * scr_b,
+                "state_size": sum(a.size for a in arrays),
                 "speedup": model_w["speedup"], "speedup_pct": int(round(100 * model_w["speedup"])),
                 # long stage functions stay out of line, as the printer splits long kernels
                 "stage_inline": "__noinline__" if pt.n_statements > SPLIT_ABOVE else "inline",
-                "default_shape": 1 if shape == "thread" and thread_ok else 2,
                 "state_args": ", ".join(b_args), "emu_args": ", ".join(b_emu), "in_off": in_off,
                 "direct_args": ", ".join(f"{a.name} + i * {a.size}" for a in arrays),
             }
