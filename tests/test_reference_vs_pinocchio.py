@@ -4,6 +4,8 @@ Every function, random states, float64, relative max-norm error ≤ TOL64 (see c
 """
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -55,7 +57,10 @@ def test_reference_matches_pinocchio(robot, floating, pin_models):
     assert pm.nv == model.nv and pm.nq == model.nq_pinocchio
     assert np.allclose(pm.gravity.linear, model.gravity)
 
-    q, v, a, tau = random_state(model, seed=hash(robot.name) % 1000, n=NSTATES)
+    # a seed fixed per robot (str hash() is salted per process: the states, and so the result,
+    # changed from run to run). Some states are ill-conditioned: on icub_reduced 4 seeds in 1000
+    # put M⁻¹ 1e-9 … 9e-8 away from Pinocchio's (error ∝ cond(M)); see the issue 17 closing note
+    q, v, a, tau = random_state(model, seed=zlib.crc32(robot.name.encode()) % 1000, n=NSTATES)
     env = {"q": q, "v": v, "a": a, "tau": tau}
     errs = {}
     for name in registry.kernels():
