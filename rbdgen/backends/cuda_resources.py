@@ -30,7 +30,6 @@ memory per thread or lose occupancy shows on a machine without a GPU.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -156,16 +155,12 @@ def ptxas_reports(files: dict, sources: list, *, arch: str = "90", nvcc: str | N
     """Compile each of ``sources`` (names in ``files``, headers beside them) to a cubin for
     ``sm_<arch>`` with ``-Xptxas -v``; returns {source: {name: FunctionResources}}. Results are
     cached by content (the compile cache folder), like the kernels themselves."""
-    from ..jit.compiler import cache_dir, compiler_version, run_compiler
+    from ..jit.compiler import cache_dir, content_key, run_compiler
     from ..jit.cuda import find_nvcc
 
     nvcc = find_nvcc(nvcc)
     flags = ptxas_flags(arch, opt)
-    h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
-    h.update(" ".join(flags).encode() + b"\0" + compiler_version(nvcc).encode())
-    cache = cache_dir() / f"ptxas-{h.hexdigest()[:24]}.json"
+    cache = cache_dir() / f"ptxas-{content_key(files, flags, nvcc)}.json"
     texts: dict = {}
     try:
         texts = json.loads(cache.read_text())

@@ -133,15 +133,21 @@ def _remove_stale(root: Path, own_key: str) -> None:
             pass  # being built right now
 
 
-def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
-                  progress=None, jobs: int | None = None) -> Path:
-    """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path."""
-    cxx = find_cxx(cxx)
+def content_key(files: dict, flags: list[str], cxx: str) -> str:
+    """The cache key of compiling ``files`` with ``flags`` by ``cxx``: SHA-256 of the sources,
+    the command line, the compiler's version string and rbdgen's version (24 hex digits)."""
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     h.update(" ".join(flags).encode() + b"\0" + compiler_version(cxx).encode() + b"\0" + __version__.encode())
-    key = h.hexdigest()[:24]
+    return h.hexdigest()[:24]
+
+
+def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
+                  progress=None, jobs: int | None = None) -> Path:
+    """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path."""
+    cxx = find_cxx(cxx)
+    key = content_key(files, flags, cxx)
     root = cache_dir()
     try:
         root.mkdir(parents=True, exist_ok=True)
