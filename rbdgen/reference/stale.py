@@ -102,16 +102,12 @@ def _one(model: RobotModel, q, v, a, old: StaleState | None, scheme: str):
     for i in reversed(range(nb)):
         if old is None:
             fi = f_own[i] + f[i]  # f[i] holds what the children sent this call
+            if model.parent[i] >= 0:
+                f[model.parent[i]] += Xs[i].T @ fi
         else:
             own = f_own[i] if scheme == "binder_herzog" else old.f_own[i]
             fi = own + sum((Xs[c].T @ old.f[c] for c in model.children(i)), np.zeros(6))
-        if old is None:
-            f[i] = fi
-            p = model.parent[i]
-            if p >= 0:
-                f[p] = f[p] + Xs[i].T @ fi
-        else:
-            f[i] = fi
+        f[i] = fi
         tau[model.v_slice(i)] = Ss[i].T @ fi
     return tau, (vel, acc, f_own, f)
 
