@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: demo test test-gpu sanitize-gpu bench bench-cuda bench-hls bench-hls-budget bench-scan clean venv generated
+.PHONY: demo test test-gpu sanitize-gpu bench bench-cuda bench-hls bench-hls-budget bench-scan bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -54,16 +54,19 @@ sanitize-gpu: $(STAMP)
 	done
 
 # the generated packages kept in the repository (tests/test_generated.py checks they are current).
-# float64 only; the unrolled derivative kernels (~0.7-1 MB each) and the scan kernels only in
-# iiwa14's CPU and HLS packages (the quadruped keeps rnea_scan: the scan on a tree): generated/
+# float64 only; the unrolled derivative kernels (~0.7-1 MB each) only in iiwa14's CPU and HLS
+# packages, aba_scan only in iiwa14's HLS package, rnea_scan in iiwa14's CPU and HLS packages (the
+# quadruped keeps rnea_scan: the scan on a tree), the stale-data kernels in iiwa14's CPU package
+# and rnea_stale in its HLS package (the two differ by one line of the algorithm): generated/
 # stays small enough to review (< 4 MiB) and every kernel is there on some target (iiwa14 CPU:
 # the flange's frame kernels and osim_inverse; contact_terms is left out for size, tests build it).
 GEN_SKIP := --skip-kernels rnea_derivatives,aba_derivatives
+GEN_STALE := rnea_stale,rnea_stale_yamakita
 generated: $(STAMP)
-	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --dtype float64 --frames iiwa_link_ee --skip-kernels contact_terms --out generated --name iiwa14 --quiet
-	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --dtype float64 $(GEN_SKIP),aba_scan --out generated --name quadruped --quiet
-	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 $(GEN_SKIP),rnea_scan,aba_scan --out generated --name iiwa14_cuda --quiet
-	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --out generated --name iiwa14_hls --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --dtype float64 --frames iiwa_link_ee --skip-kernels contact_terms,aba_scan --out generated --name iiwa14 --quiet
+	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --dtype float64 $(GEN_SKIP),aba_scan,$(GEN_STALE) --out generated --name quadruped --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 $(GEN_SKIP),rnea_scan,aba_scan,$(GEN_STALE) --out generated --name iiwa14_cuda --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --skip-kernels rnea_stale_yamakita --out generated --name iiwa14_hls --quiet
 
 # benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++), ~13 min; writes
 # benchmarks/results/. BENCH_ARGS="--robots iiwa14 --quick" for a smoke run (see benchmarks/README.md)
@@ -98,6 +101,15 @@ SCAN_ARGS ?=
 bench-scan: $(STAMP)
 	$(PY) -m pip install --quiet matplotlib
 	$(PY) benchmarks/scan.py $(SCAN_ARGS)
+
+# stale-data inverse dynamics in closed loop (not a test): tracking error vs control period and
+# where each scheme goes unstable, planar 3-link arm and iiwa; writes
+# benchmarks/results/control.{json,md,png} (~6 min on 2 cores). matplotlib for the plot, as
+# bench-scan. CONTROL_ARGS=--quick for a smoke run.
+CONTROL_ARGS ?=
+bench-control: $(STAMP)
+	$(PY) -m pip install --quiet matplotlib
+	$(PY) benchmarks/control.py $(CONTROL_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -59,8 +59,8 @@ def relerr(x, y) -> float:
 def states(model, n, seed):
     rng = np.random.default_rng(seed)
     q = model.random_q(rng, n)
-    return {"q": q, "v": rng.normal(size=(n, model.nv)), "a": rng.normal(size=(n, model.nv)),
-            "tau": 10.0 * rng.normal(size=(n, model.nv))}
+    return registry.complete_inputs(model, {"q": q, "v": rng.normal(size=(n, model.nv)), "a": rng.normal(size=(n, model.nv)),
+                                            "tau": 10.0 * rng.normal(size=(n, model.nv))}, seed=seed)
 
 
 def per_state_errors(kern, model, env, expected):

@@ -63,7 +63,7 @@ ROBOTS = {
 FRAMES = {"iiwa14": ["iiwa_link_ee"], "quadruped": ["FL_foot", "FR_foot", "RL_foot", "RR_foot"],
           "talos_reduced": ["left_sole_link", "right_sole_link"]}
 ALIASES = {"iiwa": "iiwa14", "talos": "talos_reduced", "humanoid": "talos_reduced"}
-INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T"}  # kernel input name → pool array in the driver
+INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T", "stale": "ST"}  # kernel input name → pool array in the driver
 # every kernel in the registry, with its declared inputs
 KERNELS = registry.kernels()
 SIGS = {k: registry.get(k).input_names for k in KERNELS}
@@ -392,16 +392,12 @@ int main(int argc, char** argv) {{
   if (argc < 5) return 2;
   const int pool = std::atoi(argv[2]), runs = std::atoi(argv[3]);
   const double target_ms = std::atof(argv[4]);
-  const int NQ = {nq}, NV = {nv};
-  std::vector<double> buf((size_t)pool * (NQ + 3 * NV));
+  // the pool file: every declared input's pool, one after another (benchmarks/run.py, pool_bytes)
+  std::vector<double> buf((size_t)pool * {per_state});
   FILE* f = std::fopen(argv[1], "rb");
   if (!f || std::fread(buf.data(), sizeof(double), buf.size(), f) != buf.size()) return 3;
   std::fclose(f);
-  const double* Q = buf.data();
-  const double* V = Q + (size_t)pool * NQ;
-  const double* A = V + (size_t)pool * NV;
-  const double* T = A + (size_t)pool * NV;
-  (void)V; (void)A; (void)T;
+{pools}
   struct Bench {{ const char* name; std::function<void(int)> body; }};
 {outputs}
   const std::vector<Bench> benches = {{
@@ -424,20 +420,37 @@ int main(int argc, char** argv) {{
 """
 
 
-def driver_source(gen, nq: int, nv: int) -> str:
+def pool_sizes(model) -> dict:
+    """Values per state of each declared input, in the pool file's order."""
+    return {name: a.size(model) for name, a in registry.INPUTS.items()}
+
+
+def pool_bytes(pool: dict, model) -> bytes:
+    """The driver's pool file: each declared input's (n, size) array in turn, float64."""
+    return b"".join(np.ascontiguousarray(pool[name], dtype=np.float64).tobytes() for name in pool_sizes(model))
+
+
+def driver_source(gen, model) -> str:
+    sizes = pool_sizes(model)
+    pools, offset = [], []
+    for name, size in sizes.items():
+        start = " + ".join(offset) or "0"
+        pools.append(f"  const double* {INPUT_POOL[name]} = buf.data() + (size_t)pool * ({start});"
+                     f"  (void){INPUT_POOL[name]};")
+        offset.append(str(size))
     outputs, benches = [], []
     for k, pk in gen.kernels.items():
         args = []
         for a in pk.inputs:
             pool = INPUT_POOL[a.name]
-            assert a.size == (nq if a.name == "q" else nv), (k, a.name, a.size)
+            assert a.size == sizes[a.name], (k, a.name, a.size)
             args.append(f"{pool} + (size_t)i * {a.size}")
         for a in pk.outputs:
             outputs.append(f"  std::vector<double> out_{k}_{a.name}({a.size});")
             args.append(f"out_{k}_{a.name}.data()")
         benches.append(f'    {{"{k}", [&](int i) {{ {gen.prefix}_{k}_f64({", ".join(args)}); }}}},')
-    return DRIVER.format(prefix=gen.prefix, header=gen.header, nq=nq, nv=nv, outputs="\n".join(outputs),
-                         benches="\n".join(benches))
+    return DRIVER.format(prefix=gen.prefix, header=gen.header, per_state=sum(sizes.values()), pools="\n".join(pools),
+                         outputs="\n".join(outputs), benches="\n".join(benches))
 
 
 def libpython_flags() -> list[str]:
@@ -446,9 +459,9 @@ def libpython_flags() -> list[str]:
     return [f"-L{libdir}", f"-l:{lib}", f"-Wl,-rpath,{libdir}"] + (sysconfig.get_config_var("LIBS") or "").split()
 
 
-def build_driver(cxx: str, gen, lib: Path, nq: int, nv: int, work: Path) -> Path:
+def build_driver(cxx: str, gen, lib: Path, model, work: Path) -> Path:
     src = work / "driver.cpp"
-    src.write_text(driver_source(gen, nq, nv))
+    src.write_text(driver_source(gen, model))
     exe = work / "driver"
     cmd = [cxx, "-std=c++17", "-O2", f"-I{lib.parent}", str(src), "-o", str(exe), f"-L{lib.parent}",
            f"-l:{lib.name}", f"-Wl,-rpath,{lib.parent}"]
@@ -486,9 +499,10 @@ def best_round(rounds: list[dict]) -> dict:
 # ---- one robot --------------------------------------------------------------------------------
 
 def states(model, rng, n: int) -> dict:
-    return {"q": np.ascontiguousarray(model.random_q(rng, n)),
-            "v": rng.uniform(-1, 1, (n, model.nv)), "a": rng.uniform(-1, 1, (n, model.nv)),
-            "tau": rng.uniform(-1, 1, (n, model.nv))}
+    env = {"q": np.ascontiguousarray(model.random_q(rng, n)),
+           "v": rng.uniform(-1, 1, (n, model.nv)), "a": rng.uniform(-1, 1, (n, model.nv)),
+           "tau": rng.uniform(-1, 1, (n, model.nv))}
+    return registry.complete_inputs(model, env, seed=n)  # the stale-data kernels' state
 
 
 def out_arrays(method, lead: tuple):
@@ -565,7 +579,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exe: str | None) -> 
     pool = states(model, rng, 256)
     work = Path(tempfile.mkdtemp(prefix=f"rbdgen-bench-{name}-"))
     pool_file = work / "pool.bin"
-    np.concatenate([pool["q"].ravel(), pool["v"].ravel(), pool["a"].ravel(), pool["tau"].ravel()]).tofile(pool_file)
+    pool_file.write_bytes(pool_bytes(pool, model))
 
     res["variants"] = {}
     drivers, kerns = {}, {}
@@ -592,7 +606,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exe: str | None) -> 
             log(f"{name} [{variant}]: built in {v['build_s']} s")
             drv = work / f"driver-{variant}"
             drv.mkdir()
-            drivers[variant] = build_driver(cxx, gen, lib, model.nq, model.nv, drv)
+            drivers[variant] = build_driver(cxx, gen, lib, model, drv)
             log(f"{name} [{variant}]: batches N={','.join(map(str, args.sizes))} …")
             threads = sorted({omp.default, 1}, reverse=True)
             v["batch_threads"] = threads

@@ -78,8 +78,9 @@ def cpu_name() -> str:
 
 def states(model, n, rng):
     q = model.random_q(rng, n)
-    return {"q": np.ascontiguousarray(q), "v": rng.normal(size=(n, model.nv)), "a": rng.normal(size=(n, model.nv)),
-            "tau": rng.normal(size=(n, model.nv)) * 10}
+    env = {"q": np.ascontiguousarray(q), "v": rng.normal(size=(n, model.nv)), "a": rng.normal(size=(n, model.nv)),
+           "tau": rng.normal(size=(n, model.nv)) * 10}
+    return registry.complete_inputs(model, env, seed=n)  # the stale-data kernels' state, as the registry draws it
 
 
 def wall(fn, min_s, rounds):

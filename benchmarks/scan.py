@@ -162,10 +162,10 @@ def time_sweep(ns, aba_max: int, batch: int, quick: bool, cxx: str, work: Path) 
         rng = np.random.default_rng(n)
         pool = bench.states(m, rng, 256)
         pool_file = work / f"pool{n}.bin"
-        np.concatenate([pool["q"].ravel(), pool["v"].ravel(), pool["a"].ravel(), pool["tau"].ravel()]).tofile(pool_file)
+        pool_file.write_bytes(bench.pool_bytes(pool, m))
         drv = work / f"driver{n}"
         drv.mkdir()
-        exe = bench.build_driver(cxx, gen, Path(kern.path), m.nq, m.nv, drv)
+        exe = bench.build_driver(cxx, gen, Path(kern.path), m, drv)
         single = bench.run_driver(exe, pool_file, quick)
         st = bench.states(m, rng, batch)
         batched = {}

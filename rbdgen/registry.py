@@ -38,8 +38,9 @@ _DIMS = ("nq", "nv", "nb", "nf")
 
 @dataclass(frozen=True)
 class Arg:
-    """A kernel argument: a name and a shape whose entries are ints or model sizes
-    (``"nq"``, ``"nv"``, ``"nb"``, ``"nf"``: the number of selected frames), e.g. ``("nb", 4, 4)``."""
+    """A kernel argument: a name and a shape whose entries are ints, model sizes (``"nq"``,
+    ``"nv"``, ``"nb"``, ``"nf"``: the number of selected frames) or an int times one (``"24*nb"``),
+    e.g. ``("nb", 4, 4)``."""
 
     name: str
     shape: tuple
@@ -51,9 +52,11 @@ class Arg:
         out = []
         for s in self.shape:
             if isinstance(s, str):
-                if s not in _DIMS:
-                    raise ValueError(f"argument {self.name!r}: unknown size {s!r} (one of {', '.join(_DIMS)})")
-                out.append(int(getattr(model, s)))
+                k, _, dim = s.rpartition("*")  # "24*nb": a multiple of a model size
+                if dim not in _DIMS or (k and not k.isdigit()):
+                    raise ValueError(f"argument {self.name!r}: unknown size {s!r} (one of {', '.join(_DIMS)}, "
+                                     f"or an integer times one: '24*nb')")
+                out.append(int(k or 1) * int(getattr(model, dim)))
             else:
                 out.append(int(s))
         return tuple(out)
@@ -73,6 +76,11 @@ INPUTS = {
     "v": Arg("v", ("nv",), "joint velocities", sample=_normal()),
     "a": Arg("a", ("nv",), "joint accelerations", sample=_normal()),
     "tau": Arg("tau", ("nv",), "joint torques", sample=_normal()),
+    # the stale-data kernels' memory (rbdgen.reference.StaleState.flat): per body v, a (scale 1)
+    # and f_own, f (scale 10: forces of a few kg under gravity)
+    "stale": Arg("stale", ("24*nb",), "the previous call's stale_next (rnea_stale*: per body v, a, f_own, f)",
+                 sample=lambda model, rng, n: (rng.normal(size=(n, model.nb, 4, 6))
+                                               * np.array([1.0, 1.0, 10.0, 10.0])[:, None]).reshape(n, -1)),
 }
 
 
@@ -114,6 +122,10 @@ class KernelDecl:
     #: the kernel works on the model's selected frames (``model.frames``): it is left out of the
     #: default selection of a model without frames, and refused for one when asked for by name
     frames: bool = False
+    #: (model, inputs) → the inputs the Pinocchio comparison uses, where the declared inputs do
+    #: not alone make a Pinocchio quantity (the stale-data kernels: their state, set to the exact
+    #: one at (q, v, a)); None: the same inputs as the reference comparison
+    pinocchio_env: Callable | None = None
 
     @property
     def input_names(self) -> tuple:
@@ -130,7 +142,8 @@ _REGISTRY: dict[str, KernelDecl] = {}
 def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinocchio=None,
             float32_tol: float, fixed_tol: dict | None = None, gpu_shape: str = "block",
             pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False,
-            coupled: Callable | None = None, frames: bool = False) -> KernelDecl:
+            coupled: Callable | None = None, frames: bool = False,
+            pinocchio_env: Callable | None = None) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -143,7 +156,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
         raise ValueError(f"kernel {name!r}: gpu_shape must be 'thread' or 'block'")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
                    gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv),
-                   coupled, bool(frames))
+                   coupled, bool(frames), pinocchio_env)
     _REGISTRY[name] = d
     return d
 
@@ -335,6 +348,19 @@ def random_inputs(model, n: int, seed: int = 0) -> dict:
     unit quaternions), as ``(n, size)`` float64 arrays."""
     rng = np.random.default_rng(seed)
     return {name: np.asarray(a.sample(model, rng, n), dtype=float) for name, a in INPUTS.items()}
+
+
+def complete_inputs(model, env: dict, seed: int = 0) -> dict:
+    """``env`` (input name → ``(n, size)`` array, at least ``q``) with every declared input it
+    lacks drawn as :func:`random_inputs` draws it (seeded): for callers that choose some inputs
+    themselves (scales, ranges) and must still cover every kernel."""
+    n = np.shape(env["q"])[0]
+    rng = np.random.default_rng(seed)
+    out = dict(env)
+    for name, a in INPUTS.items():
+        if name not in out:
+            out[name] = np.asarray(a.sample(model, rng, n), dtype=float)
+    return out
 
 
 def reference(model, name: str, env: dict):

@@ -168,12 +168,19 @@ def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, s
             note = f"{name}: no Pinocchio counterpart declared"
         elif pin is not None:
             pe = []
+            env_p, batch_p, singles_p = st_ref, batch, singles
+            if decl.pinocchio_env is not None:
+                # inputs that make a Pinocchio quantity (the stale-data kernels: the exact state)
+                env_p = decl.pinocchio_env(model, st_ref)
+                args_p = [np.ascontiguousarray(env_p[n], dtype=k_.dtype) for n in in_names]
+                batch_p = _tuple(method(*args_p))
+                singles_p = [_tuple(method(*(a[i] for a in args_p))) for i in range(states)]
             try:
                 for i in range(states):
-                    qp = model.to_pinocchio_q(st_ref["q"][i])
-                    exp = decl.pinocchio(pin, pm, data, qp, *[st_ref[n][i] for n in in_names[1:]])
-                    pe += [relerr(b[i], e) for b, e in zip(batch, exp)]
-                    pe += [relerr(s, e) for s, e in zip(singles[i], exp)]
+                    qp = model.to_pinocchio_q(env_p["q"][i])
+                    exp = decl.pinocchio(pin, pm, data, qp, *[env_p[n][i] for n in in_names[1:]])
+                    pe += [relerr(b[i], e) for b, e in zip(batch_p, exp)]
+                    pe += [relerr(s, e) for s, e in zip(singles_p[i], exp)]
                 err_pin = _max(pe)
             except Exception as e:  # noqa: BLE001 — e.g. Pinocchio's aba refuses mimic joints
                 note = f"{name}: Pinocchio cannot compute it here ({' '.join(str(e).split())[:120]})"

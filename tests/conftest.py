@@ -29,10 +29,21 @@ TOL64 = 1e-9
 TOL32 = {k: registry.get(k).float32_tol for k in registry.kernels()}
 
 
-def kernel_args(name, q, v, a, tau):
-    """The inputs of kernel ``name``, in its declared order, from one random state."""
+def kernel_args(name, q, v, a, tau, model=None):
+    """The inputs of kernel ``name``, in its declared order, from one random state (or a batch).
+    Inputs beyond q, v, a, tau (the stale-data kernels' ``stale``) are drawn as the registry
+    draws them, seeded, which needs ``model``."""
     env = {"q": q, "v": v, "a": a, "tau": tau}
-    return tuple(env[x] for x in registry.get(name).input_names)
+    names = registry.get(name).input_names
+    extra = [x for x in names if x not in env]
+    if extra:
+        if model is None:
+            raise TypeError(f"kernel_args({name!r}): pass model= to draw {', '.join(extra)}")
+        q2 = np.atleast_2d(np.asarray(q, dtype=float))
+        env = registry.complete_inputs(model, {"q": q2}, seed=len(q2)) | env
+        if np.ndim(q) == 1:
+            env = {k: (x[0] if k in extra else x) for k, x in env.items()}
+    return tuple(env[x] for x in names)
 
 
 def ref_out(model, name, *args):
@@ -56,7 +67,7 @@ def kernel_errors(kern, model, dtype, *, seed: int, n: int, single: int) -> dict
     cast = lambda x: np.ascontiguousarray(x, dtype=dtype)  # noqa: E731
     errs = {}
     for k in kern.kernels:
-        args = kernel_args(k, q, v, a, tau)
+        args = kernel_args(k, q, v, a, tau, model)
         exp = ref_out(model, k, *args)
         f = kern.kernel(k)  # the generated kernel (not a by-name frame wrapper)
         batch = f(*map(cast, args))

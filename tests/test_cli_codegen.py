@@ -77,7 +77,7 @@ def _check_kernels(kern, model, dtype, tol):
     cast = lambda x: np.ascontiguousarray(x, dtype=dtype)  # noqa: E731
     errs = {}
     for k in KERNELS:
-        args = [cast(x) for x in kernel_args(k, q, v, a, tau)]
+        args = [cast(x) for x in kernel_args(k, q, v, a, tau, model)]
         exp = ref_out(model, k, *(x.astype(np.float64) for x in args))
         got = kern.kernel(k)(*args)
         err = kernel_err(got, exp)
@@ -155,8 +155,10 @@ def test_manifest_describes_the_files(iiwa_pkg, iiwa_model):
     for k in KERNELS:
         spec = m["kernels"][k]
         assert spec["ops"] == trace(iiwa_model, k).op_counts(), k
-        assert [i["name"] for i in spec["inputs"]] == ["q", *(n for n in kernel_args(k, "q", "v", "a", "tau")[1:])]
-        assert all(i["size"] == 7 for i in spec["inputs"])
+        assert [i["name"] for i in spec["inputs"]][0] == "q"
+        assert [i["name"] for i in spec["inputs"]] == list(registry.get(k).input_names)
+        assert [i["size"] for i in spec["inputs"]] == [{"q": 7, "v": 7, "a": 7, "tau": 7, "stale": 24 * 7}[i["name"]]
+                                                       for i in spec["inputs"]]
         for d, tag in (("float64", "f64"), ("float32", "f32")):
             src = f"{m['prefix']}_{k}_{tag}.cpp"
             assert src in m["files"] and src in m["target"]["sources"][d]

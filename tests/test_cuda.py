@@ -516,7 +516,7 @@ def test_gpu_every_kernel_matches_reference(robot, floating, shape):
     kern = rbdgen.build(model, target="cuda", opt="-O3")
     q, v, a, tau = random_state(model, seed=9, n=N)
     for k in kern.kernels:
-        args = kernel_args(k, q, v, a, tau)
+        args = kernel_args(k, q, v, a, tau, model)
         if shape == "thread" and not kern.info[k]["thread_shape"]:
             # not generated (per-thread scratch over the limit: TALOS' derivatives): a clear error
             with pytest.raises(ValueError, match="no thread shape"):

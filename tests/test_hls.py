@@ -81,7 +81,7 @@ def _errors(kern, model, n=N, seed=31):
     q, v, a, tau = random_state(model, seed=seed, n=n)
     errs = {}
     for k in kern.kernels:
-        args = kernel_args(k, q, v, a, tau)
+        args = kernel_args(k, q, v, a, tau, model)
         exp = ref_out(model, k, *args)
         batch = kern.kernel(k)(*args)
         single = kern.kernel(k)(*(x[3] for x in args))
@@ -174,7 +174,7 @@ def test_fast_csim_is_bit_identical_to_top_functions(tmp_path):
     top = build_hls(m, csim="top", **opts)
     q, v, a, tau = random_state(m, seed=5, n=16)
     for k in fast.kernels:
-        args = kernel_args(k, q, v, a, tau)
+        args = kernel_args(k, q, v, a, tau, m)
         x, y = getattr(fast, k)(*args), getattr(top, k)(*args)
         for xa, ya in zip(x if isinstance(x, tuple) else (x,), y if isinstance(y, tuple) else (y,)):
             assert np.array_equal(xa, ya), k

@@ -21,7 +21,7 @@ def test_interpreted_kernels_match_reference(robot, floating):
     q, v, a, tau = random_state(m, seed=21, n=3)
     errs = {}
     for k in KERNELS:
-        args = kernel_args(k, q, v, a, tau)
+        args = kernel_args(k, q, v, a, tau, m)
         errs[k] = kernel_err(run(trace(m, k), *args), ref_out(m, k, *args))
     bad = {k: e for k, e in errs.items() if not e <= TOL64}
     assert not bad, f"{robot.name}: {bad}"
@@ -35,7 +35,7 @@ def test_interpreted_kernels_in_float32(robot, floating):
     q, v, a, tau = random_state(m, seed=23, n=2)
     errs = {}
     for k in KERNELS:
-        args = kernel_args(k, q, v, a, tau)
+        args = kernel_args(k, q, v, a, tau, m)
         got = run(trace(m, k), *(x.astype(np.float32) for x in args), dtype=np.float32)
         errs[k] = kernel_err(got, ref_out(m, k, *args))
     bad = {k: e for k, e in errs.items() if not e <= TOL32[k]}
@@ -49,7 +49,7 @@ def test_dense_and_pruned_ir_agree(robot, floating):
     m = load_case(robot, floating)
     q, v, a, tau = random_state(m, seed=22, n=2)
     for k in KERNELS:
-        args = kernel_args(k, q, v, a, tau)
+        args = kernel_args(k, q, v, a, tau, m)
         pruned, dense = trace(m, k), trace(m, k, fold=False)
         assert kernel_err(run(pruned, *args), run(dense, *args)) <= TOL64, k
         cp, cd = pruned.op_counts(), dense.op_counts()

@@ -84,3 +84,94 @@ def test_batch_is_the_states_one_by_one_and_bad_input_is_refused():
         rnea_stale(model, q[0], v[0], a[0], state=(1, 2))
     with pytest.raises(ValueError, match="does not match"):
         rnea_stale(model, q, v[0], a)
+
+
+def test_flat_state_round_trips():
+    model = load_case(next(r for r in ROBOTS if r.name == "quadruped"), True)
+    q, v, a, _ = random_state(model, seed=6, n=2)
+    _, s = rnea_stale(model, q, v, a)
+    flat = s.flat()
+    assert flat.shape == (2, 24 * model.nb)
+    back = StaleState.from_flat(flat, model.nb)
+    for name in ("v", "a", "f_own", "f"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(s, name))
+    np.testing.assert_array_equal(flat[1, 24:30], s.v[1, 1])  # body 1's velocity: its first 6 values
+    with pytest.raises(ValueError, match="24 values per body"):
+        StaleState.from_flat(flat[:, :-1], model.nb)
+
+
+# ---- the generated kernels (kern.rnea_stale, kern.rnea_stale_yamakita) -------------------------
+
+KERNEL_OF = {"binder_herzog": "rnea_stale", "yamakita": "rnea_stale_yamakita"}
+
+
+@pytest.fixture(scope="module")
+def iiwa_stale():
+    import rbdgen
+
+    model = load_case(next(r for r in ROBOTS if r.name == "iiwa14"), False)
+    return model, rbdgen.build(model, kernels=("rnea", *KERNEL_OF.values()), opt="-O1")
+
+
+def test_kernel_follows_the_reference_along_a_trajectory(iiwa_stale):
+    """The compiled kernels, state carried from call to call, give the reference's torques; and
+    kern.rnea_stale_start is the reference's state=None (the exact state)."""
+    model, kern = iiwa_stale
+    assert set(KERNEL_OF) == set(STALE_SCHEMES)
+    q, v, a = _trajectory(model, 0.0)
+    start = kern.rnea_stale_start(q, v, a)
+    assert relerr(start, rnea_stale(model, q, v, a)[1].flat()) <= 1e-12
+    for scheme, name in KERNEL_OF.items():
+        f = getattr(kern, name)
+        s_ref, s_k = None, start
+        for j in range(40):
+            q, v, a = _trajectory(model, j * 4e-3)
+            tau_ref, s_ref = rnea_stale(model, q, v, a, s_ref, scheme=scheme)
+            tau_k, s_k = f(q, v, a, s_k)
+            assert relerr(tau_k, tau_ref) <= 1e-10, (scheme, j)
+            if j == 0:
+                assert relerr(tau_k, kern.rnea(q, v, a)) <= 1e-12  # the first call is exact
+        assert relerr(s_k, s_ref.flat()) <= 1e-10
+        assert relerr(tau_k, kern.rnea(q, v, a)) > 1e-6  # and later ones really are stale
+
+
+def test_kernel_batch_and_start_on_a_batch(iiwa_stale):
+    model, kern = iiwa_stale
+    q, v, a, _ = random_state(model, seed=8, n=4)
+    st = kern.rnea_stale_start(q, v, a)
+    assert st.shape == (4, 24 * model.nb)
+    for name in KERNEL_OF.values():
+        tau, nxt = getattr(kern, name)(q, v, a, st)
+        assert relerr(tau, kern.rnea(q, v, a)) <= 1e-12
+        assert relerr(nxt, st) <= 1e-12  # the exact state is a fixed point
+    with pytest.raises(ValueError, match="stale"):
+        kern.rnea_stale(q, v, a, st[:, :-1])
+
+
+def test_critical_path_depth_does_not_grow_with_the_number_of_links(capsys, tmp_path):
+    """`inspect --cost` reports each kernel's depth: rnea's grows with the chain, the stale
+    kernels' stays the same (every link works from its own joint and the previous call's data)."""
+    from rbdgen.robots import chain_urdf
+
+    from conftest import run_main
+
+    depth = {}
+    # from 6 links on every kind of link the generator makes is present (fewer links can be a
+    # step shallower, the longest single link decides): 6 and 24 must give the same depth
+    for n in (6, 24):
+        p = tmp_path / f"chain{n}.urdf"
+        p.write_text(chain_urdf(n))
+        rc, out, err = run_main(capsys, "inspect", p, "--cost", "--kernels", "rnea,rnea_stale,rnea_stale_yamakita",
+                                "--quiet")
+        assert rc == 0, err
+        head = next(line for line in out.splitlines() if line.startswith("kernel "))
+        col = head.split().index("depth")
+        for line in out.splitlines():
+            parts = line.split()
+            if parts and parts[0] in ("rnea", "rnea_stale", "rnea_stale_yamakita"):
+                depth[(parts[0], n)] = int(parts[col].split("/")[0])  # pruned/dense
+    assert depth[("rnea", 24)] > 3 * depth[("rnea", 6)]
+    for k in ("rnea_stale", "rnea_stale_yamakita"):
+        assert depth[(k, 24)] == depth[(k, 6)], depth
+        assert depth[(k, 24)] < depth[("rnea", 6)]
+    assert depth[("rnea_stale_yamakita", 24)] < depth[("rnea_stale", 24)]  # buffered: no wait on the forward step

@@ -68,11 +68,6 @@ void rbd_iiwa14_forward_kinematics_f64_batch(long n, const double* q, double* oM
  * out: tau[7] */
 void rbd_iiwa14_rnea_scan_f64(const double* q, const double* v, const double* a, double* tau);
 void rbd_iiwa14_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
-/* aba_scan: forward dynamics q̈ (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential
- * in:  q[7], v[7], tau[7]
- * out: qdd[7] */
-void rbd_iiwa14_aba_scan_f64(const double* q, const double* v, const double* tau, double* qdd);
-void rbd_iiwa14_aba_scan_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd);
 /* frame_placement: placement of every selected frame in the world (homogeneous 4×4)
  * in:  q[7]
  * out: oMf[16] */
@@ -113,6 +108,16 @@ void rbd_iiwa14_frame_bias_acceleration_world_f64_batch(long n, const double* q,
  * out: Linv[36] */
 void rbd_iiwa14_osim_inverse_f64(const double* q, double* Linv);
 void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv);
+/* rnea_stale: inverse dynamics τ with one call old neighbour data, Binder–Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
+ * in:  q[7], v[7], a[7], stale[168]
+ * out: tau[7], stale_next[168] */
+void rbd_iiwa14_rnea_stale_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+/* rnea_stale_yamakita: inverse dynamics τ with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next
+ * in:  q[7], v[7], a[7], stale[168]
+ * out: tau[7], stale_next[168] */
+void rbd_iiwa14_rnea_stale_yamakita_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_yamakita_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
 #ifdef __cplusplus
 }
 #endif

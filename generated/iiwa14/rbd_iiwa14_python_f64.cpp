@@ -847,75 +847,6 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
   return result;
 }
 
-static const ArgSpec aba_scan_args[] = {
-  {"q", 1, { 7, 0, 0, 0 }, 0},
-  {"v", 1, { 7, 0, 0, 0 }, 0},
-  {"tau", 1, { 7, 0, 0, 0 }, 0},
-  {"qdd", 1, { 7, 0, 0, 0 }, 1},
-};
-
-static PyObject* py_aba_scan(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  const int NA = 4;
-  if (nargs != NA) {
-    PyErr_Format(PyExc_TypeError, "aba_scan() takes %d arrays (q, v, tau, qdd), got %zd", NA, nargs);
-    return nullptr;
-  }
-  Py_buffer b[NA];
-  long n = -2;
-  int got = 0;
-  for (; got < NA; ++got)
-    if (get_arg("aba_scan", args[got], aba_scan_args[got], &b[got], &n) != 0) break;
-  if (got == NA) {
-    if (n < 0) {
-      rbd_iiwa14_aba_scan_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
-    } else if (n > 0) {
-      Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_aba_scan_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
-      Py_END_ALLOW_THREADS
-    }
-  }
-  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
-  if (got != NA) return nullptr;
-  Py_RETURN_NONE;
-}
-
-// kern.aba_scan(q, v, tau, out=None); self: the Python fallback
-static PyObject* fast_aba_scan(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  const int NI = 3, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  double* p[NI + NO];
-  long n = -2;
-  for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], aba_scan_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
-  PyObject* result;
-  if (out == Py_None) {
-    PyObject* made[NO];
-    for (int j = 0; j < NO; ++j) {
-      made[j] = new_output(aba_scan_args[NI + j], n);
-      if (made[j] == nullptr) {
-        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
-      }
-      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
-    }
-    result = made[0];
-  } else {
-    if ((p[NI] = plain_array(out, aba_scan_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-    Py_INCREF(out);
-    result = out;
-  }
-  if (n < 0) {
-    rbd_iiwa14_aba_scan_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
-  } else if (n > 0) {
-    Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_aba_scan_f64_batch(n, p[0], p[1], p[2], p[3]);
-    Py_END_ALLOW_THREADS
-  }
-  return result;
-}
-
 static const ArgSpec frame_placement_args[] = {
   {"q", 1, { 7, 0, 0, 0 }, 0},
   {"oMf", 3, { 1, 4, 4, 0 }, 1},
@@ -1455,6 +1386,164 @@ static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssi
   return result;
 }
 
+static const ArgSpec rnea_stale_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"a", 1, { 7, 0, 0, 0 }, 0},
+  {"stale", 1, { 168, 0, 0, 0 }, 0},
+  {"tau", 1, { 7, 0, 0, 0 }, 1},
+  {"stale_next", 1, { 168, 0, 0, 0 }, 1},
+};
+
+static PyObject* py_rnea_stale(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 6;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "rnea_stale() takes %d arrays (q, v, a, stale, tau, stale_next), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("rnea_stale", args[got], rnea_stale_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_rnea_stale_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_stale_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.rnea_stale(q, v, a, stale, out=None); self: the Python fallback
+static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 4, NO = 2;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], rnea_stale_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(rnea_stale_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = PyTuple_New(NO);
+    if (result == nullptr) {
+      for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
+      return nullptr;
+    }
+    for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
+  } else {
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    for (int j = 0; j < NO; ++j)
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_args[NI + j], &n)) == nullptr)
+        return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_rnea_stale_f64(p[0], p[1], p[2], p[3], p[4], p[5]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_rnea_stale_f64_batch(n, p[0], p[1], p[2], p[3], p[4], p[5]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
+static const ArgSpec rnea_stale_yamakita_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"a", 1, { 7, 0, 0, 0 }, 0},
+  {"stale", 1, { 168, 0, 0, 0 }, 0},
+  {"tau", 1, { 7, 0, 0, 0 }, 1},
+  {"stale_next", 1, { 168, 0, 0, 0 }, 1},
+};
+
+static PyObject* py_rnea_stale_yamakita(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 6;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "rnea_stale_yamakita() takes %d arrays (q, v, a, stale, tau, stale_next), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("rnea_stale_yamakita", args[got], rnea_stale_yamakita_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_rnea_stale_yamakita_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_stale_yamakita_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.rnea_stale_yamakita(q, v, a, stale, out=None); self: the Python fallback
+static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 4, NO = 2;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], rnea_stale_yamakita_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(rnea_stale_yamakita_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = PyTuple_New(NO);
+    if (result == nullptr) {
+      for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
+      return nullptr;
+    }
+    for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
+  } else {
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    for (int j = 0; j < NO; ++j)
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_yamakita_args[NI + j], &n)) == nullptr)
+        return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_rnea_stale_yamakita_f64(p[0], p[1], p[2], p[3], p[4], p[5]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_rnea_stale_yamakita_f64_batch(n, p[0], p[1], p[2], p[3], p[4], p[5]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
 static PyMethodDef fast_methods[] = {
   {"rnea", (PyCFunction)(void (*)(void))fast_rnea, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 = M a + C v + g"},
   {"nle", (PyCFunction)(void (*)(void))fast_nle, METH_FASTCALL | METH_KEYWORDS, "nonlinear effects C v + g"},
@@ -1466,7 +1555,6 @@ static PyMethodDef fast_methods[] = {
   {"aba_derivatives", (PyCFunction)(void (*)(void))fast_aba_derivatives, METH_FASTCALL | METH_KEYWORDS, "\342\210\202q\314\210/\342\210\202q, \342\210\202q\314\210/\342\210\202v and \342\210\202q\314\210/\342\210\202\317\204 = M\342\201\273\302\271 of forward dynamics (\342\210\222M\342\201\273\302\271 \342\210\202\317\204/\342\210\202u at q\314\210)"},
   {"forward_kinematics", (PyCFunction)(void (*)(void))fast_forward_kinematics, METH_FASTCALL | METH_KEYWORDS, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
   {"rnea_scan", (PyCFunction)(void (*)(void))fast_rnea_scan, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)"},
-  {"aba_scan", (PyCFunction)(void (*)(void))fast_aba_scan, METH_FASTCALL | METH_KEYWORDS, "forward dynamics q\314\210 (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential"},
   {"frame_placement", (PyCFunction)(void (*)(void))fast_frame_placement, METH_FASTCALL | METH_KEYWORDS, "placement of every selected frame in the world (homogeneous 4\303\2274)"},
   {"frame_jacobian_local", (PyCFunction)(void (*)(void))fast_frame_jacobian_local, METH_FASTCALL | METH_KEYWORDS, "Jacobian of every selected frame, local ([linear; angular] \303\227 nv)"},
   {"frame_jacobian_local_world_aligned", (PyCFunction)(void (*)(void))fast_frame_jacobian_local_world_aligned, METH_FASTCALL | METH_KEYWORDS, "Jacobian of every selected frame, local world aligned ([linear; angular] \303\227 nv)"},
@@ -1475,6 +1563,8 @@ static PyMethodDef fast_methods[] = {
   {"frame_bias_acceleration_local_world_aligned", (PyCFunction)(void (*)(void))fast_frame_bias_acceleration_local_world_aligned, METH_FASTCALL | METH_KEYWORDS, "J\314\207q\314\207 of every selected frame, local world aligned (spatial acceleration at q\314\210 = 0, [linear; angular])"},
   {"frame_bias_acceleration_world", (PyCFunction)(void (*)(void))fast_frame_bias_acceleration_world, METH_FASTCALL | METH_KEYWORDS, "J\314\207q\314\207 of every selected frame, world (spatial acceleration at q\314\210 = 0, [linear; angular])"},
   {"osim_inverse", (PyCFunction)(void (*)(void))fast_osim_inverse, METH_FASTCALL | METH_KEYWORDS, "\316\233\342\201\273\302\271 = J M\342\201\273\302\271 J\341\265\200 of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion"},
+  {"rnea_stale", (PyCFunction)(void (*)(void))fast_rnea_stale, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old neighbour data, Binder\342\200\223Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next"},
+  {"rnea_stale_yamakita", (PyCFunction)(void (*)(void))fast_rnea_stale_yamakita, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next"},
 };
 
 // bind(name, fallback): the kernel's fast entry point, with ``fallback`` for every other call
@@ -1502,7 +1592,6 @@ static PyMethodDef methods[] = {
   {"aba_derivatives", (PyCFunction)(void (*)(void))py_aba_derivatives, METH_FASTCALL, "\342\210\202q\314\210/\342\210\202q, \342\210\202q\314\210/\342\210\202v and \342\210\202q\314\210/\342\210\202\317\204 = M\342\201\273\302\271 of forward dynamics (\342\210\222M\342\201\273\302\271 \342\210\202\317\204/\342\210\202u at q\314\210)"},
   {"forward_kinematics", (PyCFunction)(void (*)(void))py_forward_kinematics, METH_FASTCALL, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
   {"rnea_scan", (PyCFunction)(void (*)(void))py_rnea_scan, METH_FASTCALL, "inverse dynamics \317\204 (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)"},
-  {"aba_scan", (PyCFunction)(void (*)(void))py_aba_scan, METH_FASTCALL, "forward dynamics q\314\210 (as aba) with the two linear passes as parallel prefix scans and the articulated inertias sequential"},
   {"frame_placement", (PyCFunction)(void (*)(void))py_frame_placement, METH_FASTCALL, "placement of every selected frame in the world (homogeneous 4\303\2274)"},
   {"frame_jacobian_local", (PyCFunction)(void (*)(void))py_frame_jacobian_local, METH_FASTCALL, "Jacobian of every selected frame, local ([linear; angular] \303\227 nv)"},
   {"frame_jacobian_local_world_aligned", (PyCFunction)(void (*)(void))py_frame_jacobian_local_world_aligned, METH_FASTCALL, "Jacobian of every selected frame, local world aligned ([linear; angular] \303\227 nv)"},
@@ -1511,6 +1600,8 @@ static PyMethodDef methods[] = {
   {"frame_bias_acceleration_local_world_aligned", (PyCFunction)(void (*)(void))py_frame_bias_acceleration_local_world_aligned, METH_FASTCALL, "J\314\207q\314\207 of every selected frame, local world aligned (spatial acceleration at q\314\210 = 0, [linear; angular])"},
   {"frame_bias_acceleration_world", (PyCFunction)(void (*)(void))py_frame_bias_acceleration_world, METH_FASTCALL, "J\314\207q\314\207 of every selected frame, world (spatial acceleration at q\314\210 = 0, [linear; angular])"},
   {"osim_inverse", (PyCFunction)(void (*)(void))py_osim_inverse, METH_FASTCALL, "\316\233\342\201\273\302\271 = J M\342\201\273\302\271 J\341\265\200 of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion"},
+  {"rnea_stale", (PyCFunction)(void (*)(void))py_rnea_stale, METH_FASTCALL, "inverse dynamics \317\204 with one call old neighbour data, Binder\342\200\223Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next"},
+  {"rnea_stale_yamakita", (PyCFunction)(void (*)(void))py_rnea_stale_yamakita, METH_FASTCALL, "inverse dynamics \317\204 with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next"},
   {nullptr, nullptr, 0, nullptr},
 };
 

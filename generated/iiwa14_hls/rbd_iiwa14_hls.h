@@ -405,4 +405,18 @@ void rbd_iiwa14_hls_aba_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const 
 void rbd_iiwa14_hls_aba_scan_double(const double* q, const double* v, const double* tau, double* qdd);
 #endif
 
+// rnea_stale: inverse dynamics τ with one call old neighbour data, Binder–Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
+//   in:  q[7], v[7], a[7], stale[168]
+//   out: tau[7], stale_next[168]
+#ifdef RBD_IIWA14_HLS_AP_TYPES
+void rbd_iiwa14_hls_rnea_stale(const rbd_iiwa14_hls_data_t q[7], const rbd_iiwa14_hls_data_t v[7], const rbd_iiwa14_hls_data_t a[7], const rbd_iiwa14_hls_data_t stale[168], rbd_iiwa14_hls_data_t tau[7], rbd_iiwa14_hls_data_t stale_next[168]);
+#endif
+#if defined(RBD_HLS_CSIM_FAST) && !defined(__SYNTHESIS__)
+void rbd_iiwa14_hls_rnea_stale_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_iiwa14_hls_impl::csim_t v[7], const rbd_iiwa14_hls_impl::csim_t a[7], const rbd_iiwa14_hls_impl::csim_t stale[168], rbd_iiwa14_hls_impl::csim_t tau[7], rbd_iiwa14_hls_impl::csim_t stale_next[168], bool* div_by_zero);
+#endif
+#ifndef __SYNTHESIS__
+// the same statements in double precision (C simulation only: the testbench's reference)
+void rbd_iiwa14_hls_rnea_stale_double(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+#endif
+
 #endif

@@ -409,4 +409,43 @@ void rbd_iiwa14_hls_csim_aba_scan_f64_batch(long n, const double* q, const doubl
     rbd_iiwa14_hls_csim_aba_scan_f64(q + i * 7, v + i * 7, tau + i * 7, qdd + i * 7);
 }
 
+void rbd_iiwa14_hls_csim_rnea_stale_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next) {
+  rbd_iiwa14_hls_data_t q_t[7];
+  rbd_iiwa14_hls_data_t v_t[7];
+  rbd_iiwa14_hls_data_t a_t[7];
+  rbd_iiwa14_hls_data_t stale_t[168];
+  rbd_iiwa14_hls_data_t tau_t[7];
+  rbd_iiwa14_hls_data_t stale_next_t[168];
+  for (int i = 0; i < 7; ++i) q_t[i] = rbd_iiwa14_hls_data_t(q[i]);
+  for (int i = 0; i < 7; ++i) v_t[i] = rbd_iiwa14_hls_data_t(v[i]);
+  for (int i = 0; i < 7; ++i) a_t[i] = rbd_iiwa14_hls_data_t(a[i]);
+  for (int i = 0; i < 168; ++i) stale_t[i] = rbd_iiwa14_hls_data_t(stale[i]);
+  bool dz = false;
+#ifdef RBD_HLS_CSIM_FAST
+  rbd_iiwa14_hls_impl::csim_t q_c[7];
+  rbd_iiwa14_hls_impl::csim_t v_c[7];
+  rbd_iiwa14_hls_impl::csim_t a_c[7];
+  rbd_iiwa14_hls_impl::csim_t stale_c[168];
+  rbd_iiwa14_hls_impl::csim_t tau_c[7];
+  rbd_iiwa14_hls_impl::csim_t stale_next_c[168];
+  for (int i = 0; i < 7; ++i) q_c[i] = rbd_iiwa14_hls_impl::csim_store(q_t[i]);
+  for (int i = 0; i < 7; ++i) v_c[i] = rbd_iiwa14_hls_impl::csim_store(v_t[i]);
+  for (int i = 0; i < 7; ++i) a_c[i] = rbd_iiwa14_hls_impl::csim_store(a_t[i]);
+  for (int i = 0; i < 168; ++i) stale_c[i] = rbd_iiwa14_hls_impl::csim_store(stale_t[i]);
+  rbd_iiwa14_hls_rnea_stale_csim(q_c, v_c, a_c, stale_c, tau_c, stale_next_c, &dz);
+  for (int i = 0; i < 7; ++i) tau_t[i] = rbd_iiwa14_hls_impl::csim_value(tau_c[i]);
+  for (int i = 0; i < 168; ++i) stale_next_t[i] = rbd_iiwa14_hls_impl::csim_value(stale_next_c[i]);
+#else
+  rbd_iiwa14_hls_rnea_stale(q_t, v_t, a_t, stale_t, tau_t, stale_next_t);
+#endif
+  if (dz) ++div_by_zero_states;
+  for (int i = 0; i < 7; ++i) tau[i] = (double)tau_t[i];
+  for (int i = 0; i < 168; ++i) stale_next[i] = (double)stale_next_t[i];
+}
+
+void rbd_iiwa14_hls_csim_rnea_stale_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next) {
+  for (long i = 0; i < n; ++i)
+    rbd_iiwa14_hls_csim_rnea_stale_f64(q + i * 7, v + i * 7, a + i * 7, stale + i * 168, tau + i * 7, stale_next + i * 168);
+}
+
 }  // extern "C"

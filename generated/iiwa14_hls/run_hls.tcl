@@ -10,7 +10,7 @@
 # step; RBD_EXPORT=1 exports each as Vivado IP; RBD_PART / RBD_CLOCK_MHZ override the part
 # (xcvu9p-flga2104-2-e) and clock (250 MHz) chosen at generation. hls_<kernel>.tcl runs one.
 source [file join [file dirname [file normalize [info script]]] hls_project.tcl]
-set kernels { rnea nle gravity crba aba minv rnea_derivatives aba_derivatives forward_kinematics rnea_scan aba_scan }
+set kernels { rnea nle gravity crba aba minv rnea_derivatives aba_derivatives forward_kinematics rnea_scan aba_scan rnea_stale }
 if {[info exists ::env(RBD_KERNELS)]} { set kernels $::env(RBD_KERNELS) }
 foreach k $kernels {
   rbd_hls_project $k

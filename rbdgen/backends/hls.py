@@ -295,6 +295,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     q = model.random_q(rng, tb_states)
     env = {"q": q, "v": rng.normal(size=(tb_states, model.nv)), "a": rng.normal(size=(tb_states, model.nv)),
            "tau": 10.0 * rng.normal(size=(tb_states, model.nv))}
+    env = registry.complete_inputs(model, env, seed=12345)  # inputs beyond these (stale): as the registry draws them
     tb_inputs = [{"name": n, "size": x.shape[1], "data": ", ".join(_c_float(v) for v in x.ravel())}
                  for n, x in env.items()]
     for kk in ks:

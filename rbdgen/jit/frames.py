@@ -64,6 +64,9 @@ def install(owner) -> None:
         return owner.__dict__.get(f"_raw_{name}") or owner.__dict__[name]
 
     owner.__dict__["kernel"] = kernel
+    from .stale import install as install_stale
+
+    install_stale(owner)  # kern.rnea_stale_start
     if not any(k.startswith("frame_") or k in ("osim_inverse", "contact_terms") for k in built):
         return
     model = owner.model

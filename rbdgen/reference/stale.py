@@ -54,6 +54,23 @@ class StaleState:
     f_own: np.ndarray
     f: np.ndarray
 
+    def flat(self) -> np.ndarray:
+        """The layout of the generated kernels' ``stale`` array: per body ``[v, a, f_own, f]``
+        (24 values), bodies in order — ``(nb * 24,)``, or ``(N, nb * 24)`` for a batch."""
+        parts = np.stack([np.asarray(x, dtype=float) for x in (self.v, self.a, self.f_own, self.f)], axis=-2)
+        return parts.reshape(parts.shape[:-3] + (-1,))
+
+    @classmethod
+    def from_flat(cls, x, nb: int) -> "StaleState":
+        """The inverse of :meth:`flat`: a ``(nb * 24,)`` or ``(N, nb * 24)`` array (what the
+        generated ``rnea_stale`` kernels take and return) as a StaleState."""
+        x = np.asarray(x, dtype=float)
+        if x.ndim not in (1, 2) or x.shape[-1] != 24 * nb:
+            raise ValueError(f"stale: expected shape ({24 * nb},) or (N, {24 * nb}) (24 values per body, "
+                             f"{nb} bodies), got {x.shape}")
+        parts = x.reshape(x.shape[:-1] + (nb, 4, 6))
+        return cls(*(np.ascontiguousarray(parts[..., k, :]) for k in range(4)))
+
 
 def _check(model: RobotModel, q, v, a, state, scheme):
     if scheme not in STALE_SCHEMES:
@@ -134,3 +151,12 @@ def rnea_stale(model: RobotModel, q, v, a, state: StaleState | None = None, sche
         taus.append(t)
         parts.append(p)
     return np.stack(taus), StaleState(*(np.stack(x) for x in zip(*parts)))
+
+
+def _flat_reference(scheme):
+    """The registry's reference of the generated kernel for ``scheme``: flat state in and out."""
+    def ref(model, q, v, a, stale):
+        tau, st = rnea_stale(model, q, v, a, StaleState.from_flat(stale, model.nb), scheme=scheme)
+        return tau, st.flat()
+    ref.__name__ = ref.__qualname__ = f"rnea_stale_{scheme}_flat"
+    return ref
