@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Stale-data inverse dynamics in closed loop (`make bench-control`, issue 14): tracking error
+against the control period, and where each scheme goes unstable.
+
+    python benchmarks/control.py               # everything (~5 min on 2 cores)
+    python benchmarks/control.py --quick       # a smoke run (~1.5 min), to a temporary folder
+    python benchmarks/control.py --render      # rewrite control.md / control.png from control.json
+
+For the 3-link planar arm (rbdgen.control.planar_arm) and the iiwa (robots/iiwa14.urdf), each
+motion preset (slow, fast, very fast: rbdgen.control.SPEEDS), each controller (exact RNEA and
+every stale scheme) and each computation delay (none, one control period): computed-torque
+control (ω_n = 20 rad/s, ζ = 1) for 3 s at each control period T of the grid, starting on the
+trajectory. Recorded: max and RMS tracking error, and whether and when the run diverged (an error
+over 1 rad, or a non-finite state). The plant is RK4 at 0.25 ms on the generated `aba` kernel
+(the NumPy reference gives the same numbers ~1000× slower: its per-call time is measured and
+written down); the controller's inverse dynamics is the NumPy reference (`rnea`, `rnea_stale`).
+
+Writes control.json (every run), control.md (tables) and control.png to --out (default
+benchmarks/results/). Runs are spread over --jobs processes (default: the CPUs available).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import run as bench  # noqa: E402  (benchmarks/run.py: machine info, log)
+
+import rbdgen  # noqa: E402
+from rbdgen import control as ctl  # noqa: E402
+from rbdgen import reference as ref  # noqa: E402
+from rbdgen.jit.compiler import find_cxx  # noqa: E402
+
+ROOT = HERE.parent
+ROBOTS = ("planar_arm3", "iiwa14")
+#: control periods, ms: roughly log-spaced (ratio ~1.25-1.5), each a whole number of 0.25 ms plant steps
+PERIODS_MS = (0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 30, 40, 50, 60)
+QUICK_PERIODS_MS = (0.5, 1, 2, 4, 8, 20, 60)
+DELAYS = (0, 1)  # in control periods
+DURATION, QUICK_DURATION = 3.0, 1.0
+PLANT_STEP = ctl.DEFAULT_PLANT_STEP
+
+
+def load(robot: str):
+    if robot == "planar_arm3":
+        return ctl.planar_arm(3)
+    return rbdgen.load_urdf(ROOT / "robots" / f"{robot}.urdf")
+
+
+_CACHE: dict = {}
+
+
+def _worker_model(robot):
+    if robot not in _CACHE:
+        m = load(robot)
+        _CACHE[robot] = (m, rbdgen.build(m, kernels=["aba"], simd=False).aba)
+    return _CACHE[robot]
+
+
+def one_run(task):
+    robot, motion, controller, delay_periods, T_ms, duration = task
+    m, aba = _worker_model(robot)
+    T = T_ms * 1e-3
+    t0 = time.perf_counter()
+    r = ctl.simulate(m, motion, controller=controller, period=T, delay=delay_periods * T, duration=duration,
+                     plant_step=PLANT_STEP, plant=aba)
+    wall = time.perf_counter() - t0
+    err = np.abs(r.error)
+    return {"robot": robot, "motion": motion, "controller": controller, "delay_periods": delay_periods,
+            "T_ms": T_ms, "diverged": r.diverged, "diverged_at_s": r.diverged_at,
+            "max_error_rad": None if r.diverged else float(err.max()),
+            "rms_error_rad": None if r.diverged else r.rms_error,
+            "max_error_before_divergence_rad": float(np.nanmax(err[:-1])) if r.diverged and len(err) > 1 else None,
+            "wall_s": round(wall, 3)}
+
+
+def per_call_times(robot) -> dict:
+    """µs per call: the plant's aba (reference vs generated) and the controller's inverse dynamics."""
+    m, aba = _worker_model(robot)
+    rng = np.random.default_rng(0)
+    q, v, x = m.random_q(rng), rng.normal(size=m.nv), rng.normal(size=m.nv)
+
+    def t(f, n):
+        f()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        return (time.perf_counter() - t0) / n * 1e6
+
+    st = ref.rnea_stale(m, q, v, x)[1]
+    return {"aba_reference_us": round(t(lambda: ref.aba(m, q, v, x), 200), 2),
+            "aba_generated_us": round(t(lambda: aba(q, v, x), 20000), 3),
+            "rnea_reference_us": round(t(lambda: ref.rnea(m, q, v, x), 200), 2),
+            "rnea_stale_reference_us": round(t(lambda: ref.rnea_stale(m, q, v, x, st), 200), 2)}
+
+
+def summarize(runs) -> list:
+    """Per (robot, motion, controller, delay): the smallest T that diverged, the largest T below it,
+    whether any larger T was stable again, and the errors at a few periods."""
+    out = []
+    keys = sorted({(r["robot"], r["motion"], r["controller"], r["delay_periods"]) for r in runs},
+                  key=lambda k: (ROBOTS.index(k[0]), list(ctl.SPEEDS).index(k[1]), ctl.CONTROLLERS.index(k[2]), k[3]))
+    for key in keys:
+        rs = sorted((r for r in runs if (r["robot"], r["motion"], r["controller"], r["delay_periods"]) == key),
+                    key=lambda r: r["T_ms"])
+        div = [r["T_ms"] for r in rs if r["diverged"]]
+        first = div[0] if div else None
+        stable_below = [r["T_ms"] for r in rs if not r["diverged"] and (first is None or r["T_ms"] < first)]
+        out.append({"robot": key[0], "motion": key[1], "controller": key[2], "delay_periods": key[3],
+                    "first_divergent_T_ms": first, "largest_stable_T_ms": stable_below[-1] if stable_below else None,
+                    "stable_again_above": [r["T_ms"] for r in rs if first is not None and r["T_ms"] > first and not r["diverged"]],
+                    "max_error_rad": {str(r["T_ms"]): r["max_error_rad"] for r in rs},
+                    "rms_error_rad": {str(r["T_ms"]): r["rms_error_rad"] for r in rs}})
+    return out
+
+
+def _fmt(x):
+    return "div." if x is None else f"{x:.1e}"
+
+
+def markdown(res: dict) -> str:
+    mi = res["machine"]
+    s = res["settings"]
+    L = ["# Stale-data inverse dynamics in closed loop", "",
+         f"Machine: {mi['cpu']} ({mi['cpus_available']} CPUs available), {mi['compiler'].splitlines()[0]}; "
+         f"rbdgen {mi['rbdgen']} (git {mi['git']}), {mi['date']}. Generated by `make bench-control` "
+         f"(benchmarks/control.py) in {res['wall_s']:.0f} s; method and discussion in docs/control.md.", "",
+         f"Computed-torque PD control (ω_n = {s['natural_frequency']} rad/s, ζ = {s['damping']}), {s['duration_s']} s "
+         f"per run, starting on the trajectory; plant RK4 at {s['plant_step_ms']} ms on the generated aba; "
+         f"controller ID the NumPy reference. Motions (base frequency): "
+         + ", ".join(f"{k} {v} Hz" for k, v in s["speeds_hz"].items())
+         + f", amplitude {s['amplitude']} of each joint's half range. *div.*: the error passed "
+         f"{s['diverge_at_rad']} rad (or the state went non-finite) within the run.", ""]
+    L += ["## Where each controller goes unstable", "",
+          "Smallest control period T (ms) of the grid at which the run diverged (in parentheses: the largest stable T "
+          "below it); – : stable at every T up to "
+          f"{max(s['periods_ms'])} ms. Delay: the torque computed at t_k is applied from t_k + d.", ""]
+    head = "| robot | motion | " + " | ".join(f"{c}, d = {'0' if d == 0 else 'T'}" for c in ctl.CONTROLLERS for d in s["delays"]) + " |"
+    L += [head, "|---|---|" + "---:|" * (len(ctl.CONTROLLERS) * len(s["delays"]))]
+    summ = {(x["robot"], x["motion"], x["controller"], x["delay_periods"]): x for x in res["summary"]}
+    for robot in s["robots"]:
+        for motion in s["speeds_hz"]:
+            cells = []
+            for c in ctl.CONTROLLERS:
+                for d in s["delays"]:
+                    x = summ[(robot, motion, c, d)]
+                    if x["first_divergent_T_ms"] is None:
+                        cells.append("–")
+                    else:
+                        cells.append(f"{x['first_divergent_T_ms']:g} ({x['largest_stable_T_ms'] or 0:g})"
+                                     + (" *" if x["stable_again_above"] else ""))
+            L.append(f"| {robot} | {motion} | " + " | ".join(cells) + " |")
+    again = [x for x in res["summary"] if x["stable_again_above"]]
+    if again:
+        L += ["", "\\*: stable again at some larger T: " + "; ".join(
+            f"{x['robot']} {x['motion']} {x['controller']} d = {x['delay_periods']}T at {x['stable_again_above']} ms"
+            for x in again) + "."]
+    L.append("")
+    for d in s["delays"]:
+        L += [f"## Max tracking error (rad) against T (ms), delay {'0' if d == 0 else 'one period'}", "",
+              "| robot | motion | controller | " + " | ".join(f"{t:g}" for t in s["periods_ms"]) + " |",
+              "|---|---|---|" + "---:|" * len(s["periods_ms"])]
+        for x in res["summary"]:
+            if x["delay_periods"] != d:
+                continue
+            L.append(f"| {x['robot']} | {x['motion']} | {x['controller']} | "
+                     + " | ".join(_fmt(x["max_error_rad"][str(t)]) for t in s["periods_ms"]) + " |")
+        L.append("")
+    L += ["## RMS tracking error (rad) at a few periods, no delay", "",
+          "| robot | motion | controller | " + " | ".join(f"T = {t:g} ms" for t in s["rms_periods_ms"]) + " |",
+          "|---|---|---|" + "---:|" * len(s["rms_periods_ms"])]
+    for x in res["summary"]:
+        if x["delay_periods"] == 0:
+            L.append(f"| {x['robot']} | {x['motion']} | {x['controller']} | "
+                     + " | ".join(_fmt(x["rms_error_rad"].get(str(t))) for t in s["rms_periods_ms"]) + " |")
+    L += ["", "## Cost per call (µs, this machine, one thread)", "",
+          "| robot | aba, NumPy reference | aba, generated | rnea, NumPy reference | rnea_stale, NumPy reference |",
+          "|---|---:|---:|---:|---:|"]
+    for robot, c in res["per_call_us"].items():
+        L.append(f"| {robot} | {c['aba_reference_us']:.0f} | {c['aba_generated_us']:.2f} | {c['rnea_reference_us']:.0f} | "
+                 f"{c['rnea_stale_reference_us']:.0f} |")
+    L.append("")
+    return "\n".join(L)
+
+
+def plot(res: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    s = res["settings"]
+    robots, motions = s["robots"], list(s["speeds_hz"])
+    fig, axes = plt.subplots(len(robots), len(motions), figsize=(4.2 * len(motions), 3.6 * len(robots)), squeeze=False)
+    colors = {"exact": "k", "binder_herzog": "tab:blue", "yamakita": "tab:orange"}
+    for i, robot in enumerate(robots):
+        for j, motion in enumerate(motions):
+            ax = axes[i][j]
+            for x in res["summary"]:
+                if (x["robot"], x["motion"]) != (robot, motion):
+                    continue
+                ts = s["periods_ms"]
+                ok = [t for t in ts if x["max_error_rad"][str(t)] is not None]
+                style = "-" if x["delay_periods"] == 0 else "--"
+                label = f"{x['controller']}, d = {'0' if x['delay_periods'] == 0 else 'T'}"
+                ax.plot(ok, [x["max_error_rad"][str(t)] for t in ok], style, marker=".", color=colors[x["controller"]],
+                        label=label)
+                if x["first_divergent_T_ms"] is not None:
+                    ax.plot([x["first_divergent_T_ms"]], [1.0], "x" if x["delay_periods"] == 0 else "+",
+                            color=colors[x["controller"]], markersize=9)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{robot}, {motion} ({s['speeds_hz'][motion]} Hz)", fontsize=9)
+            ax.set_xlabel("control period T (ms)")
+            ax.set_ylabel("max tracking error (rad)")
+            ax.axhline(1.0, color="gray", lw=0.5)
+            if i == 0 and j == 0:
+                ax.legend(fontsize=6)
+    fig.suptitle(f"computed-torque control, exact vs stale RNEA (x / +: first diverging T, d = 0 / T) — "
+                 f"{res['machine']['cpu'][:40]}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a few periods, 1 s runs (a smoke run)")
+    p.add_argument("--out", default=None, help="results folder (default benchmarks/results; --quick: a temporary one)")
+    p.add_argument("--render", action="store_true", help="only rewrite control.md and control.png from control.json in --out")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: the CPUs available)")
+    args = p.parse_args(argv)
+    if args.render:
+        out = Path(args.out) if args.out else HERE / "results"
+        res = json.loads((out / "control.json").read_text())
+        (out / "control.md").write_text(markdown(res))
+        plot(res, out / "control.png")
+        return 0
+    out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="rbdgen-control-")) if args.quick else HERE / "results")
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = args.jobs or len(os.sched_getaffinity(0))
+    periods = QUICK_PERIODS_MS if args.quick else PERIODS_MS
+    duration = QUICK_DURATION if args.quick else DURATION
+    t_start = time.perf_counter()
+    res = {"machine": bench.machine_info(find_cxx()),
+           "settings": {"robots": list(ROBOTS), "speeds_hz": dict(ctl.SPEEDS), "amplitude": 0.25,
+                        "controllers": list(ctl.CONTROLLERS), "delays": list(DELAYS), "periods_ms": list(periods),
+                        "rms_periods_ms": [t for t in (0.5, 1, 2, 4, 8) if t in periods],
+                        "duration_s": duration, "plant_step_ms": PLANT_STEP * 1e3, "integrator": "RK4",
+                        "natural_frequency": ctl.DEFAULT_NATURAL_FREQUENCY, "damping": ctl.DEFAULT_DAMPING,
+                        "diverge_at_rad": 1.0, "jobs": jobs}}
+    bench.log("building the plants' aba kernels (cached)")
+    res["per_call_us"] = {robot: per_call_times(robot) for robot in ROBOTS}
+    tasks = [(robot, motion, c, d, T, duration) for robot in ROBOTS for motion in ctl.SPEEDS for c in ctl.CONTROLLERS
+             for d in DELAYS for T in periods]
+    # the expensive runs (short periods, many controller calls) first, so the pool ends evenly
+    tasks.sort(key=lambda t: t[4])
+    bench.log(f"{len(tasks)} runs on {jobs} processes")
+    runs = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for i, r in enumerate(pool.map(one_run, tasks, chunksize=1)):
+            runs.append(r)
+            if (i + 1) % 50 == 0:
+                bench.log(f"{i + 1}/{len(tasks)} runs")
+    res["runs"] = runs
+    res["summary"] = summarize(runs)
+    res["wall_s"] = round(time.perf_counter() - t_start, 1)
+    (out / "control.json").write_text(json.dumps(res, indent=1) + "\n")
+    (out / "control.md").write_text(markdown(res))
+    drew = plot(res, out / "control.png")
+    bench.log(f"wrote {out / 'control.json'}, {out / 'control.md'}" + (f", {out / 'control.png'}" if drew else " (no matplotlib: no plot)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
