@@ -15,7 +15,7 @@ why the control period and the delay must be multiples of the step): RK4 then in
 smooth right-hand side and keeps its fourth order. 0.25 ms is the smallest control period of the
 study, and RK4's error at that step is far below the tracking errors being measured: for the
 closed loop's fastest rate Ω (≈ the gains' ω_n, or the joint speeds in "very fast" motion, a few
-tens of rad/s) the global error is ~(Ω h)⁴ ≈ 1e-8 relative (tests check the fourth order and the
+tens of rad/s) the global error is ~(Ω h)⁴ ≈ 1e-9 relative (tests check the fourth order and the
 energy balance). ``plant="reference"`` (default) is :func:`rbdgen.reference.aba`;
 ``plant="compiled"`` builds the generated ``aba`` kernel (≈ 1000× faster, needs a C++
 compiler); or pass any callable ``aba(q, v, tau) -> qdd``.
@@ -40,15 +40,15 @@ tracking errors are set by the controller, not by the gains.
 **Inverse dynamics backend.** ``inverse_dynamics=None`` uses the NumPy reference. A callable
 replaces it: ``f(q, v, a) -> tau`` for ``controller="exact"``; ``f(q, v, a, state) ->
 (tau, state)`` for a stale scheme, ``state`` opaque to the simulator (``None`` on the first call,
-then whatever ``f`` returned) — the shape a generated ``kern.rnea_stale`` takes behind a small
-adapter that turns the first call's ``None`` into its initial state.
+then whatever ``f`` returned). :func:`kernel_inverse_dynamics` makes one from generated kernels
+(``kern.rnea``, ``kern.rnea_stale``, ``kern.rnea_stale_yamakita``: :data:`KERNEL_FOR`).
 
 **Trajectories** (:func:`trajectory`): per joint, two sinusoids about the middle of the joint's
 range, ``q = c + A (0.6 sin(ωt + φ₁) + 0.4 sin(1.7ωt + φ₂))``, so |q − c| ≤ A and the joint
 stays inside its limits (A = ``amplitude`` × half the range). ω = 2πf, f the base frequency:
 :data:`SPEEDS` = slow 0.2 Hz, fast 1 Hz, very fast 2.5 Hz. The peak speed, acceleration and jerk
 are ≤ 1.28 Aω, 1.76 Aω², 2.57 Aω³ (for the iiwa at amplitude 0.25, A ≈ 0.5–0.75 rad: very fast
-reaches ~10 rad/s and ~300 rad/s², beyond what the real robot can do — a stress test).
+reaches up to ~15 rad/s and ~300 rad/s², beyond what the real robot can do — a stress test).
 
 **Result** (:class:`SimResult`): the time series at every plant step, max and RMS tracking error,
 ``diverged`` (the error passed ``diverge_at`` rad, or a state became non-finite: the run stops
@@ -433,6 +433,33 @@ def _rk4(fd, q, v, tau, h):
     a4 = fd(q4, v4, tau)
     return (q + h / 6.0 * (v + 2.0 * v2 + 2.0 * v3 + v4),
             v + h / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4))
+
+
+#: the generated kernel that computes each controller's inverse dynamics (rbdgen.registry)
+KERNEL_FOR = {"exact": "rnea", "binder_herzog": "rnea_stale", "yamakita": "rnea_stale_yamakita"}
+
+
+def kernel_inverse_dynamics(kern, controller: str):
+    """The ``inverse_dynamics=`` callable for ``controller`` from built kernels ``kern``
+    (``rbdgen.build(model, kernels=[...])`` with :data:`KERNEL_FOR`'s kernel): ``kern.rnea``, or
+    the stale kernel started, on the first call, from ``kern.rnea_stale_start`` (the exact state,
+    as the reference's ``state=None``)."""
+    if controller not in KERNEL_FOR:
+        raise ValueError(f"controller must be one of {', '.join(map(repr, CONTROLLERS))}, got {controller!r}")
+    name = KERNEL_FOR[controller]
+    f = getattr(kern, name, None) if name in getattr(kern, "kernels", ()) else None
+    if f is None:
+        raise ValueError(f"kern: has no {name} kernel (controller {controller!r}); build it with "
+                         f"rbdgen.build(model, kernels=[..., {name!r}])")
+    if controller == "exact":
+        return f
+
+    def stale_id(q, v, a, state):
+        if state is None:
+            state = kern.rnea_stale_start(q, v, a)
+        return f(q, v, a, state)
+
+    return stale_id
 
 
 def simulate_open_loop(model, q0, v0, *, duration: float, plant_step: float = DEFAULT_PLANT_STEP,
