@@ -1,12 +1,14 @@
 """Closed-loop simulation: computed-torque PD control of a fixed-base robot (issue 14).
 
 What for: to measure what stale-data inverse dynamics (:func:`rbdgen.reference.rnea_stale`)
-costs in tracking, against exact RNEA, as the control period grows — and where it goes unstable.
+costs in tracking, against exact RNEA, as the control period grows — and where it goes unstable::
 
->>> import rbdgen, rbdgen.control as ctl
->>> m = ctl.planar_arm()                                   # 3-link arm, gravity in its plane
->>> r = ctl.simulate(m, "fast", controller="yamakita", period=1e-3, duration=1.0)
->>> r.max_error, r.rms_error, r.diverged                   # rad, rad, bool
+    import rbdgen.control as ctl
+    m = ctl.planar_arm()                                   # 3-link arm, gravity in its plane
+    r = ctl.simulate(m, "fast", controller="yamakita", period=1e-3, duration=1.0)
+    r.max_error, r.rms_error, r.diverged                   # rad, rad, bool
+
+(docs/control.md: the API, the study and its conclusions.)
 
 **Plant.** The robot's exact forward dynamics (``aba``) integrated by the classical fourth-order
 Runge–Kutta method at a fixed step ``plant_step`` (default 0.25 ms). The torque is constant over
