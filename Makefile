@@ -104,7 +104,7 @@ bench-scan: $(STAMP)
 
 # stale-data inverse dynamics in closed loop (not a test): tracking error vs control period and
 # where each scheme goes unstable, planar 3-link arm and iiwa; writes
-# benchmarks/results/control.{json,md,png} (~6 min on 2 cores). matplotlib for the plot, as
+# benchmarks/results/control.{json,md,png} (11 min on the 2-core VM, shared). matplotlib for the plot, as
 # bench-scan. CONTROL_ARGS=--quick for a smoke run.
 CONTROL_ARGS ?=
 bench-control: $(STAMP)

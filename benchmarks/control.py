@@ -2,7 +2,7 @@
 """Stale-data inverse dynamics in closed loop (`make bench-control`, issue 14): tracking error
 against the control period, and where each scheme goes unstable.
 
-    python benchmarks/control.py               # everything (~5 min on 2 cores)
+    python benchmarks/control.py               # everything (11 min on the shared 2-core VM)
     python benchmarks/control.py --quick       # a smoke run (~1.5 min), to a temporary folder
     python benchmarks/control.py --render      # rewrite control.md / control.png from control.json
 
