@@ -107,6 +107,78 @@ def per_call_times(robot) -> dict:
             "rnea_stale_reference_us": round(t(lambda: ref.rnea_stale(m, q, v, x, st), 200), 2)}
 
 
+# ---- what the shorter critical path buys ------------------------------------------------------
+
+ID_KERNELS = {"exact": "rnea", "binder_herzog": "rnea_stale", "yamakita": "rnea_stale_yamakita"}
+HLS_CLOCK_MHZ, HLS_FIXED, HLS_BUDGETS = 250.0, (32, 16), (32, 64, 256)
+#: the latency ratio the computation-bound comparison uses: exact at RATIO·T against stale at T
+#: (the FPGA estimate's ratio rounds to 3, and 3 is a ratio the period grid holds at every T)
+RATIO = 3
+
+
+def kernel_latencies(robot, cxx: str) -> dict:
+    """Per controller: our CPU kernel's time for one state (C++ driver over a pool of 256 states,
+    benchmarks/run.py's, default portable -O3 build, median of rounds) and the HLS estimate of its
+    latency (ap_fixed<32,16>, 250 MHz: unbudgeted, and list-scheduled within a few DSP budgets;
+    rbdgen/backends/hls_schedule.py — no synthesis tool has run these designs)."""
+    from rbdgen import registry
+    from rbdgen.backends import hls as H
+    from rbdgen.backends import hls_schedule as HS
+    from rbdgen.backends.cpu import generate_cpu
+
+    m = load(robot)
+    ks = list(ID_KERNELS.values())
+    gen = generate_cpu(m, dtypes=("float64",), kernels=ks)
+    kern = rbdgen.build(m, kernels=ks, opt="-O3")
+    work = Path(tempfile.mkdtemp(prefix=f"rbdgen-control-{robot}-"))
+    pool = bench.states(m, np.random.default_rng(0), 256)
+    pool_file = work / "pool.bin"
+    pool_file.write_bytes(bench.pool_bytes(pool, m))
+    exe = bench.build_driver(cxx, gen, Path(kern.path), m, work)
+    rounds = [bench.run_driver(exe, pool_file, False) for _ in range(3)]
+    cpu = {k: min(r[k]["median"] for r in rounds) for k in ks}
+    nt = H.numeric_type(fixed=HLS_FIXED)
+    out = {}
+    for c, k in ID_KERNELS.items():
+        tk = registry.trace(m, k)
+        free = H.hls_cost(tk, nt, HLS_CLOCK_MHZ)
+        budgets = {}
+        for b in HLS_BUDGETS:
+            if b >= HS.min_dsp(tk, nt):
+                bc = HS.budget_cost(tk, nt, HLS_CLOCK_MHZ, b)
+                budgets[str(b)] = {"dsp": bc["dsp"], "cycles": bc["latency_cycles"],
+                                   "latency_ns": round(bc["latency_cycles"] * 1e3 / HLS_CLOCK_MHZ, 1)}
+        out[c] = {"kernel": k, "ops": int(kern.op_counts[k]["total"]), "depth": int(kern.op_counts[k]["depth"]),
+                  "cpu_ns": round(cpu[k], 1),
+                  "hls": {"dsp": free["dsp"], "cycles": free["latency_cycles"],
+                          "latency_ns": round(free["latency_cycles"] * 1e3 / HLS_CLOCK_MHZ, 1), "budgets": budgets}}
+    return out
+
+
+def computation_bound(summary) -> list:
+    """Where the inverse dynamics' latency sets the control period (T = its latency, and the
+    torque applied one period after the measurement: d = T): a stale scheme RATIO× faster runs at
+    T while the exact controller runs at RATIO·T. Per robot, motion and scheme: the exact
+    controller's max error at RATIO·T over the stale one's at T (> 1: the stale scheme tracks
+    better), at each T of the grid where both exist."""
+    rows = []
+    exact = {(x["robot"], x["motion"]): x for x in summary if x["controller"] == "exact" and x["delay_periods"] == 1}
+    for x in summary:
+        if x["controller"] == "exact" or x["delay_periods"] != 1:
+            continue
+        e = exact[(x["robot"], x["motion"])]
+        ratios = {}
+        for t, err in x["max_error_rad"].items():
+            t3 = RATIO * float(t)
+            key = next((k for k in e["max_error_rad"] if abs(float(k) - t3) < 1e-9), None)
+            if key is None:
+                continue
+            ee = e["max_error_rad"][key]
+            ratios[t] = None if err is None else (math.inf if ee is None else round(ee / err, 3))
+        rows.append({"robot": x["robot"], "motion": x["motion"], "controller": x["controller"], "ratio": ratios})
+    return rows
+
+
 def summarize(runs) -> list:
     """Per (robot, motion, controller, delay): the smallest T that diverged, the largest T below it,
     whether any larger T was stable again, and the errors at a few periods."""
@@ -193,7 +265,48 @@ def markdown(res: dict) -> str:
         L.append(f"| {robot} | {c['aba_reference_us']:.0f} | {c['aba_generated_us']:.2f} | {c['rnea_reference_us']:.0f} | "
                  f"{c['rnea_stale_reference_us']:.0f} |")
     L.append("")
+    if "latencies" in res:
+        L += rates_markdown(res)
     return "\n".join(L)
+
+
+def _rate(ns):
+    return f"{1e3 / ns:.1f} MHz"
+
+
+def rates_markdown(res: dict) -> list:
+    L = ["## What the shorter critical path buys", "",
+         "The inverse dynamics' latency for one state, and the control rate it alone would allow (1 / latency). "
+         "CPU: our generated kernels, one state through the C++ driver (default portable -O3 build, this machine, "
+         "median of 3 rounds). FPGA: rbdgen's HLS cost model, ap_fixed<32,16> at 250 MHz, latency-oriented "
+         "(unbudgeted: every op its own operator when ready; and list-scheduled within a DSP budget) — an "
+         "estimate, no synthesis tool has run these designs.", "",
+         "| robot | controller | kernel | ops | depth | CPU ns | CPU rate | FPGA cycles | FPGA ns | FPGA rate | FPGA DSP | "
+         + " | ".join(f"FPGA ns at ≤ {b} DSP" for b in HLS_BUDGETS) + " |",
+         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(HLS_BUDGETS)]
+    for robot, lat in res["latencies"].items():
+        for c, x in lat.items():
+            h = x["hls"]
+            L.append(f"| {robot} | {c} | `{x['kernel']}` | {x['ops']} | {x['depth']} | {x['cpu_ns']:.0f} | {_rate(x['cpu_ns'])} | "
+                     f"{h['cycles']} | {h['latency_ns']:.0f} | {_rate(h['latency_ns'])} | {h['dsp']} | "
+                     + " | ".join(f"{h['budgets'][str(b)]['latency_ns']:.0f}" if str(b) in h["budgets"] else "–"
+                                  for b in HLS_BUDGETS) + " |")
+    L += ["", f"### When the latency sets the period: stale at T against exact at {RATIO}·T, d = T", "",
+          f"Exact controller's max error at {RATIO}·T ÷ the stale scheme's at T, both with the torque applied one "
+          f"period after the measurement (the computation takes the period). > 1: the stale scheme, {RATIO}× faster, "
+          "tracks better; `div.`: the stale run diverged; ∞: only the exact run diverged.", ""]
+    rows = res["computation_bound"]
+    ts = sorted({t for r in rows for t in r["ratio"]}, key=float)
+    L += ["| robot | motion | scheme | " + " | ".join(f"T = {float(t):g} ms" for t in ts) + " |",
+          "|---|---|---|" + "---:|" * len(ts)]
+    for r in rows:
+        cells = []
+        for t in ts:
+            v = r["ratio"].get(t, "")
+            cells.append("" if v == "" else ("div." if v is None else ("∞" if v in (math.inf, "inf") else f"{v:.2f}")))
+        L.append(f"| {r['robot']} | {r['motion']} | {r['controller']} | " + " | ".join(cells) + " |")
+    L.append("")
+    return L
 
 
 def plot(res: dict, path: Path) -> bool:
@@ -237,16 +350,31 @@ def plot(res: dict, path: Path) -> bool:
     return True
 
 
+def add_latencies(res: dict) -> None:
+    bench.log("timing rnea / rnea_stale / rnea_stale_yamakita (C++ driver) and their HLS estimates")
+    cxx = find_cxx()
+    res["latencies"] = {robot: kernel_latencies(robot, cxx) for robot in ROBOTS}
+    # JSON has no infinity: "exact diverged, stale did not" is written as the string "inf"
+    res["computation_bound"] = [{**r, "ratio": {t: ("inf" if v == math.inf else v) for t, v in r["ratio"].items()}}
+                                for r in computation_bound(res["summary"])]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few periods, 1 s runs (a smoke run)")
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results; --quick: a temporary one)")
     p.add_argument("--render", action="store_true", help="only rewrite control.md and control.png from control.json in --out")
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: the CPUs available)")
+    p.add_argument("--latencies", action="store_true",
+                   help="only (re)measure the kernels' latencies and the computation-bound comparison, into the "
+                        "control.json in --out, and rewrite control.md")
     args = p.parse_args(argv)
-    if args.render:
+    if args.render or args.latencies:
         out = Path(args.out) if args.out else HERE / "results"
         res = json.loads((out / "control.json").read_text())
+        if args.latencies:
+            add_latencies(res)
+            (out / "control.json").write_text(json.dumps(res, indent=1) + "\n")
         (out / "control.md").write_text(markdown(res))
         plot(res, out / "control.png")
         return 0
@@ -278,6 +406,7 @@ def main(argv=None) -> int:
                 bench.log(f"{i + 1}/{len(tasks)} runs")
     res["runs"] = runs
     res["summary"] = summarize(runs)
+    add_latencies(res)
     res["wall_s"] = round(time.perf_counter() - t_start, 1)
     (out / "control.json").write_text(json.dumps(res, indent=1) + "\n")
     (out / "control.md").write_text(markdown(res))
