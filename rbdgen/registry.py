@@ -76,12 +76,23 @@ INPUTS = {
     "v": Arg("v", ("nv",), "joint velocities", sample=_normal()),
     "a": Arg("a", ("nv",), "joint accelerations", sample=_normal()),
     "tau": Arg("tau", ("nv",), "joint torques", sample=_normal()),
-    # the stale-data kernels' memory (rbdgen.reference.StaleState.flat): per body v, a (scale 1)
-    # and f_own, f (scale 10: forces of a few kg under gravity)
     "stale": Arg("stale", ("24*nb",), "the previous call's stale_next (rnea_stale*: per body v, a, f_own, f)",
-                 sample=lambda model, rng, n: (rng.normal(size=(n, model.nb, 4, 6))
-                                               * np.array([1.0, 1.0, 10.0, 10.0])[:, None]).reshape(n, -1)),
+                 sample=lambda model, rng, n: _sample_stale(model, rng, n)),
 }
+
+
+def _sample_stale(model, rng, n: int):
+    """States the stale-data kernels may be given: the exact state (rbdgen.reference.rnea_stale)
+    at other random (q, v, a) — what a previous call at another state leaves, and with the
+    structural constants the kernels assume (rbdgen.algorithms.stale.structural_constants).
+    Above 64 states, 64 distinct ones repeat (the NumPy reference takes ~1 ms per state)."""
+    from .reference import rnea_stale
+
+    k = min(n, 64)
+    q = model.random_q(rng, k)
+    v, a = rng.normal(size=(k, model.nv)), rng.normal(size=(k, model.nv))
+    flat = rnea_stale(model, q, v, a)[1].flat()
+    return np.resize(flat, (n, flat.shape[1]))
 
 
 @dataclass(frozen=True)

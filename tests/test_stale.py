@@ -175,3 +175,46 @@ def test_critical_path_depth_does_not_grow_with_the_number_of_links(capsys, tmp_
         assert depth[(k, 24)] == depth[(k, 6)], depth
         assert depth[(k, 24)] < depth[("rnea", 6)]
     assert depth[("rnea_stale_yamakita", 24)] < depth[("rnea_stale", 24)]  # buffered: no wait on the forward step
+
+
+@pytest.mark.parametrize("scheme", STALE_SCHEMES)
+def test_structural_constants_of_the_state_hold_for_every_reference_state(scheme):
+    """The kernels ignore the state entries that every call returns as the same constant (a planar
+    arm's out-of-plane motion, ...): those must hold for the reference's states at any (q, v, a)
+    and along a run of stale calls, and ignoring them must prune work."""
+    from rbdgen import control
+    from rbdgen.algorithms.stale import structural_constants
+    from rbdgen.registry import trace
+
+    arm = control.planar_arm(3)
+    iiwa = load_case(next(r for r in ROBOTS if r.name == "iiwa14"), False)
+    for model in (arm, iiwa):
+        known = structural_constants(model, scheme)
+        assert known, model.name
+        idx = np.array(sorted(known))
+        want = np.array([known[k] for k in idx])
+        q, v, a, _ = random_state(model, seed=11, n=20)
+        flat = rnea_stale(model, q, v, a)[1].flat()
+        np.testing.assert_allclose(flat[:, idx], np.broadcast_to(want, (20, len(idx))), rtol=0, atol=1e-12)
+        q2, v2, a2, _ = random_state(model, seed=12, n=20)
+        _, s = rnea_stale(model, q2, v2, a2, StaleState.from_flat(flat, model.nb), scheme=scheme)
+        np.testing.assert_allclose(s.flat()[:, idx], np.broadcast_to(want, (20, len(idx))), rtol=0, atol=1e-12)
+    # the arm moves in a plane: every body's out-of-plane velocity (ω_x, ω_z, v_y) is among them
+    known = structural_constants(arm, scheme)
+    for b in range(arm.nb):
+        for c in (0, 2, 4):
+            assert known.get(24 * b + c) == 0.0, (b, c)
+    # the same kernel with every state entry taken as free, for comparison
+    from rbdgen.algorithms.stale import _rnea_stale_values
+    from rbdgen.algorithms.trace import Trace
+    from rbdgen.ir.graph import Array
+
+    t = Trace(arm)
+    ins = [t.inputs(n, k) for n, k in (("q", arm.nq), ("v", arm.nv), ("a", arm.nv), ("stale", 24 * arm.nb))]
+    out = _rnea_stale_values(t, *ins, scheme)
+    free = t.kernel("free", [Array(n, (len(x),)) for n, x in zip(("q", "v", "a", "stale"), ins)],
+                    [(Array("tau", (arm.nv,)), out["tau"]), (Array("stale_next", (24 * arm.nb,)), out["stale_next"])])
+    name = "rnea_stale" if scheme == "binder_herzog" else "rnea_stale_yamakita"
+    ops = trace(arm, name).op_counts()["total"]
+    assert ops < 0.6 * free.op_counts()["total"]
+    assert ops <= 1.2 * trace(arm, "rnea").op_counts()["total"]
