@@ -14,7 +14,9 @@ Inputs ``q, v, a`` and ``stale``, the previous call's ``stale_next`` (per body `
 f]``, 24 values in body coordinates; :meth:`rbdgen.reference.StaleState.flat` is the layout).
 Outputs ``tau`` and ``stale_next``. Every body's work depends only on its own joint and on
 ``stale``, so the critical path does not grow with the number of links (``inspect --cost``,
-column *depth*). Each body's work is one block, tagged with the body, for the schedules.
+column *depth*). The work is three passes — joint transforms, forward step, force step — with
+one block per body in each, tagged with the body, so a schedule (the CUDA block shape, HLS)
+runs each pass's bodies side by side.
 
 The state's entries that every call returns as the same constant (:func:`structural_constants`:
 a planar arm's out-of-plane motion, the first body's gravity along its axis) are taken as those
@@ -95,7 +97,10 @@ def structural_constants(model, scheme: str) -> dict:
     from .trace import Trace
 
     known: dict = {}
-    for _ in range(4 * model.nb + 4):  # each round fixes at least one entry, or stops
+    # the set only grows (an output constant with fewer inputs fixed stays constant with more),
+    # and each round that does not stop adds an entry: at most 24·nb + 1 rounds (in practice
+    # the constants travel a tree level per round)
+    for _ in range(_PER_BODY * model.nb + 2):
         t = Trace(model)
         q, v, a = t.inputs("q", model.nq), t.inputs("v", model.nv), t.inputs("a", model.nv)
         stale = [t.g.const(known[k]) if k in known else x for k, x in enumerate(t.inputs("stale", _PER_BODY * model.nb))]
