@@ -124,17 +124,11 @@ def kernel_latencies(robot, cxx: str) -> dict:
     from rbdgen import registry
     from rbdgen.backends import hls as H
     from rbdgen.backends import hls_schedule as HS
-    from rbdgen.backends.cpu import generate_cpu
 
     m = load(robot)
     ks = list(ID_KERNELS.values())
-    gen = generate_cpu(m, dtypes=("float64",), kernels=ks)
-    kern = rbdgen.build(m, kernels=ks, opt="-O3")
     work = Path(tempfile.mkdtemp(prefix=f"rbdgen-control-{robot}-"))
-    pool = bench.states(m, np.random.default_rng(0), 256)
-    pool_file = work / "pool.bin"
-    pool_file.write_bytes(bench.pool_bytes(pool, m))
-    exe = bench.build_driver(cxx, gen, Path(kern.path), m, work)
+    kern, exe, pool_file, _ = bench.single_state_driver(cxx, m, ks, np.random.default_rng(0), work)
     rounds = [bench.run_driver(exe, pool_file, False) for _ in range(3)]
     cpu = {k: min(r[k]["median"] for r in rounds) for k in ks}
     nt = H.numeric_type(fixed=HLS_FIXED)

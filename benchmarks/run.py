@@ -475,6 +475,19 @@ def build_driver(cxx: str, gen, lib: Path, model, work: Path) -> Path:
     return exe
 
 
+def single_state_driver(cxx: str, model, kernels, rng, work: Path):
+    """Generate and build ``kernels`` (default -O3 build, cached), and the C++ driver timing them
+    one state at a time over a pool of 256 random states: (kernels, driver, pool file, seconds
+    to generate and build the kernels), for :func:`run_driver`. ``work``: an empty folder."""
+    t = time.perf_counter()
+    gen = generate_cpu(model, dtypes=("float64",), kernels=kernels)
+    kern = rbdgen.build(model, kernels=kernels, opt="-O3")
+    build_s = time.perf_counter() - t
+    pool_file = work / "pool.bin"
+    pool_file.write_bytes(pool_bytes(states(model, rng, 256), model))
+    return kern, build_driver(cxx, gen, Path(kern.path), model, work), pool_file, build_s
+
+
 def run_driver(exe: Path, pool_file: Path, quick: bool) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1")  # single-state entry points do not use OpenMP anyway
     r = subprocess.run([str(exe), str(pool_file), "256", "3" if quick else "7", "10" if quick else "40"],

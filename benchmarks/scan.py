@@ -42,7 +42,6 @@ import run as bench  # noqa: E402  (benchmarks/run.py: machine info, timing help
 
 import rbdgen  # noqa: E402
 from rbdgen.algorithms.scan import traced  # noqa: E402
-from rbdgen.backends.cpu import generate_cpu  # noqa: E402
 from rbdgen.ir.schedule import critical_path  # noqa: E402
 from rbdgen.jit.compiler import find_cxx  # noqa: E402
 from rbdgen.registry import trace  # noqa: E402
@@ -155,17 +154,10 @@ def time_sweep(ns, aba_max: int, batch: int, quick: bool, cxx: str, work: Path) 
     for n in ns:
         m = load_text(chain_urdf(n, seed=n, fixed_every=0), work, f"tchain{n}")
         ks = ["rnea", "rnea_scan"] + (["aba", "aba_scan"] if n <= aba_max else [])
-        t = time.perf_counter()
-        gen = generate_cpu(m, dtypes=("float64",), kernels=ks)
-        kern = rbdgen.build(m, kernels=ks, opt="-O3")
-        build_s = time.perf_counter() - t
         rng = np.random.default_rng(n)
-        pool = bench.states(m, rng, 256)
-        pool_file = work / f"pool{n}.bin"
-        pool_file.write_bytes(bench.pool_bytes(pool, m))
         drv = work / f"driver{n}"
         drv.mkdir()
-        exe = bench.build_driver(cxx, gen, Path(kern.path), m, drv)
+        kern, exe, pool_file, build_s = bench.single_state_driver(cxx, m, ks, rng, drv)
         single = bench.run_driver(exe, pool_file, quick)
         st = bench.states(m, rng, batch)
         batched = {}
