@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import json
 import os
 import platform
@@ -121,6 +122,15 @@ def gpu_time(cp, fn, min_s, rounds):
     return statistics.median(out)
 
 
+def takes_out(f) -> bool:
+    """Whether a kernel method takes out= (the compiled methods do; the frame kernels' Python
+    wrappers, which select frames from the raw output, do not)."""
+    try:
+        return "out" in inspect.signature(f).parameters
+    except ValueError:  # a method of the C extension: no signature to read, and it takes out=
+        return True
+
+
 def bench_robot(name, path, floating, args, cp):
     model = rbdgen.load_urdf(path, floating_base=floating)
     # the frame and contact kernels' frames: the feet and flanges, at most four (TALOS: its soles)
@@ -143,16 +153,20 @@ def bench_robot(name, path, floating, args, cp):
             st = states(model, n, rng)
             host = [st[x] for x in SIGS[k]]
             dev = [cp.asarray(x) for x in host]
-            outs_dev = getattr(gk, k)(*dev)
+            gfn = gk.kernel(k)  # the raw kernel: takes shape= and out= (the frame wrappers do not)
+            outs_dev = gfn(*dev)
+            # the frame kernels' methods select frames from the raw kernel's output and take no out=
+            kw = {"out": outs_dev} if takes_out(gfn) else {}
             row = {}
             for shape in ("auto", "thread", "block"):
                 if shape == "thread" and not gk.info[k]["thread_shape"]:
                     continue  # not generated: its per-thread scratch is over the limit (docs/cuda.md)
-                f = lambda s=shape: getattr(gk, k)(*dev, out=outs_dev, shape=s)  # noqa: E731
+                f = lambda s=shape: gfn(*dev, shape=s, **kw)  # noqa: E731
                 row[f"gpu_{shape}"] = gpu_time(cp, f, args.min_s, args.rounds) / n * 1e9
             row["gpu+copy"] = wall(lambda: getattr(gk, k)(*host), args.min_s, args.rounds) / n * 1e9
             outs_cpu = getattr(ck, k)(*host)
-            row["cpu"] = wall(lambda: getattr(ck, k)(*host, out=outs_cpu), args.min_s, args.rounds) / n * 1e9
+            kwc = {"out": outs_cpu} if takes_out(getattr(ck, k)) else {}
+            row["cpu"] = wall(lambda: getattr(ck, k)(*host, **kwc), args.min_s, args.rounds) / n * 1e9
             rows[str(n)] = {c: round(v, 2) for c, v in row.items()}
             log(f"{name} {k} N={n}: " + ", ".join(f"{c} {v:.1f} ns" for c, v in row.items()))
         res["kernels"][k] = rows
@@ -186,9 +200,16 @@ def main(argv=None):
     p.add_argument("--max-n", type=int, default=65536)
     p.add_argument("--quick", action="store_true", help="short rounds (a smoke run)")
     p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--min-s", type=float, help="seconds each timed round lasts at least (default 0.05; --quick 0.005)")
+    p.add_argument("--rounds", type=int, help="timed rounds per figure, the median reported (default 7; --quick 3)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the robots already in --out/cuda.json that this run does not measure (one robot per "
+                        "run where a run's time is capped); the file is rewritten after each robot")
     args = p.parse_args(argv)
     args.kernels = [k for k in args.kernels.split(",") if k]
-    args.min_s, args.rounds = (0.005, 3) if args.quick else (0.05, 7)
+    min_s, rounds = (0.005, 3) if args.quick else (0.05, 7)
+    args.min_s = min_s if args.min_s is None else args.min_s
+    args.rounds = rounds if args.rounds is None else args.rounds
     try:
         import cupy as cp
     except ImportError:
@@ -208,13 +229,21 @@ def main(argv=None):
     result = {"date": datetime.date.today().isoformat(), "gpu": gpu_name(), "cpu": cpu_name(),
               "rbdgen": rbdgen.__version__, "command": "python benchmarks/run_cuda.py " + " ".join(argv or sys.argv[1:]),
               "robots": {}}
+    old = args.out / "cuda.json"
+    if args.merge and old.exists():
+        prev = json.loads(old.read_text())
+        if prev.get("gpu") != result["gpu"]:
+            print(f"run_cuda.py: --merge: {old} was measured on another GPU ({prev.get('gpu')})", file=sys.stderr)
+            return 2
+        result["robots"] = {k: r for k, r in prev["robots"].items() if k not in names}
+        result["command"] = "; ".join(dict.fromkeys([prev["command"], result["command"]]))
+    args.out.mkdir(parents=True, exist_ok=True)
     for name in names:
         path, floating = table[name]
         result["robots"][name] = bench_robot(name, path, floating, args, cp)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cuda.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    (args.out / "cuda.md").write_text(markdown(result))
-    log(f"wrote {args.out / 'cuda.json'} and cuda.md")
+        old.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")  # after each robot: a cut run keeps it
+        (args.out / "cuda.md").write_text(markdown(result))
+        log(f"wrote {old} and cuda.md ({name})")
     return 0
 
 

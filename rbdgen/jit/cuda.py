@@ -348,7 +348,21 @@ def _cupy_stream(cupy, stream, handle: int):
         return cupy.cuda.Stream.null
     if handle == 2:
         return cupy.cuda.Stream.ptds
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:  # cupy ≥ 14: ExternalStream is deprecated; the CUDA stream protocol
+        return from_external(_StreamHandle(handle))
     return cupy.cuda.ExternalStream(handle)
+
+
+class _StreamHandle:
+    """A raw ``cudaStream_t`` speaking the CUDA stream protocol (``__cuda_stream__`` → (version,
+    handle)), for cupy's ``Stream.from_external``."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
 
 
 class _CudaMethod:
