@@ -142,6 +142,28 @@ def test_by_name_methods_match_pinocchio(iiwa_kernels, quadruped_kernels):
         assert kern.frame_placement(q).shape == (2, m.nf, 4, 4)
 
 
+def test_by_name_methods_pass_keywords_to_the_kernel(iiwa_kernels):
+    """out= reaches the generated kernel where the whole output is returned, and is refused,
+    naming the method, where frames are picked; unknown keywords are the kernel's to refuse.
+    (On the GPU shape= and stream= travel the same way: found missing on the first H100 run.)"""
+    m, kern = iiwa_kernels
+    q, v, _, tau = random_state(m, seed=9, n=3)
+    buf = np.empty((3, m.nf, 4, 4))
+    got = kern.frame_placement(q, out=buf)
+    assert np.shares_memory(got, buf) and relerr(buf, kern.kernel("frame_placement")(q)) == 0
+    jb = np.empty((3, m.nf, 6, m.nv))
+    kern.frame_jacobian(q, None, "world", out=jb)
+    assert relerr(jb, kern.frame_jacobian(q, reference="world")) == 0
+    with pytest.raises(ValueError, match="frame_placement: out= takes the kernel's whole output"):
+        kern.frame_placement(q, "iiwa_link_ee", out=buf)
+    with pytest.raises(ValueError, match="osim_inverse: out="):
+        kern.osim_inverse(q, ["iiwa_link_ee"], out=np.empty((3, m.nf, 6, m.nf, 6)))
+    with pytest.raises(ValueError, match="contact_fd: out= is not taken"):
+        kern.contact_fd(q, v, tau, [Contact("iiwa_link_ee", "6d")], out=buf)
+    with pytest.raises(TypeError):
+        kern.frame_bias_acceleration(q, v, "iiwa_link_ee", shapes="block")
+
+
 # ---- the O(n) Λ⁻¹ recursion on trees it was not written for ------------------------------------------
 
 @pytest.mark.parametrize("seed", range(6))

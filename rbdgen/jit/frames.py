@@ -40,6 +40,15 @@ def _index(model, frames):
     return [model.frame_index(n) for n in names], False
 
 
+def _kw(kw, idx, what):
+    """The keywords a by-name method hands to its generated kernel: ``out=`` only where it
+    returns the kernel's whole output (no frames picked)."""
+    if "out" in kw and idx is not None:
+        raise ValueError(f"{what}: out= takes the kernel's whole output, every selected frame: "
+                         "pass frame=None, or pick frames from the result")
+    return kw
+
+
 def _reference(reference):
     if reference not in REFERENCES:
         raise ValueError(f"reference must be one of {', '.join(map(repr, REFERENCES))}, got {reference!r}")
@@ -74,38 +83,41 @@ def install(owner) -> None:
         if name in built:
             owner.__dict__[f"_raw_{name}"] = owner.__dict__[name]
 
-    def frame_placement(q, frame=None):
+    def frame_placement(q, frame=None, **kw):
         """Placement of ``frame`` (a URDF link name) in the world, 4×4; ``None``: every selected
-        frame, (nf, 4, 4)."""
-        out = _need(owner, "frame_placement", "frame_placement")(q)
+        frame, (nf, 4, 4). Keywords (``out=``, and on the GPU ``shape=``, ``stream=``) go to
+        the generated kernel."""
         idx, one = _index(model, frame)
+        out = _need(owner, "frame_placement", "frame_placement")(q, **_kw(kw, idx, "frame_placement"))
         if idx is None:
             return out
         return out[..., idx[0], :, :] if one else out[..., idx, :, :]
 
-    def frame_jacobian(q, frame=None, reference="local"):
+    def frame_jacobian(q, frame=None, reference="local", **kw):
         """Jacobian of ``frame`` in ``reference`` ("local", "local_world_aligned", "world"),
         rows ``[linear; angular]``: (6, nv); ``None``: every selected frame, (nf, 6, nv)."""
-        out = _need(owner, f"frame_jacobian_{_reference(reference)}", "frame_jacobian")(q)
         idx, one = _index(model, frame)
+        out = _need(owner, f"frame_jacobian_{_reference(reference)}", "frame_jacobian")(
+            q, **_kw(kw, idx, "frame_jacobian"))
         if idx is None:
             return out
         return out[..., idx[0], :, :] if one else out[..., idx, :, :]
 
-    def frame_bias_acceleration(q, v, frame=None, reference="local"):
+    def frame_bias_acceleration(q, v, frame=None, reference="local", **kw):
         """J̇q̇ of ``frame`` in ``reference``: its spatial acceleration ``[linear; angular]`` at
         q̈ = 0 without gravity, (6,); ``None``: every selected frame, (nf, 6)."""
-        out = _need(owner, f"frame_bias_acceleration_{_reference(reference)}", "frame_bias_acceleration")(q, v)
         idx, one = _index(model, frame)
+        out = _need(owner, f"frame_bias_acceleration_{_reference(reference)}", "frame_bias_acceleration")(
+            q, v, **_kw(kw, idx, "frame_bias_acceleration"))
         if idx is None:
             return out
         return out[..., idx[0], :] if one else out[..., idx, :]
 
-    def osim_inverse(q, frames=None):
+    def osim_inverse(q, frames=None, **kw):
         """Λ⁻¹ = J M⁻¹ Jᵀ of the stacked LOCAL Jacobians of ``frames`` (default every selected
         frame): (6m, 6m), ``[linear; angular]`` per frame."""
-        out = _need(owner, "osim_inverse", "osim_inverse")(q)
         idx, _ = _index(model, frames)
+        out = _need(owner, "osim_inverse", "osim_inverse")(q, **_kw(kw, idx, "osim_inverse"))
         if idx is not None:
             out = out[..., idx, :, :, :][..., idx, :]
         m = out.shape[-2]
@@ -113,7 +125,7 @@ def install(owner) -> None:
 
     systems: dict = {}  # contact lists seen (by identity of their Contact objects) → their system
 
-    def contact_fd(q, v, tau, contacts):
+    def contact_fd(q, v, tau, contacts, **kw):
         """Forward dynamics with contacts → (q̈, F): F (m, 6) the wrench each contact frame
         exerts on the environment, LOCAL ``[force; torque]`` (Pinocchio's lambda_c is −F), and
         q̈ = q̈₀ − M⁻¹ Jᵀ F. See :func:`rbdgen.reference.contact_fd`."""
@@ -128,7 +140,9 @@ def install(owner) -> None:
                     systems.clear()
                 systems[key] = hit
         system, idx, every = hit
-        qdd0, J, acc0, vf, Linv = _need(owner, "contact_terms", "contact_fd")(q, v, tau)
+        if "out" in kw:
+            raise ValueError("contact_fd: out= is not taken (it returns two new arrays); shape= and stream= are")
+        qdd0, J, acc0, vf, Linv = _need(owner, "contact_terms", "contact_fd")(q, v, tau, **kw)
         aba = _need(owner, "aba", "contact_fd")
         Jh, acc0, vf, Linv = (_host(x) for x in (J, acc0, vf, Linv))
         m = len(idx)
@@ -138,7 +152,7 @@ def install(owner) -> None:
         JtF = (F.reshape(F.shape[:-2] + (1, 6 * m)) @ Jh.reshape(Jh.shape[:-3] + (6 * m, -1)))[..., 0, :]
         JtF = JtF.astype(Jh.dtype, copy=False)
         tau = np.asarray(tau, dtype=Jh.dtype) if isinstance(tau, (list, tuple)) else tau
-        return aba(q, v, tau - _like(tau, JtF)), _like(tau, F.astype(Jh.dtype))
+        return aba(q, v, tau - _like(tau, JtF), **kw), _like(tau, F.astype(Jh.dtype))
 
     for name, f in (("frame_placement", frame_placement), ("frame_jacobian", frame_jacobian),
                     ("frame_bias_acceleration", frame_bias_acceleration), ("osim_inverse", osim_inverse),
