@@ -1,0 +1,112 @@
+"""The gradient rules the framework wrappers (``rbdgen.jax``, ``rbdgen.torch``) share.
+
+Our derivative kernels differentiate with respect to the **tangent space**, as Pinocchio does:
+``dtau_dq[:, k]`` is the change of τ along the k-th velocity direction, q ↦ q ⊕ ε·e_k
+(:meth:`RobotModel.integrate`). For a fixed-base robot whose joints are revolute, prismatic or
+continuous (one angle each), q's coordinates *are* the tangent directions, nq = nv, and these
+are ordinary partial derivatives.
+
+A floating base stores its pose as position p (3, world frame) and unit quaternion u (4,
+(x, y, z, w)), nq = nv + 1, while its tangent is the body-frame twist δ = [linear; angular]
+(6). A framework differentiating with respect to q's coordinates needs ∂/∂q (nv × nq), so
+each wrapper composes our tangent derivative with the tangent map T(q) (nv × nq), δ = T·dq:
+
+* linear: δ_lin = Rᵀ dp (R the base rotation);
+* angular: δ_ang = 2 vec(ū ⊗ du) = 2 (w du_xyz − dw u_xyz − u_xyz × du_xyz);
+* every joint coordinate: the identity.
+
+So ∂τ/∂q = (∂τ/∂δ) · T(q). T maps the radial direction du ∝ u to zero twist: ∂τ/∂q is the
+derivative of τ(p, u/|u|, …), the function the NumPy reference computes (it normalises u). The
+generated kernels, like Pinocchio, take u as unit without normalising; on unit quaternions their
+values are the same, but a finite difference of a kernel along du ∝ u sees the unnormalised
+formula, so compare gradients along directions tangent to the sphere (or of τ∘normalise). Velocities,
+accelerations and torques are tangent quantities already (nv): no map.
+
+What each differentiable kernel uses (tangents dq, dv, da, dτ; cotangents g):
+
+=============  ===================================================================
+``rnea``       dτ = ∂τ/∂δ·T·dq + ∂τ/∂v·dv + M·da     (``rnea_derivatives``, ``crba``)
+``aba``        dq̈ = ∂q̈/∂δ·T·dq + ∂q̈/∂v·dv + M⁻¹·dτ  (``aba_derivatives``)
+=============  ===================================================================
+
+and the reverse rules are the transposes (g_q = Tᵀ (∂τ/∂δ)ᵀ g, …). :func:`rnea_partials` and
+:func:`aba_partials` return the three matrices with the q-block already composed with T.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["tangent_map", "rnea_partials", "aba_partials", "DIFFERENTIABLE"]
+
+#: the kernels the framework wrappers differentiate, and the kernels each one's rule calls
+DIFFERENTIABLE = {"rnea": ("rnea_derivatives", "crba"), "aba": ("aba_derivatives",)}
+
+
+def tangent_map(model, q) -> np.ndarray:
+    """T(q), (…, nv, nq): the body-frame tangent δ = T·dq of a change dq of q's coordinates
+    (first order; see the module's docstring). The identity where nq = nv."""
+    q = np.asarray(q, dtype=float)
+    if q.shape[-1] != model.nq:
+        raise ValueError(f"tangent_map: q has {q.shape[-1]} coordinates, the model {model.nq}")
+    lead = q.shape[:-1]
+    T = np.zeros(lead + (model.nv, model.nq))
+    for i, t in enumerate(model.joint_types):
+        qs, vs = model.q_slice(i), model.v_slice(i)
+        if t != "floating":
+            for a, b in zip(range(vs.start, vs.stop), range(qs.start, qs.stop)):
+                T[..., a, b] = 1.0
+            continue
+        u = q[..., qs.start + 3: qs.start + 7]
+        u = u / np.linalg.norm(u, axis=-1, keepdims=True)
+        x, y, z, w = (u[..., k] for k in range(4))
+        # R (…, 3, 3) of the normalised quaternion; δ_lin = Rᵀ dp
+        R = np.stack([
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
+            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
+            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
+        ], -2)
+        v0, p0 = vs.start, qs.start
+        T[..., v0:v0 + 3, p0:p0 + 3] = np.swapaxes(R, -1, -2)
+        # δ_ang = 2 (w du − dw u − u × du): columns for du_x, du_y, du_z, then dw
+        zero = np.zeros_like(x)
+        cross = np.stack([np.stack([zero, -z, y], -1), np.stack([z, zero, -x], -1),
+                          np.stack([-y, x, zero], -1)], -2)  # [u]× : u × du = cross @ du
+        ang = 2 * (w[..., None, None] * np.eye(3) - cross)
+        T[..., v0 + 3:v0 + 6, p0 + 3:p0 + 6] = ang
+        T[..., v0 + 3:v0 + 6, p0 + 6] = -2 * u[..., :3]
+    return T
+
+
+def _need(kern, names, what):
+    missing = [k for k in names if k not in kern.kernels]
+    if missing:
+        raise ValueError(f"differentiating {what} needs the kernels {', '.join(names)}; not built: "
+                         f"{', '.join(missing)} (build with kernels=[..., {', '.join(map(repr, missing))}])")
+
+
+def _host(x):
+    return x if isinstance(x, np.ndarray) else x.get()  # cupy → numpy
+
+
+def _compose_q(model, J_tangent, q):
+    """(…, nv, nv) derivative along the tangent → (…, nv, nq) along q's coordinates."""
+    if model.nq == model.nv:
+        return J_tangent  # T is the identity: no copy, no product
+    return J_tangent @ tangent_map(model, q)
+
+
+def rnea_partials(kern, q, v, a):
+    """(∂τ/∂q (…, nv, nq), ∂τ/∂v (…, nv, nv), ∂τ/∂a = M (…, nv, nv)) at (q, v, a), numpy,
+    from the built ``rnea_derivatives`` and ``crba`` kernels."""
+    _need(kern, DIFFERENTIABLE["rnea"], "rnea")
+    dq, dv = (_host(x) for x in kern.rnea_derivatives(q, v, a))
+    M = _host(kern.crba(q))
+    return _compose_q(kern.model, dq, _host(q)), dv, M
+
+
+def aba_partials(kern, q, v, tau):
+    """(∂q̈/∂q (…, nv, nq), ∂q̈/∂v (…, nv, nv), ∂q̈/∂τ = M⁻¹ (…, nv, nv)) at (q, v, τ),
+    numpy, from the built ``aba_derivatives`` kernel."""
+    _need(kern, DIFFERENTIABLE["aba"], "aba")
+    dq, dv, dtau = (_host(x) for x in kern.aba_derivatives(q, v, tau))
+    return _compose_q(kern.model, dq, _host(q)), dv, dtau
