@@ -56,7 +56,12 @@ to use them as constants.
 from __future__ import annotations
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as e:  # absolute import: the real PyTorch, never this module
+    raise ImportError(f"rbdgen.torch needs PyTorch, which cannot be imported ({e}); install it with "
+                      "`pip install torch` (rbdgen itself does not depend on it)") from e
 
 from rbdgen.autodiff import DIFFERENTIABLE, aba_partials, rnea_partials
 
