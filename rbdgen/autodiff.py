@@ -42,38 +42,56 @@ __all__ = ["tangent_map", "rnea_partials", "aba_partials", "DIFFERENTIABLE"]
 DIFFERENTIABLE = {"rnea": ("rnea_derivatives", "crba"), "aba": ("aba_derivatives",)}
 
 
+def _layout(model):
+    """(identity rows, identity cols, [(v0, q0) of each floating joint]) of ``model``, cached."""
+    key = id(model)
+    hit = _LAYOUTS.get(key)
+    if hit is None or hit[0] is not model:
+        rows, cols, free = [], [], []
+        for i, t in enumerate(model.joint_types):
+            qs, vs = model.q_slice(i), model.v_slice(i)
+            if t == "floating":
+                free.append((vs.start, qs.start))
+            else:
+                rows += range(vs.start, vs.stop)
+                cols += range(qs.start, qs.stop)
+        hit = (model, np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp), free)
+        if len(_LAYOUTS) > 64:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = hit
+    return hit[1:]
+
+
+_LAYOUTS: dict = {}
+
+
 def tangent_map(model, q) -> np.ndarray:
     """T(q), (…, nv, nq): the body-frame tangent δ = T·dq of a change dq of q's coordinates
     (first order; see the module's docstring). The identity where nq = nv."""
     q = np.asarray(q, dtype=float)
     if q.shape[-1] != model.nq:
         raise ValueError(f"tangent_map: q has {q.shape[-1]} coordinates, the model {model.nq}")
+    rows, cols, free = _layout(model)
     lead = q.shape[:-1]
     T = np.zeros(lead + (model.nv, model.nq))
-    for i, t in enumerate(model.joint_types):
-        qs, vs = model.q_slice(i), model.v_slice(i)
-        if t != "floating":
-            for a, b in zip(range(vs.start, vs.stop), range(qs.start, qs.stop)):
-                T[..., a, b] = 1.0
-            continue
-        u = q[..., qs.start + 3: qs.start + 7]
-        u = u / np.linalg.norm(u, axis=-1, keepdims=True)
-        x, y, z, w = (u[..., k] for k in range(4))
-        # R (…, 3, 3) of the normalised quaternion; δ_lin = Rᵀ dp
-        R = np.stack([
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
-            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
-            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
-        ], -2)
-        v0, p0 = vs.start, qs.start
-        T[..., v0:v0 + 3, p0:p0 + 3] = np.swapaxes(R, -1, -2)
-        # δ_ang = 2 (w du − dw u − u × du): columns for du_x, du_y, du_z, then dw
-        zero = np.zeros_like(x)
-        cross = np.stack([np.stack([zero, -z, y], -1), np.stack([z, zero, -x], -1),
-                          np.stack([-y, x, zero], -1)], -2)  # [u]× : u × du = cross @ du
-        ang = 2 * (w[..., None, None] * np.eye(3) - cross)
-        T[..., v0 + 3:v0 + 6, p0 + 3:p0 + 6] = ang
-        T[..., v0 + 3:v0 + 6, p0 + 6] = -2 * u[..., :3]
+    T[..., rows, cols] = 1.0
+    for v0, p0 in free:
+        u = q[..., p0 + 3: p0 + 7]
+        u = u / np.sqrt(np.sum(u * u, axis=-1, keepdims=True))
+        x, y, z, w = u[..., 0], u[..., 1], u[..., 2], u[..., 3]
+        xx, yy, zz, xy, xz, yz, wx, wy, wz = x * x, y * y, z * z, x * y, x * z, y * z, w * x, w * y, w * z
+        # δ_lin = Rᵀ dp, R the rotation of the normalised quaternion: (Rᵀ)[r, c] = R[c, r]
+        lin = T[..., v0:v0 + 3, p0:p0 + 3]
+        lin[..., 0, 0], lin[..., 1, 0], lin[..., 2, 0] = 1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy)
+        lin[..., 0, 1], lin[..., 1, 1], lin[..., 2, 1] = 2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx)
+        lin[..., 0, 2], lin[..., 1, 2], lin[..., 2, 2] = 2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy)
+        # δ_ang = 2 (w du − dw u − u × du): 2 (w I − [u]×) on du_xyz, −2 u on dw
+        ang = T[..., v0 + 3:v0 + 6, p0 + 3:p0 + 7]
+        ang[..., 0, 0] = ang[..., 1, 1] = ang[..., 2, 2] = 2 * w
+        ang[..., 0, 1], ang[..., 0, 2] = 2 * z, -2 * y
+        ang[..., 1, 0], ang[..., 1, 2] = -2 * z, 2 * x
+        ang[..., 2, 0], ang[..., 2, 1] = 2 * y, -2 * x
+        ang[..., :, 3] = -2 * u[..., :3]
     return T
 
 
