@@ -109,6 +109,7 @@ def test_values_equal_the_numpy_path(kernels, case):
         empty = f(*(x[:0] for x in args))
         assert all(np.shape(e) == (0,) + o.shape for e, o in
                    zip(empty if isinstance(empty, tuple) else (empty,), ones))
+    assert np.array_equal(jk.crba(q[0].tolist()), kern.crba(q[0]))  # a list: converted, as NumPy's path does
     # an unmapped argument (in_axes=None) is broadcast: the same as passing it tiled
     got = jax.vmap(jk.rnea, in_axes=(0, None, 0))(q, v[0], a)
     assert np.array_equal(got, kern.rnea(q, np.ascontiguousarray(np.broadcast_to(v[0], v.shape)), a))
