@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import rbdgen
+from rbdgen.errors import RbdgenError
 from rbdgen.jit import interop
 from rbdgen.jit.loaded import _Method
 
@@ -243,6 +244,12 @@ def test_the_first_framework_decides_and_frameworks_do_not_mix(kern, monkeypatch
 
     Sub.__module__ = "rbdgen_usercode"
     assert isinstance(kern.rnea(Sub(q), v, a), fw.Array)
+    # a framework that cannot take the result: said, naming the kernel and the framework
+    broken, _ = _framework(monkeypatch, "rbdgen_brokenfw")
+    broken.from_dlpack = lambda x: 1 / 0
+    with pytest.raises(RbdgenError, match=r"rnea: the result could not be handed back as a rbdgen_brokenfw array "
+                                          r"through DLPack \(ZeroDivisionError"):
+        kern.rnea(q, v, broken.Array(a))
     with pytest.raises(ValueError, match=r"rnea: argument 'a' is a rbdgen_otherfw array but 'v' is a "
                                          r"rbdgen_fakefw array; pass arrays of one framework"):
         kern.rnea(q, fw.Array(v), other.Array(a))
