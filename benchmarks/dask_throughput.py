@@ -61,6 +61,14 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def rusage():
+    """(user, system) CPU seconds of this process."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime
+
+
 def best(f, repeat):
     ts = []
     for i in range(repeat):
@@ -96,12 +104,17 @@ def measure(robot, floating, n, chunks, repeat, client):
     kern.aba_derivatives(q[:1000], v[:1000], tau[:1000])
     # the baseline: the ordinary call, which returns new arrays (as each chunk's call on a worker does)
     t_local = best(lambda i: kern.aba_derivatives(q, v, tau), repeat)
+    r0 = rusage()
+    kern.aba_derivatives(q, v, tau)
+    r1 = rusage()
+    cpu_local = {"user_s": r1[0] - r0[0], "sys_s": r1[1] - r0[1]}  # one call: the kernel, and fresh memory
     t_local_out = best(lambda i, out=out: kern.aba_derivatives(q, v, tau, out=out), repeat)  # arrays written before
     del out
 
     rows = []
     for chunk in chunks:
         rows.append(_cluster(kern, m, q, v, tau, n, chunk, repeat, client, t_local, t_local_out))
+        rows[-1]["local_cpu"] = cpu_local
     return rows
 
 
@@ -141,7 +154,11 @@ def _cluster(kern, m, q, v, tau, n, CHUNK, repeat, client, t_local, t_local_out)
               for j, w in enumerate(workers)]
         plain.append(sum(client.gather(fs)) / WORKERS)
         del fs
+    r0 = client.run(rusage)
     t = {"compute": best(compute_only, repeat)}
+    r1 = client.run(rusage)
+    cpu_workers = {"user_s": sum(r1[w][0] - r0[w][0] for w in r0) / repeat,  # all workers, one run
+                   "sys_s": sum(r1[w][1] - r0[w][1] for w in r0) / repeat}
     st = client.run(lambda: dict(rbdgen.dask.stats))
     kernel_s = sum(s["seconds"] for s in st.values()) / repeat  # worker-seconds in the kernel per run
     t["reduced"] = best(reduced, repeat)
@@ -158,7 +175,7 @@ def _cluster(kern, m, q, v, tau, n, CHUNK, repeat, client, t_local, t_local_out)
            "in_kernel_states_per_s_per_worker": n / kernel_s if kernel_s else None,
            # the same chunked loop run on both workers at once without dask's graph: what the
            # machine gives two busy processes (memory bandwidth, shared cores, other load)
-           "plain_states_per_s_per_worker": max(plain)}
+           "plain_states_per_s_per_worker": max(plain), "compute_cpu_all_workers": cpu_workers}
     row["compute_vs_plain"] = n / (t["compute"] * WORKERS) / row["plain_states_per_s_per_worker"]
     for k, s in t.items():
         rate = n / (s * WORKERS)
@@ -223,6 +240,16 @@ def markdown(res) -> str:
           "each worker*: the same chunked calls run on both workers at once by one task each, without "
           "dask's graph (what two busy processes get from this machine); *compute/plain* is then dask's "
           "own share of the loss.", ""]
+    L += ["CPU time per 10⁶ states (user / system seconds): the local call vs the workers' sum in the "
+          "`compute` runs. User time is the kernels' arithmetic (and dask's Python); system time is "
+          "mostly the first touch of fresh memory for the outputs (page faults, page zeroing), which "
+          "varies several-fold on this VM.", ""]
+    for r in res["rows"]:
+        k = 1e6 / r["N"]
+        lc, wc = r["local_cpu"], r["compute_cpu_all_workers"]
+        L.append(f"- {r['robot']}, chunks of {r['chunk']:,}: local {lc['user_s'] * k:.2f} / {lc['sys_s'] * k:.2f}; "
+                 f"workers {wc['user_s'] * k:.2f} / {wc['sys_s'] * k:.2f}")
+    L.append("")
     for r in res["rows"]:
         ok = "within" if r["compute_ratio"] >= 0.8 else "NOT within"
         okg = "within" if r["gathered_ratio"] >= 0.8 else "not within"
