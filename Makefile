@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: demo test test-gpu sanitize-gpu bench bench-cuda bench-hls bench-hls-budget bench-scan bench-control clean venv generated
+.PHONY: demo test test-gpu test-torch sanitize-gpu bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -31,6 +31,16 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# optional, not part of `make test`/CI: rbdgen.torch and the PyTorch cases of the DLPack tests.
+# PyTorch's default Linux wheel (PyPI; the CPU-only index is not reachable here) brings its CUDA
+# library wheels: 2.6 GB to download, 5.5 GB installed, 62 s on this machine's fast mirror, more
+# than CI's time budget affords (docs/torch.md). It also pins nvidia-cuda-runtime to torch's
+# CUDA version in this venv; CUDA builds were checked to compile and pass with it.
+# RBDGEN_REQUIRE_TORCH=1: where torch cannot be imported those tests fail instead of skipping.
+test-torch: $(STAMP)
+	$(PY) -m pip install --quiet torch
+	RBDGEN_REQUIRE_TORCH=1 $(PY) -m pytest -n $(PYTEST_WORKERS) tests/test_torch.py tests/test_dlpack.py $(PYTEST_ARGS)
 
 # on a machine with an NVIDIA GPU: installs cupy (the gpu extra, with the CUDA libraries it
 # loads) and runs the gpu-marked tests. RBDGEN_REQUIRE_GPU=1: where the CUDA runtime finds no
@@ -110,6 +120,12 @@ CONTROL_ARGS ?=
 bench-control: $(STAMP)
 	$(PY) -m pip install --quiet matplotlib
 	$(PY) benchmarks/control.py $(CONTROL_ARGS)
+
+# ∇FD on a 2-worker dask LocalCluster against one local call (not a test): throughput per worker,
+# compute only and with the results gathered; writes benchmarks/results/dask.{json,md} (~2 min)
+DASK_ARGS ?=
+bench-dask: $(STAMP)
+	$(PY) benchmarks/dask_throughput.py $(DASK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -160,7 +160,9 @@ class Target:
         st = self.split_options(options, where=f"build(target={self.name!r})")
         src = self.generate(model, kernels, dtypes=(dtype,), name=name, fold=fold, progress=progress,
                             **st["generate"])
-        return self.load(src, model, dtype, progress=progress, **st["compile"])
+        from ..jit.rebuild import load  # the target's load, remembering what it compiled (pickling)
+
+        return load(self, src, model, dtype, progress=progress, **st["compile"])
 
     def for_validation(self, kern, **run_options):
         """The kernels ``rbdgen validate`` runs (e.g. the CUDA program emulated on the CPU)."""

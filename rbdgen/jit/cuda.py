@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BuildError, CompilerNotFoundError, RbdgenError
+from . import interop as _interop
 from .loaded import _Method
 
 #: architectures built when no GPU is found (Ampere and Hopper, the data-centre GPUs of the field)
@@ -249,12 +250,22 @@ class CudaKernels:
             raise ValueError(f"shape must be 'thread', 'block' or 'default', got {shape!r}")
         return _Emulated(self, shape)
 
+    def __reduce__(self):
+        """Pickled as the recipe it was loaded from (sources, model, options); unpickling loads it
+        through the compile cache, compiling only on a miss (see :mod:`rbdgen.jit.rebuild`)."""
+        from .rebuild import reduce
+
+        return reduce(self)
+
     def __repr__(self):
         return (f"<rbdgen kernels for {self.model.name!r} (cuda sm_{',sm_'.join(self.archs)}, {self.dtype}, "
                 f"nq={self.nq}, nv={self.nv}): {', '.join(self.kernels)}>")
 
 
 class _Emulated:
+    def __reduce__(self):  # the owner's recipe, emulated again where it is loaded
+        return (CudaKernels.emulated, (self.owner, self.shape))
+
     def __init__(self, owner: CudaKernels, shape: str):
         self.owner, self.shape, self.dtype = owner, shape, owner.dtype
         self.model, self.op_counts, self.kernels = owner.model, owner.op_counts, owner.kernels
@@ -449,6 +460,10 @@ class _CudaMethod:
         if len(args) != len(self.inputs):
             names = ", ".join(n for n, _ in self.inputs)
             raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
+        # the caller's kind (PyTorch, JAX, …; None: cupy's), which the outputs come back as
+        kind = _interop.result_kind(self.name, [n for n, _ in self.inputs], args, native="cupy")
+        if out is not None:
+            kind = None  # out= arrays are returned as given
         cupy = _cupy()
         current = cupy.cuda.get_current_stream().ptr if cupy is not None else 0
         # the launch stream: stream=, else cupy's current stream, else the legacy default stream
@@ -495,7 +510,7 @@ class _CudaMethod:
             ptrs.append(ptr)
             producers.append(prod)
         if not n:
-            return outs[0] if len(outs) == 1 else tuple(outs)
+            return _interop.deliver(self.name, kind, outs, on_launch_stream)
         launch_stream = ctypes.c_void_p(handle)
         waited = []
         for prod in producers:
@@ -516,4 +531,6 @@ class _CudaMethod:
                            f"the launch (debug mode, {SYNC_ENV})",
                            " (a fault is sticky: it can also come from earlier GPU work of this process, and "
                            "every later CUDA call reports it; restart the process)")
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        # as the caller's kind, with the launch stream current in cupy: the DLPack exchange then
+        # orders the consumer's stream after the kernel
+        return _interop.deliver(self.name, kind, outs, on_launch_stream)

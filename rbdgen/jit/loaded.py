@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BuildError
+from . import interop as _interop
 
 _CT = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float}
 _ND, _empty = np.ndarray, np.empty
@@ -102,6 +103,8 @@ class _Method:
         fast = self.fast
         if fast is None or len(args) != self._nin:
             return self._slow(*args, out=out)
+        if _interop.any_foreign(args, out):  # DLPack tensors (JAX, PyTorch, …): views, results in their kind
+            return _interop.call(self, args, out)
         # the binding checks every argument in C and takes any buffer (ndarray subclasses,
         # memoryviews): call it straight away, the hot path has no Python-side checks
         try:
@@ -154,6 +157,8 @@ class _Method:
         if len(args) != len(self.inputs):
             names = ", ".join(n for n, _ in self.inputs)
             raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
+        if _interop.any_foreign(args, out):  # DLPack tensors (JAX, PyTorch, …): views, results in their kind
+            return _interop.call(self, args, out)
         arrs = [self._arg(n, x, s) for (n, s), x in zip(self.inputs, args)]
         batch = arrs[0].ndim == 2
         n = arrs[0].shape[0] if batch else None
@@ -237,6 +242,13 @@ class CompiledKernels:
         from .frames import install
 
         install(self)  # by-name frame and contact methods
+
+    def __reduce__(self):
+        """Pickled as the recipe it was loaded from (sources, model, options); unpickling loads it
+        through the compile cache, compiling only on a miss (see :mod:`rbdgen.jit.rebuild`)."""
+        from .rebuild import reduce
+
+        return reduce(self)
 
     def __repr__(self):
         return (f"<rbdgen kernels for {self.model.name!r} ({self.target}, {self.dtype}, nq={self.nq}, nv={self.nv}): "

@@ -118,4 +118,6 @@ def load_package(pkg_dir, dtype="float64", *, progress=None, **options):
     src = read_sources(pkg_dir, m)
     model = PackageModel(m["robot"], m["nq"], m["nv"], m["nb"], m["floating_base"], tuple(m["joint_names"]),
                          tuple(m.get("body_names", ())), tuple(m.get("frames", ())))
-    return target.load(src, model, dtype, progress=progress, **st["compile"])
+    from ..jit.rebuild import load  # the target's load, remembering what it compiled (pickling)
+
+    return load(target, src, model, dtype, progress=progress, **st["compile"])
