@@ -403,8 +403,11 @@ class _CudaMethod:
             raise ValueError(f"{self.name}: shape must be one of {', '.join(SHAPES)}, got {shape!r}")
         if shape == "thread" and not self.has_thread_shape:
             raise ValueError(_NO_THREAD.format(name=self.name))
-        if any(_cai(x) is not None or _dlpack_on_gpu(x) for x in args):
-            return self._device(args, out, stream, SHAPES[shape])
+        # each argument's __cuda_array_interface__ is read once per call: cupy builds the dict
+        # (and asks for the current stream) on every read, microseconds each
+        cais = [_cai(x) for x in args]
+        if any(c is not None or _dlpack_on_gpu(x) for c, x in zip(cais, args)):
+            return self._device(args, out, stream, SHAPES[shape], cais)
         if stream is not None:
             raise ValueError(f"{self.name}: stream= applies to GPU arrays; numpy arrays are copied and waited for")
         self.owner.require_gpu(self.name)
@@ -456,7 +459,7 @@ class _CudaMethod:
                                  "2 (per-thread default stream) or a cudaStream_t handle, never 0")
         return shape, cai["data"][0], producer
 
-    def _device(self, args, out, stream, shape_code):
+    def _device(self, args, out, stream, shape_code, cais=None):
         if len(args) != len(self.inputs):
             names = ", ".join(n for n, _ in self.inputs)
             raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
@@ -474,18 +477,20 @@ class _CudaMethod:
         if cupy is not None and not _same_stream(current, handle):
             on_launch_stream = lambda: _cupy_stream(cupy, stream, handle)  # noqa: E731
         args, ordered = list(args), set()
+        cais = [_cai(x) for x in args] if cais is None else list(cais)
         for i, x in enumerate(args):
-            if _cai(x) is None and _dlpack_on_gpu(x):
+            if cais[i] is None and _dlpack_on_gpu(x):
                 if cupy is None:
                     raise RbdgenError(f"{self.name}: argument '{self.inputs[i][0]}' is a DLPack tensor; "
                                       "taking it needs cupy (or pass an array with __cuda_array_interface__)")
                 # the DLPack exchange orders the producer's work before cupy's current stream: ours
                 with on_launch_stream():
                     args[i] = cupy.from_dlpack(x)
+                cais[i] = _cai(args[i])
                 ordered.add(i)
         ptrs, producers, first = [], [], None
         for i, ((nm, size), x) in enumerate(zip(self.inputs, args)):
-            shp, ptr, prod = self._check_dev(nm, x, _cai(x), size, None, False)
+            shp, ptr, prod = self._check_dev(nm, x, cais[i], size, None, False)
             if first is None:
                 first = shp
             elif len(shp) != len(first) or shp[:-1] != first[:-1]:
