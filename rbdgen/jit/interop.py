@@ -237,20 +237,10 @@ def call(method, args, out):
     NumPy views in, the outputs handed back as the caller's kind (or ``out=`` filled and
     returned as given)."""
     kname, dt, inputs = method.name, method._dt, method.inputs
-    views, kind, first = [], None, None
-    for i, x in enumerate(args):
-        if type(x) is _ND or not is_foreign(x):
-            views.append(x)
-            continue
-        name = inputs[i][0] if i < len(inputs) else f"#{i + 1}"
-        views.append(host_view(kname, f"argument '{name}'", x, dt))
-        k = kind_of(x)
-        if k is None:
-            continue
-        if kind is None:
-            kind, first = k, name
-        elif k.name != kind.name:
-            raise _mixed(kname, name, k, first, kind)
+    names = [inputs[i][0] if i < len(inputs) else f"#{i + 1}" for i in range(len(args))]
+    views = [x if type(x) is _ND or not is_foreign(x) else host_view(kname, f"argument '{n}'", x, dt)
+             for n, x in zip(names, args)]
+    kind = result_kind(kname, names, args)
     if out is not None:
         many = isinstance(out, (tuple, list))
         outs = list(out) if many else [out]
