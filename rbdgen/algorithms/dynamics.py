@@ -186,58 +186,91 @@ def _minv_values(t: Trace, q):
 # ---- derivatives -------------------------------------------------------------------------------------
 
 def _rnea_derivative_values(t: Trace, q, v, a):
+    """∂τ/∂q and ∂τ/∂v in O(n·d): one forward and one backward sweep over the bodies, then a
+    few dot products per pair of joints on one root-to-leaf path (Carpentier and Mansard's
+    analytical RNEA derivatives, here with body-local composites).
+
+    All pair quantities live in one reference frame: the root body's frame at this q when the
+    tree has a single root (the base's own columns are then unit vectors, so most of their
+    products vanish in the graph), the world frame otherwise. Perturbing joint column j moves
+    its subtree rigidly by the twist J_j (columns attached to the child body, as q ⊕ δ does for
+    the free-flyer); with v_λ, a_λ the velocity and acceleration (gravity included) of joint
+    j's parent body and, over bodies k in subtree(i),
+
+        dV_j = v_λ × J_j,  c_j = a_λ × J_j + v_λ × dV_j,  dAdv_j = dV_j + v_j × J_j,
+        Ic_i = Σ I_k,  Hc_i = Σ I_k v_k,  Fc_i = Σ f_k,  B'c_i = Σ (v_k ×* I_k − I_k v_k ×),
+        B_i x = B'c_i x + x ×* Hc_i   (B'c symmetric, so Bᵀ y = B'c y − y ×* Hc),
+
+    the partials of τ_i = J_iᵀ Fc_i are, for j an ancestor of i or i itself,
+        ∂τ_i/∂q_j = (Ic_i J_i)·c_j + (Bᵀ_i J_i)·dV_j,   ∂τ_i/∂v_j = (Bᵀ_i J_i)·J_j + (Ic_i J_i)·dAdv_j,
+    and for i a strict ancestor of j
+        ∂τ_i/∂q_j = J_i·(Ic_j c_j + B_j dV_j + J_j ×* Fc_j),   ∂τ_i/∂v_j = J_i·(B_j J_j + Ic_j dAdv_j).
+    Each vector is formed in its body's frame (where S_j is a sparse constant) and carried to
+    the reference frame once; the composites are accumulated body to parent like CRBA's."""
     m, g = t.m, t.g
     nb, nv = m.nb, m.nv
     _, vel, acc, vJ, ftot = _rnea_values(t, q, v, a)
     a0 = t.a_gravity()
     zero6 = t.zeros(6)
-    zero = g.const(0.0)  # rows of bodies that joint b's motion cannot reach stay zero
+    zero = g.const(0.0)  # pairs of joints on different branches: structural zeros
+    roots = [i for i in range(nb) if m.parent[i] < 0]
+    eye = S.XForm(t.consts(np.eye(3)), t.zeros(3))
+    T = [None] * nb       # reference frame → body i (motion coordinates)
+    cols = [None] * nb    # per body: list of (J, dV, c, dAdv) in the reference frame, one per column
+    for i in range(nb):
+        t.block("rnea derivatives forward", i)
+        X = t.X(i, q)
+        p = m.parent[i]
+        if p < 0:
+            T[i] = eye if len(roots) == 1 else X
+            vp, ap = zero6, X.motion(g, a0)
+        else:
+            T[i] = T[p].then(g, X)
+            vp, ap = X.motion(g, vel[p]), X.motion(g, acc[p])
+        cols[i] = []
+        for s in (t.consts(c) for c in m.motion_subspace(i).T):
+            dV = S.crm(g, vp, s)
+            c = S.vadd(S.crm(g, ap, s), S.crm(g, vp, dV))
+            dAdv = S.vadd(dV, S.crm(g, vel[i], s))
+            cols[i].append((s, dV, c, dAdv, *(T[i].motion_inv(g, x) for x in (s, dV, c, dAdv))))
+    Ic, Bc, Hc = [None] * nb, [None] * nb, [None] * nb
+    rows = [None] * nb    # per body: list of (P, R, QA, W) in the reference frame, one per column
+    for i in reversed(range(nb)):
+        t.block("rnea derivatives backward", i)
+        Ic[i] = S.Inertia.from_matrix(t.I(i))
+        Hc[i] = Ic[i].apply(g, vel[i])
+        Bc[i] = Ic[i].rate(g, vel[i])
+        for ch in m.children(i):
+            Xc = t.X(ch, q)
+            Ic[i] = Ic[i] + Ic[ch].to_parent(g, Xc)
+            Bc[i] = Bc[i] + Bc[ch].to_parent(g, Xc)
+            Hc[i] = S.vadd(Hc[i], Xc.force_T(g, Hc[ch]))
+        rows[i] = []
+        for s, dV, c, dAdv, *_ in cols[i]:
+            P = Ic[i].apply(g, s)
+            Bs = Bc[i].apply(g, s)
+            sH = S.crf(g, s, Hc[i])
+            R = S.vsub(Bs, sH)
+            QA = S.vadd(S.vadd(Ic[i].apply(g, c), Bc[i].apply(g, dV)),
+                        S.vadd(S.crf(g, dV, Hc[i]), S.crf(g, s, ftot[i])))
+            W = S.vadd(S.vadd(Bs, sH), Ic[i].apply(g, dAdv))
+            rows[i].append(tuple(T[i].force_T(g, x) for x in (P, R, QA, W)))
     dtau_dq = [[zero] * nv for _ in range(nv)]
     dtau_dv = [[zero] * nv for _ in range(nv)]
-    for b in range(nb):
-        Sb = m.motion_subspace(b)
-        for kk in range(m.nv_joint(b)):
-            col = m.v_start[b] + kk
-            s = t.consts(Sb[:, kk])
-            for wrt, out in (("q", dtau_dq), ("v", dtau_dv)):
-                dv, da, df = [None] * nb, [None] * nb, [None] * nb
-                sub = set(m.subtree(b))
-                affected = sub | set(m.ancestors(b))
-                for i in range(nb):
-                    p = m.parent[i]
-                    if i not in sub:
-                        dv[i] = da[i] = df[i] = zero6  # unaffected by joint b's motion
-                        continue
-                    t.block(f"d/d{wrt}[{col}] forward", i)
-                    X = t.X(i, q)
-                    vp = zero6 if p < 0 else vel[p]
-                    ap = a0 if p < 0 else acc[p]
-                    dvp = zero6 if p < 0 else dv[p]
-                    dap = zero6 if p < 0 else da[p]
-                    dvJ = s if (wrt == "v" and i == b) else zero6
-                    moved = wrt == "q" and i == b
-                    dXv = S.crm(g, X.motion(g, vp), s) if moved else zero6  # −s × (X v_p)
-                    dXa = S.crm(g, X.motion(g, ap), s) if moved else zero6
-                    dv[i] = S.vadd(S.vadd(X.motion(g, dvp), dXv), dvJ)
-                    da[i] = S.vadd(S.vadd(S.vadd(X.motion(g, dap), dXa), S.crm(g, dv[i], vJ[i])), S.crm(g, vel[i], dvJ))
-                    I = t.I(i)
-                    df[i] = S.vadd(S.vadd(S.mat_vec(g, I, da[i]), S.crf(g, dv[i], S.mat_vec(g, I, vel[i]))),
-                                   S.crf(g, vel[i], S.mat_vec(g, I, dv[i])))
-                for i in reversed(range(nb)):
-                    if i not in affected:
-                        continue
-                    t.block(f"d/d{wrt}[{col}] backward", i)
-                    vs = m.v_slice(i)
-                    d = t.ST_times(i, df[i])
-                    for r, val in enumerate(d):
-                        out[vs.start + r][col] = val
-                    p = m.parent[i]
-                    if p >= 0 and i in affected:
-                        src = df[i]
-                        if wrt == "q" and i == b:
-                            src = S.vadd(src, S.crf(g, s, ftot[i]))
-                        df[p] = S.vadd(df[p], t.X(i, q).force_T(g, src))
+    for i in range(nb):
+        t.block("rnea derivatives entries", i)
+        for ki, (P, R, QA, W) in enumerate(rows[i]):
+            ci = m.v_start[i] + ki
+            for j in m.ancestors(i):
+                for kj, (*_, J, dV, c, dAdv) in enumerate(cols[j]):
+                    cj = m.v_start[j] + kj
+                    dtau_dq[ci][cj] = S.dot(g, P, c) + S.dot(g, R, dV)
+                    dtau_dv[ci][cj] = S.dot(g, R, J) + S.dot(g, P, dAdv)
+                    if j != i:
+                        dtau_dq[cj][ci] = S.dot(g, J, QA)
+                        dtau_dv[cj][ci] = S.dot(g, J, W)
     return dtau_dq, dtau_dv
+
 
 
 # ---- the algorithms as the registry calls them: (Trace, *inputs) → {output: values} --------------
