@@ -12,7 +12,7 @@
 //   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
 //   state are different warps. 15 stages with a barrier after each;
 //   workspace of 113 scalars per state in shared memory, the state's inputs included.
-//   Predicted latency of one state: 1.63x shorter than the thread shape's (warp model,
+//   Predicted latency of one state: 1.73x shorter than the thread shape's (warp model,
 //   rbdgen.backends.cuda.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_minv_f64.cuh"
@@ -37,7 +37,7 @@ __host__ __device__ inline void minv_tcompute(int tx, long blk, long n, [[maybe_
   const long i = blk * minv_TILE + tx;
   if (i >= n) return;
   S* s = tile + tx * minv_STRIDE;
-  S w[65];
+  S w[74];
   minv<S>(s + 0, Minv + i * 49, w);
 }
 
@@ -119,7 +119,7 @@ extern "C" {
 int rbd_iiwa14_cuda_minv_f64_launch(long n, const double* __restrict q, double* __restrict Minv, cudaStream_t stream, int shape) {
   using namespace rbd_iiwa14_cuda_f64;
   if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 163);
+  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 173);
   cudaLaunchConfig_t cfg = {};
   cfg.stream = stream;
   if (shape == 1) {

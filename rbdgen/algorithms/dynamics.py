@@ -57,17 +57,18 @@ def _rnea_values(t: Trace, q, v, a, gravity=True):
 
 def _crba_values(t: Trace, q):
     m, g = t.m, t.g
-    Ic = [t.I(i) for i in range(m.nb)]
+    # composite inertias as ten parameters (a third of a 6×6 congruence to carry one to the parent)
+    Ic = [S.Inertia.from_matrix(t.I(i)) for i in range(m.nb)]
     for i in reversed(range(m.nb)):
         p = m.parent[i]
         if p >= 0:
             t.block("crba composite inertia", i)
-            Ic[p] = S.madd(Ic[p], S.congruence(g, t.X(i, q).matrix(g), Ic[i]))
+            Ic[p] = Ic[p] + Ic[i].to_parent(g, t.X(i, q))
     zero = g.const(0.0)
     M = [[zero] * m.nv for _ in range(m.nv)]  # bodies on different branches: structural zeros
     for i in range(m.nb):
         t.block("crba columns", i)
-        F = S.mat_mat(g, Ic[i], t.Smat(i))  # 6 × nv_i
+        F = S.transpose([Ic[i].apply(g, s) for s in S.transpose(t.Smat(i))])  # 6 × nv_i
         si = m.v_slice(i)
         Mii = S.mat_mat(g, S.transpose(t.Smat(i)), F)
         for a_, ra in enumerate(range(si.start, si.stop)):
@@ -87,6 +88,25 @@ def _crba_values(t: Trace, q):
     return M
 
 
+def _reference_frames(t: Trace, q, phase: str):
+    """T[i]: the transform from a common reference frame to body i's (motion coordinates),
+    composed root to leaf (each body's in a block of ``phase``). The reference is the root
+    body's frame at this q when the tree has a single root (its T is the identity, so its
+    columns stay the sparse S), the world frame otherwise."""
+    m, g = t.m, t.g
+    roots = [i for i in range(m.nb) if m.parent[i] < 0]
+    eye = S.XForm(t.consts(np.eye(3)), t.zeros(3))
+    T = [None] * m.nb
+    for i in range(m.nb):
+        t.block(phase, i)
+        p = m.parent[i]
+        if p < 0:
+            T[i] = eye if len(roots) == 1 else t.X(i, q)
+        else:
+            T[i] = T[p].then(g, t.X(i, q))
+    return T
+
+
 # ---- ABA and M⁻¹ -------------------------------------------------------------------------------
 
 def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric=False):
@@ -101,6 +121,7 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
     k = len(tau_cols[0])
     zero = g.const(0.0)
     vel, c, IA, pA = [None] * nb, [None] * nb, [None] * nb, [None] * nb
+    a0 = t.a_gravity() if gravity else t.zeros(6)
     for i in range(nb):
         t.block("aba forward", i)
         X = t.X(i, q)
@@ -129,7 +150,7 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
             Ia = [[Ia[a][b] if a <= b else Ia[b][a] for b in range(6)] for a in range(6)]  # symmetric
             Iac = S.mat_vec(g, Ia, c[i])
             X = t.X(i, q)
-            IA[p] = S.madd(IA[p], S.congruence(g, X.matrix(g), Ia))
+            IA[p] = S.madd(IA[p], X.congruence(g, Ia))
         # the bias force of each right-hand side: with several (M⁻¹), each column is its own
         # block, so a scheduler can run the columns side by side
         u[i] = [[None] * k for _ in range(len(Si[0]))]
@@ -149,7 +170,6 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
                     pA[p][r][col] = pA[p][r][col] + XTpa[r]
     qdd = [[None] * k for _ in range(m.nv)]
     acc = [None] * nb
-    a0 = t.a_gravity() if gravity else t.zeros(6)
     for i in range(nb):
         t.block("aba forward 2", i)
         X = t.X(i, q)
@@ -213,19 +233,15 @@ def _rnea_derivative_values(t: Trace, q, v, a):
     a0 = t.a_gravity()
     zero6 = t.zeros(6)
     zero = g.const(0.0)  # pairs of joints on different branches: structural zeros
-    roots = [i for i in range(nb) if m.parent[i] < 0]
-    eye = S.XForm(t.consts(np.eye(3)), t.zeros(3))
-    T = [None] * nb       # reference frame → body i (motion coordinates)
+    T = _reference_frames(t, q, "rnea derivatives forward")  # reference frame → body i
     cols = [None] * nb    # per body: list of (J, dV, c, dAdv) in the reference frame, one per column
     for i in range(nb):
         t.block("rnea derivatives forward", i)
         X = t.X(i, q)
         p = m.parent[i]
         if p < 0:
-            T[i] = eye if len(roots) == 1 else X
             vp, ap = zero6, X.motion(g, a0)
         else:
-            T[i] = T[p].then(g, X)
             vp, ap = X.motion(g, vel[p]), X.motion(g, acc[p])
         cols[i] = []
         for s in (t.consts(c) for c in m.motion_subspace(i).T):

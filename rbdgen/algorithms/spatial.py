@@ -75,6 +75,34 @@ class XForm:
         E = mat_mat(g, X2.E, self.E)
         return XForm(E, vadd(self.r, mat3T_vec(g, self.E, X2.r)))
 
+    def congruence(self, g, M):
+        """Xᵀ M X for a symmetric 6×6 M, by blocks: X = diag(E, E)·[[1, 0], [−r×, 1]], so the
+        rotation acts on each 3×3 block (EᵀAE, EᵀBE, EᵀCE) and the shift multiplies by r×,
+        whose entries are the joint's constant offset for a revolute joint. With
+        M = [[A, B], [Bᵀ, C]], K = B′ r×, N = C′ r×:
+        A″ = A′ − K − Kᵀ − r× N,  B″ = B′ + r× C′,  C″ = C′.  About three quarters of the
+        multiplies of the 6×6 products."""
+        E, r = self.E, self.r
+        blk = lambda r0, c0: [[M[r0 + a][c0 + b] for b in range(3)] for a in range(3)]
+        Et = transpose(E)
+        A = mat_mat(g, Et, mat_mat(g, blk(0, 0), E))
+        B = mat_mat(g, Et, mat_mat(g, blk(0, 3), E))
+        C = mat_mat(g, Et, mat_mat(g, blk(3, 3), E))
+        zero = g.const(0.0)
+        rx = [[zero, -r[2], r[1]], [r[2], zero, -r[0]], [-r[1], r[0], zero]]
+        K = mat_mat(g, B, rx)
+        N = mat_mat(g, C, rx)
+        rN = mat_mat(g, rx, N)
+        rC = mat_mat(g, rx, C)
+        out = [[None] * 6 for _ in range(6)]
+        for a in range(3):
+            for b in range(3):
+                if b >= a:
+                    out[a][b] = out[b][a] = A[a][b] - K[a][b] - K[b][a] - rN[a][b]
+                    out[3 + a][3 + b] = out[3 + b][3 + a] = C[a][b]
+                out[a][3 + b] = out[3 + b][a] = B[a][b] + rC[a][b]
+        return out
+
     def matrix(self, g):
         """The 6×6 matrix (for congruence transforms of inertias)."""
         E, r = self.E, self.r
