@@ -98,7 +98,8 @@ def test_shapes_really_differ_and_default_shapes():
     assert info["rnea"]["default_shape"] == "thread"
     assert info["aba_derivatives"]["default_shape"] == "block"
     nv = kern.nv
-    # every column of ∂τ/∂q and ∂τ/∂v is independent of the others
+    # the gradient's independent tasks (three composite chains, each column's row vectors, each
+    # pair's entries) are more than one per joint
     assert info["rnea_derivatives"]["lanes"] >= nv
     lib = Path(kern.path)
     syms = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
@@ -640,7 +641,8 @@ def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):
         ops = [n for n in trace(model, k).live_nodes() if n.op not in ("const", "input")]
         assert statements == len(ops)
         assert -(-statements // threads) <= critical <= statements
-    # the gradient's columns are independent: far more than a few threads' worth of parallelism
+    # the gradient's composites, rows and entries are independent tasks: more than a few threads'
+    # worth of parallelism
     assert float(rows["rnea_derivatives"][6].rstrip("x")) > 4
     # the resource report (ptxas) follows: both shapes of every kernel, and nothing spills on the
     # branched floating robot either (at 1024 threads a block ptxas had 64 registers and spilled)

@@ -244,40 +244,57 @@ def _rnea_derivative_values(t: Trace, q, v, a):
         else:
             vp, ap = X.motion(g, vel[p]), X.motion(g, acc[p])
         cols[i] = []
-        for s in (t.consts(c) for c in m.motion_subspace(i).T):
+        subspace = m.motion_subspace(i).T
+        for k, s in enumerate(t.consts(c) for c in subspace):
+            if len(subspace) > 1:  # a multi-DOF joint's columns are independent tasks
+                t.block(f"rnea derivatives forward, column {k}", i)
             dV = S.crm(g, vp, s)
             c = S.vadd(S.crm(g, ap, s), S.crm(g, vp, dV))
             dAdv = S.vadd(dV, S.crm(g, vel[i], s))
+            t.block(f"rnea derivatives forward, column {k}, to the reference frame", i)
             cols[i].append((s, dV, c, dAdv, *(T[i].motion_inv(g, x) for x in (s, dV, c, dAdv))))
+            t.block("rnea derivatives forward", i)
     Ic, Bc, Hc = [None] * nb, [None] * nb, [None] * nb
     rows = [None] * nb    # per body: list of (P, R, QA, W) in the reference frame, one per column
+    # the three composites are three independent chains (separate blocks, so a cooperative
+    # schedule runs them side by side), and each column's row vectors depend only on its own
+    # body's composites: the backward chain is the composites' carries alone
     for i in reversed(range(nb)):
-        t.block("rnea derivatives backward", i)
-        Ic[i] = S.Inertia.from_matrix(t.I(i))
-        Hc[i] = Ic[i].apply(g, vel[i])
-        Bc[i] = Ic[i].rate(g, vel[i])
+        I_i = S.Inertia.from_matrix(t.I(i))
+        t.block("rnea derivatives backward, inertia", i)
+        Ic[i] = I_i
         for ch in m.children(i):
-            Xc = t.X(ch, q)
-            Ic[i] = Ic[i] + Ic[ch].to_parent(g, Xc)
-            Bc[i] = Bc[i] + Bc[ch].to_parent(g, Xc)
-            Hc[i] = S.vadd(Hc[i], Xc.force_T(g, Hc[ch]))
+            Ic[i] = Ic[i] + Ic[ch].to_parent(g, t.X(ch, q))
+        t.block("rnea derivatives backward, inertia rate", i)
+        Bc[i] = I_i.rate(g, vel[i])
+        for ch in m.children(i):
+            Bc[i] = Bc[i] + Bc[ch].to_parent(g, t.X(ch, q))
+        t.block("rnea derivatives backward, momentum", i)
+        Hc[i] = I_i.apply(g, vel[i])
+        for ch in m.children(i):
+            Hc[i] = S.vadd(Hc[i], t.X(ch, q).force_T(g, Hc[ch]))
         rows[i] = []
-        for s, dV, c, dAdv, *_ in cols[i]:
-            P = Ic[i].apply(g, s)
-            Bs = Bc[i].apply(g, s)
-            sH = S.crf(g, s, Hc[i])
-            R = S.vsub(Bs, sH)
+        for k, (s, dV, c, dAdv, *_) in enumerate(cols[i]):
+            # P, QA and (R, W) are independent tasks (each carried to the reference frame)
+            t.block(f"rnea derivatives backward, column {k}, P", i)
+            P = T[i].force_T(g, Ic[i].apply(g, s))
+            t.block(f"rnea derivatives backward, column {k}, QA", i)
             QA = S.vadd(S.vadd(Ic[i].apply(g, c), Bc[i].apply(g, dV)),
                         S.vadd(S.crf(g, dV, Hc[i]), S.crf(g, s, ftot[i])))
-            W = S.vadd(S.vadd(Bs, sH), Ic[i].apply(g, dAdv))
-            rows[i].append(tuple(T[i].force_T(g, x) for x in (P, R, QA, W)))
+            QA = T[i].force_T(g, QA)
+            t.block(f"rnea derivatives backward, column {k}, R and W", i)
+            Bs = Bc[i].apply(g, s)
+            sH = S.crf(g, s, Hc[i])
+            R = T[i].force_T(g, S.vsub(Bs, sH))
+            W = T[i].force_T(g, S.vadd(S.vadd(Bs, sH), Ic[i].apply(g, dAdv)))
+            rows[i].append((P, R, QA, W))
     dtau_dq = [[zero] * nv for _ in range(nv)]
     dtau_dv = [[zero] * nv for _ in range(nv)]
     for i in range(nb):
-        t.block("rnea derivatives entries", i)
         for ki, (P, R, QA, W) in enumerate(rows[i]):
             ci = m.v_start[i] + ki
             for j in m.ancestors(i):
+                t.block(f"rnea derivatives entries, column {ki}, ancestor body {j}", i)
                 for kj, (*_, J, dV, c, dAdv) in enumerate(cols[j]):
                     cj = m.v_start[j] + kj
                     dtau_dq[ci][cj] = S.dot(g, P, c) + S.dot(g, R, dV)
