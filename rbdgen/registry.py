@@ -97,8 +97,9 @@ def _sample_stale(model, rng, n: int):
 
 @dataclass(frozen=True)
 class Product:
-    """An output computed after the straight-line code as ``scale · A @ B`` (dense, nothing to
-    prune: backends print it as a loop). Each operand is the name of another output of the
+    """An output computed after the straight-line code as ``scale · A @ B`` (A with nothing to
+    prune: backends print it as a loop, over B's nonzero spans only, found when tracing:
+    :class:`~rbdgen.ir.graph.MatMul`). Each operand is the name of another output of the
     kernel, or ``(name, values)``: a scratch array the straight-line code writes."""
 
     a: object
@@ -308,7 +309,13 @@ def _trace(model, d: KernelDecl, fold: bool):
                     temps.append((Array(tname, (len(tvals),)), list(tvals)))
                 ops.append((tname, len(tvals)))
         k = ops[0][1] // n
-        post.append(MatMul(a.name, ops[0][0], ops[1][0], n, k, m, float(val.scale)))
+        # B's structural zeros: entries that are the graph's constant zero (e.g. ∂τ_i/∂q_j for
+        # joints on different branches), the same for every input; an operand that is itself a
+        # product's output has no traced values and counts as dense
+        traced = {s.name: vals for s, vals in outputs + temps}
+        bvals = traced.get(ops[1][0])
+        spans = None if bvals is None else MatMul.spans_of([not v.is_zero() for v in bvals], k, m)
+        post.append(MatMul(a.name, ops[0][0], ops[1][0], n, k, m, float(val.scale), spans))
         epi.append(Array(a.name, shapes[a.name]))
     kern = t.kernel(d.name, [Array(a.name, a.dims(model)) for a in d.inputs], outputs, d.doc)
     kern.temps, kern.post, kern.epilogue_outputs = temps, post, epi

@@ -40,7 +40,10 @@ from .base import check_dtype, DTYPES, OPT, Option, Sources, Target, check_opt, 
 from .printer import DEFAULT_PART_SIZE, SPLIT_ABOVE, Dialect, print_epilogue_shared, print_kernel
 from .render import render
 
-CUDA = Dialect("cuda", sincos="rbd_sincos")
+#: the thread shape's products keep their span loops rolled: fully unrolled, nvcc held the
+#: quadruped ∇FD's output rows in registers (255 a thread) and spilled 1.5 KiB; rolled, 168 and none
+#: (device code only: the host emulation's g++ rejects an unknown pragma under -Werror)
+CUDA = Dialect("cuda", sincos="rbd_sincos", epilogue_span_pragma="#ifdef __CUDA_ARCH__\n#pragma unroll 1\n#endif")
 
 #: shared memory a block may take without opting in (every GPU since Kepler)
 SHARED_LIMIT = 48 * 1024
@@ -108,13 +111,19 @@ def _thread_layout(ins, outs, nbytes):
     return best[1] if best else (0, 1, {}, False)
 
 
+def _epilogue_ops(kernel) -> int:
+    """Multiplies and adds of the ``post`` products as printed (over B's nonzero spans: one of
+    each per term, :meth:`~rbdgen.ir.graph.Kernel.op_counts`)."""
+    return sum(2 * mm.n * mm.terms + (mm.n * mm.m if mm.scale not in (1.0, -1.0) else 0) for mm in kernel.post)
+
+
 def warp_model(sched, total: int, epilogue_ops: int = 0, states_per_block: int = WARP) -> dict:
     """Predicted latency of one state in the block shape, in warp-instruction issue slots,
     against the thread shape (one thread does all ``total`` + ``epilogue_ops`` statements).
     A warp holds ``32 / states_per_block`` consecutive lanes of its states (one lane when a
     block has 32 states); the cases of the lanes in one warp run one after another (divergence),
     different warps side by side. A stage lasts as long as its busiest warp, but no less than its
-    work divided over the SM's ``SCHEDULERS`` warp schedulers; the dense epilogue is shared out
+    work divided over the SM's ``SCHEDULERS`` warp schedulers; the epilogue products are shared out
     over the lanes likewise. ``speedup_old``: the earlier layout, where all lanes of a state
     were threads of one warp (a stage took the sum of its lanes' work) — kept to show what the
     layout changed."""
@@ -152,7 +161,7 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
         sched = level_schedule(kernel, max_lanes=max_lanes)
         counts = kernel.op_counts()
         n_ops = sum(map(sum, sched.lane_loads))
-        epi_ops = sum(mm.n * mm.m * (2 * mm.k - 1) for mm in kernel.post)
+        epi_ops = _epilogue_ops(kernel)
         api_k = None
         for dtype in dtypes:
             tag, ctype = DTYPES[dtype]
@@ -260,7 +269,7 @@ def schedule_table(model: RobotModel, kernels=None, max_lanes: int = MAX_LANES, 
     """Per kernel, what the block shape does with one state: lanes, stages (barriers),
     independent tasks in the widest stage, the statements on the critical path through the
     stages (the busiest lane of each stage, summed), the bound on the speed-up over one thread
-    that follows (total / critical; dense epilogues not counted), and the speed-up the warp
+    that follows (total / critical; the epilogue products not counted), and the speed-up the warp
     model predicts (:func:`warp_model`; the epilogue counted) for this layout and, for
     comparison, for the earlier one that put a state's lanes in one warp. The states per block
     are those of ``gen`` (generated sources) where given, else 32."""
@@ -271,7 +280,7 @@ def schedule_table(model: RobotModel, kernels=None, max_lanes: int = MAX_LANES, 
         kernel = registry.trace(model, k)
         s = level_schedule(kernel, max_lanes=max_lanes)
         total = sum(1 for n in kernel.live_nodes() if n.op not in ("const", "input"))
-        epi = sum(mm.n * mm.m * (2 * mm.k - 1) for mm in kernel.post)
+        epi = _epilogue_ops(kernel)
         spb = gen.kernels[k][dtype]["states_per_block"] if gen is not None else WARP
         wm = warp_model(s, total, epi, spb)
         rows.append({"kernel": k, "statements": total, "lanes": s.lanes, "stages": s.n_stages, "width": s.width,

@@ -39,7 +39,9 @@ from .render import render
 #: the one printer's dialect for HLS: ``S(…)`` literals (valid for double, float and ap_fixed);
 #: one ``rbd_sincos`` per angle (a CORDIC for ap_fixed); divisions through ``rbd_div``, which
 #: saturates a zero divisor's quotient and sets the flag ``dz`` that every part is passed; the
-#: dense products summed in local accumulators, every output port written once and never read
+#: products printed dense (B's structural zeros included: a pipelined element loop wants the
+#: same k products for every element), summed in local accumulators, every output port written
+#: once and never read
 HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})", zero="S(0.0)", sincos="rbd_sincos",
               op_spelling={"div": "rbd_div({0}, {1}, dz)"}, extra_args=", dz", epilogue="dot",
               epilogue_inner_pragma="#pragma HLS UNROLL", reuse_workspace=False)
@@ -391,7 +393,9 @@ def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii:
     """Latency and resource estimate of one traced kernel: see :mod:`rbdgen.backends.hls_cost`.
 
     The IR's counts (``mul``, ``add``, ``div``, ``sincos``, ``depth``, ``total``) as
-    ``Kernel.op_counts()``; what the tool folds (``zero_mul``, ``shift_mul``), ``const_mul``,
+    ``Kernel.op_counts(dense_epilogue=True)`` (the products are printed dense here: every
+    element of the pipelined loop takes the same k products); what the tool folds
+    (``zero_mul``, ``shift_mul``), ``const_mul``,
     ``sincos_units`` (one CORDIC per angle); ``dsp``, ``lut``, ``ff`` of the design (default:
     by peak concurrency; ``ii``: pipelined, DSPs shared ``ii`` ways), ``dsp_spatial`` (one
     operator per operation), ``latency_cycles`` and ``latency_us`` at ``clock_mhz``."""

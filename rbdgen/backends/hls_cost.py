@@ -298,7 +298,7 @@ def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dic
                 last_use[src[a.id]] = max(last_use[src[a.id]], start_of[n.id])
     W = numtype.W if model.fixed else 0
 
-    # the dense products (∇FD's −M⁻¹·∂τ/∂u)
+    # the products (∇FD's −M⁻¹·∂τ/∂u), printed dense: k multiplies per element
     mul_var = model.mul()
     epi_cycles = 0
     epi_dsp = epi_lut = 0
@@ -362,7 +362,8 @@ def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dic
             held += d
             peak = max(peak, held)
         ff = W * peak + sum(max(occ.values()) * unit[cls].ff for cls, occ in busy.items())
-    counts = kernel.op_counts()
+    # the products are printed dense here (Dialect.epilogue "dot"): counted dense
+    counts = kernel.op_counts(dense_epilogue=True)
     out = {c: counts[c] for c in ("mul", "add", "div", "sincos", "depth", "total")}
     out.update(folded)
     out.update({

@@ -49,10 +49,12 @@ class Dialect:
     #: text appended to the arguments of every call of a kernel part (e.g. ", dz": a flag the
     #: target's operators write); the target's template declares the matching parameter
     extra_args: str = ""
-    #: the dense ``post`` products: "rows" (an output row accumulated in place; the inner loop is
-    #: contiguous, so it vectorises) or "dot" (each element summed in a local accumulator and
-    #: written once; what the products read is mirrored into the workspace ``w`` first, so no
-    #: output is ever read back: HLS, where outputs are write-only ports)
+    #: the ``post`` products: "rows" (an output row accumulated in place over the nonzero spans
+    #: of B only; the inner loops are contiguous, so they vectorise) or "dot" (printed dense:
+    #: each element summed over all k terms in a local accumulator and written once; what the
+    #: products read is mirrored into the workspace ``w`` first, so no output is ever read back:
+    #: HLS, where outputs are write-only ports and a pipelined element loop wants the same work
+    #: for every element). Op counts follow: ``Kernel.op_counts(dense_epilogue=…)``
     epilogue: str = "rows"
     #: pragmas of the "dot" epilogue: in its element loop (e.g. HLS PIPELINE) and in its inner
     #: product loop (e.g. HLS UNROLL)
@@ -61,6 +63,9 @@ class Dialect:
     #: element loop is unrolled entirely)
     epilogue_row_pragma: str = ""
     epilogue_inner_pragma: str = ""
+    #: pragma before each inner (column span) loop of the "rows" epilogue, e.g. CUDA's
+    #: ``#pragma unroll 1``
+    epilogue_span_pragma: str = ""
     #: values passed between parts share workspace slots once dead (interval colouring of their
     #: live ranges): the workspace holds the most values live at once, not every value that
     #: crosses a part boundary. Off for HLS, where a shared slot would be a false dependency
@@ -140,7 +145,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
     statements. ``partition`` (node id → part index, every index used) instead assigns each
     statement to a part chosen by the caller, e.g. the (stage, thread) pieces of a
     :func:`~rbdgen.ir.schedule.level_schedule`; either way a value used by another part than
-    its own passes through ``w``. ``epilogue=False`` leaves the dense ``post`` products to the
+    its own passes through ``w``. ``epilogue=False`` leaves the ``post`` products to the
     caller (a backend that runs them on several threads). ``part_stage[p]`` is the step at
     which part ``p`` of a ``partition`` runs (parts of one step may run at once, steps one after
     another): with it, dead workspace slots are reused as in the sequential case."""
@@ -294,8 +299,8 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             if mm.out in mirror_base:  # a later product reads this one
                 stores.append(f"    w[{mirror_base[mm.out]} + i * {mm.m} + j] = {scaled};")
             epilogue += [
-                f"{dialect.comment} ---- {what} (dense: nothing to prune; each element summed in a local "
-                "accumulator and written once)",
+                f"{dialect.comment} ---- {what} (dense, {mm.b}'s structural zeros included: every element takes "
+                f"the same {mm.k} products; each summed in a local accumulator and written once)",
                 f"for (int i = 0; i < {mm.n}; ++i) {{",
                 *dialect.epilogue_row_pragma.splitlines(),
                 f"  for (int j = 0; j < {mm.m}; ++j) {{",
@@ -310,20 +315,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 "}",
             ]
             continue
-        epilogue += [
-            f"{dialect.comment} ---- {what} "
-            "(dense: nothing to prune; looped, inner loop contiguous so it vectorises)",
-            f"for (int i = 0; i < {mm.n}; ++i) {{",
-            f"  {scalar}* __restrict o = {mm.out} + i * {mm.m};",
-            f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {zero};",
-            f"  for (int l = 0; l < {mm.k}; ++l) {{",
-            f"    const {scalar} s = {A}[i * {mm.k} + l];",
-            f"    for (int j = 0; j < {mm.m}; ++j) o[j] {acc_op} s * {B}[l * {mm.m} + j];",
-            "  }",
-        ]
-        if mm.scale not in (1.0, -1.0):
-            epilogue.append(f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {literal(mm.scale, dtype, dialect)} * o[j];")
-        epilogue.append("}")
+        epilogue += _rows_epilogue(mm, A, B, acc_op, what, dtype, dialect, scalar, zero)
     if nparts == 1 and partition is None:
         body, parts = parts[0].lines + epilogue, []
     else:
@@ -337,30 +329,86 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         parts=parts,
         body=body,
         scratch=scratch,
-        counts=kernel.op_counts(),
+        counts=kernel.op_counts(dense_epilogue=dialect.epilogue == "dot"),
         temp_base=temp_base,
     )
 
 
+def _sparsity_note(mm) -> str:
+    """What a comment says of the product's B: dense, or how much of it its spans skip."""
+    if mm.b_spans is None:
+        return f"{mm.b} has no structural zeros"
+    total = mm.k * mm.m
+    return (f"skips the structural zeros of {mm.b}: {mm.terms} of its {total} entries can be nonzero "
+            f"({mm.n * mm.terms} multiply-adds instead of {mm.n * total})")
+
+
+def _rows_epilogue(mm, A: str, B: str, acc_op: str, what: str, dtype: str, dialect: Dialect, scalar: str,
+                   zero: str) -> list[str]:
+    """The "rows" form of one product: each output row zeroed, then ``±= A[i][l] · B[l][j]``
+    for the rows l of B that hold nonzeros, over their nonzero column spans only (consecutive
+    rows with the same spans share one loop over l); inner loops contiguous, so they vectorise.
+    Each output element still sums its terms in increasing l, as the dense loop does."""
+    lines = [
+        f"{dialect.comment} ---- {what} (looped, inner loops contiguous so they vectorise; "
+        f"{_sparsity_note(mm)})",
+        f"for (int i = 0; i < {mm.n}; ++i) {{",
+        f"  {scalar}* __restrict o = {mm.out} + i * {mm.m};",
+        f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {zero};",
+    ]
+    for first, end, spans in mm.row_groups():
+        if mm.b_spans is not None:
+            cols = ", ".join(f"[{lo}, {hi})" for lo, hi in spans)
+            which = f"row {first}" if end == first + 1 else f"rows {first}..{end - 1}"
+            lines.append(f"  {dialect.comment} {which} of {mm.b}: nonzero in columns {cols}")
+        lines += [
+            f"  for (int l = {first}; l < {end}; ++l) {{",
+            f"    const {scalar} s = {A}[i * {mm.k} + l];",
+        ]
+        for lo, hi in spans:
+            lines += [f"    {p}" for p in dialect.epilogue_span_pragma.splitlines()]
+            lines.append(f"    for (int j = {lo}; j < {hi}; ++j) o[j] {acc_op} s * {B}[l * {mm.m} + j];")
+        lines.append("  }")
+    if mm.scale not in (1.0, -1.0):
+        lines.append(f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {literal(mm.scale, dtype, dialect)} * o[j];")
+    lines.append("}")
+    return lines
+
+
 def print_epilogue_shared(kernel: Kernel, printed: PrintedKernel, dtype: str, dialect: Dialect,
                           lane: str, nlanes: str, scalar: str = "S") -> list[list[str]]:
-    """The dense ``post`` products shared out over ``nlanes`` cooperating threads (``lane`` is
-    this thread's index): one element of the product per thread at a time. One list of lines
-    per product; the caller puts a barrier between them (a product may read an earlier one)."""
+    """The ``post`` products shared out over ``nlanes`` cooperating threads (``lane`` is this
+    thread's index): one element of the product per thread at a time, summed over the rows of B
+    that hold nonzeros in its column. Columns with the same nonzero rows are one loop (their
+    elements take the same work, so the lanes stay in step); a product whose B is dense is one
+    loop over all its elements. One list of lines per product; the caller puts a barrier between
+    them (a product may read an earlier one)."""
     arrays = {a.name: a.name for a in kernel.all_outputs}
     arrays.update({name: f"(w + {base})" for name, base in printed.temp_base.items()})
     out = []
     for mm in kernel.post:
         A, B = arrays[mm.a], arrays[mm.b]
-        scale = "" if mm.scale == 1.0 else ("-" if mm.scale == -1.0 else f"{literal(mm.scale, dtype, dialect)} * ")
-        out.append([
-            f"{dialect.comment} ---- {mm.out} = {'−' if mm.scale == -1.0 else ''}{mm.a} · {mm.b}, "
-            f"one element per thread",
-            f"for (int e = {lane}; e < {mm.n * mm.m}; e += {nlanes}) {{",
-            f"  const int i = e / {mm.m}, j = e % {mm.m};",
-            f"  {scalar} acc = {scalar}{{}};",
-            f"  for (int l = 0; l < {mm.k}; ++l) acc += {A}[i * {mm.k} + l] * {B}[l * {mm.m} + j];",
-            f"  {mm.out}[e] = {scale}acc;",
-            "}",
-        ])
+        neg = mm.scale == -1.0
+        acc_op = "-=" if neg else "+="
+        scaled = "acc" if mm.scale in (1.0, -1.0) else f"{literal(mm.scale, dtype, dialect)} * acc"
+        lines = [f"{dialect.comment} ---- {mm.out} = {'−' if neg else ''}{mm.a} · {mm.b}, one element per thread "
+                 f"({_sparsity_note(mm)})"]
+        for j0, j1, rows in mm.column_groups():
+            w = j1 - j0
+            if mm.b_spans is not None:
+                which = f"column {j0}" if w == 1 else f"columns {j0}..{j1 - 1}"
+                held = ", ".join(f"[{lo}, {hi})" for lo, hi in rows)
+                lines.append(f"{dialect.comment} {which} of {mm.b}: " + (f"nonzero in rows {held}" if rows else
+                                                                         "zero in every row, so are these outputs"))
+            ij = (f"i = e, j = {j0}" if w == 1 else f"i = e / {w}, j = {f'{j0} + ' if j0 else ''}e % {w}")
+            lines += [
+                f"for (int e = {lane}; e < {mm.n * w}; e += {nlanes}) {{",
+                f"  const int {ij};",
+                f"  {scalar} acc = {scalar}{{}};",
+                *(f"  for (int l = {lo}; l < {hi}; ++l) acc {acc_op} {A}[i * {mm.k} + l] * {B}[l * {mm.m} + j];"
+                  for lo, hi in rows),
+                f"  {mm.out}[i * {mm.m} + j] = {scaled};",
+                "}",
+            ]
+        out.append(lines)
     return out

@@ -19,7 +19,7 @@ Node ids are creation order, which is a topological order (operands exist before
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .ops import COST_CLASSES, OPS
 
@@ -239,10 +239,14 @@ class Array:
 
 @dataclass(frozen=True)
 class MatMul:
-    """Dense epilogue ``out = scale · A @ B`` (A: n×k, B: k×m, row-major arrays by name).
+    """Epilogue ``out = scale · A @ B`` (A: n×k, B: k×m, row-major arrays by name).
 
-    Dense products with nothing to prune (e.g. −M⁻¹ ∂τ/∂q) cost the same flops unrolled or
-    looped, but unrolled they are O(n³) lines of code; backends print them as loops."""
+    Products with nothing to prune in A (e.g. −M⁻¹ ∂τ/∂q) are O(n³) lines of code unrolled;
+    backends print them as loops. ``b_spans`` is B's structural sparsity, found at trace time:
+    for each row l of B, the contiguous column spans ``(lo, hi)`` that may hold nonzeros (every
+    other entry is the graph's constant zero, whatever the inputs), in increasing order; None
+    when B is dense. A backend that prints the loops over these spans only does
+    :attr:`terms` multiplies (and as many subtractions) per row of A, not k·m."""
 
     out: str
     a: str
@@ -251,6 +255,90 @@ class MatMul:
     k: int
     m: int
     scale: float = 1.0
+    b_spans: tuple | None = None
+
+    @staticmethod
+    def spans_of(nonzero, k: int, m: int) -> tuple | None:
+        """``b_spans`` from a k·m row-major sequence of booleans (True: may be nonzero); None
+        when every entry may be nonzero."""
+        rows = []
+        for r in range(k):
+            spans, lo = [], None
+            for j in range(m + 1):
+                nz = j < m and bool(nonzero[r * m + j])
+                if nz and lo is None:
+                    lo = j
+                elif not nz and lo is not None:
+                    spans.append((lo, j))
+                    lo = None
+            rows.append(tuple(spans))
+        dense = ((0, m),) if m else ()
+        return None if all(s == dense for s in rows) else tuple(rows)
+
+    def row_spans(self, r: int) -> tuple:
+        """The column spans of row ``r`` of B that the product reads."""
+        return ((0, self.m),) if self.b_spans is None else self.b_spans[r]
+
+    def row_groups(self) -> list[tuple[int, int, tuple]]:
+        """Runs of consecutive rows of B with the same spans, ``(first, end, spans)``; rows
+        with no nonzero are left out."""
+        groups: list[tuple[int, int, tuple]] = []
+        for r in range(self.k):
+            s = self.row_spans(r)
+            if not s:
+                continue
+            if groups and groups[-1][1] == r and groups[-1][2] == s:
+                groups[-1] = (groups[-1][0], r + 1, s)
+            else:
+                groups.append((r, r + 1, s))
+        return groups
+
+    def column_terms(self) -> tuple:
+        """Per column j of B: how many rows may be nonzero there (terms of each output sum)."""
+        t = [0] * self.m
+        for r in range(self.k):
+            for lo, hi in self.row_spans(r):
+                for j in range(lo, hi):
+                    t[j] += 1
+        return tuple(t)
+
+    def column_groups(self) -> list[tuple[int, int, tuple]]:
+        """Runs of consecutive columns of B whose nonzero rows are the same, ``(first, end,
+        row spans)``: the row spans ``(lo, hi)`` of B that hold that column's terms."""
+        rows_of = []
+        for j in range(self.m):
+            rs, lo = [], None
+            for r in range(self.k + 1):
+                nz = r < self.k and any(a <= j < b for a, b in self.row_spans(r))
+                if nz and lo is None:
+                    lo = r
+                elif not nz and lo is not None:
+                    rs.append((lo, r))
+                    lo = None
+            rows_of.append(tuple(rs))
+        groups: list[tuple[int, int, tuple]] = []
+        for j, rs in enumerate(rows_of):
+            if groups and groups[-1][2] == rs:
+                groups[-1] = (groups[-1][0], j + 1, rs)
+            else:
+                groups.append((j, j + 1, rs))
+        return groups
+
+    @property
+    def terms(self) -> int:
+        """Entries of B that may be nonzero: multiplies per row of A (k·m when dense)."""
+        if self.b_spans is None:
+            return self.k * self.m
+        return sum(hi - lo for spans in self.b_spans for lo, hi in spans)
+
+    @property
+    def depth(self) -> int:
+        """The longest sum of one output element: its terms (a multiply, then a chain of adds)."""
+        return self.k if self.b_spans is None else max(self.column_terms(), default=0)
+
+    def dense(self) -> "MatMul":
+        """The same product without its sparsity (what a backend printing it dense computes)."""
+        return replace(self, b_spans=None)
 
 
 @dataclass
@@ -296,9 +384,12 @@ class Kernel:
             stack.extend(n.args)
         return [n for n in self.graph.nodes if n.id in live]
 
-    def op_counts(self) -> dict:
+    def op_counts(self, dense_epilogue: bool = False) -> dict:
         """Arithmetic operations in the emitted code, per cost class of the op table (a negation
-        counts as an add)."""
+        counts as an add). Each ``post`` product does one multiply and one subtraction (or add)
+        per term it sums, each output element starting from zero: ``n · terms`` of each, terms
+        counted over B's nonzero spans (:attr:`MatMul.terms`), or over all of B with
+        ``dense_epilogue`` (what a backend that prints the products dense does)."""
         c = dict.fromkeys(COST_CLASSES, 0)
         depth: dict[int, int] = {}
         for n in self.live_nodes():
@@ -307,9 +398,12 @@ class Kernel:
                 continue
             depth[n.id] = 1 + max(depth[a.id] for a in n.args)
             c[OPS[n.op].cost] += 1
-        for mm in self.post:
-            c["mul"] += mm.n * mm.k * mm.m
-            c["add"] += mm.n * (mm.k - 1) * mm.m
-        c["depth"] = max(depth.values(), default=0) + (max((mm.k for mm in self.post), default=0))
+        post = [mm.dense() for mm in self.post] if dense_epilogue else self.post
+        for mm in post:
+            c["mul"] += mm.n * mm.terms
+            c["add"] += mm.n * mm.terms
+            if mm.scale not in (1.0, -1.0):
+                c["mul"] += mm.n * mm.m
+        c["depth"] = max(depth.values(), default=0) + max((mm.depth for mm in post), default=0)
         c["total"] = sum(c[k] for k in COST_CLASSES)
         return c

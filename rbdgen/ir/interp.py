@@ -42,6 +42,17 @@ def run(kernel: Kernel, *args, dtype=np.float64):
     for mm in kernel.post:
         A = named[mm.a].reshape(shape + (mm.n, mm.k))
         B = named[mm.b].reshape(shape + (mm.k, mm.m))
+        if mm.b_spans is not None:  # the product reads B's nonzero spans only
+            B = np.where(_span_mask(mm), B, dtype(0.0))
         named[mm.out] = (dtype(mm.scale) * (A @ B)).astype(dtype)
     outs = [named[a.name] for a in kernel.all_outputs]
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _span_mask(mm) -> np.ndarray:
+    """(k, m) booleans: the entries of B that the product ``mm`` reads."""
+    mask = np.zeros((mm.k, mm.m), dtype=bool)
+    for r in range(mm.k):
+        for lo, hi in mm.row_spans(r):
+            mask[r, lo:hi] = True
+    return mask

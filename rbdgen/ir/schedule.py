@@ -119,9 +119,9 @@ def critical_path(kernel: Kernel) -> CriticalPath:
         best[n.id] = here
         top = max(top, here)
     d, mu, ad, ot = top
-    # a dense post-product (scale · A @ B, k terms per entry): k multiplies side by side, then a
-    # chain of k − 1 adds (as op_counts counts its depth)
-    k = max((mm.k for mm in kernel.post), default=0)
+    # a post-product (scale · A @ B, at most k terms per entry: those over B's nonzero spans):
+    # its multiplies side by side, then a chain of adds (as op_counts counts its depth)
+    k = max((mm.depth for mm in kernel.post), default=0)
     if k:
         d, mu, ad = d + k, mu + 1, ad + k - 1
     return CriticalPath(d, mu, ad, ot)

@@ -1,0 +1,109 @@
+"""∇FD's products −M⁻¹·∂τ/∂q and −M⁻¹·∂τ/∂v skip the structural zeros of ∂τ.
+
+∂τ_k/∂u_j is identically zero unless joints k and j are on one root-to-leaf path; the trace
+records, per row of ∂τ, the column spans that may be nonzero (``MatMul.b_spans``), the C++ and
+CUDA printers loop over those spans only and ``op_counts`` counts what they print. The NumPy
+interpreter reads only the spans too, so test_ir.py's reference comparison on every robot checks
+that no nonzero falls outside them; here: the spans are exactly the traced nonzeros and lie on
+root-to-leaf paths, the printed loops do exactly the counted work, and a compiled kernel of a
+branched robot equals a dense −M⁻¹·∂τ from the reference. A few seconds in all.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import rbdgen
+from rbdgen import reference as ref
+from rbdgen.algorithms import trace
+from rbdgen.backends.cpu import CPU
+from rbdgen.backends.cuda import CUDA
+from rbdgen.backends.hls import HLS
+from rbdgen.backends.printer import print_epilogue_shared, print_kernel
+from rbdgen.robots import tree_urdf
+
+from conftest import TOL64, random_state, relerr
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """A small branched floating-base robot (7 joints, binary tree), and its fixed-base twin."""
+    p = tmp_path_factory.mktemp("tree") / "tree.urdf"
+    p.write_text(tree_urdf(7, seed=4, joint_types=("revolute", "prismatic"), fixed_every=0))
+    return {fb: rbdgen.load_urdf(p, floating_base=fb) for fb in (True, False)}
+
+
+def _on_one_path(m, r: int, c: int) -> bool:
+    body = lambda j: next(b for b in range(m.nb) if j in range(m.nv)[m.v_slice(b)])  # noqa: E731
+    br, bc = body(r), body(c)
+    return br in m.ancestors(bc) or bc in m.ancestors(br)
+
+
+@pytest.mark.parametrize("floating", [True, False], ids=["floating", "fixed"])
+def test_spans_are_the_structural_zeros_of_dtau(tree, floating):
+    m = tree[floating]
+    k = trace(m, "aba_derivatives")
+    traced = {spec.name: vals for spec, vals in k.temps}
+    assert [(mm.out, mm.b) for mm in k.post] == [("dqdd_dq", "dtau_dq"), ("dqdd_dv", "dtau_dv")]
+    n = m.nv
+    for mm in k.post:
+        assert mm.b_spans is not None and len(mm.b_spans) == n, mm.b
+        read = np.zeros((n, n), dtype=bool)
+        for r, spans in enumerate(mm.b_spans):
+            assert all(lo < hi and (not i or spans[i - 1][1] < lo) for i, (lo, hi) in enumerate(spans)), spans
+            for lo, hi in spans:
+                read[r, lo:hi] = True
+        nonzero = np.array([not v.is_zero() for v in traced[mm.b]]).reshape(n, n)
+        assert np.array_equal(read, nonzero), mm.b                      # exactly the traced nonzeros
+        assert all(_on_one_path(m, r, c) for r, c in zip(*np.nonzero(read))), mm.b
+        assert mm.terms == nonzero.sum() < n * n
+    # the counts: the straight-line code plus one multiply and one subtraction per term and row
+    # of M⁻¹, against k·m terms per row when the products are counted dense (HLS prints them so)
+    c, d = k.op_counts(), k.op_counts(dense_epilogue=True)
+    terms = sum(mm.terms for mm in k.post)
+    assert d["mul"] - c["mul"] == d["add"] - c["add"] == n * (2 * n * n - terms) > 0
+    assert print_kernel(k, "hls", HLS).counts == d and print_kernel(k, "float64", CPU).counts == c
+
+
+def test_printed_loops_do_the_counted_work(tree):
+    """The C++ loops (output rows × rows of B × column spans) and the CUDA element loops
+    (columns × rows of B) add up to n·terms multiply-subtracts, no more."""
+    m = tree[True]
+    k = trace(m, "aba_derivatives")
+    pk = print_kernel(k, "float64", CPU)
+    body = "\n".join(pk.body) + "\n"
+    for mm in k.post:
+        start = body.index(f"// ---- {mm.out} = ")
+        block = body[start:body.index("\n}\n", start)]
+        assert f"skips the structural zeros of {mm.b}" in block
+        rows_done = 0
+        for l0, l1, inner in re.findall(r"for \(int l = (\d+); l < (\d+); \+\+l\) \{\n(.*?)\n  \}", block, re.S):
+            spans = re.findall(r"for \(int j = (\d+); j < (\d+); \+\+j\) o\[j\] -= s \* ", inner)
+            rows_done += (int(l1) - int(l0)) * sum(int(b) - int(a) for a, b in spans)
+        assert int(re.search(r"for \(int i = 0; i < (\d+);", block).group(1)) * rows_done == mm.n * mm.terms
+    pb = print_kernel(k, "float64", CUDA, epilogue=False)
+    for mm, lines in zip(k.post, print_epilogue_shared(k, pb, "float64", CUDA, "lane", "LANES")):
+        text = "\n".join(lines)
+        work = 0
+        for elems, sums in re.findall(r"e < (\d+); e \+= LANES\) \{\n.*?\n.*?\n((?:  for \(int l.*\n)*)", text):
+            per = sum(int(b) - int(a) for a, b in re.findall(r"for \(int l = (\d+); l < (\d+);", sums))
+            work += int(elems) * per
+        assert work == mm.n * mm.terms, mm.out
+        assert text.count(f"{mm.out}[i * {mm.m} + j] = acc;") == len(mm.column_groups())  # every element written
+
+
+def test_compiled_sparse_product_equals_dense_reference(tree):
+    """The C++ kernel of the branched robot against −M⁻¹·∂τ formed densely from the reference."""
+    m = tree[True]
+    kern = rbdgen.build(m, kernels=["aba_derivatives"], opt="-O1", simd=False)
+    q, v, _, tau = random_state(m, seed=7, n=4)
+    dq, dv, minv = kern.aba_derivatives(q, v, tau)
+    qdd = ref.aba(m, q, v, tau)
+    dtau_dq, dtau_dv = ref.rnea_derivatives(m, q, v, qdd)
+    Mi = ref.minv(m, q)
+    assert relerr(minv, Mi) <= TOL64
+    assert relerr(dq, -Mi @ dtau_dq) <= TOL64 and relerr(dv, -Mi @ dtau_dv) <= TOL64
+    one = kern.aba_derivatives(q[2], v[2], tau[2])
+    assert relerr(one[0], -Mi[2] @ dtau_dq[2]) <= TOL64
