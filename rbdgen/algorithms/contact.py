@@ -176,7 +176,7 @@ def _articulated(t: Trace, q):
         if par >= 0:
             Ia = S.msub(IA[i], S.mat_mat(g, S.mat_mat(g, U[i], Dinv[i]), S.transpose(U[i])))
             Ia = [[Ia[a][b] if a <= b else Ia[b][a] for b in range(6)] for a in range(6)]
-            IA[par] = S.madd(IA[par], S.congruence(g, t.X(i, q).matrix(g), Ia))
+            IA[par] = S.madd(IA[par], t.X(i, q).congruence(g, Ia))
     return U, Dinv
 
 

@@ -229,7 +229,7 @@ def _rnea_derivative_values(t: Trace, q, v, a):
     the reference frame once; the composites are accumulated body to parent like CRBA's."""
     m, g = t.m, t.g
     nb, nv = m.nb, m.nv
-    _, vel, acc, vJ, ftot = _rnea_values(t, q, v, a)
+    _, vel, acc, _, ftot = _rnea_values(t, q, v, a)
     a0 = t.a_gravity()
     zero6 = t.zeros(6)
     zero = g.const(0.0)  # pairs of joints on different branches: structural zeros
@@ -303,7 +303,6 @@ def _rnea_derivative_values(t: Trace, q, v, a):
                         dtau_dq[cj][ci] = S.dot(g, J, QA)
                         dtau_dv[cj][ci] = S.dot(g, J, W)
     return dtau_dq, dtau_dv
-
 
 
 # ---- the algorithms as the registry calls them: (Trace, *inputs) → {output: values} --------------

@@ -136,7 +136,7 @@ def _aba_scan(t: Trace, q, v, tau, method=METHOD):
         Ia[i] = S.msub(IA[i], S.mat_mat(g, UDinv[i], S.transpose(U[i])))
         Ia[i] = [[Ia[i][r][k] if r <= k else Ia[i][k][r] for k in range(6)] for r in range(6)]
         if parent[i] >= 0:
-            IA[parent[i]] = S.madd(IA[parent[i]], S.congruence(g, t.X(i, q).matrix(g), Ia[i]))
+            IA[parent[i]] = S.madd(IA[parent[i]], t.X(i, q).congruence(g, Ia[i]))
     # the per-body affine maps: B_i = X_iᵀ P_i carries a bias force to the parent, its
     # transpose P_iᵀ X_i an acceleration from the parent (P_i = 1 − U_i D_i⁻¹ S_iᵀ)
     B, b, P = [None] * nb, [None] * nb, [None] * nb

@@ -103,21 +103,6 @@ class XForm:
                 out[a][3 + b] = out[3 + b][a] = B[a][b] + rC[a][b]
         return out
 
-    def matrix(self, g):
-        """The 6×6 matrix (for congruence transforms of inertias)."""
-        E, r = self.E, self.r
-        zero = g.const(0.0)
-        # lower-left block −E [r]×: row k = −(E_k × … ) ; (E [r]×)_{kj} = Σ_l E_kl (r×)_lj
-        rx = [[zero, -r[2], r[1]], [r[2], zero, -r[0]], [-r[1], r[0], zero]]
-        LL = [[-dot(g, E[k], [rx[0][j], rx[1][j], rx[2][j]]) for j in range(3)] for k in range(3)]
-        X = [[zero] * 6 for _ in range(6)]
-        for a in range(3):
-            for b in range(3):
-                X[a][b] = E[a][b]
-                X[3 + a][3 + b] = E[a][b]
-                X[3 + a][b] = LL[a][b]
-        return X
-
 
 class Inertia:
     """A rigid-body inertia, or a sum of them, or its rate of change, by its ten parameters:
@@ -201,19 +186,6 @@ def mat_mat(g, A, B):
 
 def transpose(A):
     return [list(r) for r in zip(*A)]
-
-
-def congruence(g, X, M):
-    """Xᵀ M X for a symmetric M: the upper triangle is computed, the lower mirrored."""
-    MX = mat_mat(g, M, X)
-    n = len(X[0])
-    out = [[None] * n for _ in range(n)]
-    for i in range(n):
-        col_i = [X[k][i] for k in range(len(X))]
-        for j in range(i, n):
-            out[i][j] = dot(g, col_i, [MX[k][j] for k in range(len(X))])
-            out[j][i] = out[i][j]
-    return out
 
 
 def madd(A, B):
