@@ -44,7 +44,7 @@ import rbdgen
 import rbdgen.robots  # noqa: F401  (rbdgen.robots.path)
 from rbdgen import registry
 import rbdgen.backends.cpu  # noqa: E402
-from rbdgen.backends.cpu import generate_cpu  # noqa: E402
+from rbdgen.backends.cpu import LARGE_OPT, LARGE_STATEMENTS, NO_SLP, generate_cpu  # noqa: E402
 from rbdgen.jit.compiler import CACHE_ENV, compiler_version, cxx_flags, find_cxx
 
 HERE = Path(__file__).resolve().parent
@@ -476,12 +476,12 @@ def build_driver(cxx: str, gen, lib: Path, model, work: Path) -> Path:
 
 
 def single_state_driver(cxx: str, model, kernels, rng, work: Path):
-    """Generate and build ``kernels`` (default -O3 build, cached), and the C++ driver timing them
+    """Generate and build ``kernels`` (default build, cached), and the C++ driver timing them
     one state at a time over a pool of 256 random states: (kernels, driver, pool file, seconds
     to generate and build the kernels), for :func:`run_driver`. ``work``: an empty folder."""
     t = time.perf_counter()
     gen = generate_cpu(model, dtypes=("float64",), kernels=kernels)
-    kern = rbdgen.build(model, kernels=kernels, opt="-O3")
+    kern = rbdgen.build(model, kernels=kernels)
     build_s = time.perf_counter() - t
     pool_file = work / "pool.bin"
     pool_file.write_bytes(pool_bytes(states(model, rng, 256), model))
@@ -606,7 +606,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exe: str | None) -> 
             try:
                 log(f"{name} [{variant}]: rbdgen.build (cold cache) …")
                 t = time.perf_counter()
-                kern = rbdgen.build(model, dtype="float64", opt="-O3", march=march, **only)
+                kern = rbdgen.build(model, dtype="float64", march=march, **only)
                 build_s = time.perf_counter() - t
             finally:
                 if old is None:
@@ -790,7 +790,9 @@ def markdown(results: dict) -> str:
          f"SIMD: {', '.join(m['cpu_simd_flags'])}; {m['memory_gib']} GiB memory",
          f"- OS: {m['os']}; Python {m['python']}, NumPy {m['numpy']}",
          f"- Compiler: {m['compiler']}",
-         f"- rbdgen {m['rbdgen']}{' (commit ' + m['git'] + ')' if m.get('git') else ''}: default build flags `{results['flags']['default']}`; "
+         f"- rbdgen {m['rbdgen']}{' (commit ' + m['git'] + ')' if m.get('git') else ''}: default build flags `{results['flags']['default']}` "
+         f"(the straight-line parts of kernels of ≥ {LARGE_STATEMENTS} statements: `{LARGE_OPT}` instead of `-O3`; "
+         f"∇FD's looped product without `{NO_SLP}`); "
          f"native build adds `-march=native`",
          f"- OpenMP threads for batches: {results['omp_threads']} (OMP_NUM_THREADS={m['OMP_NUM_THREADS'] or 'unset'}), "
          f"OMP_WAIT_POLICY={m['OMP_WAIT_POLICY']}{' (set by run.py)' if not m['OMP_WAIT_POLICY_given'] else ''}; "

@@ -81,6 +81,46 @@ def test_default_build_is_optimised_and_correct():
     _check(kern, m, np.float64, lambda k: TOL64)
 
 
+def test_large_kernels_compile_their_parts_for_size():
+    """Without ``opt``, the straight-line parts of kernels of ≥ LARGE_STATEMENTS statements go to
+    sources of their own compiled with -Os (faster: such kernels outgrow the instruction cache);
+    each kernel's main source (its driver, the batch loop, ∇FD's looped product) stays at -O3.
+    An ``opt`` given is used for every source."""
+    from rbdgen.backends.cpu import LARGE_STATEMENTS, generate_cpu
+    m = _iiwa()
+    ks = ("rnea", "rnea_derivatives", "aba_derivatives")
+    gen = generate_cpu(m, kernels=ks)
+    n = {k: gen.kernels[k].n_statements for k in ks}
+    assert n["rnea"] < LARGE_STATEMENTS <= min(n["rnea_derivatives"], n["aba_derivatives"])
+    parts = [s for s in gen.sources["float64"] if "_parts" in s]
+    assert parts == gen.large["float64"] and len(parts) >= 2
+    assert all("rnea_derivatives" in s or "aba_derivatives" in s for s in parts)
+    # every part is defined in exactly one part source, and only declared in the main one
+    for k in ("rnea_derivatives", "aba_derivatives"):
+        main = gen.files[f"rbd_iiwa14_{k}_f64.cpp"]
+        for p in gen.kernels[k].parts:
+            defs = [s for s in parts if f"void {p.name}(" in gen.files[s]]
+            assert len(defs) == 1, p.name
+            assert f"void {p.name}(" in main and main.count(p.lines[0]) == 0
+    kern = rbdgen.build(m, kernels=ks)
+    with open(kern.path.rsplit("/", 1)[0] + "/command.txt") as f:
+        lines = f.read().splitlines()
+    assert "-O3" in lines[0].split() and "-Os" not in lines[0].split()
+    per_source = {k: v.split() for k, v in (ln.split(": ", 1) for ln in lines[1:])}
+    looped = "rbd_iiwa14_aba_derivatives_f64.cpp"  # ∇FD's product: SLP-vectorised (cpu.NO_SLP)
+    assert sorted(per_source) == sorted(parts + [looped])
+    assert all("-Os" in per_source[p] and "-O3" not in per_source[p] for p in parts)
+    assert "-O3" in per_source[looped] and "-fno-tree-slp-vectorize" not in per_source[looped]
+    assert "-fno-tree-slp-vectorize" in lines[0].split()
+    _check(kern, m, np.float64, lambda k: TOL64)
+    kern2 = rbdgen.build(m, kernels=ks, opt="-O2")
+    with open(kern2.path.rsplit("/", 1)[0] + "/command.txt") as f:
+        lines = f.read().splitlines()
+    assert "-O2" in lines[0].split() and [ln.split(": ")[0] for ln in lines[1:]] == [looped]
+    assert "-Os" not in " ".join(lines)
+    _check(kern2, m, np.float64, lambda k: TOL64)
+
+
 def test_dense_build_agrees_with_pruned():
     m = _iiwa()
     dense = rbdgen.build(m, kernels=("rnea", "crba", "aba"), opt="-O1", fold=False)
