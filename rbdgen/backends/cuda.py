@@ -112,9 +112,9 @@ def _thread_layout(ins, outs, nbytes):
 
 
 def _epilogue_ops(kernel) -> int:
-    """Multiplies and adds of the ``post`` products as printed (over B's nonzero spans: one of
-    each per term, :meth:`~rbdgen.ir.graph.Kernel.op_counts`)."""
-    return sum(2 * mm.n * mm.terms + (mm.n * mm.m if mm.scale not in (1.0, -1.0) else 0) for mm in kernel.post)
+    """Multiplies and adds of the ``post`` products as printed (over B's nonzero spans,
+    :meth:`~rbdgen.ir.graph.MatMul.op_counts`)."""
+    return sum(sum(mm.op_counts()) for mm in kernel.post)
 
 
 def warp_model(sched, total: int, epilogue_ops: int = 0, states_per_block: int = WARP) -> dict:

@@ -275,6 +275,15 @@ class MatMul:
         dense = ((0, m),) if m else ()
         return None if all(s == dense for s in rows) else tuple(rows)
 
+    def op_counts(self) -> tuple[int, int]:
+        """(multiplies, adds) of the product as printed over B's nonzero spans: one of each per
+        term, each output element starting from zero, and a multiply per element for a
+        ``scale`` other than ±1."""
+        mul = add = self.n * self.terms
+        if self.scale not in (1.0, -1.0):
+            mul += self.n * self.m
+        return mul, add
+
     def row_spans(self, r: int) -> tuple:
         """The column spans of row ``r`` of B that the product reads."""
         return ((0, self.m),) if self.b_spans is None else self.b_spans[r]
@@ -400,10 +409,9 @@ class Kernel:
             c[OPS[n.op].cost] += 1
         post = [mm.dense() for mm in self.post] if dense_epilogue else self.post
         for mm in post:
-            c["mul"] += mm.n * mm.terms
-            c["add"] += mm.n * mm.terms
-            if mm.scale not in (1.0, -1.0):
-                c["mul"] += mm.n * mm.m
+            mul, add = mm.op_counts()
+            c["mul"] += mul
+            c["add"] += add
         c["depth"] = max(depth.values(), default=0) + max((mm.depth for mm in post), default=0)
         c["total"] = sum(c[k] for k in COST_CLASSES)
         return c
