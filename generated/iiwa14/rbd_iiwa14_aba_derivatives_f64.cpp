@@ -108,12 +108,21 @@ void rbd_iiwa14_aba_derivatives_f64_batch(long n, const double* q, const double*
     vec_t* w_v = buf.data() + 168;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 7 + k];
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) v_v[k][l] = v[(b * LANES + l) * 7 + k];
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) tau_v[k][l] = tau[(b * LANES + l) * 7 + k];
+      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = q[(b * LANES + l) * 7 + k];
+        q_v[k] = x;
+      }
+      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = v[(b * LANES + l) * 7 + k];
+        v_v[k] = x;
+      }
+      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = tau[(b * LANES + l) * 7 + k];
+        tau_v[k] = x;
+      }
       aba_derivatives<vec_t>(q_v, v_v, tau_v, dqdd_dq_v, dqdd_dv_v, dqdd_dtau_v, w_v);
       for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
         for (int k = 0; k < 49; ++k) dqdd_dq[(b * LANES + l) * 49 + k] = dqdd_dq_v[k][l];

@@ -452,10 +452,16 @@ void rbd_iiwa14_frame_bias_acceleration_world_f64_batch(long n, const double* q,
     vec_t* a_v = buf.data() + 14;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 7 + k];
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) v_v[k][l] = v[(b * LANES + l) * 7 + k];
+      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = q[(b * LANES + l) * 7 + k];
+        q_v[k] = x;
+      }
+      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = v[(b * LANES + l) * 7 + k];
+        v_v[k] = x;
+      }
       frame_bias_acceleration_world<vec_t>(q_v, v_v, a_v);
       for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
         for (int k = 0; k < 6; ++k) a[(b * LANES + l) * 6 + k] = a_v[k][l];

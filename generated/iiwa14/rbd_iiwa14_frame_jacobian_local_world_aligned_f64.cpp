@@ -294,8 +294,11 @@ void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch(long n, const doubl
     vec_t* J_v = buf.data() + 7;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 7 + k];
+      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = q[(b * LANES + l) * 7 + k];
+        q_v[k] = x;
+      }
       frame_jacobian_local_world_aligned<vec_t>(q_v, J_v);
       for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
         for (int k = 0; k < 42; ++k) J[(b * LANES + l) * 42 + k] = J_v[k][l];

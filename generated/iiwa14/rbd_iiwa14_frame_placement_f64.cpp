@@ -218,8 +218,11 @@ void rbd_iiwa14_frame_placement_f64_batch(long n, const double* q, double* oMf) 
     vec_t* oMf_v = buf.data() + 7;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 7 + k];
+      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = q[(b * LANES + l) * 7 + k];
+        q_v[k] = x;
+      }
       frame_placement<vec_t>(q_v, oMf_v);
       for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
         for (int k = 0; k < 16; ++k) oMf[(b * LANES + l) * 16 + k] = oMf_v[k][l];

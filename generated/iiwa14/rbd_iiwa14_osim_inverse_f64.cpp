@@ -2038,8 +2038,11 @@ void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv) {
     vec_t* w_v = buf.data() + 43;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      for (int k = 0; k < 7; ++k)
-        for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 7 + k];
+      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = q[(b * LANES + l) * 7 + k];
+        q_v[k] = x;
+      }
       osim_inverse<vec_t>(q_v, Linv_v, w_v);
       for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
         for (int k = 0; k < 36; ++k) Linv[(b * LANES + l) * 36 + k] = Linv_v[k][l];

@@ -82,8 +82,11 @@ void rbd_quadruped_minv_f64_batch(long n, const double* q, double* Minv) {
     vec_t* w_v = buf.data() + 343;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      for (int k = 0; k < 19; ++k)
-        for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 19 + k];
+      for (int k = 0; k < 19; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = q[(b * LANES + l) * 19 + k];
+        q_v[k] = x;
+      }
       minv<vec_t>(q_v, Minv_v, w_v);
       for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
         for (int k = 0; k < 324; ++k) Minv[(b * LANES + l) * 324 + k] = Minv_v[k][l];

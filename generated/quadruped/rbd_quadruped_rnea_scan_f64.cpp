@@ -4620,12 +4620,21 @@ void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v,
     vec_t* w_v = buf.data() + 73;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      for (int k = 0; k < 19; ++k)
-        for (int l = 0; l < LANES; ++l) q_v[k][l] = q[(b * LANES + l) * 19 + k];
-      for (int k = 0; k < 18; ++k)
-        for (int l = 0; l < LANES; ++l) v_v[k][l] = v[(b * LANES + l) * 18 + k];
-      for (int k = 0; k < 18; ++k)
-        for (int l = 0; l < LANES; ++l) a_v[k][l] = a[(b * LANES + l) * 18 + k];
+      for (int k = 0; k < 19; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = q[(b * LANES + l) * 19 + k];
+        q_v[k] = x;
+      }
+      for (int k = 0; k < 18; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = v[(b * LANES + l) * 18 + k];
+        v_v[k] = x;
+      }
+      for (int k = 0; k < 18; ++k) {  // lanes gathered in a register, stored once
+        vec_t x = {};
+        for (int l = 0; l < LANES; ++l) x[l] = a[(b * LANES + l) * 18 + k];
+        a_v[k] = x;
+      }
       rnea_scan<vec_t>(q_v, v_v, a_v, tau_v, w_v);
       for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
         for (int k = 0; k < 18; ++k) tau[(b * LANES + l) * 18 + k] = tau_v[k][l];
