@@ -618,6 +618,20 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exe: str | None) -> 
                  "compile_s": round(build_s - res["generate_s"], 1), "lanes": kern.lanes,
                  "library_bytes": lib.stat().st_size}
             log(f"{name} [{variant}]: built in {v['build_s']} s")
+            if variant == "default" and name in GOAL_BUILD_S and not only:
+                # the build-time goal was set when rbdgen had these kernels: that build too
+                os.environ[CACHE_ENV] = str(work / "cache-goal-kernels")
+                try:
+                    t = time.perf_counter()
+                    rbdgen.build(model, dtype="float64", kernels=GOAL_BUILD_KERNELS)
+                    v["build_goal_kernels_s"] = round(time.perf_counter() - t, 1)
+                finally:
+                    if old is None:
+                        os.environ.pop(CACHE_ENV, None)
+                    else:
+                        os.environ[CACHE_ENV] = old
+                log(f"{name} [{variant}]: the {len(GOAL_BUILD_KERNELS)} kernels of the build goal built in "
+                    f"{v['build_goal_kernels_s']} s")
             drv = work / f"driver-{variant}"
             drv.mkdir()
             drivers[variant] = build_driver(cxx, gen, lib, model, drv)
@@ -712,6 +726,9 @@ def fmt(d, *keys) -> str:
 GOAL_ONE_STATE = {"iiwa14": 4.0, "quadruped": 4.0, "talos_reduced": 2.0}
 GOAL_BATCH_SPEEDUP = 2.5
 GOAL_BUILD_S = {"iiwa14": 5.0, "talos_reduced": 40.0}
+#: the kernels rbdgen had when the build-time goals were set (issue 11): their build is reported
+#: next to the build of all kernels
+GOAL_BUILD_KERNELS = ("rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives")
 GOAL_PY_OVERHEAD_NS = 500.0
 GOAL_IIWA_RNEA_BATCH_NS = 60.0
 
@@ -767,7 +784,11 @@ def goals_markdown(results: dict) -> list[str]:
         r = results["robots"].get(name)
         if r and "default" in r["variants"]:
             b = r["variants"]["default"]["build_s"]
-            lines.append(f"- Build, default, all kernels, {name}: {b:.1f} s (goal ≤ {limit:g} s){mark(b <= limit)}")
+            lines.append(f"- Build, default, all {len(KERNELS)} kernels, {name}: {b:.1f} s (goal ≤ {limit:g} s){mark(b <= limit)}")
+            g = r["variants"]["default"].get("build_goal_kernels_s")
+            if g is not None:
+                lines.append(f"- Build, default, the {len(GOAL_BUILD_KERNELS)} kernels rbdgen had when the goal was set "
+                             f"({', '.join(GOAL_BUILD_KERNELS)}), {name}: {g:.1f} s (goal ≤ {limit:g} s){mark(g <= limit)}")
     r = results["robots"].get("iiwa14")
     if r:
         for vn, v in r["variants"].items():
