@@ -23,7 +23,8 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=No
     builds the dense (unpruned) variant, for comparison. The other keywords are the target's
     options (:mod:`rbdgen.backends`; ``rbdgen generate --help`` lists them):
 
-    * ``cpu`` → :class:`~rbdgen.jit.loaded.CompiledKernels`: ``opt`` (-O3), ``march`` (passed as
+    * ``cpu`` → :class:`~rbdgen.jit.loaded.CompiledKernels`: ``opt`` (default: -O3, and -Os
+      for the parts of kernels of ≥ 5 000 statements; one given applies to all), ``march`` (passed as
       ``-march=…``; default none, a portable build), ``cxx``, ``simd`` (False drops the
       vectorised batch path: half the compile time), ``lanes``.
     * ``cuda`` → :class:`~rbdgen.jit.cuda.CudaKernels`: ``opt``, ``arch`` (default the GPUs found
