@@ -11,6 +11,7 @@
 
 namespace rbd_quadruped_f64 {
 
+// sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
