@@ -1,8 +1,15 @@
 // Pinocchio timing harness for benchmarks/run.py (built and run by it; see benchmarks/README.md).
 //
-//   pinocchio_bench URDF fixed|floating [--pool 256] [--runs 7] [--target-ms 40] [--seed 1]
+//   pinocchio_bench URDF fixed|floating [--pool 256] [--runs 7] [--target-ms 40] [--seed 1] [--model FILE]
 //
-// Loads URDF with pinocchio::urdf::buildModel (a JointModelFreeFlyer root for "floating"),
+// Loads URDF with pinocchio::urdf::buildModel (a JointModelFreeFlyer root for "floating"), or,
+// with --model, builds the same model joint by joint from FILE (written by benchmarks/run.py
+// from the pin module's URDF parser: see model_from_file). The second way is for a harness
+// compiled with -march=native: the wheel's parser library is compiled for baseline x86-64, and a
+// Model it fills in crashes a harness built for another instruction set (measured: heap
+// corruption in ~Model with -march=native, also with EIGEN_MAX_ALIGN_BYTES=16 and without
+// AVX-512), while every algorithm timed here is a header template compiled into the harness.
+// run.py checks that both ways give the same checksum.
 // draws a pool of random states (pinocchio::randomConfiguration within the model's limits,
 // the free-flyer translation limited to [-1, 1]; v, a, tau uniform in [-1, 1]), then times each
 // algorithm per call: one "pass" calls it once per state of the pool, a "run" is enough passes
@@ -27,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -75,6 +83,67 @@ static Timing time_per_call(const std::function<void(int)> &body, int pool, int 
   return t;
 }
 
+[[noreturn]] static void fail(const std::string &what) {
+  std::fprintf(stderr, "%s\n", what.c_str());
+  std::exit(2);
+}
+
+// The model of FILE, one line per joint in index order, then the limits:
+//   joint PARENT TYPE AX AY AZ R00 R01 R02 R10 R11 R12 R20 R21 R22 PX PY PZ MASS CX CY CZ IXX IXY IXZ IYY IYZ IZZ NAME
+//   lower Q0 … | upper Q0 … | armature V0 …
+// (the placement in the parent joint's frame, the inertia about the joint's origin frame:
+// Pinocchio's jointPlacements[i] and inertias[i], which include the fixed links merged into it)
+static pin::Model model_from_file(const std::string &path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read model file " + path);
+  pin::Model model;
+  std::string tag;
+  while (in >> tag) {
+    if (tag == "joint") {
+      int parent;
+      std::string type, name;
+      Eigen::Vector3d axis, p, c;
+      Eigen::Matrix3d R;
+      double mass, I[6];
+      in >> parent >> type >> axis[0] >> axis[1] >> axis[2];
+      for (int r = 0; r < 3; ++r)
+        for (int k = 0; k < 3; ++k) in >> R(r, k);
+      in >> p[0] >> p[1] >> p[2] >> mass >> c[0] >> c[1] >> c[2];
+      for (double &x : I) in >> x;
+      in >> name;
+      if (!in) fail(path + ": malformed joint line");
+      const pin::SE3 X(R, p);
+      pin::JointIndex id;
+      if (type == "JointModelFreeFlyer") id = model.addJoint(parent, pin::JointModelFreeFlyer(), X, name);
+      else if (type == "JointModelRX") id = model.addJoint(parent, pin::JointModelRX(), X, name);
+      else if (type == "JointModelRY") id = model.addJoint(parent, pin::JointModelRY(), X, name);
+      else if (type == "JointModelRZ") id = model.addJoint(parent, pin::JointModelRZ(), X, name);
+      else if (type == "JointModelRevoluteUnaligned") id = model.addJoint(parent, pin::JointModelRevoluteUnaligned(axis), X, name);
+      else if (type == "JointModelRUBX") id = model.addJoint(parent, pin::JointModelRUBX(), X, name);
+      else if (type == "JointModelRUBY") id = model.addJoint(parent, pin::JointModelRUBY(), X, name);
+      else if (type == "JointModelRUBZ") id = model.addJoint(parent, pin::JointModelRUBZ(), X, name);
+      else if (type == "JointModelRevoluteUnboundedUnaligned")
+        id = model.addJoint(parent, pin::JointModelRevoluteUnboundedUnaligned(axis), X, name);
+      else if (type == "JointModelPX") id = model.addJoint(parent, pin::JointModelPX(), X, name);
+      else if (type == "JointModelPY") id = model.addJoint(parent, pin::JointModelPY(), X, name);
+      else if (type == "JointModelPZ") id = model.addJoint(parent, pin::JointModelPZ(), X, name);
+      else if (type == "JointModelPrismaticUnaligned") id = model.addJoint(parent, pin::JointModelPrismaticUnaligned(axis), X, name);
+      else fail(path + ": joint type " + type + " not supported by model_from_file");
+      Eigen::Matrix3d In;
+      In << I[0], I[1], I[2], I[1], I[3], I[4], I[2], I[4], I[5];
+      model.appendBodyToJoint(id, pin::Inertia(mass, c, In), pin::SE3::Identity());
+    } else if (tag == "lower" || tag == "upper" || tag == "armature") {
+      Eigen::VectorXd &x = tag == "lower" ? model.lowerPositionLimit
+                           : tag == "upper" ? model.upperPositionLimit : model.armature;
+      for (Eigen::Index i = 0; i < x.size(); ++i) in >> x[i];
+      if (!in) fail(path + ": malformed " + tag + " line");
+    } else {
+      fail(path + ": unknown line " + tag);
+    }
+  }
+  return model;
+}
+
 static void print_list(const std::vector<double> &x) {
   std::printf("[");
   for (size_t r = 0; r < x.size(); ++r) std::printf("%s%.2f", r ? ", " : "", x[r]);
@@ -83,7 +152,7 @@ static void print_list(const std::vector<double> &x) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s URDF fixed|floating [--pool N] [--runs N] [--target-ms X] [--seed N]\n",
+    std::fprintf(stderr, "usage: %s URDF fixed|floating [--pool N] [--runs N] [--target-ms X] [--seed N] [--model FILE]\n",
                  argv[0]);
     return 2;
   }
@@ -92,11 +161,13 @@ int main(int argc, char **argv) {
   int pool = 256, runs = 7;
   unsigned seed = 1;
   double target_ms = 40.0;
+  std::string model_file;
   for (int i = 3; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--pool")) pool = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--target-ms")) target_ms = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--seed")) seed = (unsigned)std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--model")) model_file = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -104,13 +175,16 @@ int main(int argc, char **argv) {
   }
 
   pin::Model model;
-  if (floating) {
+  if (!model_file.empty())
+    model = model_from_file(model_file);
+  else if (floating)
     pin::urdf::buildModel(urdf, pin::JointModelFreeFlyer(), model);
+  else
+    pin::urdf::buildModel(urdf, model);
+  if (floating) {
     // the free-flyer's translation limits are infinite: randomConfiguration needs finite ones
     model.lowerPositionLimit.head<3>().setConstant(-1.0);
     model.upperPositionLimit.head<3>().setConstant(1.0);
-  } else {
-    pin::urdf::buildModel(urdf, model);
   }
   pin::Data data(model);
 

@@ -73,12 +73,54 @@ def _iiwa():
 
 
 def test_default_build_is_optimised_and_correct():
+    """The default build is -O3 for this machine (-march=native, one AVX register of states per
+    vector where there is AVX) — the kernels are compiled where they run."""
+    from rbdgen.jit.compiler import find_cxx, native_target, vector_bytes
     m = _iiwa()
     kern = rbdgen.build(m, kernels=("rnea", "crba", "aba"))
-    assert kern.lanes > 1
     with open(kern.path.rsplit("/", 1)[0] + "/command.txt") as f:
-        assert "-O3" in f.read()
+        flags = f.read().split()
+    assert "-O3" in flags
+    native = native_target(find_cxx()) is not None
+    assert ("-march=native" in flags) == native
+    assert kern.lanes == vector_bytes("native" if native else None) // 8 > 1
     _check(kern, m, np.float64, lambda k: TOL64)
+
+
+def test_portable_build_and_march_setting(monkeypatch):
+    """march="portable" (or $RBDGEN_MARCH=portable) builds for any x86-64: no -march, 16-byte
+    vectors; a native build's cache key names the machine's instruction set, so that a cache
+    shared between machines cannot hand one a library built for another."""
+    from rbdgen.jit import compiler
+    m = _iiwa()
+    kerns = [rbdgen.build(m, kernels=("rnea",), march="portable", opt="-O1")]
+    monkeypatch.setenv("RBDGEN_MARCH", "portable")
+    kerns.append(rbdgen.build(m, kernels=("rnea",), opt="-O1"))
+    assert kerns[0].path == kerns[1].path  # the same build, from the cache
+    for kern in kerns:
+        with open(kern.path.rsplit("/", 1)[0] + "/command.txt") as f:
+            assert "-march" not in f.read()
+        assert kern.lanes == 2
+        _check(kern, m, np.float64, lambda k: TOL64)
+    # sources generated for wider vectors than the build's registers (pickled on an AVX machine,
+    # loaded on one without): correct, but said, since such batches are slow
+    with pytest.warns(RuntimeWarning, match="wider than the 16-byte registers"):
+        wide = rbdgen.build(m, kernels=("rnea",), march="portable", opt="-O1", lanes=4)
+    _check(wide, m, np.float64, lambda k: TOL64)
+    monkeypatch.delenv("RBDGEN_MARCH")
+    assert compiler.resolve_march("portable") is None and compiler.resolve_march("x86-64-v3") == "x86-64-v3"
+    cxx = compiler.find_cxx()
+    if compiler.native_target(cxx) is None:  # a compiler that cannot target this machine
+        assert compiler.resolve_march(None) is None
+        return
+    assert compiler.resolve_march(None) == "native"
+    flags = compiler.cxx_flags(march="native")
+    files = {"a.cpp": "int f() { return 1; }"}
+    key = compiler.content_key(files, flags, cxx)
+    assert key == compiler.content_key(files, flags, cxx)
+    monkeypatch.setitem(compiler._native, cxx, "-march=another-cpu -mno-avx")
+    assert compiler.content_key(files, flags, cxx) != key  # another machine, another library
+    assert compiler.content_key(files, compiler.cxx_flags(), cxx) == compiler.content_key(files, compiler.cxx_flags(), cxx)
 
 
 def test_large_kernels_compile_their_parts_for_size():

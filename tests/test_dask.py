@@ -3,8 +3,9 @@
 The cluster test runs ∇FD (aba_derivatives) of the bundled iiwa14 over 10⁶ states on a
 LocalCluster of two single-threaded worker processes and compares every chunk with a local
 call of the same kernels, exactly: each state goes through the same compiled code (the SIMD
-batch path, two states per vector, with every chunk a multiple of the lanes so that no state
-changes between the vector path and the scalar tail), so the results agree bit for bit.
+batch path, the build's lanes of states per vector, with every chunk a multiple of the lanes so
+that no state changes between the vector path and the scalar tail), so the results agree bit for
+bit.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from conftest import random_state, relerr, run_main
 
 KERNELS = ("rnea", "crba", "aba", "rnea_derivatives", "aba_derivatives")
 N = 1_000_000
-CHUNK = 62_500  # 16 chunks; even, so every chunk starts on a SIMD block boundary
+CHUNK = 62_500  # 16 chunks; a multiple of 2 and 4 lanes, so every chunk starts on a SIMD block boundary
 
 _built: dict = {}
 
@@ -244,6 +245,7 @@ def test_dask_cluster_gradient_of_forward_dynamics_over_a_million_states():
     from rbdgen import reference
 
     m, kern = _iiwa()
+    assert CHUNK % kern.lanes == 0  # else a chunk's edge states would take another code path
     q, v, a, tau = random_state(m, seed=15, n=N)
     del a
     t0 = time.perf_counter()

@@ -15,7 +15,7 @@ import pytest
 
 from rbdgen.backends import trig
 from rbdgen.backends.render import render
-from rbdgen.jit.compiler import build_library, cxx_flags
+from rbdgen.jit.compiler import build_library, cxx_flags, resolve_march
 
 HARNESS = r"""
 #include "t_sincos.hpp"
@@ -43,12 +43,17 @@ void sc_d1(long n, const double* x, double* s, double* c) { for (long i = 0; i <
 """
 
 
-@pytest.fixture(scope="module")
-def lib():
+@pytest.fixture(scope="module", params=["portable", "native"])
+def lib(request):
+    """The sine/cosine core built for any x86-64 and for this machine (the default build: FMA
+    contraction and AVX there may not cost accuracy)."""
+    march = resolve_march(request.param)
+    if request.param == "native" and march is None:
+        pytest.skip("the compiler cannot target this machine (-march=native): the portable case covers the default")
     header = render("cpu/sincos.hpp.j2", banner="test", robot="test", prefix="t", guard="T_SINCOS_HPP",
                     **trig.template_constants())
     path = build_library({"t_sincos.hpp": header, "t_harness.cpp": HARNESS}, ["t_harness.cpp"], "t_sincos",
-                         cxx_flags(opt="-O2", openmp=False))
+                         cxx_flags(opt="-O2", march=march, openmp=False))
     return ctypes.CDLL(str(path))
 
 

@@ -2,6 +2,7 @@
 and for a batch (vectorised across states with GCC vector types, OpenMP across blocks)."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,8 @@ LARGE_OPT, DEFAULT_OPT = "-Os", "-O3"
 NO_SLP = "-fno-tree-slp-vectorize"
 
 #: default lanes of the batch path: 16-byte vectors, native on every x86-64 (baseline SSE2) and
-#: on Arm (NEON); rbdgen.build picks 32 bytes when -march is given (see default_lanes)
+#: on Arm (NEON), for sources generated on their own (rbdgen generate); rbdgen.build picks one
+#: register of the -march it compiles for (see default_lanes)
 LANES = {"float64": 2, "float32": 4}
 
 
@@ -192,13 +194,14 @@ def _offsets(arrays, scratch: int = 0) -> dict:
     return offs
 
 
-def default_lanes(dtype: str, march: str | None) -> int:
-    """States per SIMD vector in the batch path: one native register's worth. A portable build
-    (no -march) targets baseline x86-64, whose SSE2 registers hold 16 bytes; wider GCC vectors
-    there are lowered to slow generic code (measured 70× slower on M⁻¹). With -march given,
-    32 bytes (AVX2 and up)."""
-    width = 16 if march is None else 32
-    return width // (8 if dtype == "float64" else 4)
+def default_lanes(dtype: str, march: str | None, cxx: str | None = None) -> int:
+    """States per SIMD vector in the batch path: one native register's worth, for ``march`` as
+    :func:`~rbdgen.jit.compiler.resolve_march` resolves it. A portable build targets baseline
+    x86-64, whose SSE2 registers hold 16 bytes (wider GCC vectors there are lowered to slow
+    generic code: measured 70× slower on M⁻¹); an AVX target 32 bytes (AVX-512 too)."""
+    from ..jit.compiler import resolve_march, vector_bytes
+
+    return vector_bytes(resolve_march(march, cxx), cxx) // (8 if dtype == "float64" else 4)
 
 
 class CpuTarget(Target):
@@ -208,7 +211,8 @@ class CpuTarget(Target):
     returns = "rbdgen.jit.loaded.CompiledKernels"
     options = (
         OPT,
-        Option("march", "--march", "cpu: passed as -march=… (e.g. native; default: portable)", ("compile",),
+        Option("march", "--march", "cpu: passed as -march=… (default: native, this machine, or $RBDGEN_MARCH; "
+               "'portable' for any x86-64)", ("compile",),
                {"metavar": "ARCH"}),
         CXX,
         Option("simd", "", "cpu: vectorised batch path (default True; False halves compile time)", ("generate",)),
@@ -241,11 +245,11 @@ class CpuTarget(Target):
 
     def build(self, model, kernels, dtype, *, march=None, lanes=None, **options):
         if lanes is None:
-            lanes = default_lanes(np.dtype(dtype).name, march)
+            lanes = default_lanes(np.dtype(dtype).name, march, options.get("cxx"))
         return super().build(model, kernels, dtype, march=march, lanes=lanes, **options)
 
     def load(self, sources, model, dtype, *, progress=None, opt=None, march=None, cxx=None):
-        from ..jit.compiler import build_library, cxx_flags, python_include
+        from ..jit.compiler import build_library, cxx_flags, python_include, resolve_march, vector_bytes
         from ..jit.loaded import CompiledKernels, kernel_specs
 
         dt = check_dtype(sources, dtype)
@@ -254,7 +258,7 @@ class CpuTarget(Target):
                                                     *info["sources"][dt]]}
         srcs = list(info["sources"][dt])
         # no opt: -O3, and -Os for the large straight-line kernels; an opt given is used for all
-        flags = cxx_flags(opt=DEFAULT_OPT if opt is None else check_opt(opt), march=march)
+        flags = cxx_flags(opt=DEFAULT_OPT if opt is None else check_opt(opt), march=resolve_march(march, cxx))
         large = info.get("large_sources", {}).get(dt, ()) if opt is None else ()
         module = None
         py = info.get("python_modules", {}).get(dt)
@@ -269,12 +273,23 @@ class CpuTarget(Target):
             source_flags[src] = [f for f in flags if f != NO_SLP]
         lib = build_library(files, srcs, info.get("library", sources.prefix), flags, cxx=cxx, progress=progress,
                             source_flags=source_flags)
+        wide = info["lanes"][dt] * np.dtype(dt).itemsize
+        have = vector_bytes(resolve_march(march, cxx), cxx)
+        if wide > have:  # e.g. kernels pickled on an AVX machine, loaded on one without
+            warnings.warn(f"{sources.prefix}: the batch path was generated for {info['lanes'][dt]} states per "
+                          f"vector ({wide} bytes), wider than the {have}-byte registers of this build "
+                          f"({' '.join(f for f in flags if f.startswith('-march')) or 'portable'}): batches run "
+                          "through slow generic vector code. Build with march='portable' (or lanes=) where the "
+                          "kernels are generated.", RuntimeWarning, stacklevel=2)
         return CompiledKernels(lib, model, sources.prefix, dt, kernel_specs(sources.kernels), lanes=info["lanes"][dt],
                                module=module)
 
     def describe(self, options):
-        return (f"cpu, {options.get('opt') or DEFAULT_OPT + ' (' + LARGE_OPT + ' for kernels of ≥ ' + str(LARGE_STATEMENTS) + ' statements)'}"
-                + (f" -march={options['march']}" if options.get("march") else ""))
+        from ..jit.compiler import resolve_march
+
+        march = resolve_march(options.get("march"), options.get("cxx"))
+        opt = options.get("opt") or f"{DEFAULT_OPT} ({LARGE_OPT} for kernels of ≥ {LARGE_STATEMENTS} statements)"
+        return f"cpu, {opt}" + (f" -march={march}" if march else " (portable)")
 
 
 register(CpuTarget())

@@ -24,8 +24,9 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=No
     options (:mod:`rbdgen.backends`; ``rbdgen generate --help`` lists them):
 
     * ``cpu`` → :class:`~rbdgen.jit.loaded.CompiledKernels`: ``opt`` (default: -O3, and -Os
-      for the parts of kernels of ≥ 5 000 statements; one given applies to all), ``march`` (passed as
-      ``-march=…``; default none, a portable build), ``cxx``, ``simd`` (False drops the
+      for the parts of kernels of ≥ 5 000 statements; one given applies to all), ``march`` (default:
+      this machine, ``-march=native``, or ``$RBDGEN_MARCH``; ``"portable"``: any x86-64; any
+      other value is passed as ``-march=…``), ``cxx``, ``simd`` (False drops the
       vectorised batch path: half the compile time), ``lanes``.
     * ``cuda`` → :class:`~rbdgen.jit.cuda.CudaKernels`: ``opt``, ``arch`` (default the GPUs found
       here, else sm_80 and sm_90), ``nvcc``, ``werror``.

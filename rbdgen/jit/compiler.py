@@ -69,6 +69,71 @@ def compiler_version(cxx: str) -> str:
     return _versions[cxx]
 
 
+#: ``march`` for a build that runs on any CPU of the architecture (no ``-march``: baseline
+#: x86-64, SSE2); ``None`` means the default, ``$RBDGEN_MARCH`` or else this machine (native)
+PORTABLE = "portable"
+MARCH_ENV = "RBDGEN_MARCH"
+_native: dict = {}
+_macros: dict = {}
+
+
+def native_target(cxx: str) -> str | None:
+    """What ``-march=native`` means to ``cxx`` on this machine: the CPU and the instruction-set
+    flags the driver expands it to (``cxx -march=native -###``), or None when ``cxx`` cannot
+    target this machine. Part of the cache key of a native build, so that a compile cache shared
+    between machines (an NFS home, a cluster's workers) never hands one CPU a library built for
+    another's instructions."""
+    if cxx not in _native:
+        try:
+            r = subprocess.run([cxx, "-march=native", "-###", "-E", "-x", "c++", os.devnull],
+                               capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            r = None
+        if r is None or r.returncode != 0:
+            _native[cxx] = None
+        else:
+            # the compiler proper's command line (g++: cc1plus "-march=cooperlake" -mmmx …;
+            # clang: -cc1 … "-target-cpu" "x" "-target-feature" "+avx2" …), without its path
+            lines = [ln for ln in (r.stderr + r.stdout).splitlines() if "cc1" in ln]
+            _native[cxx] = lines[-1].strip().split(None, 1)[-1] if lines else (r.stderr + r.stdout).strip()
+    return _native[cxx]
+
+
+def resolve_march(march: str | None, cxx: str | None = None) -> str | None:
+    """The ``-march`` value a CPU build passes (None: none, a portable build). ``march=None``
+    takes ``$RBDGEN_MARCH`` if set, else ``"native"`` — the kernels are compiled on the machine
+    that runs them, and a portable x86-64 build lacks AVX's three-operand instructions, FMA and
+    (AVX-512) 32 vector registers: floating-base ABA and M⁻¹ ran 1.5–2× slower in it
+    (docs/performance.md §9). ``"native"`` falls back to portable where the compiler cannot
+    target this machine. ``"portable"`` (or ``""``) is a build for any CPU of the architecture."""
+    if march is None:
+        march = os.environ.get(MARCH_ENV) or "native"
+    march = str(march).strip()
+    if march in ("", PORTABLE):
+        return None
+    if march == "native" and native_target(find_cxx(cxx)) is None:
+        return None
+    return march
+
+
+def vector_bytes(march: str | None, cxx: str | None = None) -> int:
+    """The width of one SIMD register the compiler targets with ``-march=march`` (None:
+    portable): 32 bytes where AVX is on (AVX-512 too: 256-bit vectors measured best), else 16
+    (SSE2, Arm NEON)."""
+    if march is None:
+        return 16
+    cxx = find_cxx(cxx)
+    key = (cxx, march)
+    if key not in _macros:
+        try:
+            r = subprocess.run([cxx, f"-march={march}", "-dM", "-E", "-x", "c++", os.devnull],
+                               capture_output=True, text=True, timeout=60)
+            _macros[key] = r.stdout if r.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            _macros[key] = ""
+    return 32 if "#define __AVX__ 1" in _macros[key] else 16
+
+
 def cxx_flags(opt: str = "-O3", march: str | None = None, openmp: bool = True, extra=()) -> list[str]:
     # -fno-tree-slp-vectorize: the kernels are long straight-line scalar code (the batch path is
     # vectorised by hand, with GCC vector types), where g++'s SLP vectoriser packs unrelated
@@ -143,13 +208,16 @@ def _remove_stale(root: Path, own_key: str) -> None:
 def content_key(files: dict, flags: list[str], cxx: str, source_flags: dict | None = None) -> str:
     """The cache key of compiling ``files`` with ``flags`` by ``cxx``: SHA-256 of the sources,
     the command lines (``source_flags``: the sources compiled with other flags), the compiler's
-    version string and rbdgen's version (24 hex digits)."""
+    version string and rbdgen's version (24 hex digits); for ``-march=native``, also what it means
+    on this machine (:func:`native_target`)."""
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     h.update(" ".join(flags).encode() + b"\0" + compiler_version(cxx).encode() + b"\0" + __version__.encode())
     for name in sorted(source_flags or ()):
         h.update(b"\0" + name.encode() + b"\0" + " ".join(source_flags[name]).encode())
+    if any("-march=native" in f for f in [*flags, *(x for v in (source_flags or {}).values() for x in v)]):
+        h.update(b"\0native\0" + str(native_target(cxx)).encode())  # which machine "native" was
     return h.hexdigest()[:24]
 
 
