@@ -24,7 +24,7 @@ static const int LANES = 2;
 // ======================================================================================
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 // ops: 4054 mul, 3755 add/sub, 6 div, 12 sin/cos; critical path 163 ops
-// 7703 statements in 11 parts, 491 scalars of scratch
+// 7709 statements in 11 parts, 491 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_aba_derivatives_parts0_f64.cpp, rbd_iiwa14_aba_derivatives_parts1_f64.cpp
 template <typename S>

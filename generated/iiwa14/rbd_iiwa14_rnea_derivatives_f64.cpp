@@ -24,7 +24,7 @@ static const int LANES = 2;
 // ======================================================================================
 // rnea_derivatives: ∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)
 // ops: 2328 mul, 2218 add/sub, 0 div, 12 sin/cos; critical path 53 ops
-// 5365 statements in 8 parts, 332 scalars of scratch
+// 5371 statements in 8 parts, 332 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_rnea_derivatives_parts0_f64.cpp
 template <typename S>

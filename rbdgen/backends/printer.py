@@ -35,6 +35,11 @@ class Dialect:
     #: inputs only, so at the top of the kernel they run back to back and overlap, instead of
     #: sitting on the critical path one tree level after another
     hoist_trig: bool = False
+    #: spread the outputs that are constants or inputs (a derivative's structural zeros: 1 661
+    #: of TALOS ∇ID's) over the kernel's sequential parts instead of appending them all to the
+    #: last one, which they made three times the size of the others and three times as long to
+    #: compile (docs/performance.md §11)
+    spread_constants: bool = False
     qualifier: str = "static inline"
     part_qualifier: str = "static __attribute__((noinline))"
     comment: str = "//"
@@ -275,13 +280,21 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         for slot in out_slots.get(n.id, ()):
             lines.append(f"{slot} = {names[n.id]};")
     if late_outputs:
-        lines = parts[-1].lines
-        lines.append(f"{dialect.comment} ---- outputs that are constants or inputs")
-        for slot, n in late_outputs:
-            if n.op == "const":
-                lines.append(f"{slot} = {zero} + {literal(n.value, dtype, dialect)};")
-            else:
-                lines.append(f"{slot} = {n.name}[{n.index}];")
+        # they depend on nothing: with sequential parts, any part may store them
+        spread = nparts if dialect.spread_constants and partition is None else 1
+        per = -(-len(late_outputs) // spread)
+        for p in range(spread):
+            chunk = late_outputs[p * per:(p + 1) * per]
+            if not chunk:
+                continue
+            lines = parts[nparts - spread + p].lines
+            lines.append(f"{dialect.comment} ---- outputs that are constants or inputs"
+                         + (f" ({p + 1} of {spread})" if spread > 1 else ""))
+            for slot, n in chunk:
+                if n.op == "const":
+                    lines.append(f"{slot} = {zero} + {literal(n.value, dtype, dialect)};")
+                else:
+                    lines.append(f"{slot} = {n.name}[{n.index}];")
     arrays = {a.name: a.name for a in kernel.all_outputs}
     arrays.update({name: f"(w + {base})" for name, base in temp_base.items()})
     arrays.update({name: f"(w + {base})" for name, base in mirror_base.items()})
