@@ -655,8 +655,8 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict) -> dict:
                 else:
                     os.environ[CACHE_ENV] = old
             lib = Path(kern.path)
-            v = {"march": resolve_march(march), "flags": " ".join(cxx_flags(opt="-O3", march=resolve_march(march))),
-                 "build_s": round(build_s, 1),
+            resolved = resolve_march(march)
+            v = {"march": resolved, "flags": " ".join(cxx_flags(opt="-O3", march=resolved)), "build_s": round(build_s, 1),
                  "compile_s": round(build_s - res["generate_s"], 1), "lanes": kern.lanes,
                  "library_bytes": lib.stat().st_size}
             log(f"{name} [{variant}]: built in {v['build_s']} s")
@@ -784,7 +784,7 @@ def fmt(d, *keys) -> str:
 
 
 #: the Pinocchio harness each rbdgen build is set against: built the same way
-PIN_FOR = {"default": "pinocchio_native", "portable": "pinocchio"}
+PIN_FOR = {"default": PIN_KEY["native"], "portable": PIN_KEY["portable"]}
 
 
 def pin_key(r, variant: str) -> str:

@@ -258,7 +258,8 @@ class CpuTarget(Target):
                                                     *info["sources"][dt]]}
         srcs = list(info["sources"][dt])
         # no opt: -O3, and -Os for the large straight-line kernels; an opt given is used for all
-        flags = cxx_flags(opt=DEFAULT_OPT if opt is None else check_opt(opt), march=resolve_march(march, cxx))
+        target = resolve_march(march, cxx)
+        flags = cxx_flags(opt=DEFAULT_OPT if opt is None else check_opt(opt), march=target)
         large = info.get("large_sources", {}).get(dt, ()) if opt is None else ()
         module = None
         py = info.get("python_modules", {}).get(dt)
@@ -274,11 +275,11 @@ class CpuTarget(Target):
         lib = build_library(files, srcs, info.get("library", sources.prefix), flags, cxx=cxx, progress=progress,
                             source_flags=source_flags)
         wide = info["lanes"][dt] * np.dtype(dt).itemsize
-        have = vector_bytes(resolve_march(march, cxx), cxx)
+        have = vector_bytes(target, cxx)
         if wide > have:  # e.g. kernels pickled on an AVX machine, loaded on one without
             warnings.warn(f"{sources.prefix}: the batch path was generated for {info['lanes'][dt]} states per "
                           f"vector ({wide} bytes), wider than the {have}-byte registers of this build "
-                          f"({' '.join(f for f in flags if f.startswith('-march')) or 'portable'}): batches run "
+                          f"({f'-march={target}' if target else 'portable'}): batches run "
                           "through slow generic vector code. Build with march='portable' (or lanes=) where the "
                           "kernels are generated.", RuntimeWarning, stacklevel=2)
         return CompiledKernels(lib, model, sources.prefix, dt, kernel_specs(sources.kernels), lanes=info["lanes"][dt],
