@@ -21,6 +21,42 @@ using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
 static const int LANES = 2;
 
+// The batch path's edges. A block of LANES states is a LANES x n row-major matrix in the caller's
+// arrays (state by state) and an n x LANES one in the kernel's buffer (one vec_t per value).
+// Entering is a transpose done LANES x LANES tiles at a time (LANES vector loads, 2 register
+// shuffles, LANES vector stores): 1.7x faster than gathering value by value. Leaving stays a loop
+// over lanes writing one state's row after the other: the caller's arrays are rarely in L1, and
+// tiles, which write LANES rows at once, measured up to 1.4x slower there (docs/performance.md §12).
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define RBD_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef long long rbd_mask_t __attribute__((vector_size(2 * sizeof(double))));
+#define RBD_SHUF(a, b, ...) __builtin_shuffle(a, b, (rbd_mask_t){__VA_ARGS__})
+#endif
+// r[0..LANES) in place: lane j of r[i] becomes lane i of r[j]
+static inline void rbd_transpose(vec_t* r) {
+  vec_t a = RBD_SHUF(r[0], r[1], 0, 2), b = RBD_SHUF(r[0], r[1], 1, 3);
+  r[0] = a; r[1] = b;
+}
+#undef RBD_SHUF
+
+// rows (LANES states of n values each, contiguous) -> lanes (n vectors)
+static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __restrict v) {
+  int k = 0;
+  for (; k + LANES <= n; k += LANES) {
+    vec_t r[LANES];
+    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * n + k, sizeof(vec_t));
+    rbd_transpose(r);
+    for (int j = 0; j < LANES; ++j) v[k + j] = r[j];
+  }
+  for (; k < n; ++k) {
+    vec_t x = {};
+    for (int l = 0; l < LANES; ++l) x[l] = rows[l * n + k];
+    v[k] = x;
+  }
+}
+
+
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
 // ops: 842 mul, 648 add/sub, 6 div, 12 sin/cos; critical path 113 ops
@@ -1781,13 +1817,9 @@ void rbd_iiwa14_minv_f64_batch(long n, const double* q, double* Minv) {
     vec_t* w_v = buf.data() + 56;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      for (int k = 0; k < 7; ++k) {  // lanes gathered in a register, stored once
-        vec_t x = {};
-        for (int l = 0; l < LANES; ++l) x[l] = q[(b * LANES + l) * 7 + k];
-        q_v[k] = x;
-      }
+      rbd_to_lanes(q + b * LANES * 7L, 7, q_v);
       minv<vec_t>(q_v, Minv_v, w_v);
-      for (int l = 0; l < LANES; ++l)  // state by state: each state's row written contiguously
+      for (int l = 0; l < LANES; ++l)  // state by state: one store stream at a time (see rbd_to_lanes)
         for (int k = 0; k < 49; ++k) Minv[(b * LANES + l) * 49 + k] = Minv_v[k][l];
     }
   }
