@@ -156,10 +156,29 @@ class Target:
         generated package's PackageModel (sizes and names only)."""
         raise NotImplementedError
 
+    #: a warm :meth:`build` takes the generated sources from the generation cache
+    #: (:mod:`rbdgen.jit.gencache`); a target opts in once :meth:`generation_salt` holds every
+    #: module-level setting its sources depend on
+    cache_generation: bool = False
+
+    def generation_salt(self) -> str:
+        """The target's module-level settings that shape its sources (part sizes, dialects, …),
+        as text for the generation cache's key."""
+        return ""
+
     def build(self, model, kernels: tuple, dtype, *, fold: bool = True, name=None, progress=None, **options):
         st = self.split_options(options, where=f"build(target={self.name!r})")
-        src = self.generate(model, kernels, dtypes=(dtype,), name=name, fold=fold, progress=progress,
-                            **st["generate"])
+
+        def generate():
+            return self.generate(model, kernels, dtypes=(dtype,), name=name, fold=fold, progress=progress,
+                                 **st["generate"])
+
+        if self.cache_generation:
+            from ..jit import gencache
+
+            src = gencache.sources(self, model, kernels, dtype, name, fold, st["generate"], generate, progress)
+        else:
+            src = generate()
         from ..jit.rebuild import load  # the target's load, remembering what it compiled (pickling)
 
         return load(self, src, model, dtype, progress=progress, **st["compile"])
