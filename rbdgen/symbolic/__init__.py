@@ -18,7 +18,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
 
 from .. import spatial as sp
 from ..model import RobotModel
@@ -71,6 +70,7 @@ def numeric_X(jt: JointTransform, qi) -> np.ndarray:
 
 def symbolic_X(model: RobotModel, i: int) -> sympy.Matrix:
     """X_i(q_i) as a 6×6 sympy matrix in the symbols c_i, s_i (revolute) or q_i (prismatic)."""
+    import sympy  # here, not at import: sympy takes 0.3 s to import, and a warm build needs none of it
     jt = joint_transform(model, i)
     F = lambda x: sympy.Float(float(x)) if x != 0 else sympy.S.Zero  # noqa: E731
     if jt.kind == "floating":
@@ -93,6 +93,7 @@ def symbolic_X(model: RobotModel, i: int) -> sympy.Matrix:
 
 
 def classify(expr) -> str:
+    import sympy
     expr = sympy.sympify(expr)
     if expr.is_zero:  # (sympy ≥ 1.13: Float(0.0) == 0 is False)
         return ZERO
@@ -119,6 +120,7 @@ class JointSparsity:
 
 
 def sparsity(model: RobotModel) -> list[JointSparsity]:
+    import sympy
     out = []
     for i in range(model.nb):
         X = symbolic_X(model, i)
