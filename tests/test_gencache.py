@@ -126,3 +126,18 @@ def test_entries_round_trip(tmp_path, monkeypatch):
     assert norm(back) == norm(src)
     assert back.files == src.files  # byte for byte
     assert gencache.load("m" * 32) is None
+
+
+def test_salt_holds_the_targets_settings(monkeypatch):
+    """A monkeypatched module-level setting (CPU part sizes, CUDA's local-memory limit) changes
+    the target's salt, so a cached entry generated without it is not used."""
+    from rbdgen.backends import cuda
+
+    for target, mod, name in (("cpu", cpu, "PARTS_PER_SOURCE"), ("cuda", cuda, "THREAD_LOCAL_LIMIT")):
+        t = get_target(target)
+        s0 = t.generation_salt()
+        assert s0 == t.generation_salt()
+        monkeypatch.setattr(mod, name, getattr(mod, name) + 1)
+        assert t.generation_salt() != s0
+    # HLS generation warns (ports, DSP budgets): it is not cached, so the warnings come every build
+    assert not get_target("hls").cache_generation

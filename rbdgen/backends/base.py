@@ -157,14 +157,26 @@ class Target:
         raise NotImplementedError
 
     #: a warm :meth:`build` takes the generated sources from the generation cache
-    #: (:mod:`rbdgen.jit.gencache`); a target opts in once :meth:`generation_salt` holds every
-    #: module-level setting its sources depend on
-    cache_generation: bool = False
+    #: (:mod:`rbdgen.jit.gencache`)
+    cache_generation: bool = True
+    #: modules besides the target's own whose module-level settings shape its sources
+    salt_modules: tuple = ("rbdgen.backends.printer", "rbdgen.backends.trig", "rbdgen.backends.escape")
 
     def generation_salt(self) -> str:
-        """The target's module-level settings that shape its sources (part sizes, dialects, …),
-        as text for the generation cache's key."""
-        return ""
+        """The module-level settings (UPPER_CASE names: part sizes, dialects, limits) of the
+        target's module and of :attr:`salt_modules`, as text for the generation cache's key: a
+        test or a study that monkeypatches one gets sources generated with it."""
+        import importlib
+
+        parts = []
+        for name in (type(self).__module__, *self.salt_modules):
+            mod = importlib.import_module(name)
+            for k, v in sorted(vars(mod).items()):
+                if k.isupper() and not callable(v) and not isinstance(v, type(importlib)):
+                    r = repr(v)
+                    if " at 0x" not in r:  # an object without a stable repr: left out
+                        parts.append(f"{name}.{k}={r}")
+        return "\n".join(parts)
 
     def build(self, model, kernels: tuple, dtype, *, fold: bool = True, name=None, progress=None, **options):
         st = self.split_options(options, where=f"build(target={self.name!r})")

@@ -243,14 +243,6 @@ class CpuTarget(Target):
         return Sources(self.name, gen.prefix, dict(gen.files), {k: kernel_entry(pk) for k, pk in gen.kernels.items()},
                        info, tuple(dtypes))
 
-    cache_generation = True
-
-    def generation_salt(self) -> str:
-        from . import printer
-
-        return repr((CPU, PARALLEL_OPS, MAX_NDIM, LARGE_STATEMENTS, PARTS_PER_SOURCE, LANES, printer.SPLIT_ABOVE,
-                     printer.DEFAULT_PART_SIZE))
-
     def build(self, model, kernels, dtype, *, march=None, lanes=None, **options):
         if lanes is None:
             lanes = default_lanes(np.dtype(dtype).name, march, options.get("cxx"))

@@ -312,6 +312,7 @@ class CudaTarget(Target):
     help = "CUDA .cu/.cuh built with nvcc; GPU arrays (cupy) or numpy; emulated on the CPU without a GPU"
     compiler = "nvcc (the CUDA compiler)"
     returns = "rbdgen.jit.cuda.CudaKernels"
+    salt_modules = Target.salt_modules + ("rbdgen.backends.cuda_resources", "rbdgen.ir.schedule")
     options = (
         OPT,
         Option("arch", "--arch", "cuda: GPU architecture(s), e.g. sm_90 or 80,90 (default: the GPUs found, "

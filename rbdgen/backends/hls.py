@@ -499,6 +499,9 @@ def _check_ii(value):
 
 
 class HlsTarget(Target):
+    # generating HLS sources warns (an initiation interval the ports cannot keep, a DSP budget
+    # the cost model needs more LUTs for): a cached build would not say it again
+    cache_generation = False
     name = "hls"
     help = "FPGA: Vitis-HLS C++ top functions, testbench and Tcl; C-simulated with g++ and the ap_types headers"
     python_package = False

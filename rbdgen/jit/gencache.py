@@ -11,8 +11,8 @@ The key (SHA-256) covers everything the sources are a function of:
 * the generator itself: the bytes of every ``.py`` file of the rbdgen package and of every
   template, and the versions of Python, NumPy and Jinja2 (a changed generator, even an
   uncommitted edit, is a different key; no version number is trusted);
-* the target's name and its module-level tunables (:meth:`Target.generation_salt`; a test or a
-  study that monkeypatches one gets sources generated with it);
+* the target's name and its modules' UPPER_CASE settings (:meth:`Target.generation_salt`; a
+  test or a study that monkeypatches one gets sources generated with it);
 * the model (its pickle: names, numbers, frames and options, all of it), the kernels asked for,
   the dtype, the package name, ``fold`` and the target's generate-stage options.
 
