@@ -39,6 +39,18 @@ void sc_d4(long n, const double* x, double* s, double* c) { run<d4, double, 4>(n
 void sc_f4(long n, const float* x, float* s, float* c) { run<f4, float, 4>(n, x, s, c); }
 void sc_f8(long n, const float* x, float* s, float* c) { run<f8, float, 8>(n, x, s, c); }
 void sc_d1(long n, const double* x, double* s, double* c) { for (long i = 0; i < n; ++i) rbd_sincos(x[i], s[i], c[i]); }
+// one state's angles four to a call, as the kernels' hoisted sines and cosines are printed
+void sc_g4(long n, const double* x, double* s, double* c) {
+  for (long i = 0; i + 4 <= n; i += 4)
+    t_trig::rbd_sincos4(x[i], x[i + 1], x[i + 2], x[i + 3], s[i], c[i], s[i + 1], c[i + 1], s[i + 2], c[i + 2],
+                        s[i + 3], c[i + 3]);
+}
+// a group of three padded with its last angle: the last outputs are written twice
+void sc_g3(long n, const double* x, double* s, double* c) {
+  for (long i = 0; i + 3 <= n; i += 3)
+    t_trig::rbd_sincos4(x[i], x[i + 1], x[i + 2], x[i + 2], s[i], c[i], s[i + 1], c[i + 1], s[i + 2], c[i + 2],
+                        s[i + 2], c[i + 2]);
+}
 }
 """
 
@@ -103,7 +115,7 @@ def test_constants_are_their_definitions():
     assert r ** (trig.COS_DEGREE + 2) / math.factorial(trig.COS_DEGREE + 2) < 1e-3 * math.ulp(math.cos(r))
 
 
-@pytest.mark.parametrize("fn", ["sc_d2", "sc_d4"])
+@pytest.mark.parametrize("fn", ["sc_d2", "sc_d4", "sc_g4", "sc_g3"])
 def test_random_arguments_within_one_ulp(lib, fn):
     rng = np.random.default_rng(7)
     n = 3000
@@ -140,7 +152,7 @@ def test_beyond_the_limit_and_special_values_match_libm(lib):
     x = np.array([trig.FAST_LIMIT, np.nextafter(trig.FAST_LIMIT, np.inf), 1e6, -3e9, 1e22, -1e300,
                   np.finfo(float).max, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 0.0, -0.0])
     x = np.concatenate([x, x[::-1]])  # every value in every lane position
-    for fn in ("sc_d2", "sc_d4"):
+    for fn in ("sc_d2", "sc_d4", "sc_g4"):
         s, c = call(lib, fn, x)
         with np.errstate(invalid="ignore"):
             rs, rc = np.sin(x), np.cos(x)

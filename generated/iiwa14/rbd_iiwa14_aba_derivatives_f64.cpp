@@ -16,6 +16,7 @@ namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,7 +61,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 // ops: 4054 mul, 3755 add/sub, 6 div, 12 sin/cos; critical path 163 ops
-// 7709 statements in 11 parts, 491 scalars of scratch
+// 7701 statements in 11 parts, 491 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_aba_derivatives_parts0_f64.cpp, rbd_iiwa14_aba_derivatives_parts1_f64.cpp
 template <typename S>

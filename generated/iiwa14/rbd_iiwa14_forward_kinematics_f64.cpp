@@ -16,6 +16,7 @@ namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,32 +61,22 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // forward_kinematics: placement of every body in the world (homogeneous 4×4, body_names order)
 // ops: 77 mul, 58 add/sub, 0 div, 14 sin/cos; critical path 14 ops
-// 270 statements
+// 260 statements
 // ======================================================================================
 template <typename S>
 static inline void forward_kinematics(const S* __restrict q, S* __restrict oMb) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[0], t1, t0);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[0], q[1], q[2], q[3], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10, t13, t12;
+  rbd_sincos4(q[4], q[5], q[6], q[6], t9, t8, t11, t10, t13, t12, t13, t12);
   oMb[0] = t0;
   oMb[5] = t0;
   oMb[22] = t0;
   oMb[4] = t1;
-  S t3, t2;
-  rbd_sincos(q[1], t3, t2);
   oMb[25] = t2;
   oMb[42] = t2;
   oMb[24] = t3;
-  S t5, t4;
-  rbd_sincos(q[2], t5, t4);
-  S t7, t6;
-  rbd_sincos(q[3], t7, t6);
-  S t9, t8;
-  rbd_sincos(q[4], t9, t8);
-  S t11, t10;
-  rbd_sincos(q[5], t11, t10);
-  S t13, t12;
-  rbd_sincos(q[6], t13, t12);
   // ---- forward kinematics: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t14 = -t1;
   oMb[1] = t14;

@@ -16,6 +16,7 @@ namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,25 +61,17 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // frame_jacobian_local_world_aligned: Jacobian of every selected frame, local world aligned ([linear; angular] × nv)
 // ops: 96 mul, 80 add/sub, 0 div, 12 sin/cos; critical path 17 ops
-// 246 statements
+// 238 statements
 // ======================================================================================
 template <typename S>
 static inline void frame_jacobian_local_world_aligned(const S* __restrict q, S* __restrict J) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[0], t1, t0);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[0], q[1], q[2], q[3], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10;
+  rbd_sincos4(q[4], q[5], q[5], q[5], t9, t8, t11, t10, t11, t10, t11, t10);
   J[29] = t0;
-  S t3, t2;
-  rbd_sincos(q[1], t3, t2);
   J[37] = t2;
-  S t5, t4;
-  rbd_sincos(q[2], t5, t4);
-  S t7, t6;
-  rbd_sincos(q[3], t7, t6);
-  S t9, t8;
-  rbd_sincos(q[4], t9, t8);
-  S t11, t10;
-  rbd_sincos(q[5], t11, t10);
   // ---- forward kinematics: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t12 = -t1;
   J[22] = t12;

@@ -16,6 +16,7 @@ namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,33 +61,25 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
 // ops: 842 mul, 648 add/sub, 6 div, 12 sin/cos; critical path 113 ops
-// 1719 statements in 3 parts, 74 scalars of scratch
+// 1711 statements in 3 parts, 74 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void minv_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[1], t1, t0);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[1], q[2], q[3], q[4], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10;
+  rbd_sincos4(q[5], q[6], q[6], q[6], t9, t8, t11, t10, t11, t10, t11, t10);
   w[0] = t0;
   w[1] = t1;
-  S t3, t2;
-  rbd_sincos(q[2], t3, t2);
   w[2] = t2;
   w[3] = t3;
-  S t5, t4;
-  rbd_sincos(q[3], t5, t4);
   w[4] = t4;
   w[5] = t5;
-  S t7, t6;
-  rbd_sincos(q[4], t7, t6);
   w[6] = t6;
   w[7] = t7;
-  S t9, t8;
-  rbd_sincos(q[5], t9, t8);
   w[8] = t8;
   w[9] = t9;
-  S t11, t10;
-  rbd_sincos(q[6], t11, t10);
   // ---- aba forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t12 = -t9;
   // ---- aba backward: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6

@@ -16,6 +16,7 @@ namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,7 +61,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // rnea_derivatives: ∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)
 // ops: 2328 mul, 2218 add/sub, 0 div, 12 sin/cos; critical path 53 ops
-// 5371 statements in 8 parts, 332 scalars of scratch
+// 5363 statements in 8 parts, 332 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_rnea_derivatives_parts0_f64.cpp
 template <typename S>

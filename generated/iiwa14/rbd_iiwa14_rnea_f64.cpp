@@ -16,6 +16,7 @@ namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,23 +61,15 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // rnea: inverse dynamics τ = M a + C v + g
 // ops: 451 mul, 357 add/sub, 0 div, 12 sin/cos; critical path 51 ops
-// 841 statements
+// 833 statements
 // ======================================================================================
 template <typename S>
 static inline void rnea(const S* __restrict q, const S* __restrict v, const S* __restrict a, S* __restrict tau) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[1], t1, t0);
-  S t3, t2;
-  rbd_sincos(q[2], t3, t2);
-  S t5, t4;
-  rbd_sincos(q[3], t5, t4);
-  S t7, t6;
-  rbd_sincos(q[4], t7, t6);
-  S t9, t8;
-  rbd_sincos(q[5], t9, t8);
-  S t11, t10;
-  rbd_sincos(q[6], t11, t10);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[1], q[2], q[3], q[4], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10;
+  rbd_sincos4(q[5], q[6], q[6], q[6], t9, t8, t11, t10, t11, t10, t11, t10);
   // ---- rnea forward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t12 = a[0] * 0.0236;
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1

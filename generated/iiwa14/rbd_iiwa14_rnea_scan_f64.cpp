@@ -16,6 +16,7 @@ namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
+using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,35 +61,25 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
 // ops: 1147 mul, 974 add/sub, 0 div, 14 sin/cos; critical path 31 ops
-// 2452 statements in 4 parts, 152 scalars of scratch
+// 2442 statements in 4 parts, 152 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void rnea_scan_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, S* __restrict w) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[0], t1, t0);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[0], q[1], q[2], q[3], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10, t13, t12;
+  rbd_sincos4(q[4], q[5], q[6], q[6], t9, t8, t11, t10, t13, t12, t13, t12);
   w[0] = t0;
   w[1] = t1;
-  S t3, t2;
-  rbd_sincos(q[1], t3, t2);
   w[2] = t2;
   w[3] = t3;
-  S t5, t4;
-  rbd_sincos(q[2], t5, t4);
-  S t7, t6;
-  rbd_sincos(q[3], t7, t6);
   w[4] = t6;
   w[5] = t7;
-  S t9, t8;
-  rbd_sincos(q[4], t9, t8);
   w[6] = t8;
   w[7] = t9;
-  S t11, t10;
-  rbd_sincos(q[5], t11, t10);
   w[8] = t10;
   w[9] = t11;
-  S t13, t12;
-  rbd_sincos(q[6], t13, t12);
   w[10] = t12;
   w[11] = t13;
   // ---- forward scan, round 0 (combine with the value 1 level up): body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1

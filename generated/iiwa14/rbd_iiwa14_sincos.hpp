@@ -16,7 +16,7 @@ namespace rbd_iiwa14_trig {
 
 // V: a GCC vector of doubles; U: unsigned 64-bit integers of the same shape
 template <typename V, typename U>
-static inline void sincos_core(V x, V& s, V& c) {
+__attribute__((always_inline)) static inline void sincos_core(V x, V& s, V& c) {
   // k = round(x·2/π): adding 1.5·2^52 rounds to an integer held in the low mantissa bits
   const V t = x * 0x1.45f306dc9c883p-1 + 0x1.8p+52;
   const V k = t - 0x1.8p+52;
@@ -106,6 +106,48 @@ static inline void rbd_sincos(V x, V& s, V& c) {
     s = __builtin_convertvector(sd, V);
     c = __builtin_convertvector(cd, V);
   }
+}
+
+// four angles of one state (the kernels' hoisted joint angles, four to a call): with AVX, one
+// call of the core in a vector of four doubles (throughput, not latency: the 32 angles of a
+// humanoid cost 8 calls instead of 32 libm calls; docs/performance.md §14); otherwise, for
+// floats and for the batch path's vectors, four calls of rbd_sincos. Arguments may repeat (a
+// group padded with its last angle writes the same outputs twice).
+#if defined(__AVX__)
+// out of line: one copy per translation unit, however many groups call it (instruction cache)
+__attribute__((noinline)) static void sincos4_packed(lanes_of<4>::D x, lanes_of<4>::D& s, lanes_of<4>::D& c) {
+  typedef typename lanes_of<4>::D D;
+  typedef typename lanes_of<4>::U U;
+  sincos_core<D, U>(x, s, c);
+  const auto big = (x > 0x1.0000000000000p+17) | (x < -0x1.0000000000000p+17) | (x != x);
+  if (__builtin_expect((big[0] | big[1] | big[2] | big[3]) != 0, 0)) {
+    for (int l = 0; l < 4; ++l)
+      if (big[l]) {
+        s[l] = std::sin(x[l]);
+        c[l] = std::cos(x[l]);
+      }
+  }
+}
+#endif
+
+template <typename S>
+__attribute__((always_inline)) static inline void rbd_sincos4(S x0, S x1, S x2, S x3, S& s0, S& c0, S& s1, S& c1,
+                                                              S& s2, S& c2, S& s3, S& c3) {
+#if defined(__AVX__)
+  if constexpr (std::is_same<S, double>::value) {
+    typedef typename lanes_of<4>::D D;
+    const D x = {x0, x1, x2, x3};
+    D s, c;
+    sincos4_packed(x, s, c);
+    s0 = s[0]; c0 = c[0]; s1 = s[1]; c1 = c[1];
+    s2 = s[2]; c2 = c[2]; s3 = s[3]; c3 = c[3];
+    return;
+  }
+#endif
+  rbd_sincos(x0, s0, c0);
+  rbd_sincos(x1, s1, c1);
+  rbd_sincos(x2, s2, c2);
+  rbd_sincos(x3, s3, c3);
 }
 
 // one of the two alone (a joint whose sine or cosine the pruning removed)

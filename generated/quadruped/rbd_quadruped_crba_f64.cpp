@@ -16,6 +16,7 @@ namespace rbd_quadruped_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
+using rbd_quadruped_trig::rbd_sincos4;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,35 +61,17 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // crba: joint-space inertia matrix M(q), full (row-major, symmetric)
 // ops: 420 mul, 515 add/sub, 0 div, 24 sin/cos; critical path 29 ops
-// 1310 statements
+// 1292 statements
 // ======================================================================================
 template <typename S>
 static inline void crba(const S* __restrict q, S* __restrict M) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[18], t1, t0);
-  S t3, t2;
-  rbd_sincos(q[17], t3, t2);
-  S t5, t4;
-  rbd_sincos(q[16], t5, t4);
-  S t7, t6;
-  rbd_sincos(q[15], t7, t6);
-  S t9, t8;
-  rbd_sincos(q[14], t9, t8);
-  S t11, t10;
-  rbd_sincos(q[13], t11, t10);
-  S t13, t12;
-  rbd_sincos(q[12], t13, t12);
-  S t15, t14;
-  rbd_sincos(q[11], t15, t14);
-  S t17, t16;
-  rbd_sincos(q[10], t17, t16);
-  S t19, t18;
-  rbd_sincos(q[9], t19, t18);
-  S t21, t20;
-  rbd_sincos(q[8], t21, t20);
-  S t23, t22;
-  rbd_sincos(q[7], t23, t22);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[18], q[17], q[16], q[15], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10, t13, t12, t15, t14;
+  rbd_sincos4(q[14], q[13], q[12], q[11], t9, t8, t11, t10, t13, t12, t15, t14);
+  S t17, t16, t19, t18, t21, t20, t23, t22;
+  rbd_sincos4(q[10], q[9], q[8], q[7], t17, t16, t19, t18, t21, t20, t23, t22);
   // ---- crba composite inertia: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t24 = 0.00114 * t0;
   const S t25 = -0.034100000000000005 * t1;

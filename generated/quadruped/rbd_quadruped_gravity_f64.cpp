@@ -16,6 +16,7 @@ namespace rbd_quadruped_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
+using rbd_quadruped_trig::rbd_sincos4;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,35 +61,17 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // gravity: generalised gravity g(q)
 // ops: 277 mul, 211 add/sub, 0 div, 24 sin/cos; critical path 27 ops
-// 556 statements
+// 538 statements
 // ======================================================================================
 template <typename S>
 static inline void gravity(const S* __restrict q, S* __restrict tau) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[7], t1, t0);
-  S t3, t2;
-  rbd_sincos(q[8], t3, t2);
-  S t5, t4;
-  rbd_sincos(q[9], t5, t4);
-  S t7, t6;
-  rbd_sincos(q[10], t7, t6);
-  S t9, t8;
-  rbd_sincos(q[11], t9, t8);
-  S t11, t10;
-  rbd_sincos(q[12], t11, t10);
-  S t13, t12;
-  rbd_sincos(q[13], t13, t12);
-  S t15, t14;
-  rbd_sincos(q[14], t15, t14);
-  S t17, t16;
-  rbd_sincos(q[15], t17, t16);
-  S t19, t18;
-  rbd_sincos(q[16], t19, t18);
-  S t21, t20;
-  rbd_sincos(q[17], t21, t20);
-  S t23, t22;
-  rbd_sincos(q[18], t23, t22);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[7], q[8], q[9], q[10], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10, t13, t12, t15, t14;
+  rbd_sincos4(q[11], q[12], q[13], q[14], t9, t8, t11, t10, t13, t12, t15, t14);
+  S t17, t16, t19, t18, t21, t20, t23, t22;
+  rbd_sincos4(q[15], q[16], q[17], q[18], t17, t16, t19, t18, t21, t20, t23, t22);
   // ---- rnea forward: body 0 trunk (joint root_joint), tree level 0
   const S t24 = q[4] * q[4];
   const S t25 = q[3] * q[5];

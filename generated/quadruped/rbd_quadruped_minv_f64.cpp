@@ -16,6 +16,7 @@ namespace rbd_quadruped_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
+using rbd_quadruped_trig::rbd_sincos4;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,7 +61,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
 // ops: 3071 mul, 2490 add/sub, 14 div, 24 sin/cos; critical path 96 ops
-// 6570 statements in 10 parts, 185 scalars of scratch
+// 6552 statements in 10 parts, 185 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_quadruped_minv_parts0_f64.cpp, rbd_quadruped_minv_parts1_f64.cpp
 template <typename S>

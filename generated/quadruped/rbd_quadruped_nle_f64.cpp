@@ -16,6 +16,7 @@ namespace rbd_quadruped_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
+using rbd_quadruped_trig::rbd_sincos4;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,57 +61,39 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // nle: nonlinear effects C v + g
 // ops: 1113 mul, 931 add/sub, 0 div, 24 sin/cos; critical path 33 ops
-// 2274 statements in 4 parts, 106 scalars of scratch
+// 2256 statements in 4 parts, 106 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void nle_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] S* __restrict tau, S* __restrict w) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[7], t1, t0);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[7], q[8], q[9], q[10], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10, t13, t12, t15, t14;
+  rbd_sincos4(q[11], q[12], q[13], q[14], t9, t8, t11, t10, t13, t12, t15, t14);
+  S t17, t16, t19, t18, t21, t20, t23, t22;
+  rbd_sincos4(q[15], q[16], q[17], q[18], t17, t16, t19, t18, t21, t20, t23, t22);
   w[0] = t0;
   w[1] = t1;
-  S t3, t2;
-  rbd_sincos(q[8], t3, t2);
   w[2] = t2;
   w[3] = t3;
-  S t5, t4;
-  rbd_sincos(q[9], t5, t4);
   w[4] = t4;
   w[5] = t5;
-  S t7, t6;
-  rbd_sincos(q[10], t7, t6);
   w[6] = t6;
   w[7] = t7;
-  S t9, t8;
-  rbd_sincos(q[11], t9, t8);
   w[8] = t8;
   w[9] = t9;
-  S t11, t10;
-  rbd_sincos(q[12], t11, t10);
   w[10] = t10;
   w[11] = t11;
-  S t13, t12;
-  rbd_sincos(q[13], t13, t12);
   w[12] = t12;
   w[13] = t13;
-  S t15, t14;
-  rbd_sincos(q[14], t15, t14);
   w[14] = t14;
   w[15] = t15;
-  S t17, t16;
-  rbd_sincos(q[15], t17, t16);
   w[16] = t16;
   w[17] = t17;
-  S t19, t18;
-  rbd_sincos(q[16], t19, t18);
   w[18] = t18;
   w[19] = t19;
-  S t21, t20;
-  rbd_sincos(q[17], t21, t20);
   w[20] = t20;
   w[21] = t21;
-  S t23, t22;
-  rbd_sincos(q[18], t23, t22);
   w[22] = t22;
   w[23] = t23;
   // ---- rnea forward: body 0 trunk (joint root_joint), tree level 0

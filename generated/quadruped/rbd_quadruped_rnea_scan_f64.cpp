@@ -16,6 +16,7 @@ namespace rbd_quadruped_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
+using rbd_quadruped_trig::rbd_sincos4;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
@@ -60,51 +61,33 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 // ======================================================================================
 // rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
 // ops: 2039 mul, 1811 add/sub, 0 div, 24 sin/cos; critical path 30 ops
-// 4540 statements in 7 parts, 268 scalars of scratch
+// 4522 statements in 7 parts, 268 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void rnea_scan_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] S* __restrict tau, S* __restrict w) {
-  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap
-  S t1, t0;
-  rbd_sincos(q[7], t1, t0);
+  // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
+  S t1, t0, t3, t2, t5, t4, t7, t6;
+  rbd_sincos4(q[7], q[8], q[9], q[10], t1, t0, t3, t2, t5, t4, t7, t6);
+  S t9, t8, t11, t10, t13, t12, t15, t14;
+  rbd_sincos4(q[11], q[12], q[13], q[14], t9, t8, t11, t10, t13, t12, t15, t14);
+  S t17, t16, t19, t18, t21, t20, t23, t22;
+  rbd_sincos4(q[15], q[16], q[17], q[18], t17, t16, t19, t18, t21, t20, t23, t22);
   w[0] = t0;
   w[1] = t1;
-  S t3, t2;
-  rbd_sincos(q[8], t3, t2);
   w[2] = t2;
   w[3] = t3;
-  S t5, t4;
-  rbd_sincos(q[9], t5, t4);
-  S t7, t6;
-  rbd_sincos(q[10], t7, t6);
   w[4] = t6;
   w[5] = t7;
-  S t9, t8;
-  rbd_sincos(q[11], t9, t8);
   w[6] = t8;
   w[7] = t9;
-  S t11, t10;
-  rbd_sincos(q[12], t11, t10);
-  S t13, t12;
-  rbd_sincos(q[13], t13, t12);
   w[8] = t12;
   w[9] = t13;
-  S t15, t14;
-  rbd_sincos(q[14], t15, t14);
   w[10] = t14;
   w[11] = t15;
-  S t17, t16;
-  rbd_sincos(q[15], t17, t16);
-  S t19, t18;
-  rbd_sincos(q[16], t19, t18);
   w[12] = t18;
   w[13] = t19;
-  S t21, t20;
-  rbd_sincos(q[17], t21, t20);
   w[14] = t20;
   w[15] = t21;
-  S t23, t22;
-  rbd_sincos(q[18], t23, t22);
   // ---- scan elements: joint transform, S q̇, S q̈: body 0 trunk (joint root_joint), tree level 0
   const S t24 = q[4] * q[4];
   const S t25 = q[5] * q[5];

@@ -35,6 +35,11 @@ class Dialect:
     #: inputs only, so at the top of the kernel they run back to back and overlap, instead of
     #: sitting on the critical path one tree level after another
     hoist_trig: bool = False
+    #: with ``hoist_trig``: the hoisted pairs printed ``sincos_group`` to a call of
+    #: ``{sincos}{sincos_group}(x0, …, s0, c0, …)`` (the target's header decides how: the CPU
+    #: packs one state's angles into one SIMD call of its vector core; docs/performance.md §14);
+    #: a remainder of two or more is padded with the last angle again, a single one stays alone
+    sincos_group: int = 0
     #: spread the outputs that are constants or inputs (a derivative's structural zeros: 1 661
     #: of TALOS ∇ID's) over the kernel's sequential parts instead of appending them all to the
     #: last one, which they made three times the size of the others and three times as long to
@@ -257,18 +262,47 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
 
     parts = [PrintedPart(f"{kernel.name}_part{p}", []) for p in range(nparts)]
     last_block: list = [None] * nparts
+    group = dialect.sincos_group if dialect.sincos and hoisted else 0
+    # grouped hoisted pairs, per part: (angle, sin name, cos name), and the stores of their results
+    pend_pairs: dict[int, list] = {}
+    pend_stores: dict[int, list] = {}
+
+    def flush(p):
+        """The part's pending pairs as grouped calls, then the stores of their results."""
+        pairs, lines = pend_pairs.pop(p, []), parts[p].lines
+        for i in range(0, len(pairs), group):
+            g = pairs[i:i + group]
+            lines.append(f"{scalar} " + ", ".join(f"{s_}, {c_}" for _, s_, c_ in g) + ";")
+            if len(g) == 1:
+                lines.append(f"{dialect.sincos}({g[0][0]}, {g[0][1]}, {g[0][2]});")
+                continue
+            g = g + [g[-1]] * (group - len(g))  # padded: the last angle again, the same outputs
+            lines.append(f"{dialect.sincos}{group}(" + ", ".join(x for x, _, _ in g) + ", "
+                         + ", ".join(f"{s_}, {c_}" for _, s_, c_ in g) + ");")
+        lines.extend(pend_stores.pop(p, []))
+
     for n in ops:
         p = part_of[n.id]
         lines = parts[p].lines
         block = "trig" if n.id in hoisted else n.block
         if block != last_block[p]:
+            if p in pend_pairs:
+                flush(p)
             lines.append(f"{dialect.comment} ---- sine and cosine of the joint angles, all first: independent of each "
-                         "other, they overlap" if block == "trig" else _block_comment(n.block, dialect))
+                         "other, they overlap" + (f" ({group} to a call)" if group else "")
+                         if block == "trig" else _block_comment(n.block, dialect))
             last_block[p] = block
+        grouped = group and n.id in hoisted and (n.id in pair_at or n.id in declared_early)
+        if grouped:
+            # a hoisted pair's call waits for the end of the block; so do the stores of its results
+            lines = pend_stores.setdefault(p, [])
         if n.id in pair_at:
             sn, cn = pair_at[n.id]
-            lines.append(f"{scalar} {names[sn.id]}, {names[cn.id]};")
-            lines.append(f"{dialect.sincos}({ref(n.args[0], p)}, {names[sn.id]}, {names[cn.id]});")
+            if grouped:
+                pend_pairs.setdefault(p, []).append((ref(n.args[0], p), names[sn.id], names[cn.id]))
+            else:
+                lines.append(f"{scalar} {names[sn.id]}, {names[cn.id]};")
+                lines.append(f"{dialect.sincos}({ref(n.args[0], p)}, {names[sn.id]}, {names[cn.id]});")
         elif n.id not in declared_early:
             spelling = dialect.op_spelling.get(n.op, OPS[n.op].spelling)
             e = spelling.format(*[ref(x, p) for x in n.args], **dialect_names)
@@ -279,6 +313,8 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             lines.append(f"w[{ws_slot[n.id]}] = {names[n.id]};")
         for slot in out_slots.get(n.id, ()):
             lines.append(f"{slot} = {names[n.id]};")
+    for p in list(pend_pairs):
+        flush(p)
     if late_outputs:
         # they depend on nothing: with sequential parts, any part may store them
         spread = nparts if dialect.spread_constants and partition is None else 1
