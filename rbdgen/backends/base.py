@@ -114,6 +114,18 @@ def kernel_entry(printed) -> dict:
     }
 
 
+def _stable_repr(v) -> str:
+    """``repr(v)`` with sets sorted: a set of strings is ordered by the process's string hash
+    seed, and the generation cache's key must be the same in every process."""
+    if isinstance(v, (set, frozenset)):
+        return "{" + ", ".join(sorted(_stable_repr(x) for x in v)) + "}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_stable_repr(a)}: {_stable_repr(b)}" for a, b in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return type(v).__name__ + "(" + ", ".join(_stable_repr(x) for x in v) + ")"
+    return repr(v)
+
+
 class Target:
     """Base class of a code-generation target (see the module docstring)."""
 
@@ -173,7 +185,7 @@ class Target:
             mod = importlib.import_module(name)
             for k, v in sorted(vars(mod).items()):
                 if k.isupper() and not callable(v) and not isinstance(v, type(importlib)):
-                    r = repr(v)
+                    r = _stable_repr(v)
                     if " at 0x" not in r:  # an object without a stable repr: left out
                         parts.append(f"{name}.{k}={r}")
         return "\n".join(parts)
