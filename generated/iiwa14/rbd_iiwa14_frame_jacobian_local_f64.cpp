@@ -10,8 +10,6 @@
 #include "rbd_iiwa14.h"
 #include "rbd_iiwa14_sincos.hpp"
 
-#include <vector>
-
 namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
@@ -20,6 +18,19 @@ using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
+
+// n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
+// parsing <vector> in every kernel source (a fifth of a small kernel's compile time;
+// docs/performance.md §15). new[] honours the vectors' alignment (C++17).
+template <typename T>
+struct rbd_buf {
+  T* const p;
+  explicit rbd_buf(long n) : p(new T[n]()) {}
+  ~rbd_buf() { delete[] p; }
+  rbd_buf(const rbd_buf&) = delete;
+  rbd_buf& operator=(const rbd_buf&) = delete;
+  T* data() const { return p; }
+};
 static const int LANES = 2;
 
 // The batch path's edges. A block of LANES states is a LANES x n row-major matrix in the caller's
@@ -527,7 +538,7 @@ void rbd_iiwa14_frame_jacobian_local_f64_batch(long n, const double* q, double* 
   const long nblocks = n / LANES;
 #pragma omp parallel if (n * 401L >= 200000L)
   {
-    std::vector<vec_t> buf(49);
+    rbd_buf<vec_t> buf(49);
     vec_t* q_v = buf.data() + 0;
     vec_t* J_v = buf.data() + 7;
 #pragma omp for schedule(static)

@@ -10,8 +10,6 @@
 #include "rbd_iiwa14.h"
 #include "rbd_iiwa14_sincos.hpp"
 
-#include <vector>
-
 namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
@@ -20,6 +18,19 @@ using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
+
+// n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
+// parsing <vector> in every kernel source (a fifth of a small kernel's compile time;
+// docs/performance.md §15). new[] honours the vectors' alignment (C++17).
+template <typename T>
+struct rbd_buf {
+  T* const p;
+  explicit rbd_buf(long n) : p(new T[n]()) {}
+  ~rbd_buf() { delete[] p; }
+  rbd_buf(const rbd_buf&) = delete;
+  rbd_buf& operator=(const rbd_buf&) = delete;
+  T* data() const { return p; }
+};
 static const int LANES = 2;
 
 // The batch path's edges. A block of LANES states is a LANES x n row-major matrix in the caller's
@@ -1795,7 +1806,7 @@ static inline void minv(const S* __restrict q, S* __restrict Minv, S* __restrict
 extern "C" {
 
 void rbd_iiwa14_minv_f64(const double* q, double* Minv) {
-  static thread_local std::vector<double> w(74);
+  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(74);
   rbd_iiwa14_f64::minv<double>(q, Minv, w.data());
 }
 
@@ -1804,7 +1815,7 @@ void rbd_iiwa14_minv_f64_batch(long n, const double* q, double* Minv) {
   const long nblocks = n / LANES;
 #pragma omp parallel if (n * 1508L >= 200000L)
   {
-    std::vector<vec_t> buf(130);
+    rbd_buf<vec_t> buf(130);
     vec_t* q_v = buf.data() + 0;
     vec_t* Minv_v = buf.data() + 7;
     vec_t* w_v = buf.data() + 56;

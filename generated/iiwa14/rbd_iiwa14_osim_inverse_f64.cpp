@@ -10,8 +10,6 @@
 #include "rbd_iiwa14.h"
 #include "rbd_iiwa14_sincos.hpp"
 
-#include <vector>
-
 namespace rbd_iiwa14_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
@@ -20,6 +18,19 @@ using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
+
+// n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
+// parsing <vector> in every kernel source (a fifth of a small kernel's compile time;
+// docs/performance.md §15). new[] honours the vectors' alignment (C++17).
+template <typename T>
+struct rbd_buf {
+  T* const p;
+  explicit rbd_buf(long n) : p(new T[n]()) {}
+  ~rbd_buf() { delete[] p; }
+  rbd_buf(const rbd_buf&) = delete;
+  rbd_buf& operator=(const rbd_buf&) = delete;
+  T* data() const { return p; }
+};
 static const int LANES = 2;
 
 // The batch path's edges. A block of LANES states is a LANES x n row-major matrix in the caller's
@@ -2052,7 +2063,7 @@ static inline void osim_inverse(const S* __restrict q, S* __restrict Linv, S* __
 extern "C" {
 
 void rbd_iiwa14_osim_inverse_f64(const double* q, double* Linv) {
-  static thread_local std::vector<double> w(75);
+  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(75);
   rbd_iiwa14_f64::osim_inverse<double>(q, Linv, w.data());
 }
 
@@ -2061,7 +2072,7 @@ void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv) {
   const long nblocks = n / LANES;
 #pragma omp parallel if (n * 1805L >= 200000L)
   {
-    std::vector<vec_t> buf(118);
+    rbd_buf<vec_t> buf(118);
     vec_t* q_v = buf.data() + 0;
     vec_t* Linv_v = buf.data() + 7;
     vec_t* w_v = buf.data() + 43;

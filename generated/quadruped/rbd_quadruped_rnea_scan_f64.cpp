@@ -10,8 +10,6 @@
 #include "rbd_quadruped.h"
 #include "rbd_quadruped_sincos.hpp"
 
-#include <vector>
-
 namespace rbd_quadruped_f64 {
 
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
@@ -20,6 +18,19 @@ using rbd_quadruped_trig::rbd_sincos4;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
+
+// n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
+// parsing <vector> in every kernel source (a fifth of a small kernel's compile time;
+// docs/performance.md §15). new[] honours the vectors' alignment (C++17).
+template <typename T>
+struct rbd_buf {
+  T* const p;
+  explicit rbd_buf(long n) : p(new T[n]()) {}
+  ~rbd_buf() { delete[] p; }
+  rbd_buf(const rbd_buf&) = delete;
+  rbd_buf& operator=(const rbd_buf&) = delete;
+  T* data() const { return p; }
+};
 static const int LANES = 2;
 
 // The batch path's edges. A block of LANES states is a LANES x n row-major matrix in the caller's
@@ -4622,7 +4633,7 @@ static inline void rnea_scan(const S* __restrict q, const S* __restrict v, const
 extern "C" {
 
 void rbd_quadruped_rnea_scan_f64(const double* q, const double* v, const double* a, double* tau) {
-  static thread_local std::vector<double> w(268);
+  static thread_local rbd_quadruped_f64::rbd_buf<double> w(268);
   rbd_quadruped_f64::rnea_scan<double>(q, v, a, tau, w.data());
 }
 
@@ -4631,7 +4642,7 @@ void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v,
   const long nblocks = n / LANES;
 #pragma omp parallel if (n * 3874L >= 200000L)
   {
-    std::vector<vec_t> buf(341);
+    rbd_buf<vec_t> buf(341);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 19;
     vec_t* a_v = buf.data() + 37;

@@ -8,9 +8,13 @@
 #ifndef RBD_QUADRUPED_SINCOS_HPP
 #define RBD_QUADRUPED_SINCOS_HPP
 
-#include <cmath>
-#include <cstdint>
+// No <cmath> and no <cstdint>: the C library's sine and cosine are called through GCC's builtins
+// (what std::sin and std::cos are in libstdc++), which keeps this header, included by every kernel
+// source, cheap to parse: <cmath> alone was a third of a small kernel's compile time
+// (docs/performance.md §15).
 #include <type_traits>
+
+static_assert(sizeof(unsigned long long) == 8, "64-bit lanes");
 
 namespace rbd_quadruped_trig {
 
@@ -53,13 +57,13 @@ __attribute__((always_inline)) static inline void sincos_core(V x, V& s, V& c) {
 // Measured in the iiwa's rnea on the EPYC of benchmarks/results: libm's table-driven sincos
 // 179 ns per call, the branch-free core below 251 ns; across SIMD lanes the core wins.
 static inline void rbd_sincos(double x, double& s, double& c) {
-  s = std::sin(x);
-  c = std::cos(x);
+  s = __builtin_sin(x);
+  c = __builtin_cos(x);
 }
 
 static inline void rbd_sincos(float x, float& s, float& c) {
-  s = std::sin(x);
-  c = std::cos(x);
+  s = __builtin_sinf(x);
+  c = __builtin_cosf(x);
 }
 
 // vectors of doubles and of 64-bit integers with N lanes (a vector_size that depends on a
@@ -67,19 +71,19 @@ static inline void rbd_sincos(float x, float& s, float& c) {
 template <int N> struct lanes_of;
 template <> struct lanes_of<2> {
   typedef double D __attribute__((vector_size(16)));
-  typedef std::uint64_t U __attribute__((vector_size(16)));
+  typedef unsigned long long U __attribute__((vector_size(16)));
 };
 template <> struct lanes_of<4> {
   typedef double D __attribute__((vector_size(32)));
-  typedef std::uint64_t U __attribute__((vector_size(32)));
+  typedef unsigned long long U __attribute__((vector_size(32)));
 };
 template <> struct lanes_of<8> {
   typedef double D __attribute__((vector_size(64)));
-  typedef std::uint64_t U __attribute__((vector_size(64)));
+  typedef unsigned long long U __attribute__((vector_size(64)));
 };
 template <> struct lanes_of<16> {
   typedef double D __attribute__((vector_size(128)));
-  typedef std::uint64_t U __attribute__((vector_size(128)));
+  typedef unsigned long long U __attribute__((vector_size(128)));
 };
 
 // GCC vectors: every lane through the branch-free core, then the rare lanes beyond the limit
@@ -96,8 +100,8 @@ static inline void rbd_sincos(V x, V& s, V& c) {
   const auto big = (xd > 0x1.0000000000000p+17) | (xd < -0x1.0000000000000p+17) | (xd != xd);
   for (int l = 0; l < lanes; ++l)
     if (__builtin_expect(big[l] != 0, 0)) {
-      sd[l] = std::sin(xd[l]);
-      cd[l] = std::cos(xd[l]);
+      sd[l] = __builtin_sin(xd[l]);
+      cd[l] = __builtin_cos(xd[l]);
     }
   if constexpr (std::is_same<T, double>::value) {
     s = sd;
@@ -123,8 +127,8 @@ __attribute__((noinline)) static void sincos4_packed(lanes_of<4>::D x, lanes_of<
   if (__builtin_expect((big[0] | big[1] | big[2] | big[3]) != 0, 0)) {
     for (int l = 0; l < 4; ++l)
       if (big[l]) {
-        s[l] = std::sin(x[l]);
-        c[l] = std::cos(x[l]);
+        s[l] = __builtin_sin(x[l]);
+        c[l] = __builtin_cos(x[l]);
       }
   }
 }
