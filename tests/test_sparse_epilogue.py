@@ -21,6 +21,7 @@ from rbdgen.algorithms import trace
 from rbdgen.backends.cpu import CPU
 from rbdgen.backends.cuda import CUDA
 from rbdgen.backends.hls import HLS
+from rbdgen.backends import printer
 from rbdgen.backends.printer import print_epilogue_shared, print_kernel
 from rbdgen.robots import tree_urdf
 
@@ -68,21 +69,45 @@ def test_spans_are_the_structural_zeros_of_dtau(tree, floating):
 
 
 def test_printed_loops_do_the_counted_work(tree):
-    """The C++ loops (output rows × rows of B × column spans) and the CUDA element loops
-    (columns × rows of B) add up to n·terms multiply-subtracts, no more."""
+    """The C++ loops (output rows × rows of B × column spans: the batch path's, and any scalar
+    but double) and the CUDA element loops (columns × rows of B) add up to n·terms
+    multiply-subtracts, no more. One state in doubles takes register tiles instead (this robot's
+    13 × 13 products are above ``TILE_MIN``): each block of columns reads exactly the rows of B
+    with a nonzero in it, and the comment states the multiply-adds that makes."""
     m = tree[True]
     k = trace(m, "aba_derivatives")
+    assert min(k.post[0].n, k.post[0].m) >= printer.TILE_MIN  # else this test checks "rows" only
+    traced = {spec.name: vals for spec, vals in k.temps}
     pk = print_kernel(k, "float64", CPU)
     body = "\n".join(pk.body) + "\n"
     for mm in k.post:
         start = body.index(f"// ---- {mm.out} = ")
         block = body[start:body.index("\n}\n", start)]
-        assert f"skips the structural zeros of {mm.b}" in block
+        tiles, rows = block.split("\n} else {\n")
+        assert "\nif constexpr (std::is_same<S, double>::value) {\n" in tiles
+        assert f"skips the structural zeros of {mm.b}" in rows
         rows_done = 0
-        for l0, l1, inner in re.findall(r"for \(int l = (\d+); l < (\d+); \+\+l\) \{\n(.*?)\n  \}", block, re.S):
+        for l0, l1, inner in re.findall(r"for \(int l = (\d+); l < (\d+); \+\+l\) \{\n(.*?)\n    \}", rows, re.S):
             spans = re.findall(r"for \(int j = (\d+); j < (\d+); \+\+j\) o\[j\] -= s \* ", inner)
             rows_done += (int(l1) - int(l0)) * sum(int(b) - int(a) for a, b in spans)
-        assert int(re.search(r"for \(int i = 0; i < (\d+);", block).group(1)) * rows_done == mm.n * mm.terms
+        assert int(re.search(r"for \(int i = 0; i < (\d+);", rows).group(1)) * rows_done == mm.n * mm.terms
+        # tiles: blocks of TILE_COLUMNS columns covering [0, m), each reading the rows of B
+        # (from its traced values, not from the spans) that hold a nonzero in its columns
+        nonzero = np.array([not v.is_zero() for v in traced[mm.b]]).reshape(mm.k, mm.m)
+        blocks = re.findall(r"// columns \[(\d+), (\d+)\): rows (.*?) of \w+\n.*?static const short runs\[\] = "
+                            r"\{([\d, ]+)\};\n\s*rbd_product_cols<(\d+), (\d+), (\d+), (\d+), (\d+), (\w+)>"
+                            r"\(\w+, \(w \+ \d+\), (\w+), runs, (\d+)\)", tiles, re.S)
+        assert [(int(b[0]), int(b[1])) for b in blocks] == [(j, min(j + printer.TILE_COLUMNS, mm.m))
+                                                            for j in range(0, mm.m, printer.TILE_COLUMNS)]
+        done = 0
+        for j0, j1, _, flat, n, kk, mcols, jj, w, neg, out, nruns in blocks:
+            j0, j1, flat = int(j0), int(j1), [int(x) for x in flat.split(",")]
+            assert (int(n), int(kk), int(mcols), int(jj), int(w), neg, out) == (mm.n, mm.k, mm.m, j0, j1 - j0, "true", mm.out)
+            assert int(nruns) * 2 == len(flat)
+            read = sorted(x for a, b in zip(flat[::2], flat[1::2]) for x in range(a, b))
+            assert read == [r for r in range(mm.k) if nonzero[r, j0:j1].any()]
+            done += mm.n * (j1 - j0) * len(read)
+        assert f"the tiles do {done} multiply-adds" in tiles
     pb = print_kernel(k, "float64", CUDA, epilogue=False)
     for mm, lines in zip(k.post, print_epilogue_shared(k, pb, "float64", CUDA, "lane", "LANES")):
         text = "\n".join(lines)
@@ -107,3 +132,36 @@ def test_compiled_sparse_product_equals_dense_reference(tree):
     assert relerr(dq, -Mi @ dtau_dq) <= TOL64 and relerr(dv, -Mi @ dtau_dv) <= TOL64
     one = kern.aba_derivatives(q[2], v[2], tau[2])
     assert relerr(one[0], -Mi[2] @ dtau_dq[2]) <= TOL64
+
+
+def test_tiled_product_scaled_and_both_paths(tree, monkeypatch):
+    """The tiles' other branch: a product with a scale other than ±1 (a declared kernel may give
+    one; rbdgen's own are −1) sums with += and scales at the store. ∇FD traced with its products'
+    scale set to 2.5 must give −2.5 × the usual ∂q̈, in the one-state path (tiles) and in the
+    SIMD batch path (rows, same scale) alike."""
+    import dataclasses
+
+    from rbdgen import registry
+
+    m = tree[True]
+    plain = rbdgen.build(m, kernels=["aba_derivatives"])
+    real = registry.trace
+
+    def scaled_trace(model, name, fold=True):
+        k = real(model, name, fold=fold)
+        if name != "aba_derivatives":
+            return k
+        k = dataclasses.replace(k, post=[dataclasses.replace(mm, scale=2.5) for mm in k.post])
+        return k
+
+    monkeypatch.setattr(registry, "trace", scaled_trace)
+    monkeypatch.setenv("RBDGEN_GENERATION_CACHE", "0")  # the cache's key does not see the patched trace
+    kern = rbdgen.build(m, kernels=["aba_derivatives"])
+    q, v, _, tau = random_state(m, seed=11, n=9)
+    want = plain.aba_derivatives(q, v, tau)
+    got = kern.aba_derivatives(q, v, tau)                       # batch of 9: SIMD blocks, then one state
+    one = kern.aba_derivatives(q[4], v[4], tau[4])
+    for i in range(2):
+        assert relerr(got[i], -2.5 * want[i]) <= TOL64
+        assert relerr(one[i], -2.5 * want[i][4]) <= TOL64
+    assert np.array_equal(got[2], want[2])                      # M⁻¹ itself untouched

@@ -13,10 +13,10 @@ from ..model import RobotModel
 from . import escape as esc
 from . import trig
 from .base import check_dtype, CXX, OPT, DTYPES, Option, Sources, Target, check_opt, kernel_entry, prefix_for, register
-from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel
+from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel, tiled
 from .render import render
 
-CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, spread_constants=True)
+CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, spread_constants=True, epilogue="tiles")
 
 #: a batch runs in parallel only when it carries at least this many operations (~50 µs of
 #: work): waking OpenMP threads costs microseconds, more than small batches take
@@ -135,7 +135,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                     large[dtype].append(psrc)
             files[src] = render("cpu/kernels.cpp.j2", banner=banner, robot=robot, dtype=dtype, ctype=ctype,
                                 lanes=nl, header=header, trig_header=trig_header, prefix=prefix, tag=tag, kernels=[kk], simd=simd,
-                                parallel_ops=PARALLEL_OPS)
+                                parallel_ops=PARALLEL_OPS, products=any(tiled(mm, dtype, CPU) for mm in traced[kk["name"]].post))
             sources[dtype].append(src)
         lane_map[dtype] = nl if simd else 1
         if python:

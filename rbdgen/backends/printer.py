@@ -64,7 +64,10 @@ class Dialect:
     #: each element summed over all k terms in a local accumulator and written once; what the
     #: products read is mirrored into the workspace ``w`` first, so no output is ever read back:
     #: HLS, where outputs are write-only ports and a pipelined element loop wants the same work
-    #: for every element). Op counts follow: ``Kernel.op_counts(dense_epilogue=…)``
+    #: for every element). Op counts follow: ``Kernel.op_counts(dense_epilogue=…)``.
+    #: "tiles" (CPU): "rows" summed in register tiles by the template's ``rbd_product_cols``,
+    #: over blocks of :data:`TILE_COLUMNS` columns and the rows of B with nonzeros in each block
+    #: (:func:`_tiles_epilogue`)
     epilogue: str = "rows"
     #: pragmas of the "dot" epilogue: in its element loop (e.g. HLS PIPELINE) and in its inner
     #: product loop (e.g. HLS UNROLL)
@@ -364,7 +367,17 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 "}",
             ]
             continue
-        epilogue += _rows_epilogue(mm, A, B, acc_op, what, dtype, dialect, scalar, zero)
+        if tiled(mm, dtype, dialect):
+            # one state (S = double) in register tiles; the batch path's vectors of states keep
+            # "rows" (each element already a SIMD vector; tiled, they measured 10–25% slower)
+            rows = _rows_epilogue(mm, A, B, acc_op, what, dtype, dialect, scalar, zero)
+            epilogue += [f"{dialect.comment} ---- {what}: one state in register tiles, the batch path's vectors of "
+                         f"states row by row",
+                         f"if constexpr (std::is_same<{scalar}, double>::value) {{",
+                         *("  " + x for x in _tiles_epilogue(mm, A, B, what, dtype, dialect, scalar, zero)),
+                         "} else {", *("  " + x for x in rows), "}"]
+        else:
+            epilogue += _rows_epilogue(mm, A, B, acc_op, what, dtype, dialect, scalar, zero)
     if nparts == 1 and partition is None:
         body, parts = parts[0].lines + epilogue, []
     else:
@@ -420,6 +433,66 @@ def _rows_epilogue(mm, A: str, B: str, acc_op: str, what: str, dtype: str, diale
         lines.append("  }")
     if mm.scale not in (1.0, -1.0):
         lines.append(f"  for (int j = 0; j < {mm.m}; ++j) o[j] = {literal(mm.scale, dtype, dialect)} * o[j];")
+    lines.append("}")
+    return lines
+
+
+#: the "tiles" epilogue's column blocks: the rows of B a block reads are the union over its columns
+#: (a 16-column block is one tile row of two AVX-512 vectors, two of AVX2's, four of SSE2's)
+TILE_COLUMNS = 16
+#: products with fewer output rows or columns than this stay "rows": the iiwa's 7 × 7 ∇FD products
+#: measured 19% slower tiled (the whole kernel: 0.99 → 1.17 µs), the quadruped's 18 × 18 21%
+#: faster and TALOS's 38 × 38 25% faster (docs/performance.md §16)
+TILE_MIN = 12
+
+
+def tiled(mm, dtype: str, dialect: Dialect) -> bool:
+    """Whether ``mm`` is printed in register tiles (for one state: the template's
+    ``rbd_product_cols``, which is for doubles)."""
+    return dialect.epilogue == "tiles" and dtype == "float64" and min(mm.n, mm.m) >= TILE_MIN
+
+
+def _tiles_epilogue(mm, A: str, B: str, what: str, dtype: str, dialect: Dialect, scalar: str, zero: str) -> list[str]:
+    """The "tiles" form of one product: per block of :data:`TILE_COLUMNS` output columns, one
+    call of the CPU template's ``rbd_product_cols`` with the runs of rows of B that hold a
+    nonzero in those columns. It reads those rows over the whole block, structural zeros
+    included (stored zeros: a multiply-add of zero leaves a sum's bits unchanged), so it does
+    more multiply-adds than the op count's (which stays the pruned one; the comment gives both),
+    each on registers. Every element sums its terms in increasing l from zero, as "rows" does."""
+    neg = mm.scale == -1.0
+    scaled = mm.scale not in (1.0, -1.0)
+    blocks, done = [], 0
+    for j0 in range(0, mm.m, TILE_COLUMNS):
+        j1 = min(j0 + TILE_COLUMNS, mm.m)
+        runs: list[list[int]] = []
+        for r in range(mm.k):
+            if any(lo < j1 and hi > j0 for lo, hi in mm.row_spans(r)):
+                if runs and runs[-1][1] == r:
+                    runs[-1][1] = r + 1
+                else:
+                    runs.append([r, r + 1])
+        blocks.append((j0, j1, runs))
+        done += mm.n * (j1 - j0) * sum(b - a for a, b in runs)
+    lines = [f"{dialect.comment} ---- {what} (register tiles, {TILE_COLUMNS} columns a block; "
+             f"{_sparsity_note(mm)}; the tiles do {done} multiply-adds, zeros inside them included)",
+             "{"]
+    for j0, j1, runs in blocks:
+        held = ", ".join(f"[{a}, {b})" for a, b in runs)
+        if not runs:
+            # no term: the block's outputs are zero
+            lines += [f"  {dialect.comment} columns [{j0}, {j1}): zero in every row of {mm.b}",
+                      f"  for (int i = 0; i < {mm.n}; ++i)",
+                      f"    for (int j = {j0}; j < {j1}; ++j) {mm.out}[i * {mm.m} + j] = {zero};"]
+            continue
+        flat = ", ".join(str(x) for a, b in runs for x in (a, b))
+        tmpl = f"{mm.n}, {mm.k}, {mm.m}, {j0}, {j1 - j0}, {'true' if neg else 'false'}"
+        tail = ""
+        if scaled:
+            tmpl += ", true"
+            tail = f", {literal(mm.scale, dtype, dialect)}"
+        lines += [f"  {dialect.comment} columns [{j0}, {j1}): rows {held} of {mm.b}",
+                  f"  {{ static const short runs[] = {{{flat}}};",
+                  f"    rbd_product_cols<{tmpl}>({A}, {B}, {mm.out}, runs, {len(runs)}{tail}); }}"]
     lines.append("}")
     return lines
 
