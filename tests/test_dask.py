@@ -26,8 +26,8 @@ from rbdgen.jit import rebuild
 from conftest import random_state, relerr, run_main
 
 KERNELS = ("rnea", "crba", "aba", "rnea_derivatives", "aba_derivatives")
-N = 1_000_000
-CHUNK = 62_500  # 16 chunks; a multiple of 2 and 4 lanes, so every chunk starts on a SIMD block boundary
+N = 1_024_000
+CHUNK = 64_000  # 16 chunks; a multiple of 2, 4, 8 and 16 lanes, so every chunk starts on a SIMD block boundary
 
 _built: dict = {}
 

@@ -55,10 +55,11 @@ class Generated:
     kernels: dict        # kernel name → PrintedKernel (per dtype: last one)
     header: str
     sources: dict        # dtype → list of source file names (one per kernel)
-    lanes: dict          # dtype → lanes of the batch path
+    lanes: dict          # dtype → lanes of the batch path (the widest kernel's)
     python_sources: dict  # dtype → (CPython module source file name, module name)
     large: dict = None    # dtype → the part sources of large kernels (LARGE_STATEMENTS)
     looped: dict = None   # dtype → the sources with a looped product (∇FD's epilogue)
+    kernel_lanes: dict = None  # dtype → {kernel: lanes of its batch path}
 
 
 def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: bool = True,
@@ -84,11 +85,12 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
     header = f"{prefix}.h"
     trig_header = f"{prefix}_sincos.hpp"
     files, sources, printed_all, lane_map, py_sources, large, looped = {}, {}, {}, {}, {}, {}, {}
+    kernel_lane = {}
     base = "floating" if model.floating_base else "fixed"
     header_kernels = []
     for dtype in dtypes:
         tag, ctype = DTYPES[dtype]
-        nl = (lanes or {}).get(dtype, LANES[dtype])
+        spec = (lanes or {}).get(dtype, LANES[dtype])
         ks = []
         for k in kernels:
             if progress:
@@ -116,8 +118,12 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
         for hk, kk in zip(header_kernels, ks):
             hk["c_args"][tag] = kk["c_args"]
         sources[dtype], large[dtype], looped[dtype] = [], [], []
+        kernel_lane[dtype] = {}
         for kk in ks:
             src = f"{prefix}_{kk['name']}_{tag}.cpp"
+            nl = kernel_lanes(spec, kk["counts"]["mul"] + kk["counts"]["add"],
+                              sum(a.size for a in kk["outputs"]), kk["n_statements"])
+            kernel_lane[dtype][kk["name"]] = nl if simd else 1
             if traced[kk["name"]].post:
                 looped[dtype].append(src)
             kk["part_files"] = []
@@ -137,7 +143,8 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                                 lanes=nl, header=header, trig_header=trig_header, prefix=prefix, tag=tag, kernels=[kk], simd=simd,
                                 parallel_ops=PARALLEL_OPS, products=any(tiled(mm, dtype, CPU) for mm in traced[kk["name"]].post))
             sources[dtype].append(src)
-        lane_map[dtype] = nl if simd else 1
+        # the widest: a multiple of every kernel's lanes (all powers of two)
+        lane_map[dtype] = max(kernel_lane[dtype].values(), default=1)
         if python:
             modname = f"{prefix}_{tag}_ext" + ("" if fold else "_dense")
             pyk = []
@@ -169,7 +176,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                            kernels=header_kernels, dtypes=[{"tag": DTYPES[d][0]} for d in dtypes])
     files[trig_header] = render("cpu/sincos.hpp.j2", banner=banner, robot=robot, prefix=prefix,
                                 guard=prefix.upper() + "_SINCOS_HPP", **trig.template_constants())
-    return Generated(prefix, files, printed_all, header, sources, lane_map, py_sources, large, looped)
+    return Generated(prefix, files, printed_all, header, sources, lane_map, py_sources, large, looped, kernel_lane)
 
 
 def _group_parts(parts, size: int) -> list:
@@ -194,14 +201,41 @@ def _offsets(arrays, scratch: int = 0) -> dict:
     return offs
 
 
-def default_lanes(dtype: str, march: str | None, cxx: str | None = None) -> int:
-    """States per SIMD vector in the batch path: one native register's worth, for ``march`` as
-    :func:`~rbdgen.jit.compiler.resolve_march` resolves it. A portable build targets baseline
-    x86-64, whose SSE2 registers hold 16 bytes (wider GCC vectors there are lowered to slow
-    generic code: measured 70× slower on M⁻¹); an AVX target 32 bytes (AVX-512 too)."""
+def default_lanes(dtype: str, march: str | None, cxx: str | None = None):
+    """States per SIMD vector in the batch path, for ``march`` as
+    :func:`~rbdgen.jit.compiler.resolve_march` resolves it: one 16-byte register on baseline
+    x86-64 (SSE2; wider GCC vectors there are lowered to slow generic code: measured 70× slower
+    on M⁻¹), one 32-byte register where there is AVX. Where there is AVX-512, ``(32-byte lanes,
+    64-byte lanes)`` for doubles: each kernel takes one or the other (:func:`kernel_lanes`)."""
     from ..jit.compiler import resolve_march, vector_bytes
 
-    return vector_bytes(resolve_march(march, cxx), cxx) // (8 if dtype == "float64" else 4)
+    size = 8 if dtype == "float64" else 4
+    have = vector_bytes(resolve_march(march, cxx), cxx)
+    base = min(have, 32) // size
+    return (base, have // size) if have > 32 and dtype == "float64" else base
+
+
+#: with AVX-512, a kernel's batch path takes 64-byte vectors (8 doubles) when it does at least
+#: this many multiplies and adds per value it writes, and has fewer statements than
+#: WIDE_MAX_STATEMENTS; otherwise 32-byte ones. Measured (2-core AMD EPYC, Zen 5, 256 states, one
+#: thread, 8 lanes against 4): `rnea` 1.5–1.9× faster, `aba` 1.6–1.75×, M⁻¹ 1.14–1.4×, ∇ID of the
+#: iiwa and the quadruped 1.1–1.2×; but kernels that write many values for their arithmetic lose
+#: (floating-base CRBA 0.78–0.89×, FK 0.86–0.96×, the quadruped's and TALOS's frame Jacobians
+#: 0.72–0.85×, the stale-data kernels 0.81–0.88×: the lane transposes and copies grow with the
+#: lanes), and so do TALOS's ∇ID and ∇FD (0.91×, 0.92×: 44 k and 83 k statements, spilling 64-byte
+#: values); docs/performance.md §17
+WIDE_OPS_PER_VALUE = 10
+WIDE_MAX_STATEMENTS = 40_000
+
+
+def kernel_lanes(lanes, ops: int, values_out: int, statements: int) -> int:
+    """A kernel's lanes: ``lanes`` itself when it is one number; from ``(narrow, wide)``, the wide
+    one for a kernel with ≥ WIDE_OPS_PER_VALUE multiplies and adds per output value and fewer
+    than WIDE_MAX_STATEMENTS statements."""
+    if isinstance(lanes, int):
+        return lanes
+    narrow, wide = lanes
+    return wide if ops >= WIDE_OPS_PER_VALUE * max(values_out, 1) and statements < WIDE_MAX_STATEMENTS else narrow
 
 
 class CpuTarget(Target):
@@ -222,7 +256,11 @@ class CpuTarget(Target):
     def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, simd=True, lanes=None):
         from ..jit.compiler import python_include
 
-        lane_map = None if lanes is None else {d: int(lanes) for d in dtypes}
+        # lanes: one number for every kernel, or (narrow, wide) for each kernel to take one
+        # (kernel_lanes; rbdgen.build passes that where there is AVX-512)
+        spec = None if lanes is None else (int(lanes) if isinstance(lanes, (int, np.integer)) else
+                                           tuple(int(x) for x in lanes))
+        lane_map = None if spec is None else {d: spec for d in dtypes}
         gen = generate_cpu(model, dtypes=dtypes, kernels=kernels, fold=fold, name=name, progress=progress,
                            simd=simd, python=python_include() is not None, lanes=lane_map)
         info = {
@@ -234,7 +272,8 @@ class CpuTarget(Target):
             "large_sources": {d: list(gen.large[d]) for d in dtypes},
             # compiled with SLP vectorisation (NO_SLP says why)
             "looped_sources": {d: list(gen.looped[d]) for d in dtypes},
-            "lanes": {d: int(gen.lanes[d]) for d in dtypes},
+            "lanes": {d: int(gen.lanes[d]) for d in dtypes},  # the widest kernel's
+            "kernel_lanes": {d: dict(gen.kernel_lanes[d]) for d in dtypes},
             "library": gen.prefix + ("" if fold else "_dense"),
             # CPython bindings of the kernels (fast calls), compiled into the same library when
             # Python.h is available; otherwise the kernels are called through ctypes
@@ -283,6 +322,7 @@ class CpuTarget(Target):
                           "through slow generic vector code. Build with march='portable' (or lanes=) where the "
                           "kernels are generated.", RuntimeWarning, stacklevel=2)
         return CompiledKernels(lib, model, sources.prefix, dt, kernel_specs(sources.kernels), lanes=info["lanes"][dt],
+                               kernel_lanes=info.get("kernel_lanes", {}).get(dt),
                                module=module)
 
     def describe(self, options):

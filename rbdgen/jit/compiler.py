@@ -118,8 +118,8 @@ def resolve_march(march: str | None, cxx: str | None = None) -> str | None:
 
 def vector_bytes(march: str | None, cxx: str | None = None) -> int:
     """The width of one SIMD register the compiler targets with ``-march=march`` (None:
-    portable): 32 bytes where AVX is on (AVX-512 too: 256-bit vectors measured best), else 16
-    (SSE2, Arm NEON)."""
+    portable): 64 bytes where AVX-512 is on, 32 where AVX is, else 16 (SSE2, Arm NEON). Which
+    kernels use the 64 bytes: :func:`rbdgen.backends.cpu.kernel_lanes`."""
     if march is None:
         return 16
     cxx = find_cxx(cxx)
@@ -131,6 +131,8 @@ def vector_bytes(march: str | None, cxx: str | None = None) -> int:
             _macros[key] = r.stdout if r.returncode == 0 else ""
         except (OSError, subprocess.SubprocessError):
             _macros[key] = ""
+    if "#define __AVX512F__ 1" in _macros[key]:
+        return 64
     return 32 if "#define __AVX__ 1" in _macros[key] else 16
 
 

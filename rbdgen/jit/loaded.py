@@ -202,12 +202,15 @@ def _omp_defaults() -> None:
 class CompiledKernels:
     """Kernels of one robot, one target and one dtype, loaded from a shared library."""
 
-    def __init__(self, lib_path, model, prefix, dtype, printed: dict, target="cpu", lanes=None, module=None):
+    def __init__(self, lib_path, model, prefix, dtype, printed: dict, target="cpu", lanes=None, module=None,
+                 kernel_lanes=None):
         self.path = str(lib_path)
         self.model = model
         self.dtype = np.dtype(dtype)
         self.target = target
-        self.lanes = lanes
+        self.lanes = lanes  # states per SIMD vector in the batch path: the widest kernel's
+        #: per kernel (with AVX-512 some take 8 doubles, others 4: rbdgen.backends.cpu.kernel_lanes)
+        self.kernel_lanes = dict(kernel_lanes) if kernel_lanes else {k: lanes for k in printed} if lanes else {}
         self.nq, self.nv, self.nb = model.nq, model.nv, model.nb
         self.kernels = tuple(printed)
         self.op_counts = {k: pk.counts for k, pk in printed.items()}
