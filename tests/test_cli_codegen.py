@@ -27,7 +27,7 @@ from rbdgen.algorithms import KERNELS, trace
 from rbdgen.cli import main
 from rbdgen.errors import RbdgenError, RbdgenWarning
 
-from conftest import TOL64, kernel_args, kernel_err, random_state, ref_out
+from conftest import TOL64, kernel_args, kernel_err, random_state, ref_out, relerr
 from conftest import assert_one_error_line, run_main  # noqa: E402
 
 IIWA = rbdgen.robots.path("iiwa14")
@@ -188,6 +188,38 @@ def test_generate_messages_and_options(capsys, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["iiwa14"]
     assert json.loads((tmp_path / "iiwa14" / "manifest.json").read_text())["kernel_order"] == ["crba"]
     assert not (tmp_path / "iiwa14" / "rbd_iiwa14_gravity_f64.cpp").exists()
+
+
+def test_generate_lanes(capsys, tmp_path, iiwa_model):
+    """--lanes N: the package's batch path takes N states per vector (a generated package is for
+    any x86-64, 2 doubles, unless told the machine it will run on); anything but 2, 4, 8, 16 is
+    one error line. The 4-lane package's batch equals its own state-by-state calls and the
+    reference."""
+    from rbdgen import reference
+
+    rc, out, err = run_main(capsys, "generate", IIWA, "--out", tmp_path, "--kernels", "rnea", "--lanes", 3)
+    assert rc == 2
+    assert_one_error_line(err, out, "--lanes", "2, 4, 8, 16", "3")
+    assert not (tmp_path / "iiwa14").exists()
+    rc, out, err = run_main(capsys, "generate", IIWA, "--out", tmp_path, "--kernels", "rnea", "--dtype", "float64",
+                            "--lanes", 4, "-q")
+    assert rc == 0, err
+    m = json.loads((tmp_path / "iiwa14" / "manifest.json").read_text())
+    assert "--lanes 4" in m["regenerate"] and m["target"]["kernel_lanes"]["float64"] == {"rnea": 4}
+    assert "static const int LANES = 4;" in (tmp_path / "iiwa14" / "rbd_iiwa14_rnea_f64.cpp").read_text()
+    sys.path.insert(0, str(tmp_path))
+    try:
+        sys.modules.pop("iiwa14", None)
+        import iiwa14
+        k = iiwa14.load(opt=OPT)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("iiwa14", None)
+    assert k.lanes == 4 and k.kernel_lanes == {"rnea": 4}
+    q, v, a, _ = random_state(iiwa_model, seed=3, n=10)  # two blocks of 4, then two single states
+    batch = k.rnea(q, v, a)
+    assert relerr(batch, reference.rnea(iiwa_model, q, v, a)) <= TOL64
+    assert relerr(batch, np.stack([k.rnea(q[i], v[i], a[i]) for i in range(10)])) <= TOL64
 
 
 def test_package_without_dtype_and_edited_sources(tmp_path, iiwa_model):

@@ -238,6 +238,15 @@ def kernel_lanes(lanes, ops: int, values_out: int, statements: int) -> int:
     return wide if ops >= WIDE_OPS_PER_VALUE * max(values_out, 1) and statements < WIDE_MAX_STATEMENTS else narrow
 
 
+def _check_lanes(value):
+    """lanes: 2, 4, 8 or 16, or (narrow, wide) of those (rbdgen.build's choice per kernel)."""
+    ok = (2, 4, 8, 16)
+    vals = value if isinstance(value, tuple) and len(value) == 2 else (value,)
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) not in ok for v in vals):
+        raise RbdgenError(f"lanes must be one of 2, 4, 8, 16 (states per SIMD vector), got {value!r}")
+    return tuple(int(v) for v in vals) if isinstance(value, tuple) else int(value)
+
+
 class CpuTarget(Target):
     name = "cpu"
     help = "C++17 and a Python package (g++/clang++; SIMD across states, OpenMP across blocks)"
@@ -250,7 +259,10 @@ class CpuTarget(Target):
                {"metavar": "ARCH"}),
         CXX,
         Option("simd", "", "cpu: vectorised batch path (default True; False halves compile time)", ("generate",)),
-        Option("lanes", "", "cpu: states per SIMD vector (default: one native register)", ("generate",)),
+        Option("lanes", "--lanes", "cpu: states per SIMD vector in the batch path, 2, 4, 8 or 16 (default: "
+               "generate 2 doubles / 4 floats, one 16-byte register, for any x86-64; a build on this machine: one "
+               "native register, with AVX-512 per kernel); --lanes 4 for AVX machines, 8 for AVX-512 ones",
+               ("generate",), {"type": int, "metavar": "N"}, check=_check_lanes),
     )
 
     def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, simd=True, lanes=None):
