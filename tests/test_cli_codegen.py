@@ -222,6 +222,41 @@ def test_generate_lanes(capsys, tmp_path, iiwa_model):
     assert relerr(batch, np.stack([k.rnea(q[i], v[i], a[i]) for i in range(10)])) <= TOL64
 
 
+def test_generated_package_lanes_follow_the_compiler(capsys, tmp_path, iiwa_model):
+    """Without --lanes, a package's batch path takes one register of whatever instruction set it
+    is compiled for (the preprocessor picks, templates/cpu/prelude.cpp.j2): 2 doubles portable,
+    4 with AVX, with AVX-512 8 for the kernels whose arithmetic pays for them. The lanes the
+    library reports (compiled in) are the ones the loader reckons, and every width is correct."""
+    from rbdgen import reference
+    from rbdgen.backends.cpu import resolve_auto_lanes
+    from rbdgen.jit.compiler import native_target, find_cxx, vector_bytes
+
+    rc, out, err = run_main(capsys, "generate", IIWA, "--out", tmp_path, "--kernels", "rnea,crba", "--dtype",
+                            "float64", "-q")
+    assert rc == 0, err
+    m = json.loads((tmp_path / "iiwa14" / "manifest.json").read_text())
+    assert "--lanes" not in m["regenerate"]
+    assert m["target"]["kernel_lanes"]["float64"] == {"rnea": "auto-wide", "crba": "auto"}
+    assert "static const int LANES = RBD_LANES;" in (tmp_path / "iiwa14" / "rbd_iiwa14_rnea_f64.cpp").read_text()
+    sys.path.insert(0, str(tmp_path))
+    try:
+        sys.modules.pop("iiwa14", None)
+        import iiwa14
+        marches = ["portable", "x86-64-v3"] + (["native"] if native_target(find_cxx()) else [])
+        q, v, a, _ = random_state(iiwa_model, seed=5, n=19)
+        for march in marches:
+            k = iiwa14.load(opt=OPT, march=march)
+            width = vector_bytes(None if march == "portable" else march)
+            assert k.kernel_lanes == {"rnea": resolve_auto_lanes("auto-wide", "float64", width),
+                                      "crba": resolve_auto_lanes("auto", "float64", width)}, march
+            assert k.kernel_lanes["crba"] == min(width, 32) // 8 and k.lanes == width // 8, march
+            assert relerr(k.rnea(q, v, a), reference.rnea(iiwa_model, q, v, a)) <= TOL64
+            assert relerr(k.crba(q), reference.crba(iiwa_model, q)) <= TOL64
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("iiwa14", None)
+
+
 def test_package_without_dtype_and_edited_sources(tmp_path, iiwa_model):
     _generate(IIWA, "--out", tmp_path, "--name", "iiwa_g", "--kernels", "gravity", "--dtype", "float64", "-q")
     pkg = _import(tmp_path, "iiwa_g")

@@ -5,7 +5,7 @@
 // subexpressions shared. Comments name the phase, body, joint and tree level of each block.
 //
 // Each kernel body is a template over the scalar type S: S = double for one state, and a
-// GCC vector of 2 doubles for the batch path, which so runs 2 states per SIMD
+// GCC vector of RBD_LANES doubles for the batch path, which so runs that many states per SIMD
 // instruction (states are transposed into lanes and back), with OpenMP across blocks of states.
 #include "rbd_iiwa14.h"
 #include "rbd_iiwa14_sincos.hpp"
@@ -17,7 +17,16 @@ using rbd_iiwa14_trig::rbd_sincos;
 using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
-typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
+// the batch path's states per vector follow the instruction set this source is compiled for
+// (generated without lanes given): one register's worth, 32 bytes with AVX or AVX-512, 16 without AVX
+#if defined(__AVX512F__)
+#define RBD_LANES 4
+#elif defined(__AVX__)
+#define RBD_LANES 4
+#else
+#define RBD_LANES 2
+#endif
+typedef double vec_t __attribute__((vector_size(RBD_LANES * sizeof(double))));
 
 // n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
 // parsing <vector> in every kernel source (a fifth of a small kernel's compile time;
@@ -31,36 +40,58 @@ struct rbd_buf {
   rbd_buf& operator=(const rbd_buf&) = delete;
   T* data() const { return p; }
 };
-static const int LANES = 2;
+static const int LANES = RBD_LANES;
 
 // The batch path's edges. A block of LANES states is a LANES x n row-major matrix in the caller's
 // arrays (state by state) and an n x LANES one in the kernel's buffer (one vec_t per value).
-// Entering is a transpose done LANES x LANES tiles at a time (LANES vector loads, 2 register
+// Entering is a transpose done LANES x LANES tiles at a time (LANES vector loads, a few register
 // shuffles, LANES vector stores): 1.7x faster than gathering value by value. Leaving stays a loop
 // over lanes writing one state's row after the other: the caller's arrays are rarely in L1, and
 // tiles, which write LANES rows at once, measured up to 1.4x slower there (docs/performance.md §12).
+#if RBD_LANES <= 8
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
 #define RBD_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
-typedef long long rbd_mask_t __attribute__((vector_size(2 * sizeof(double))));
+typedef long long rbd_mask_t __attribute__((vector_size(RBD_LANES * sizeof(double))));
 #define RBD_SHUF(a, b, ...) __builtin_shuffle(a, b, (rbd_mask_t){__VA_ARGS__})
 #endif
 // r[0..LANES) in place: lane j of r[i] becomes lane i of r[j]
 static inline void rbd_transpose(vec_t* r) {
+#if RBD_LANES == 2
   vec_t a = RBD_SHUF(r[0], r[1], 0, 2), b = RBD_SHUF(r[0], r[1], 1, 3);
   r[0] = a; r[1] = b;
+#elif RBD_LANES == 4
+  vec_t t0 = RBD_SHUF(r[0], r[1], 0, 4, 2, 6), t1 = RBD_SHUF(r[0], r[1], 1, 5, 3, 7);
+  vec_t t2 = RBD_SHUF(r[2], r[3], 0, 4, 2, 6), t3 = RBD_SHUF(r[2], r[3], 1, 5, 3, 7);
+  r[0] = RBD_SHUF(t0, t2, 0, 1, 4, 5); r[1] = RBD_SHUF(t1, t3, 0, 1, 4, 5);
+  r[2] = RBD_SHUF(t0, t2, 2, 3, 6, 7); r[3] = RBD_SHUF(t1, t3, 2, 3, 6, 7);
+#else
+  // three perfect shuffles of the 8 vectors (each pairs vector i with vector i + 4)
+  for (int s = 0; s < 3; ++s) {
+    vec_t t[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = RBD_SHUF(r[i], r[i + 4], 0, 8, 1, 9, 2, 10, 3, 11);
+      t[2 * i + 1] = RBD_SHUF(r[i], r[i + 4], 4, 12, 5, 13, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; ++i) r[i] = t[i];
+  }
+#endif
 }
 #undef RBD_SHUF
+#define RBD_TILED_COPY 1
+#endif
 
 // rows (LANES states of n values each, contiguous) -> lanes (n vectors)
 static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __restrict v) {
   int k = 0;
+#ifdef RBD_TILED_COPY
   for (; k + LANES <= n; k += LANES) {
     vec_t r[LANES];
     for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * n + k, sizeof(vec_t));
     rbd_transpose(r);
     for (int j = 0; j < LANES; ++j) v[k + j] = r[j];
   }
+#endif
   for (; k < n; ++k) {
     vec_t x = {};
     for (int l = 0; l < LANES; ++l) x[l] = rows[l * n + k];
@@ -538,6 +569,9 @@ extern "C" {
 void rbd_iiwa14_crba_f64(const double* q, double* M) {
   rbd_iiwa14_f64::crba<double>(q, M);
 }
+
+// states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)
+int rbd_iiwa14_crba_f64_lanes(void) { return rbd_iiwa14_f64::LANES; }
 
 void rbd_iiwa14_crba_f64_batch(long n, const double* q, double* M) {
   using namespace rbd_iiwa14_f64;

@@ -5,7 +5,7 @@
 // instruction cache, so its straight-line parts are compiled for size (-Os, unless an opt is given) in translation
 // units of their own, while the kernel's driver and batch loop keep -O3 (rbdgen.backends.cpu,
 // LARGE_STATEMENTS). Templates over the scalar type S, instantiated below for double and for the
-// batch path's vector of 2.
+// batch path's vector of RBD_LANES.
 #include "rbd_quadruped.h"
 #include "rbd_quadruped_sincos.hpp"
 
@@ -16,7 +16,16 @@ using rbd_quadruped_trig::rbd_sincos;
 using rbd_quadruped_trig::rbd_sincos4;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
-typedef double vec_t __attribute__((vector_size(2 * sizeof(double))));
+// the batch path's states per vector follow the instruction set this source is compiled for
+// (generated without lanes given): one register's worth, 64 bytes with AVX-512 (this kernel's arithmetic pays for them; rbdgen.backends.cpu.kernel_lanes), 16 without AVX
+#if defined(__AVX512F__)
+#define RBD_LANES 8
+#elif defined(__AVX__)
+#define RBD_LANES 4
+#else
+#define RBD_LANES 2
+#endif
+typedef double vec_t __attribute__((vector_size(RBD_LANES * sizeof(double))));
 
 template <typename S>
 __attribute__((visibility("hidden"), noinline)) void aba_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict qdd, S* __restrict w) {

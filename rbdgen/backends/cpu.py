@@ -42,10 +42,10 @@ LARGE_OPT, DEFAULT_OPT = "-Os", "-O3"
 #: 32.2 µs with it, 34.3 without)
 NO_SLP = "-fno-tree-slp-vectorize"
 
-#: default lanes of the batch path: 16-byte vectors, native on every x86-64 (baseline SSE2) and
-#: on Arm (NEON), for sources generated on their own (rbdgen generate); rbdgen.build picks one
-#: register of the -march it compiles for (see default_lanes)
-LANES = {"float64": 2, "float32": 4}
+#: lanes of the batch path: sources generated on their own (rbdgen generate, no lanes given) leave
+#: them to the preprocessor, one register of the instruction set they are compiled for ("auto":
+#: 16 bytes on baseline x86-64 and Arm, 32 with AVX, 64 with AVX-512 for the kernels that pay for
+#: them; resolve_auto_lanes); rbdgen.build picks them for the -march it compiles for (default_lanes)
 
 
 @dataclass
@@ -90,7 +90,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
     header_kernels = []
     for dtype in dtypes:
         tag, ctype = DTYPES[dtype]
-        spec = (lanes or {}).get(dtype, LANES[dtype])
+        spec = (lanes or {}).get(dtype, "auto")
         ks = []
         for k in kernels:
             if progress:
@@ -134,17 +134,20 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                     psrc = f"{prefix}_{kk['name']}_parts{i}_{tag}.cpp"
                     kk["part_files"].append(psrc)
                     files[psrc] = render("cpu/parts.cpp.j2", banner=banner, robot=robot, dtype=dtype, ctype=ctype,
-                                         lanes=nl, header=header, trig_header=trig_header, prefix=prefix, tag=tag,
+                                         lanes=nl if isinstance(nl, int) else "auto", wide=nl == "auto-wide",
+                                         header=header, trig_header=trig_header, prefix=prefix, tag=tag,
                                          k=kk, parts=group, first=group[0].name, last=group[-1].name, main=src,
                                          simd=simd)
                     sources[dtype].append(psrc)
                     large[dtype].append(psrc)
             files[src] = render("cpu/kernels.cpp.j2", banner=banner, robot=robot, dtype=dtype, ctype=ctype,
-                                lanes=nl, header=header, trig_header=trig_header, prefix=prefix, tag=tag, kernels=[kk], simd=simd,
+                                lanes=nl if isinstance(nl, int) else "auto", wide=nl == "auto-wide",
+                                header=header, trig_header=trig_header, prefix=prefix, tag=tag, kernels=[kk], simd=simd,
                                 parallel_ops=PARALLEL_OPS, products=any(tiled(mm, dtype, CPU) for mm in traced[kk["name"]].post))
             sources[dtype].append(src)
-        # the widest: a multiple of every kernel's lanes (all powers of two)
-        lane_map[dtype] = max(kernel_lane[dtype].values(), default=1)
+        # the widest: a multiple of every kernel's lanes (all powers of two); "auto": the compiler decides
+        ls = list(kernel_lane[dtype].values())
+        lane_map[dtype] = "auto" if any(isinstance(x, str) for x in ls) else max(ls, default=1)
         if python:
             modname = f"{prefix}_{tag}_ext" + ("" if fold else "_dense")
             pyk = []
@@ -228,14 +231,31 @@ WIDE_OPS_PER_VALUE = 10
 WIDE_MAX_STATEMENTS = 40_000
 
 
-def kernel_lanes(lanes, ops: int, values_out: int, statements: int) -> int:
+def kernel_lanes(lanes, ops: int, values_out: int, statements: int):
     """A kernel's lanes: ``lanes`` itself when it is one number; from ``(narrow, wide)``, the wide
     one for a kernel with ≥ WIDE_OPS_PER_VALUE multiplies and adds per output value and fewer
-    than WIDE_MAX_STATEMENTS statements."""
+    than WIDE_MAX_STATEMENTS statements. ``"auto"`` (sources generated without lanes: the
+    compiler's instruction set decides, see :func:`resolve_auto_lanes`): ``"auto-wide"`` for such
+    a kernel, else ``"auto"``."""
     if isinstance(lanes, int):
         return lanes
+    pays = ops >= WIDE_OPS_PER_VALUE * max(values_out, 1) and statements < WIDE_MAX_STATEMENTS
+    if lanes == "auto":
+        return "auto-wide" if pays else "auto"
     narrow, wide = lanes
-    return wide if ops >= WIDE_OPS_PER_VALUE * max(values_out, 1) and statements < WIDE_MAX_STATEMENTS else narrow
+    return wide if pays else narrow
+
+
+def resolve_auto_lanes(lanes, dtype: str, register_bytes: int) -> int:
+    """What the preprocessor makes of a source generated with ``"auto"``/``"auto-wide"`` lanes
+    (templates/cpu/prelude.cpp.j2), compiled for registers of ``register_bytes``: one register's
+    worth, 32 bytes on AVX-512 unless the kernel is "auto-wide" (doubles only)."""
+    if isinstance(lanes, int):
+        return lanes
+    size = 8 if dtype == "float64" else 4
+    if register_bytes > 32 and not (lanes == "auto-wide" and dtype == "float64"):
+        register_bytes = 32
+    return register_bytes // size
 
 
 def _check_lanes(value):
@@ -284,7 +304,7 @@ class CpuTarget(Target):
             "large_sources": {d: list(gen.large[d]) for d in dtypes},
             # compiled with SLP vectorisation (NO_SLP says why)
             "looped_sources": {d: list(gen.looped[d]) for d in dtypes},
-            "lanes": {d: int(gen.lanes[d]) for d in dtypes},  # the widest kernel's
+            "lanes": {d: gen.lanes[d] for d in dtypes},  # the widest kernel's, or "auto"
             "kernel_lanes": {d: dict(gen.kernel_lanes[d]) for d in dtypes},
             "library": gen.prefix + ("" if fold else "_dense"),
             # CPython bindings of the kernels (fast calls), compiled into the same library when
@@ -325,16 +345,20 @@ class CpuTarget(Target):
             source_flags[src] = [f for f in flags if f != NO_SLP]
         lib = build_library(files, srcs, info.get("library", sources.prefix), flags, cxx=cxx, progress=progress,
                             source_flags=source_flags)
-        wide = info["lanes"][dt] * np.dtype(dt).itemsize
         have = vector_bytes(target, cxx)
+        kl = {k: resolve_auto_lanes(v, dt, have) for k, v in info.get("kernel_lanes", {}).get(dt, {}).items()}
+        lanes = info["lanes"][dt]
+        if lanes == "auto":  # generated without lanes: the instruction set of this build decides
+            lanes = max(kl.values(), default=resolve_auto_lanes("auto", dt, have))
+        wide = lanes * np.dtype(dt).itemsize
         if wide > have:  # e.g. kernels pickled on an AVX machine, loaded on one without
-            warnings.warn(f"{sources.prefix}: the batch path was generated for {info['lanes'][dt]} states per "
+            warnings.warn(f"{sources.prefix}: the batch path was generated for {lanes} states per "
                           f"vector ({wide} bytes), wider than the {have}-byte registers of this build "
                           f"({f'-march={target}' if target else 'portable'}): batches run "
                           "through slow generic vector code. Build with march='portable' (or lanes=) where the "
                           "kernels are generated.", RuntimeWarning, stacklevel=2)
-        return CompiledKernels(lib, model, sources.prefix, dt, kernel_specs(sources.kernels), lanes=info["lanes"][dt],
-                               kernel_lanes=info.get("kernel_lanes", {}).get(dt),
+        return CompiledKernels(lib, model, sources.prefix, dt, kernel_specs(sources.kernels), lanes=lanes,
+                               kernel_lanes=kl or None,
                                module=module)
 
     def describe(self, options):

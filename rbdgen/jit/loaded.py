@@ -233,6 +233,10 @@ class CompiledKernels:
             batch = getattr(self._lib, f"{prefix}_{name}_{tag}_batch")
             batch.argtypes = [ctypes.c_long] + [ptr] * nargs
             batch.restype = None
+            compiled = getattr(self._lib, f"{prefix}_{name}_{tag}_lanes", None)
+            if compiled is not None and target == "cpu":  # the lanes as compiled: the truth
+                compiled.argtypes, compiled.restype = [], ctypes.c_int
+                self.kernel_lanes[name] = int(compiled())
             ins = [(a.name, a.size) for a in pk.inputs]
             outs = [(a.name, a.shape) for a in pk.outputs]
             fast = getattr(self._module, name, None) if self._module is not None else None
@@ -242,6 +246,8 @@ class CompiledKernels:
                 # handed to ``method`` (conversions, checks, clear errors)
                 method = self._module.bind(name, method)
             setattr(self, name, method)
+        if self.kernel_lanes:
+            self.lanes = max(self.kernel_lanes.values())
         from .frames import install
 
         install(self)  # by-name frame and contact methods
