@@ -279,9 +279,9 @@ class CpuTarget(Target):
                {"metavar": "ARCH"}),
         CXX,
         Option("simd", "", "cpu: vectorised batch path (default True; False halves compile time)", ("generate",)),
-        Option("lanes", "--lanes", "cpu: states per SIMD vector in the batch path, 2, 4, 8 or 16 (default: "
-               "generate 2 doubles / 4 floats, one 16-byte register, for any x86-64; a build on this machine: one "
-               "native register, with AVX-512 per kernel); --lanes 4 for AVX machines, 8 for AVX-512 ones",
+        Option("lanes", "--lanes", "cpu: states per SIMD vector in the batch path, 2, 4, 8 or 16, fixed in the "
+               "sources (default: one register of the instruction set the sources are compiled for, with AVX-512 "
+               "8 doubles for the kernels whose arithmetic pays for them)",
                ("generate",), {"type": int, "metavar": "N"}, check=_check_lanes),
     )
 
@@ -289,10 +289,8 @@ class CpuTarget(Target):
         from ..jit.compiler import python_include
 
         # lanes: one number for every kernel, or (narrow, wide) for each kernel to take one
-        # (kernel_lanes; rbdgen.build passes that where there is AVX-512)
-        spec = None if lanes is None else (int(lanes) if isinstance(lanes, (int, np.integer)) else
-                                           tuple(int(x) for x in lanes))
-        lane_map = None if spec is None else {d: spec for d in dtypes}
+        # (kernel_lanes; rbdgen.build passes that where there is AVX-512); None: "auto"
+        lane_map = None if lanes is None else {d: _check_lanes(lanes) for d in dtypes}
         gen = generate_cpu(model, dtypes=dtypes, kernels=kernels, fold=fold, name=name, progress=progress,
                            simd=simd, python=python_include() is not None, lanes=lane_map)
         info = {

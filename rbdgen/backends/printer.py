@@ -374,7 +374,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             epilogue += [f"{dialect.comment} ---- {what}: one state in register tiles, the batch path's vectors of "
                          f"states row by row",
                          f"if constexpr (std::is_same<{scalar}, double>::value) {{",
-                         *("  " + x for x in _tiles_epilogue(mm, A, B, what, dtype, dialect, scalar, zero)),
+                         *("  " + x for x in _tiles_epilogue(mm, A, B, what, dtype, dialect, zero)),
                          "} else {", *("  " + x for x in rows), "}"]
         else:
             epilogue += _rows_epilogue(mm, A, B, acc_op, what, dtype, dialect, scalar, zero)
@@ -452,7 +452,7 @@ def tiled(mm, dtype: str, dialect: Dialect) -> bool:
     return dialect.epilogue == "tiles" and dtype == "float64" and min(mm.n, mm.m) >= TILE_MIN
 
 
-def _tiles_epilogue(mm, A: str, B: str, what: str, dtype: str, dialect: Dialect, scalar: str, zero: str) -> list[str]:
+def _tiles_epilogue(mm, A: str, B: str, what: str, dtype: str, dialect: Dialect, zero: str) -> list[str]:
     """The "tiles" form of one product: per block of :data:`TILE_COLUMNS` output columns, one
     call of the CPU template's ``rbd_product_cols`` with the runs of rows of B that hold a
     nonzero in those columns. It reads those rows over the whole block, structural zeros
