@@ -102,8 +102,8 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 
 // ======================================================================================
 // aba: forward dynamics q̈ (articulated-body algorithm)
-// ops: 2505 mul, 2116 add/sub, 14 div, 24 sin/cos; critical path 98 ops
-// 5196 statements in 8 parts, 204 scalars of scratch
+// ops: 2499 mul, 2104 add/sub, 14 div, 24 sin/cos; critical path 98 ops
+// 5199 statements in 8 parts, 210 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_quadruped_aba_parts0_f64.cpp
 template <typename S>
@@ -140,7 +140,7 @@ static inline void aba(const S* __restrict q, const S* __restrict v, const S* __
 extern "C" {
 
 void rbd_quadruped_aba_f64(const double* q, const double* v, const double* tau, double* qdd) {
-  static thread_local rbd_quadruped_f64::rbd_buf<double> w(204);
+  static thread_local rbd_quadruped_f64::rbd_buf<double> w(210);
   rbd_quadruped_f64::aba<double>(q, v, tau, qdd, w.data());
 }
 
@@ -150,9 +150,9 @@ int rbd_quadruped_aba_f64_lanes(void) { return rbd_quadruped_f64::LANES; }
 void rbd_quadruped_aba_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd) {
   using namespace rbd_quadruped_f64;
   const long nblocks = n / LANES;
-#pragma omp parallel if (n * 4659L >= 200000L)
+#pragma omp parallel if (n * 4641L >= 200000L)
   {
-    rbd_buf<vec_t> buf(277);
+    rbd_buf<vec_t> buf(283);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 19;
     vec_t* tau_v = buf.data() + 37;

@@ -21,8 +21,12 @@ def _flat(M):
 
 # ---- RNEA ----------------------------------------------------------------------------------------
 
-def _rnea_values(t: Trace, q, v, a, gravity=True):
-    """Forward and backward RNEA passes; returns (tau Values, per-body v, a, f, total f)."""
+def _rnea_values(t: Trace, q, v, a, gravity=True, aba_order=False):
+    """Forward and backward RNEA passes; returns (tau Values, per-body v, a, f, total f).
+
+    ``aba_order``: sum each body's acceleration as the articulated-body pass does,
+    (X a_λ + v × vJ) + S a, so that ∇FD's RNEA at a = q̈ reuses the accelerations ABA has
+    already formed rather than recomputing them in another order."""
     m, g = t.m, t.g
     nb = m.nb
     vel, acc, f, vJ = [None] * nb, [None] * nb, [None] * nb, [None] * nb
@@ -38,7 +42,10 @@ def _rnea_values(t: Trace, q, v, a, gravity=True):
             acc[i] = S.vadd(X.motion(g, a0), t.S_times(i, a[vs]))
         else:
             vel[i] = S.vadd(X.motion(g, vel[p]), vJ[i])
-            acc[i] = S.vadd(S.vadd(X.motion(g, acc[p]), t.S_times(i, a[vs])), S.crm(g, vel[i], vJ[i]))
+            if aba_order:
+                acc[i] = S.vadd(S.vadd(X.motion(g, acc[p]), S.crm(g, vel[i], vJ[i])), t.S_times(i, a[vs]))
+            else:
+                acc[i] = S.vadd(S.vadd(X.motion(g, acc[p]), t.S_times(i, a[vs])), S.crm(g, vel[i], vJ[i]))
         I = t.I(i)
         f[i] = S.vadd(S.mat_vec(g, I, acc[i]), S.crf(g, vel[i], S.mat_vec(g, I, vel[i])))
     ftot = list(f)
@@ -130,7 +137,9 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
         if velocity:
             vJ = t.S_times(i, v[m.v_slice(i)])
             vel[i] = vJ if p < 0 else S.vadd(X.motion(g, vel[p]), vJ)
-            c[i] = S.crm(g, vel[i], vJ)
+            # a root's v × vJ is v × v = 0, whose linear part the graph would trace as
+            # (a − b) + (b − a): not folded, so say it
+            c[i] = S.crm(g, vel[i], vJ) if p >= 0 else [zero] * 6
             pb = S.crf(g, vel[i], S.mat_vec(g, IA[i], vel[i]))
         else:
             c[i] = [zero] * 6
@@ -205,7 +214,7 @@ def _minv_values(t: Trace, q):
 
 # ---- derivatives -------------------------------------------------------------------------------------
 
-def _rnea_derivative_values(t: Trace, q, v, a):
+def _rnea_derivative_values(t: Trace, q, v, a, aba_order=False):
     """∂τ/∂q and ∂τ/∂v in O(n·d): one forward and one backward sweep over the bodies, then a
     few dot products per pair of joints on one root-to-leaf path (Carpentier and Mansard's
     analytical RNEA derivatives, here with body-local composites).
@@ -229,7 +238,7 @@ def _rnea_derivative_values(t: Trace, q, v, a):
     the reference frame once; the composites are accumulated body to parent like CRBA's."""
     m, g = t.m, t.g
     nb, nv = m.nb, m.nv
-    _, vel, acc, _, ftot = _rnea_values(t, q, v, a)
+    _, vel, acc, _, ftot = _rnea_values(t, q, v, a, aba_order=aba_order)
     a0 = t.a_gravity()
     zero6 = t.zeros(6)
     zero = g.const(0.0)  # pairs of joints on different branches: structural zeros
@@ -338,7 +347,7 @@ def _rnea_derivatives(t: Trace, q, v, a):
 
 def _aba_derivatives(t: Trace, q, v, tau):
     qdd = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau])]
-    dq, dv = _rnea_derivative_values(t, q, v, qdd)
+    dq, dv = _rnea_derivative_values(t, q, v, qdd, aba_order=True)
     Mi = _minv_values(t, q)
     # −M⁻¹ ∂τ/∂u: dense, nothing to prune, so a loop rather than n³ unrolled lines
     return {"dqdd_dq": Product("dqdd_dtau", ("dtau_dq", _flat(dq)), -1.0),
