@@ -19,8 +19,10 @@ one period old). Schemes differ in which terms are stale (``STALE_SCHEMES``):
   (depth 1 link) and the torque of call k is computed from the forward sweep of call k − 1 —
   a one-period pipeline.
 
-Hamilton, Walker & Bennett's own choice of stale terms is not implemented: the paper was not at
-hand, and we do not guess a published scheme (see issue 14).
+Hamilton, Walker & Bennett's own choice of stale terms ("Parallel robot control using speculative
+computation", ICRA 1996, DOI 10.1109/ROBOT.1996.509233) is not implemented. Only the paper's
+abstract could be reached, and it does not say which terms are stale. We do not guess a
+published scheme (docs/control.md).
 
 The joint transforms X(q), the motion subspaces and each joint's own motion are always fresh
 (they depend on the joint alone). All quantities are in body coordinates as in
