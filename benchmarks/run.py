@@ -173,16 +173,17 @@ def openmp_region_cost(cxx: str) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def peak_rate(cxx: str, flags: list[str], lanes: int) -> dict:
+def peak_rate(cxx: str, flags: list[str], lanes: int, mul_only: bool = False) -> dict:
     """One core's peak multiply/add issue rate with these flags and this many doubles per vector
-    (``benchmarks/peak.cpp``; the best over 6, 8 and 10 chains): the roofline's denominator."""
+    (``benchmarks/peak.cpp``; the best over 6, 8 and 10 chains): the roofline's denominator.
+    ``mul_only`` with ``lanes=1``: scalar multiplies alone, the one-state multiply bound's."""
     work = Path(tempfile.mkdtemp(prefix="rbdgen-bench-peak-"))
     try:
         best = {}
         for chains in (6, 8, 10):
             exe = work / f"peak{chains}"
             cmd = [cxx, *[f for f in flags if f not in ("-fPIC", "-fopenmp")], "-Wno-psabi", f"-DLANES={lanes}",
-                   f"-DCHAINS={chains}", str(HERE / "peak.cpp"), "-o", str(exe)]
+                   f"-DCHAINS={chains}", *(["-DMUL_ONLY"] if mul_only else []), str(HERE / "peak.cpp"), "-o", str(exe)]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 return {"error": r.stderr[-300:]}
@@ -641,6 +642,8 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict) -> dict:
     gen = generate_cpu(model, dtypes=("float64",), **only)
     res["generate_s"] = round(time.perf_counter() - t, 2)
     res["op_counts"] = {k: pk.counts for k, pk in gen.kernels.items()}
+    # multiplies in ∇FD's looped products (−M⁻¹·∂τ), which run in vectors even for one state
+    res["product_muls"] = {k: sum(mm.op_counts()[0] for mm in registry.trace(model, k).post) for k in gen.kernels}
     res["values_per_state"] = {k: {"in": sum(int(a.size) for a in pk.inputs), "out": sum(int(a.size) for a in pk.outputs)}
                                for k, pk in gen.kernels.items()}
     log(f"{name}: nq={model.nq} nv={model.nv} nb={model.nb}; generated in {res['generate_s']} s")
@@ -859,11 +862,24 @@ def goals_markdown(results: dict) -> list[str]:
         L.append("Roofline: the kernel's multiplies and adds (the generated code's op count; sine/cosine and "
                  "divisions not counted) × states ÷ (time × one core's peak multiply/add rate, measured by "
                  "`benchmarks/peak.cpp` with the same flags and SIMD width: independent chains of vector "
-                 "multiplies and adds, no FMA, as the kernels are compiled): "
+                 "multiplies and adds; the kernels are contracted to FMAs where the build has them, which on "
+                 "cores with separate add pipes, as AMD's, leaves this rate their bound, and on cores whose adds "
+                 "share the FMA pipes can beat it): "
                  + "; ".join(f"{vn} build {p['ops_per_s'] / 1e9:.1f} G ops/s ({p['lanes']} lanes)"
                              for vn, p in peak.items() if "ops_per_s" in p) + ".")
+    mul_peak = results.get("peak_scalar_mul", {}).get("default", {}).get("ops_per_s")
+    wide = peak.get("default", {}).get("lanes", 1)
+    if mul_peak:
+        L.append(f"One state's multiply bound: every multiply of one state's straight-line code takes one of the "
+                 f"core's multiply/FMA slots, fused with an add or not, so it cannot run faster than its multiplies ÷ "
+                 f"the scalar multiply rate ({mul_peak / 1e9:.1f} G/s here, `peak.cpp -DMUL_ONLY -DLANES=1`, "
+                 f"default build's flags); ∇FD's products count as {wide}-lane vectors. The column gives the "
+                 "fraction of that bound the default build's one-state call reaches (sine/cosine, divisions, "
+                 "loads and stores not counted: 100% is out of reach).")
+    if peak or mul_peak:
         L.append("")
-    hdr = ["robot", "kernel", "one state vs Pinocchio (its faster build)", "default batch vs its single state (1 thread)",
+    hdr = ["robot", "kernel", "one state vs Pinocchio (its faster build)", "one state: multiply bound",
+           "default batch vs its single state (1 thread)",
            f"the same, N = {IN_CACHE_N} (in cache)", "values written per state", "roofline, default batch (1 thread)",
            "roofline, portable batch (1 thread)", "Python overhead (default)"]
     L += ["| " + " | ".join(hdr) + " |", "|---|---|" + "---:|" * (len(hdr) - 2)]
@@ -875,6 +891,9 @@ def goals_markdown(results: dict) -> list[str]:
             row = [name, k]
             row.append(ratio_text(theirs / one, goal) + mark(theirs / one >= goal if goal else None)
                        if one and theirs else "–")
+            pm = r.get("product_muls", {}).get(k, 0)
+            slots = r["op_counts"][k]["mul"] - pm + pm / wide
+            row.append(f"{100 * slots / (one * 1e-9 * mul_peak):.0f}%" if one and mul_peak else "–")
             nat = r["variants"].get("default", {})
             big = max((int(n) for n in nat.get("batch_ns_per_state", {}).get("1", {}).get(k, {})), default=None)
             nb = med(nat, "batch_ns_per_state", "1", k, str(big)) if big else None
@@ -1156,13 +1175,16 @@ def main(argv=None) -> int:
                "omp_threads": omp.default, "kernels": list(KERNELS), "robots": {},
                "parallel_ops": getattr(rbdgen.backends.cpu, "PARALLEL_OPS", None)}
     results["openmp_empty_region_us"] = openmp_region_cost(cxx)
-    results["peak"] = {}
+    results["peak"], results["peak_scalar_mul"] = {}, {}
     for variant in args.variants:
         march = VARIANT_MARCH[variant]
         lanes = rbdgen.backends.cpu.default_lanes("float64", march)
         lanes = max(lanes) if isinstance(lanes, tuple) else lanes  # the widest the build's kernels use
         results["peak"][variant] = peak_rate(cxx, cxx_flags(opt="-O3", march=resolve_march(march)), lanes)
         log(f"peak multiply/add rate, one core, {variant} build ({lanes} lanes): {results['peak'][variant]}")
+        results["peak_scalar_mul"][variant] = peak_rate(cxx, cxx_flags(opt="-O3", march=resolve_march(march)), 1,
+                                                        mul_only=True)
+        log(f"scalar multiply rate, one core, {variant} build: {results['peak_scalar_mul'][variant]}")
     log(f"empty OpenMP parallel region, µs by wait policy: {results['openmp_empty_region_us']}")
     log(f"machine: {results['machine']['cpu']}, {results['machine']['logical_cpus']} CPUs, "
         f"{results['machine']['compiler']}; OpenMP threads {omp.default}")
