@@ -67,16 +67,17 @@ sanitize-gpu: $(STAMP)
 # float64 only; the unrolled derivative kernels (~0.7-1 MB each) only in iiwa14's CPU and HLS
 # packages, aba_scan only in iiwa14's HLS package, rnea_scan in iiwa14's CPU and HLS packages (the
 # quadruped keeps rnea_scan: the scan on a tree), the stale-data kernels in iiwa14's CPU package
-# and rnea_stale in its HLS package (the two differ by one line of the algorithm): generated/
+# and rnea_stale in its HLS package (the others are
+# the same step with one input changed, or run twice): generated/
 # stays small enough to review (< 4 MiB) and every kernel is there on some target (iiwa14 CPU:
 # the flange's frame kernels and osim_inverse; contact_terms is left out for size, tests build it).
 GEN_SKIP := --skip-kernels rnea_derivatives,aba_derivatives
-GEN_STALE := rnea_stale,rnea_stale_yamakita
+GEN_STALE := rnea_stale,rnea_stale_yamakita,rnea_stale_hamilton
 generated: $(STAMP)
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --dtype float64 --frames iiwa_link_ee --skip-kernels contact_terms,aba_scan --out generated --name iiwa14 --quiet
 	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --dtype float64 $(GEN_SKIP),aba_scan,$(GEN_STALE) --out generated --name quadruped --quiet
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 $(GEN_SKIP),rnea_scan,aba_scan,$(GEN_STALE) --out generated --name iiwa14_cuda --quiet
-	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --skip-kernels rnea_stale_yamakita --out generated --name iiwa14_hls --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --skip-kernels rnea_stale_yamakita,rnea_stale_hamilton --out generated --name iiwa14_hls --quiet
 
 # benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++), ~13 min; writes
 # benchmarks/results/. BENCH_ARGS="--robots iiwa14 --quick" for a smoke run (see benchmarks/README.md)

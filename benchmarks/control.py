@@ -109,11 +109,15 @@ def per_call_times(robot) -> dict:
 
 # ---- what the shorter critical path buys ------------------------------------------------------
 
-ID_KERNELS = {"exact": "rnea", "binder_herzog": "rnea_stale", "yamakita": "rnea_stale_yamakita"}
+ID_KERNELS = ctl.KERNEL_FOR
 HLS_CLOCK_MHZ, HLS_FIXED, HLS_BUDGETS = 250.0, (32, 16), (32, 64, 256)
-#: the latency ratio the computation-bound comparison uses: exact at RATIO·T against stale at T
-#: (the FPGA estimate's ratio rounds to 3, and 3 is a ratio the period grid holds at every T)
-RATIO = 3
+
+
+def latency_ratio(lat: dict, controller: str) -> int:
+    """The latency ratio the computation-bound comparison uses for a stale scheme: the FPGA
+    estimate's exact / stale latency (unbudgeted), rounded to a whole number ≥ 1 (the period
+    grid holds 2T and 3T for most of its T)."""
+    return max(1, round(lat["exact"]["hls"]["latency_ns"] / lat[controller]["hls"]["latency_ns"]))
 
 
 def kernel_latencies(robot, cxx: str) -> dict:
@@ -149,27 +153,29 @@ def kernel_latencies(robot, cxx: str) -> dict:
     return out
 
 
-def computation_bound(summary) -> list:
+def computation_bound(summary, latencies) -> list:
     """Where the inverse dynamics' latency sets the control period (T = its latency, and the
-    torque applied one period after the measurement: d = T): a stale scheme RATIO× faster runs at
-    T while the exact controller runs at RATIO·T. Per robot, motion and scheme: the exact
-    controller's max error at RATIO·T over the stale one's at T (> 1: the stale scheme tracks
-    better), at each T of the grid where both exist."""
+    torque applied one period after the measurement: d = T): a stale scheme r× faster runs at
+    T while the exact controller runs at r·T (r: :func:`latency_ratio`). Per robot, motion and
+    scheme: the exact controller's max error at r·T over the stale one's at T (> 1: the stale
+    scheme tracks better), at each T of the grid where both exist."""
     rows = []
     exact = {(x["robot"], x["motion"]): x for x in summary if x["controller"] == "exact" and x["delay_periods"] == 1}
     for x in summary:
         if x["controller"] == "exact" or x["delay_periods"] != 1:
             continue
         e = exact[(x["robot"], x["motion"])]
+        r = latency_ratio(latencies[x["robot"]], x["controller"])
         ratios = {}
         for t, err in x["max_error_rad"].items():
-            t3 = RATIO * float(t)
+            t3 = r * float(t)
             key = next((k for k in e["max_error_rad"] if abs(float(k) - t3) < 1e-9), None)
             if key is None:
                 continue
             ee = e["max_error_rad"][key]
             ratios[t] = None if err is None else (math.inf if ee is None else round(ee / err, 3))
-        rows.append({"robot": x["robot"], "motion": x["motion"], "controller": x["controller"], "ratio": ratios})
+        rows.append({"robot": x["robot"], "motion": x["motion"], "controller": x["controller"], "latency_ratio": r,
+                     "ratio": ratios})
     return rows
 
 
@@ -285,20 +291,21 @@ def rates_markdown(res: dict) -> list:
                      f"{h['cycles']} | {h['latency_ns']:.0f} | {_rate(h['latency_ns'])} | {h['dsp']} | "
                      + " | ".join(f"{h['budgets'][str(b)]['latency_ns']:.0f}" if str(b) in h["budgets"] else "–"
                                   for b in HLS_BUDGETS) + " |")
-    L += ["", f"### When the latency sets the period: stale at T against exact at {RATIO}·T, d = T", "",
-          f"Exact controller's max error at {RATIO}·T ÷ the stale scheme's at T, both with the torque applied one "
-          f"period after the measurement (the computation takes the period). > 1: the stale scheme, {RATIO}× faster, "
-          "tracks better; `div.`: the stale run diverged; ∞: only the exact run diverged.", ""]
+    L += ["", "### When the latency sets the period: stale at T against exact at r·T, d = T", "",
+          "Exact controller's max error at r·T ÷ the stale scheme's at T, both with the torque applied one "
+          "period after the measurement (the computation takes the period); r: the FPGA estimate's exact ÷ stale "
+          "latency, rounded. > 1: the stale scheme, r× faster, tracks better; `div.`: the stale run diverged; "
+          "∞: only the exact run diverged.", ""]
     rows = res["computation_bound"]
     ts = sorted({t for r in rows for t in r["ratio"]}, key=float)
-    L += ["| robot | motion | scheme | " + " | ".join(f"T = {float(t):g} ms" for t in ts) + " |",
-          "|---|---|---|" + "---:|" * len(ts)]
+    L += ["| robot | motion | scheme | r | " + " | ".join(f"T = {float(t):g} ms" for t in ts) + " |",
+          "|---|---|---|---:|" + "---:|" * len(ts)]
     for r in rows:
         cells = []
         for t in ts:
             v = r["ratio"].get(t, "")
             cells.append("" if v == "" else ("div." if v is None else ("∞" if v in (math.inf, "inf") else f"{v:.2f}")))
-        L.append(f"| {r['robot']} | {r['motion']} | {r['controller']} | " + " | ".join(cells) + " |")
+        L.append(f"| {r['robot']} | {r['motion']} | {r['controller']} | {r['latency_ratio']} | " + " | ".join(cells) + " |")
     L.append("")
     return L
 
@@ -313,7 +320,7 @@ def plot(res: dict, path: Path) -> bool:
     s = res["settings"]
     robots, motions = s["robots"], list(s["speeds_hz"])
     fig, axes = plt.subplots(len(robots), len(motions), figsize=(4.2 * len(motions), 3.6 * len(robots)), squeeze=False)
-    colors = {"exact": "k", "binder_herzog": "tab:blue", "yamakita": "tab:orange"}
+    colors = {"exact": "k", "binder_herzog": "tab:blue", "yamakita": "tab:orange", "hamilton": "tab:green"}
     for i, robot in enumerate(robots):
         for j, motion in enumerate(motions):
             ax = axes[i][j]
@@ -345,12 +352,12 @@ def plot(res: dict, path: Path) -> bool:
 
 
 def add_latencies(res: dict) -> None:
-    bench.log("timing rnea / rnea_stale / rnea_stale_yamakita (C++ driver) and their HLS estimates")
+    bench.log(f"timing {' / '.join(ID_KERNELS.values())} (C++ driver) and their HLS estimates")
     cxx = find_cxx()
     res["latencies"] = {robot: kernel_latencies(robot, cxx) for robot in ROBOTS}
     # JSON has no infinity: "exact diverged, stale did not" is written as the string "inf"
     res["computation_bound"] = [{**r, "ratio": {t: ("inf" if v == math.inf else v) for t, v in r["ratio"].items()}}
-                                for r in computation_bound(res["summary"])]
+                                for r in computation_bound(res["summary"], res["latencies"])]
 
 
 def main(argv=None) -> int:

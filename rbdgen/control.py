@@ -43,7 +43,8 @@ tracking errors are set by the controller, not by the gains.
 replaces it: ``f(q, v, a) -> tau`` for ``controller="exact"``; ``f(q, v, a, state) ->
 (tau, state)`` for a stale scheme, ``state`` opaque to the simulator (``None`` on the first call,
 then whatever ``f`` returned). :func:`kernel_inverse_dynamics` makes one from generated kernels
-(``kern.rnea``, ``kern.rnea_stale``, ``kern.rnea_stale_yamakita``: :data:`KERNEL_FOR`).
+(``kern.rnea``, ``kern.rnea_stale``, ``kern.rnea_stale_yamakita``, ``kern.rnea_stale_hamilton``:
+:data:`KERNEL_FOR`).
 
 **Trajectories** (:func:`trajectory`): per joint, two sinusoids about the middle of the joint's
 range, ``q = c + A (0.6 sin(ωt + φ₁) + 0.4 sin(1.7ωt + φ₂))``, so |q − c| ≤ A and the joint
@@ -67,7 +68,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import reference as ref
-from .reference.stale import STALE_SCHEMES
+from .reference.stale import STALE_KERNELS, STALE_SCHEMES
 
 #: trajectory presets: base frequency in Hz
 SPEEDS = {"slow": 0.2, "fast": 1.0, "very fast": 2.5}
@@ -438,7 +439,7 @@ def _rk4(fd, q, v, tau, h):
 
 
 #: the generated kernel that computes each controller's inverse dynamics (rbdgen.registry)
-KERNEL_FOR = {"exact": "rnea", "binder_herzog": "rnea_stale", "yamakita": "rnea_stale_yamakita"}
+KERNEL_FOR = {"exact": "rnea", **STALE_KERNELS}
 
 
 def kernel_inverse_dynamics(kern, controller: str):

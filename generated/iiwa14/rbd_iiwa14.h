@@ -118,6 +118,11 @@ void rbd_iiwa14_rnea_stale_f64_batch(long n, const double* q, const double* v, c
  * out: tau[7], stale_next[168] */
 void rbd_iiwa14_rnea_stale_yamakita_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
 void rbd_iiwa14_rnea_stale_yamakita_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+/* rnea_stale_hamilton: inverse dynamics τ with one call old neighbour data, speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale: the previous call's stale_next
+ * in:  q[7], v[7], a[7], stale[168]
+ * out: tau[7], stale_next[168] */
+void rbd_iiwa14_rnea_stale_hamilton_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_hamilton_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
 #ifdef __cplusplus
 }
 #endif

@@ -1544,6 +1544,85 @@ static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args,
   return result;
 }
 
+static const ArgSpec rnea_stale_hamilton_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"a", 1, { 7, 0, 0, 0 }, 0},
+  {"stale", 1, { 168, 0, 0, 0 }, 0},
+  {"tau", 1, { 7, 0, 0, 0 }, 1},
+  {"stale_next", 1, { 168, 0, 0, 0 }, 1},
+};
+
+static PyObject* py_rnea_stale_hamilton(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 6;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "rnea_stale_hamilton() takes %d arrays (q, v, a, stale, tau, stale_next), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2;
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("rnea_stale_hamilton", args[got], rnea_stale_hamilton_args[got], &b[got], &n) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_rnea_stale_hamilton_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_stale_hamilton_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.rnea_stale_hamilton(q, v, a, stale, out=None); self: the Python fallback
+static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 4, NO = 2;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], rnea_stale_hamilton_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(rnea_stale_hamilton_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+    }
+    result = PyTuple_New(NO);
+    if (result == nullptr) {
+      for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
+      return nullptr;
+    }
+    for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
+  } else {
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    for (int j = 0; j < NO; ++j)
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_hamilton_args[NI + j], &n)) == nullptr)
+        return PyObject_Vectorcall(self, args, nargs, kwnames);
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_rnea_stale_hamilton_f64(p[0], p[1], p[2], p[3], p[4], p[5]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_rnea_stale_hamilton_f64_batch(n, p[0], p[1], p[2], p[3], p[4], p[5]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
 static PyMethodDef fast_methods[] = {
   {"rnea", (PyCFunction)(void (*)(void))fast_rnea, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 = M a + C v + g"},
   {"nle", (PyCFunction)(void (*)(void))fast_nle, METH_FASTCALL | METH_KEYWORDS, "nonlinear effects C v + g"},
@@ -1565,6 +1644,7 @@ static PyMethodDef fast_methods[] = {
   {"osim_inverse", (PyCFunction)(void (*)(void))fast_osim_inverse, METH_FASTCALL | METH_KEYWORDS, "\316\233\342\201\273\302\271 = J M\342\201\273\302\271 J\341\265\200 of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion"},
   {"rnea_stale", (PyCFunction)(void (*)(void))fast_rnea_stale, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old neighbour data, Binder\342\200\223Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next"},
   {"rnea_stale_yamakita", (PyCFunction)(void (*)(void))fast_rnea_stale_yamakita, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next"},
+  {"rnea_stale_hamilton", (PyCFunction)(void (*)(void))fast_rnea_stale_hamilton, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old neighbour data, speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale: the previous call's stale_next"},
 };
 
 // bind(name, fallback): the kernel's fast entry point, with ``fallback`` for every other call
@@ -1602,6 +1682,7 @@ static PyMethodDef methods[] = {
   {"osim_inverse", (PyCFunction)(void (*)(void))py_osim_inverse, METH_FASTCALL, "\316\233\342\201\273\302\271 = J M\342\201\273\302\271 J\341\265\200 of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion"},
   {"rnea_stale", (PyCFunction)(void (*)(void))py_rnea_stale, METH_FASTCALL, "inverse dynamics \317\204 with one call old neighbour data, Binder\342\200\223Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next"},
   {"rnea_stale_yamakita", (PyCFunction)(void (*)(void))py_rnea_stale_yamakita, METH_FASTCALL, "inverse dynamics \317\204 with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next"},
+  {"rnea_stale_hamilton", (PyCFunction)(void (*)(void))py_rnea_stale_hamilton, METH_FASTCALL, "inverse dynamics \317\204 with one call old neighbour data, speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale: the previous call's stale_next"},
   {nullptr, nullptr, 0, nullptr},
 };
 

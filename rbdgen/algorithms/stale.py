@@ -9,6 +9,9 @@ The equations are :mod:`rbdgen.reference.stale`'s, one kernel per scheme:
 * ``rnea_stale_yamakita`` — Yamakita's buffering: as above, but the transmitted force takes the
   body's own force of the previous call too, so the backward step does not wait for the forward
   one. One link step deep.
+* ``rnea_stale_hamilton`` — Hamilton, Walker & Bennett's speculative computation as rbdgen reads
+  it (``scheme="hamilton"``): Binder–Herzog's steps on the previous call's data, then each step
+  once more on the values the first pass produced. Four link steps deep.
 
 Inputs ``q, v, a`` and ``stale``, the previous call's ``stale_next`` (per body ``[v, a, f_own,
 f]``, 24 values in body coordinates; :meth:`rbdgen.reference.StaleState.flat` is the layout).
@@ -37,7 +40,8 @@ from .trace import Trace
 _PER_BODY = 24
 
 
-def _rnea_stale_values(t: Trace, q, v, a, stale, scheme: str):
+def _step(t: Trace, q, v, a, stale, scheme: str, label: str, first: bool = True):
+    """One step of ``scheme`` on ``stale`` (the previous call's values, or the step before's)."""
     m, g = t.m, t.g
     nb = m.nb
 
@@ -52,11 +56,12 @@ def _rnea_stale_values(t: Trace, q, v, a, stale, scheme: str):
     # joint transforms (a parent's force step needs its children's), the forward step, the force
     # step. A schedule (the CUDA block shape, HLS) runs every body of a pass at once
     for i in range(nb):
-        t.block(f"rnea_stale ({scheme}): joint transform", i)
-        t.X(i, q)
+        if first:  # later steps reuse the transforms
+            t.block(f"rnea_stale ({label}): joint transform", i)
+            t.X(i, q)
     f_own_of = [None] * nb
     for i in range(nb):
-        t.block(f"rnea_stale ({scheme}): velocity, acceleration, own force", i)
+        t.block(f"rnea_stale ({label}): velocity, acceleration, own force", i)
         X = t.X(i, q)
         p = m.parent[i]
         vs = m.v_slice(i)
@@ -72,16 +77,24 @@ def _rnea_stale_values(t: Trace, q, v, a, stale, scheme: str):
         f_own = f_own_of[i] = S.vadd(S.mat_vec(g, I, acc), S.crf(g, vel, S.mat_vec(g, I, vel)))
         nxt[_PER_BODY * i:_PER_BODY * i + 18] = vel + acc + f_own
     for i in range(nb):
-        t.block(f"rnea_stale ({scheme}): transmitted force", i)
+        t.block(f"rnea_stale ({label}): transmitted force", i)
         vs = m.v_slice(i)
         # the transmitted force: own (this call's, or the previous call's when buffered) plus
         # the children's transmitted forces of the previous call, in this body's coordinates
-        fi = list(f_own_of[i] if scheme == "binder_herzog" else old(i, 2))
+        fi = list(f_own_of[i] if scheme != "yamakita" else old(i, 2))
         for c in m.children(i):
             fi = S.vadd(fi, t.X(c, q).force_T(g, old(c, 3)))
         tau[vs] = t.ST_times(i, fi)
         nxt[_PER_BODY * i + 18:_PER_BODY * (i + 1)] = fi
-    return {"tau": tau, "stale_next": nxt}
+    return tau, nxt
+
+
+def _rnea_stale_values(t: Trace, q, v, a, stale, scheme: str):
+    sweeps = ref.stale.SWEEPS[scheme]
+    for s in range(sweeps):  # Hamilton: the step again, on what the step before produced
+        label = scheme if sweeps == 1 else f"{scheme}, {('speculation', 'verification')[min(s, 1)]} step {s + 1}"
+        tau, stale = _step(t, q, v, a, stale, scheme, label, first=s == 0)
+    return {"tau": tau, "stale_next": stale}
 
 
 def structural_constants(model, scheme: str) -> dict:
@@ -166,10 +179,13 @@ _OUTS = (Arg("tau", ("nv",), "joint torques"),
 #: 30× (float32, rnea's bound) the measurement; the test suite holds every robot to them
 _FIXED = {(32, 16): 4e-4, (48, 24): 1e-6}
 
-#: kernel name → (scheme, how the one-line doc names it); gpu_shape "block": each pass's bodies
-#: are the block's lanes (the warp model: 2.6× and 2.9× on the iiwa's latency, rnea 1.0×)
-KERNEL_SCHEMES = {"rnea_stale": ("binder_herzog", "Binder–Herzog's scheme"),
-                  "rnea_stale_yamakita": ("yamakita", "Yamakita's buffered scheme")}
+#: how each scheme's one-line doc names it; the kernel names are ref.stale.STALE_KERNELS'.
+#: gpu_shape "block": each pass's bodies are the block's lanes (the warp model: 2.6× and 2.9×
+#: on the iiwa's latency for Binder–Herzog and Yamakita, rnea 1.0×)
+_WHAT = {"binder_herzog": "Binder–Herzog's scheme", "yamakita": "Yamakita's buffered scheme",
+         "hamilton": "speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them)"}
+#: kernel name → (scheme, how the one-line doc names it)
+KERNEL_SCHEMES = {ref.stale.STALE_KERNELS[s]: (s, _WHAT[s]) for s in ref.STALE_SCHEMES}
 for _name, (_scheme, _what) in KERNEL_SCHEMES.items():
     declare(_name, f"inverse dynamics τ with one call old neighbour data, {_what} (rbdgen.reference.rnea_stale, "
                    f"scheme='{_scheme}'); stale: the previous call's stale_next",
@@ -178,6 +194,3 @@ for _name, (_scheme, _what) in KERNEL_SCHEMES.items():
             pinocchio_note="at the exact state of (q, v, a) (its fixed point): Pinocchio's rnea and its "
                            "per-joint v, a_gf, own force and f",
             float32_tol=4e-6, fixed_tol=_FIXED, gpu_shape="block")
-
-# one kernel per scheme of the reference
-assert tuple(s for s, _ in KERNEL_SCHEMES.values()) == ref.STALE_SCHEMES

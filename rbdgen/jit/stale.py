@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..reference.stale import STALE_KERNELS as _KERNEL_OF_SCHEME
+
 #: the stale-data kernels, in the order the start method prefers them (any gives the same state)
-STALE_KERNELS = ("rnea_stale", "rnea_stale_yamakita")
+STALE_KERNELS = tuple(_KERNEL_OF_SCHEME.values())
 
 
 def install(owner) -> None:

@@ -19,10 +19,16 @@ one period old). Schemes differ in which terms are stale (``STALE_SCHEMES``):
   (depth 1 link) and the torque of call k is computed from the forward sweep of call k − 1 —
   a one-period pipeline.
 
-Hamilton, Walker & Bennett's own choice of stale terms ("Parallel robot control using speculative
-computation", ICRA 1996, DOI 10.1109/ROBOT.1996.509233) is not implemented. Only the paper's
-abstract could be reached, and it does not say which terms are stale. We do not guess a
-published scheme (docs/control.md).
+* ``"hamilton"`` — speculate, then verify: Hamilton, Walker & Bennett, "Parallel robot control
+  using speculative computation" (ICRA 1996, DOI 10.1109/ROBOT.1996.509233), as far as its
+  abstract specifies it (the full text could not be reached; docs/control.md says what is theirs
+  and what is our choice). Each call runs Binder–Herzog's step on the previous call's data (the
+  speculation), then the same step once more at the same (q, v, a) on the values the speculation
+  just produced (the verification): one call equals two Binder–Herzog calls at one state. Bodies
+  up to two levels deep then have exact velocities and accelerations, and every body's data is
+  one level less stale. The second forward step overlaps the first force step: depth 3 links,
+  twice the work. The number of steps (two) is our choice; ``tree depth + 1`` of them would be
+  exact RNEA.
 
 The joint transforms X(q), the motion subspaces and each joint's own motion are always fresh
 (they depend on the joint alone). All quantities are in body coordinates as in
@@ -41,7 +47,12 @@ import numpy as np
 from .. import spatial as sp
 from ..model import RobotModel
 
-STALE_SCHEMES = ("binder_herzog", "yamakita")
+STALE_SCHEMES = ("binder_herzog", "yamakita", "hamilton")
+#: the generated kernel of each scheme (rbdgen.algorithms.stale declares them from this table)
+STALE_KERNELS = {"binder_herzog": "rnea_stale", "yamakita": "rnea_stale_yamakita", "hamilton": "rnea_stale_hamilton"}
+#: steps per call: the first on the previous call's data, each further one on the values the step
+#: before produced at the same (q, v, a)
+SWEEPS = {"binder_herzog": 1, "yamakita": 1, "hamilton": 2}
 
 
 @dataclass(frozen=True)
@@ -124,7 +135,7 @@ def _one(model: RobotModel, q, v, a, old: StaleState | None, scheme: str):
             if model.parent[i] >= 0:
                 f[model.parent[i]] += Xs[i].T @ fi
         else:
-            own = f_own[i] if scheme == "binder_herzog" else old.f_own[i]
+            own = f_own[i] if scheme != "yamakita" else old.f_own[i]
             fi = own + sum((Xs[c].T @ old.f[c] for c in model.children(i)), np.zeros(6))
         f[i] = fi
         tau[model.v_slice(i)] = Ss[i].T @ fi
@@ -143,13 +154,21 @@ def rnea_stale(model: RobotModel, q, v, a, state: StaleState | None = None, sche
         tau, st = rnea_stale(cm.tree, cm.expand_q(q), cm.expand_v(v), cm.expand_v(a), state, scheme)
         return np.asarray(tau) @ cm.G, st
     q, v, a, batch = _check(model, q, v, a, state, scheme)
+    def call(q, v, a, old):
+        if old is None:
+            return _one(model, q, v, a, None, scheme)
+        for _ in range(SWEEPS[scheme]):  # Hamilton: the step again on what the first produced
+            tau, p = _one(model, q, v, a, old, scheme)
+            old = StaleState(*p)
+        return tau, p
+
     if not batch:
-        tau, parts = _one(model, q, v, a, state, scheme)
+        tau, parts = call(q, v, a, state)
         return tau, StaleState(*parts)
     taus, parts = [], []
     for k in range(q.shape[0]):
         old = None if state is None else StaleState(state.v[k], state.a[k], state.f_own[k], state.f[k])
-        t, p = _one(model, q[k], v[k], a[k], old, scheme)
+        t, p = call(q[k], v[k], a[k], old)
         taus.append(t)
         parts.append(p)
     return np.stack(taus), StaleState(*(np.stack(x) for x in zip(*parts)))
