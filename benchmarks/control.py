@@ -113,16 +113,16 @@ ID_KERNELS = ctl.KERNEL_FOR
 HLS_CLOCK_MHZ, HLS_FIXED, HLS_BUDGETS = 250.0, (32, 16), (32, 64, 256)
 
 
-def latency_ratio(lat: dict, controller: str) -> int:
+def latency_ratio(lat: dict, controller: str) -> float:
     """The latency ratio the computation-bound comparison uses for a stale scheme: the FPGA
-    estimate's exact / stale latency (unbudgeted), rounded to a whole number ≥ 1 (the period
-    grid holds 2T and 3T for most of its T)."""
-    return max(1, round(lat["exact"]["hls"]["latency_ns"] / lat[controller]["hls"]["latency_ns"]))
+    estimate's exact / stale latency (unbudgeted), rounded to a half, at least 1 (the period grid
+    holds 1.5T, 2T, 2.5T and 3T for most of its T)."""
+    return max(1.0, round(2 * lat["exact"]["hls"]["latency_ns"] / lat[controller]["hls"]["latency_ns"]) / 2)
 
 
 def kernel_latencies(robot, cxx: str) -> dict:
     """Per controller: our CPU kernel's time for one state (C++ driver over a pool of 256 states,
-    benchmarks/run.py's, default portable -O3 build, median of rounds) and the HLS estimate of its
+    benchmarks/run.py's, rbdgen.build's default build for this machine, median of rounds) and the HLS estimate of its
     latency (ap_fixed<32,16>, 250 MHz: unbudgeted, and list-scheduled within a few DSP budgets;
     rbdgen/backends/hls_schedule.py — no synthesis tool has run these designs)."""
     from rbdgen import registry
@@ -277,7 +277,7 @@ def _rate(ns):
 def rates_markdown(res: dict) -> list:
     L = ["## What the shorter critical path buys", "",
          "The inverse dynamics' latency for one state, and the control rate it alone would allow (1 / latency). "
-         "CPU: our generated kernels, one state through the C++ driver (default portable -O3 build, this machine, "
+         "CPU: our generated kernels, one state through the C++ driver (rbdgen.build's default build, -march=native, this machine, "
          "median of 3 rounds). FPGA: rbdgen's HLS cost model, ap_fixed<32,16> at 250 MHz, latency-oriented "
          "(unbudgeted: every op its own operator when ready; and list-scheduled within a DSP budget) — an "
          "estimate, no synthesis tool has run these designs.", "",
@@ -294,7 +294,7 @@ def rates_markdown(res: dict) -> list:
     L += ["", "### When the latency sets the period: stale at T against exact at r·T, d = T", "",
           "Exact controller's max error at r·T ÷ the stale scheme's at T, both with the torque applied one "
           "period after the measurement (the computation takes the period); r: the FPGA estimate's exact ÷ stale "
-          "latency, rounded. > 1: the stale scheme, r× faster, tracks better; `div.`: the stale run diverged; "
+          "latency, rounded to a half. > 1: the stale scheme, r× faster, tracks better; `div.`: the stale run diverged; "
           "∞: only the exact run diverged.", ""]
     rows = res["computation_bound"]
     ts = sorted({t for r in rows for t in r["ratio"]}, key=float)
@@ -305,7 +305,7 @@ def rates_markdown(res: dict) -> list:
         for t in ts:
             v = r["ratio"].get(t, "")
             cells.append("" if v == "" else ("div." if v is None else ("∞" if v in (math.inf, "inf") else f"{v:.2f}")))
-        L.append(f"| {r['robot']} | {r['motion']} | {r['controller']} | {r['latency_ratio']} | " + " | ".join(cells) + " |")
+        L.append(f"| {r['robot']} | {r['motion']} | {r['controller']} | {r['latency_ratio']:g} | " + " | ".join(cells) + " |")
     L.append("")
     return L
 
