@@ -68,7 +68,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import reference as ref
-from .reference.stale import STALE_KERNELS, STALE_SCHEMES
+from .reference.stale import SCHEME_KERNELS, STALE_SCHEMES
 
 #: trajectory presets: base frequency in Hz
 SPEEDS = {"slow": 0.2, "fast": 1.0, "very fast": 2.5}
@@ -439,7 +439,7 @@ def _rk4(fd, q, v, tau, h):
 
 
 #: the generated kernel that computes each controller's inverse dynamics (rbdgen.registry)
-KERNEL_FOR = {"exact": "rnea", **STALE_KERNELS}
+KERNEL_FOR = {"exact": "rnea", **SCHEME_KERNELS}
 
 
 def kernel_inverse_dynamics(kern, controller: str):

@@ -9,7 +9,7 @@ import pytest
 
 from rbdgen import reference as ref
 from rbdgen.reference import STALE_SCHEMES, StaleState, rnea_stale
-from rbdgen.reference.stale import STALE_KERNELS, SWEEPS
+from rbdgen.reference.stale import SCHEME_KERNELS, SWEEPS
 
 from conftest import ROBOT_CASES, ROBOTS, load_case, random_state, relerr
 
@@ -126,7 +126,7 @@ def test_flat_state_round_trips():
 
 # ---- the generated kernels (kern.rnea_stale, kern.rnea_stale_yamakita, kern.rnea_stale_hamilton) --
 
-KERNEL_OF = STALE_KERNELS
+KERNEL_OF = SCHEME_KERNELS
 
 
 @pytest.fixture(scope="module")
@@ -195,9 +195,9 @@ def test_critical_path_depth_does_not_grow_with_the_number_of_links(capsys, tmp_
             if parts and parts[0] in ("rnea", *KERNEL_OF.values()):
                 depth[(parts[0], n)] = int(parts[col].split("/")[0])  # pruned/dense
     assert depth[("rnea", 24)] > 3 * depth[("rnea", 6)]
-    for k in KERNEL_OF.values():
+    for scheme, k in KERNEL_OF.items():
         assert depth[(k, 24)] == depth[(k, 6)], depth
-        assert depth[(k, 24)] < depth[("rnea", 6)] * SWEEPS[next(s for s, n in KERNEL_OF.items() if n == k)]
+        assert depth[(k, 24)] < depth[("rnea", 6)] * SWEEPS[scheme]
     assert depth[("rnea_stale_yamakita", 24)] < depth[("rnea_stale", 24)]  # buffered: no wait on the forward step
     # speculated, then verified: the verification's forward step waits for the speculation's (its
     # force step overlaps it), so deeper than one Binder–Herzog step, less than two

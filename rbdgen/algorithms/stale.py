@@ -10,8 +10,9 @@ The equations are :mod:`rbdgen.reference.stale`'s, one kernel per scheme:
   body's own force of the previous call too, so the backward step does not wait for the forward
   one. One link step deep.
 * ``rnea_stale_hamilton`` — Hamilton, Walker & Bennett's speculative computation as rbdgen reads
-  it (``scheme="hamilton"``): Binder–Herzog's steps on the previous call's data, then each step
-  once more on the values the first pass produced. Four link steps deep.
+  it (``scheme="hamilton"``): Binder–Herzog's step on the previous call's data, then the same step
+  once more at the same (q, v, a) on what the first produced (one call = two Binder–Herzog calls).
+  The second forward step overlaps the first force step: three link steps deep.
 
 Inputs ``q, v, a`` and ``stale``, the previous call's ``stale_next`` (per body ``[v, a, f_own,
 f]``, 24 values in body coordinates; :meth:`rbdgen.reference.StaleState.flat` is the layout).
@@ -179,13 +180,13 @@ _OUTS = (Arg("tau", ("nv",), "joint torques"),
 #: 30× (float32, rnea's bound) the measurement; the test suite holds every robot to them
 _FIXED = {(32, 16): 4e-4, (48, 24): 1e-6}
 
-#: how each scheme's one-line doc names it; the kernel names are ref.stale.STALE_KERNELS'.
+#: how each scheme's one-line doc names it; the kernel names are ref.stale.SCHEME_KERNELS'.
 #: gpu_shape "block": each pass's bodies are the block's lanes (the warp model: 2.6× and 2.9×
 #: on the iiwa's latency for Binder–Herzog and Yamakita, rnea 1.0×)
 _WHAT = {"binder_herzog": "Binder–Herzog's scheme", "yamakita": "Yamakita's buffered scheme",
          "hamilton": "speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them)"}
 #: kernel name → (scheme, how the one-line doc names it)
-KERNEL_SCHEMES = {ref.stale.STALE_KERNELS[s]: (s, _WHAT[s]) for s in ref.STALE_SCHEMES}
+KERNEL_SCHEMES = {ref.stale.SCHEME_KERNELS[s]: (s, _WHAT[s]) for s in ref.STALE_SCHEMES}
 for _name, (_scheme, _what) in KERNEL_SCHEMES.items():
     declare(_name, f"inverse dynamics τ with one call old neighbour data, {_what} (rbdgen.reference.rnea_stale, "
                    f"scheme='{_scheme}'); stale: the previous call's stale_next",

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference.stale import STALE_KERNELS as _KERNEL_OF_SCHEME
+from ..reference.stale import SCHEME_KERNELS
 
 #: the stale-data kernels, in the order the start method prefers them (any gives the same state)
-STALE_KERNELS = tuple(_KERNEL_OF_SCHEME.values())
+STALE_KERNELS = tuple(SCHEME_KERNELS.values())
 
 
 def install(owner) -> None:

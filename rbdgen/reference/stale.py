@@ -49,7 +49,7 @@ from ..model import RobotModel
 
 STALE_SCHEMES = ("binder_herzog", "yamakita", "hamilton")
 #: the generated kernel of each scheme (rbdgen.algorithms.stale declares them from this table)
-STALE_KERNELS = {"binder_herzog": "rnea_stale", "yamakita": "rnea_stale_yamakita", "hamilton": "rnea_stale_hamilton"}
+SCHEME_KERNELS = {"binder_herzog": "rnea_stale", "yamakita": "rnea_stale_yamakita", "hamilton": "rnea_stale_hamilton"}
 #: steps per call: the first on the previous call's data, each further one on the values the step
 #: before produced at the same (q, v, a)
 SWEEPS = {"binder_herzog": 1, "yamakita": 1, "hamilton": 2}
