@@ -11,10 +11,21 @@ from ..ir.graph import Graph, Value
 
 
 def dot(g: Graph, a, b) -> Value:
-    acc = g.const(0.0) if g.fold else None
+    if not g.fold:
+        acc = None
+        for x, y in zip(a, b):
+            t = x * y
+            acc = t if acc is None else acc + t
+        return acc
+    # folded, a product with a structural zero is zero and adding it returns the sum unchanged;
+    # skipping those pairs here builds the same graph without the calls (most pairs of a spatial
+    # product are such zeros)
+    acc = g.const(0.0)
     for x, y in zip(a, b):
-        t = x * y
-        acc = t if acc is None else acc + t
+        if (x.node.value == 0.0 if isinstance(x, Value) else x == 0.0) or \
+                (y.node.value == 0.0 if isinstance(y, Value) else y == 0.0):
+            continue
+        acc = acc + x * y
     return acc
 
 

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field, replace
 
 from .ops import COST_CLASSES, OPS
 
+#: ops whose operands the hash-consing key may order
+_COMMUTATIVE = frozenset(name for name, o in OPS.items() if o.commutative)
+
 
 @dataclass(frozen=True)
 class Block:
@@ -118,12 +121,17 @@ class Graph:
         self.block = Block("setup")
 
     # ---- leaves ----------------------------------------------------------------------------
-    def _new(self, op, args=(), **kw) -> Node:
-        n = Node(len(self.nodes), op, args, block=self.block, **kw)
+    def _new(self, op, args=(), value=None, name=None, index=None) -> Node:
+        n = Node(len(self.nodes), op, args, value, self.block, name, index)
         self.nodes.append(n)
         return n
 
     def const(self, x) -> Value:
+        # fast path: a constant seen before (−0.0 finds 0.0's node: they compare and hash equal;
+        # NaN and ±inf are never stored, so they take the checks below)
+        n = self._consts.get(x)
+        if n is not None:
+            return Value(self, n)
         x = float(x)
         if not math.isfinite(x):
             from ..errors import BuildError
@@ -151,73 +159,99 @@ class Graph:
         return x if isinstance(x, Value) else self.const(x)
 
     # ---- operations --------------------------------------------------------------------------
+    # The tracer calls these a few million times for a humanoid, so they are written for speed:
+    # a node's ``value`` is None unless it is a constant, binary ops (all but ``neg``) take a
+    # path of their own, and the hash-consing key is built without a generator. The rules are
+    # the ones listed in the module doc; test_ir checks the folded graph against the dense one.
     def op(self, op: str, *args: Value) -> Value:
-        if self.fold:
-            r = self._simplify(op, args)
+        if not self.fold:
+            return Value(self, self._new(op, tuple(a.node for a in args)))
+        if len(args) == 2:
+            a, b = args
+            an, bn = a.node, b.node
+            r = self._simplify2(op, a, b, an, bn, an.value, bn.value)
             if r is not None:
                 return r
-            if OPS[op].commutative and args[0].node.id > args[1].node.id:
-                args = (args[1], args[0])
-            key = (op,) + tuple(a.node.id for a in args)
+            if op in _COMMUTATIVE and an.id > bn.id:
+                an, bn = bn, an
+            key = (op, an.id, bn.id)
             n = self._memo.get(key)
             if n is None:
-                n = self._new(op, tuple(a.node for a in args))
+                n = self._new(op, (an, bn))
                 self._memo[key] = n
             return Value(self, n)
-        return Value(self, self._new(op, tuple(a.node for a in args)))
+        r = self._simplify(op, args)
+        if r is not None:
+            return r
+        key = (op,) + tuple(a.node.id for a in args)
+        n = self._memo.get(key)
+        if n is None:
+            n = self._new(op, tuple(a.node for a in args))
+            self._memo[key] = n
+        return Value(self, n)
+
+    def _simplify2(self, op, a, b, an, bn, ca, cb):
+        """The folding rules of a binary op; ``ca``/``cb``: the operands' constants or None."""
+        if ca is not None and cb is not None:
+            return self.const(OPS[op].fold(ca, cb))
+        if op == "mul":
+            if ca is not None:
+                if ca == 0.0:
+                    return self.const(0.0)
+                if ca == 1.0:
+                    return b
+                if ca == -1.0:
+                    return self.op("neg", b)
+            elif cb is not None:
+                if cb == 0.0:
+                    return self.const(0.0)
+                if cb == 1.0:
+                    return a
+                if cb == -1.0:
+                    return self.op("neg", a)
+            # pull negations out so −a·b and a·(−b) share a node
+            if an.op == "neg":
+                if bn.op == "neg":
+                    return self.op("mul", Value(self, an.args[0]), Value(self, bn.args[0]))
+                return self.op("neg", self.op("mul", Value(self, an.args[0]), b))
+            if bn.op == "neg":
+                return self.op("neg", self.op("mul", a, Value(self, bn.args[0])))
+        elif op == "add":
+            if ca == 0.0:
+                return b
+            if cb == 0.0:
+                return a
+            if bn.op == "neg":
+                return self.op("sub", a, Value(self, bn.args[0]))
+            if an.op == "neg":
+                return self.op("sub", b, Value(self, an.args[0]))
+        elif op == "sub":
+            if cb == 0.0:
+                return a
+            if ca == 0.0:
+                return self.op("neg", b)
+            if an is bn:
+                return self.const(0.0)
+            if bn.op == "neg":
+                return self.op("add", a, Value(self, bn.args[0]))
+        elif op == "div":
+            if cb == 1.0:
+                return a
+            if ca == 0.0:
+                return self.const(0.0)
+            if cb == 0.0:
+                raise ZeroDivisionError("structural division by zero while tracing a kernel")
+        return None
 
     def _simplify(self, op, args):
-        cs = [a.const for a in args]
+        """The folding rules of ops with other than two operands (``neg``)."""
+        cs = [a.node.value for a in args]
         if all(c is not None for c in cs):
             return self.const(OPS[op].fold(*cs))
-        if op == "mul":
-            a, b = args
-            for x, y, c in ((a, b, cs[0]), (b, a, cs[1])):
-                if c == 0.0:
-                    return self.const(0.0)
-                if c == 1.0:
-                    return y
-                if c == -1.0:
-                    return self.op("neg", y)
-            # pull negations out so −a·b and a·(−b) share a node
-            if a.node.op == "neg" and b.node.op == "neg":
-                return self.op("mul", Value(self, a.node.args[0]), Value(self, b.node.args[0]))
-            if a.node.op == "neg":
-                return self.op("neg", self.op("mul", Value(self, a.node.args[0]), b))
-            if b.node.op == "neg":
-                return self.op("neg", self.op("mul", a, Value(self, b.node.args[0])))
-        elif op == "add":
-            a, b = args
-            if cs[0] == 0.0:
-                return b
-            if cs[1] == 0.0:
-                return a
-            if b.node.op == "neg":
-                return self.op("sub", a, Value(self, b.node.args[0]))
-            if a.node.op == "neg":
-                return self.op("sub", b, Value(self, a.node.args[0]))
-        elif op == "sub":
-            a, b = args
-            if cs[1] == 0.0:
-                return a
-            if cs[0] == 0.0:
-                return self.op("neg", b)
-            if a.node is b.node:
-                return self.const(0.0)
-            if b.node.op == "neg":
-                return self.op("add", a, Value(self, b.node.args[0]))
-        elif op == "neg":
+        if op == "neg":
             (a,) = args
             if a.node.op == "neg":
                 return Value(self, a.node.args[0])
-        elif op == "div":
-            a, b = args
-            if cs[1] == 1.0:
-                return a
-            if cs[0] == 0.0:
-                return self.const(0.0)
-            if cs[1] == 0.0:
-                raise ZeroDivisionError("structural division by zero while tracing a kernel")
         return None
 
 
