@@ -62,8 +62,16 @@ def _build(case, dtype="float64"):
     if key not in _built:
         kernels = CASES[case][2] if dtype == "float64" else F32_KERNELS
         _built[key] = rbdgen.build(_model(case), target="cuda", dtype=dtype, kernels=kernels, opt="-O1",
-                                   arch=ARCHS, werror=True)
+                                   arch=_archs(case), werror=True)
     return _built[key]
+
+
+def _archs(case):
+    """The iiwa's builds carry device code for two architectures (the multi-architecture build is
+    checked on them); the bigger robots', only emulated here, one: each architecture is a device
+    compile (cicc + ptxas) of every kernel, 40 % of the build, and the quadruped's device code is
+    compiled for sm_90 once more by the resource report (test_cli_inspect_cost_cuda_…)."""
+    return ARCHS if case == "iiwa14-fixed" else ARCHS.split(",")[-1]
 
 
 def _errors(kern, model, dtype):
@@ -74,7 +82,7 @@ def _errors(kern, model, dtype):
 @pytest.mark.parametrize("case", list(CASES))
 def test_emulated_float64_matches_reference(case, shape):
     kern = _build(case)
-    assert kern.archs == ("80", "90")
+    assert kern.archs == tuple(_archs(case).split(","))
     errs = _errors(kern.emulated(shape), _model(case), np.float64)
     assert set(errs) == set(CASES[case][2])
     bad = {k: e for k, e in errs.items() if not e <= TOL64}
