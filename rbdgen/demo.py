@@ -33,7 +33,9 @@ def _time_per_call(f, budget=0.15):
         n *= 4
 
 
-def run_demo() -> None:
+def run_demo(opt: str = "-O3", kernels=None) -> None:
+    """``make demo``: build the iiwa14's kernels (all of them, -O3), validate and time them.
+    ``opt`` and ``kernels`` are passed to :func:`rbdgen.build` (the tests take a cheaper build)."""
     from . import build, robots
     from .algorithms import trace
 
@@ -42,13 +44,13 @@ def run_demo() -> None:
     click.echo(f"== {model.name}: {model.nb} bodies, nq={model.nq}, nv={model.nv}, fixed base, "
                f"{model.total_mass:.2f} kg ({len(model.merged_fixed)} fixed joint merged) — {robots.path('iiwa14')}")
 
-    click.echo("\n-- generating and compiling C++ kernels (g++ -O3, cached after the first run) ...")
+    click.echo(f"\n-- generating and compiling C++ kernels (g++ {opt}, cached after the first run) ...")
     t1 = time.perf_counter()
-    kern = build(model, progress=lambda msg: click.echo(f"   {msg}"))
+    kern = build(model, kernels=kernels, opt=opt, progress=lambda msg: click.echo(f"   {msg}"))
     click.echo(f"   ready in {time.perf_counter() - t1:.1f} s: {kern.path}")
 
     click.echo("\n-- validation on 64 random states, batch and single state (max relative error)")
-    rows = validate(model, compiled=kern, states=64)
+    rows = validate(model, compiled=kern, kernels=kern.kernels, states=64)
     w = max([17] + [len(r.kernel) for r in rows])
     click.echo(f"   {'kernel':<{w}} {'ops pruned':>10} {'ops dense':>10} {'saved':>6}  {'vs reference':>12} {'vs Pinocchio':>12}")
     for r in rows:
