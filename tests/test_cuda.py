@@ -42,7 +42,10 @@ ARCHS = "80,90"
 N = 37  # not a multiple of any block's state count: full blocks and a partial one
 CASES = {
     "iiwa14-fixed": ("iiwa14", False, KERNELS),
-    "quadruped-floating": ("quadruped", True, KERNELS),
+    # the stale-data kernels are rnea's steps on last call's values: emulated on the iiwa; the
+    # quadruped's device code of every kernel, theirs included, goes through ptxas in
+    # test_cli_inspect_cost_cuda_reports_the_schedule
+    "quadruped-floating": ("quadruped", True, tuple(k for k in KERNELS if not k.startswith("rnea_stale"))),
     # nle and gravity are rnea with fewer inputs; the humanoid's derivatives take minutes
     "talos_reduced-floating": ("talos_reduced", True, ("rnea", "crba", "aba", "minv")),
 }
@@ -61,7 +64,8 @@ def _build(case, dtype="float64"):
     key = (case, dtype)
     if key not in _built:
         kernels = CASES[case][2] if dtype == "float64" else F32_KERNELS
-        _built[key] = rbdgen.build(_model(case), target="cuda", dtype=dtype, kernels=kernels, opt="-O1",
+        # -O0: nvcc's -O is the host code's level (the emulation runs 37 states), not the device's
+        _built[key] = rbdgen.build(_model(case), target="cuda", dtype=dtype, kernels=kernels, opt="-O0",
                                    arch=_archs(case), werror=True)
     return _built[key]
 
