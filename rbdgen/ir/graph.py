@@ -195,20 +195,14 @@ class Graph:
         if ca is not None and cb is not None:
             return self.const(OPS[op].fold(ca, cb))
         if op == "mul":
-            if ca is not None:
-                if ca == 0.0:
+            c, y = (ca, b) if ca is not None else (cb, a)  # at most one operand is a constant here
+            if c is not None:
+                if c == 0.0:
                     return self.const(0.0)
-                if ca == 1.0:
-                    return b
-                if ca == -1.0:
-                    return self.op("neg", b)
-            elif cb is not None:
-                if cb == 0.0:
-                    return self.const(0.0)
-                if cb == 1.0:
-                    return a
-                if cb == -1.0:
-                    return self.op("neg", a)
+                if c == 1.0:
+                    return y
+                if c == -1.0:
+                    return self.op("neg", y)
             # pull negations out so −a·b and a·(−b) share a node
             if an.op == "neg":
                 if bn.op == "neg":
