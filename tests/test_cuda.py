@@ -42,10 +42,9 @@ ARCHS = "80,90"
 N = 37  # not a multiple of any block's state count: full blocks and a partial one
 CASES = {
     "iiwa14-fixed": ("iiwa14", False, KERNELS),
-    # the stale-data kernels are rnea's steps on last call's values: emulated on the iiwa; the
-    # quadruped's device code of every kernel, theirs included, goes through ptxas in
-    # test_cli_inspect_cost_cuda_reports_the_schedule
-    "quadruped-floating": ("quadruped", True, tuple(k for k in KERNELS if not k.startswith("rnea_stale"))),
+    # every kernel: the build leaves ptxas's report of each source in the cache, which
+    # test_cli_inspect_cost_cuda_reports_the_schedule then reads instead of compiling again
+    "quadruped-floating": ("quadruped", True, KERNELS),
     # nle and gravity are rnea with fewer inputs; the humanoid's derivatives take minutes
     "talos_reduced-floating": ("talos_reduced", True, ("rnea", "crba", "aba", "minv")),
 }
@@ -651,12 +650,18 @@ sys.exit(1)
 
 def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):
     """The schedule figures are the scheduler's, re-derived here from the IR: statements are the
-    kernel's op nodes, and the critical path can be no shorter than total / threads."""
+    kernel's op nodes, and the critical path can be no shorter than total / threads. The
+    resource report reads the ptxas reports the build of these kernels left: nothing is
+    compiled again (the progress lines would name each source ptxas ran on)."""
     robot = next(r for r in ROBOTS if r.name == "quadruped")
     model = load_case(robot, True)
+    assert _model("quadruped-floating").frames == model.frames
+    _build("quadruped-floating")  # every kernel, sm_90 (shared with the emulation tests)
     rc, out, err = run_main(capsys, "inspect", robot.path, "--floating-base", "--frames", ",".join(model.frames),
-                            "--cost", "--target", "cuda", "-q")
+                            "--cost", "--target", "cuda")
     assert rc == 0, err
+    compiled = [ln for ln in (out + err).splitlines() if ln.startswith("rbdgen: ptxas -v")]
+    assert not compiled, compiled[:3]
     lines = out.splitlines()
     top = next(i for i, ln in enumerate(lines) if ln.startswith("kernel") and "statements" in ln) + 2
     rows = {ln.split()[0]: ln.split() for ln in lines[top:top + len(KERNELS)]}

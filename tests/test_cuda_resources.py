@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import rbdgen
 from rbdgen import registry
 from rbdgen.backends import cuda as cu
-from rbdgen.backends.cuda_resources import H100, A100, kernel_resources, occupancy, parse_ptxas
+from rbdgen.backends.cuda_resources import H100, A100, kernel_resources, occupancy, parse_ptxas, split_by_arch
 from rbdgen.backends.printer import _share_slots
 from rbdgen.ir.schedule import level_schedule
 
@@ -43,7 +43,9 @@ _rows: dict = {}
 
 def _report():
     if "iiwa" not in _rows:
-        gen = cu.generate_cuda(_iiwa())
+        # float64 only, like the CUDA builds of tests/test_cuda.py: the same sources, so their
+        # ptxas reports (left in the cache by whichever ran first) serve both
+        gen = cu.generate_cuda(_iiwa(), dtypes=("float64",))
         _rows["iiwa"] = (gen, {(r["kernel"], r["shape"]): r for r in kernel_resources(gen)})
     return _rows["iiwa"]
 
@@ -146,6 +148,53 @@ ptxas info    : Function properties for _ZN1a4k_s0IdEEvi
         (True, 48, 40, 8, 56, 16)
     s = f["_ZN1a4k_s0IdEEvi"]
     assert (s.entry, s.stack, s.spill_stores) == (False, 16, 4)
+
+
+def test_split_by_arch_gives_each_architecture_its_own_run():
+    """One nvcc command with two -gencode targets prints two ptxas runs; each architecture gets
+    its entries and the callees listed after them, whether or not a run opens with a gmem line."""
+    run = lambda arch, regs: (f"ptxas info    : Compiling entry function '_Z1kPd' for 'sm_{arch}'\n"
+                              "ptxas info    : Function properties for _Z1kPd\n"
+                              "    40 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+                              f"ptxas info    : Used {regs} registers, used 0 barriers, 40 bytes cumulative stack size\n"
+                              "ptxas info    : Function properties for __internal_trig_reduction_slowpathd\n"
+                              f"    {arch} bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n")
+    for gmem in ("ptxas info    : 272 bytes gmem, 16 bytes cmem[4]\n", ""):
+        parts = split_by_arch(gmem + run("80", 28) + gmem + run("90", 30))
+        assert set(parts) == {"80", "90"}
+        for arch, regs in (("80", 28), ("90", 30)):
+            f = parse_ptxas(parts[arch])
+            assert f["_Z1kPd"].registers == regs and f["_Z1kPd"].entry
+            assert f["__internal_trig_reduction_slowpathd"].stack == int(arch)
+            assert parts[arch].startswith(gmem) and f"sm_{'90' if arch == '80' else '80'}" not in parts[arch]
+
+
+def test_report_reads_what_the_build_left_and_equals_its_own_compile(tmp_path, monkeypatch):
+    """A CUDA build (two architectures) leaves ptxas's report of each source in the cache; the
+    resource report for either GPU then compiles nothing (nvcc refused here) and gives the figures
+    a report of its own (an empty cache: nvcc -cubin) gives."""
+    from rbdgen.backends import cuda_resources as cr
+    from rbdgen.jit import compiler
+
+    model, kernels = _iiwa(), ("gravity", "minv")
+    gen = cu.generate_cuda(model, kernels=kernels)
+    monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "fresh"))
+    own = {g.arch: kernel_resources(gen, gpu=g) for g in (H100, A100)}
+    monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "built"))
+    rbdgen.build(model, target="cuda", kernels=kernels, opt="-O0", arch="80,90")
+
+    def refuse(cmd):
+        raise AssertionError(f"compiled again: {cmd}")
+
+    monkeypatch.setattr(compiler, "run_compiler", refuse)
+    for g in (H100, A100):
+        assert kernel_resources(gen, gpu=g) == own[g.arch], g.name
+    # a changed source is another key: compiled again, not served from the build's report
+    other = dict(gen.files)
+    src = gen.kernels["minv"]["float64"]["source"]
+    other[src] = other[src] + "\n// changed\n"
+    with pytest.raises(AssertionError, match="compiled again"):
+        cr.ptxas_reports(other, [src], arch="90")
 
 
 # ---- the warp model ----------------------------------------------------------------------------

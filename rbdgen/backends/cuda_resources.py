@@ -30,7 +30,6 @@ memory per thread or lose occupancy shows on a machine without a GPU.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -146,26 +145,102 @@ def parse_ptxas(text: str) -> dict:
     return {k: FunctionResources(**v) for k, v in funcs.items()}
 
 
-def ptxas_flags(arch: str, opt: str = "-O3") -> list[str]:
-    return ["-std=c++17", opt, "-cubin", f"-arch=sm_{arch}", "-Xptxas", "-v"]
+#: what both a report's cubin and a build's objects are compiled with that reaches the device
+#: code; nvcc's ``-O`` is the host compiler's level (a cubin has no host code), so it is not here
+DEVICE_FLAGS = ("-std=c++17",)
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+_SECTION_ARCH = re.compile(r"Compiling entry function '[^']+' for 'sm_(\d+)'")
+
+
+def ptxas_flags(arch: str) -> list[str]:
+    return [*DEVICE_FLAGS, "-cubin", f"-arch=sm_{arch}", "-Xptxas", "-v"]
+
+
+def _closure(files: dict, src: str) -> dict:
+    """``src`` and the generated headers it includes, directly or through another."""
+    seen: dict = {}
+    todo = [src]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in files:
+            continue
+        seen[name] = files[name]
+        todo.extend(_INCLUDE.findall(files[name]))
+    return seen
+
+
+def _report_path(files: dict, src: str, arch: str, nvcc: str) -> Path:
+    """Where ptxas's report of one source for ``sm_<arch>`` is cached: keyed by the text of the
+    source and of every header it includes, the device flags, the architecture and nvcc — the
+    same key whether the report's own cubin or a build of the library produced it."""
+    from ..jit.compiler import cache_dir, content_key
+
+    return cache_dir() / f"ptxas-{content_key(_closure(files, src), [*DEVICE_FLAGS, f'sm_{arch}'], nvcc)}.txt"
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache we cannot write only costs time
+
+
+def split_by_arch(text: str) -> dict:
+    """One nvcc command's ``-Xptxas -v`` output for several ``-gencode`` targets → {arch: its
+    part}. ptxas runs once per architecture, one after the other; each run's lines start with its
+    "N bytes gmem" line (when there are globals) and name the architecture on every entry
+    function; the callees' lines follow the entries of their run."""
+    parts: dict = {}
+    arch, pending = None, []
+    for line in text.splitlines(keepends=True):
+        m = _SECTION_ARCH.search(line)
+        if m and m.group(1) != arch:
+            arch = m.group(1)
+            parts[arch] = parts.get(arch, "") + "".join(pending)
+            pending = []
+        if "bytes gmem" in line and "Compiling" not in line:
+            if arch is not None:
+                parts[arch] += "".join(pending)
+            pending, arch = [line], None  # the next run's first line; its arch comes with its entry
+            continue
+        if arch is None:
+            pending.append(line)
+        else:
+            parts[arch] += line
+    return parts
+
+
+def record_build_reports(files: dict, src: str, text: str, nvcc: str) -> None:
+    """Keep the ptxas report a library build printed for ``src`` (compiled with ``-Xptxas -v``),
+    for every architecture it was compiled for, where :func:`ptxas_reports` looks first: the
+    resource report of a robot whose CUDA kernels were built costs no second device compile."""
+    for arch, part in split_by_arch(text).items():
+        if _ENTRY.search(part):
+            _write(_report_path(files, src, arch, nvcc), part)
 
 
 def ptxas_reports(files: dict, sources: list, *, arch: str = "90", nvcc: str | None = None, opt: str = "-O3",
                   progress=None) -> dict:
     """Compile each of ``sources`` (names in ``files``, headers beside them) to a cubin for
-    ``sm_<arch>`` with ``-Xptxas -v``; returns {source: {name: FunctionResources}}. Results are
-    cached by content (the compile cache folder), like the kernels themselves."""
-    from ..jit.compiler import cache_dir, content_key, run_compiler
+    ``sm_<arch>`` with ``-Xptxas -v``; returns {source: {name: FunctionResources}}. Each source's
+    report is cached by content (the compile cache folder), and a CUDA build of the same source
+    leaves its report there too (:func:`record_build_reports`). ``opt`` is accepted for the
+    callers' symmetry with the builds; nvcc's ``-O`` does not reach the device code."""
+    from ..jit.compiler import run_compiler
     from ..jit.cuda import find_nvcc
 
     nvcc = find_nvcc(nvcc)
-    flags = ptxas_flags(arch, opt)
-    cache = cache_dir() / f"ptxas-{content_key(files, flags, nvcc)}.json"
+    flags = ptxas_flags(arch)
     texts: dict = {}
-    try:
-        texts = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        texts = {}
+    for s in sources:
+        try:
+            texts[s] = _report_path(files, s, arch, nvcc).read_text()
+        except OSError:
+            pass
     todo = [s for s in sources if s not in texts]
     if todo:
         with tempfile.TemporaryDirectory(prefix="rbdgen-ptxas-") as tmp:
@@ -180,17 +255,11 @@ def ptxas_reports(files: dict, sources: list, *, arch: str = "90", nvcc: str | N
                 if r.returncode != 0:
                     msg = (r.stderr or r.stdout).strip().splitlines()
                     raise BuildError(f"nvcc failed on {src}: " + " | ".join(msg[:5]))
+                _write(_report_path(files, src, arch, nvcc), r.stdout + r.stderr)
                 return src, r.stdout + r.stderr
 
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as ex:
                 texts.update(dict(ex.map(one, todo)))
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmpf = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmpf.write_text(json.dumps(texts))
-            os.replace(tmpf, cache)
-        except OSError:
-            pass  # a cache we cannot write only costs time
     return {s: parse_ptxas(texts[s]) for s in sources}
 
 

@@ -224,10 +224,12 @@ def content_key(files: dict, flags: list[str], cxx: str, source_flags: dict | No
 
 
 def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
-                  progress=None, jobs: int | None = None, source_flags: dict | None = None) -> Path:
+                  progress=None, jobs: int | None = None, source_flags: dict | None = None,
+                  on_output=None) -> Path:
     """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path.
     ``source_flags`` maps a source to the flags it is compiled with instead of ``flags`` (which
-    also link the library)."""
+    also link the library). ``on_output(source, text)`` receives what the compiler printed for
+    each source it compiled successfully (not called on a cache hit)."""
     cxx = find_cxx(cxx)
     source_flags = {k: list(v) for k, v in (source_flags or {}).items() if list(v) != list(flags)}
     key = content_key(files, flags, cxx, source_flags)
@@ -258,6 +260,8 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
                 if r.returncode != 0:
                     msg = (r.stderr or r.stdout).strip().splitlines()
                     raise BuildError(f"{Path(cxx).name} failed on {src}: " + " | ".join(msg[:5]))
+                if on_output is not None:
+                    on_output(src, r.stdout + r.stderr)
                 return obj
 
             # longest first (by source size), so that the biggest translation unit does not start

@@ -118,8 +118,12 @@ def parse_archs(arch) -> tuple:
 
 def nvcc_flags(archs, opt: str = "-O3", werror: bool = False) -> list[str]:
     """Device code for each architecture plus PTX of the newest, which the driver can compile
-    for GPUs newer than any listed."""
-    flags = ["-std=c++17", opt, "-Xcompiler", "-fPIC,-Wall,-Wextra" + (",-Werror" if werror else "")]
+    for GPUs newer than any listed. ptxas prints its resource report (``-Xptxas -v``), which the
+    build keeps for ``rbdgen inspect --cost --target cuda``."""
+    from ..backends.cuda_resources import DEVICE_FLAGS
+
+    flags = [*DEVICE_FLAGS, opt, "-Xcompiler", "-fPIC,-Wall,-Wextra" + (",-Werror" if werror else ""),
+             "-Xptxas", "-v"]
     if werror:
         flags += ["--Werror", "all-warnings"]
     for a in archs:
@@ -132,12 +136,13 @@ def compile_and_load(files: dict, sources: list, libname: str, model, prefix: st
                      arch=None, opt: str = "-O3", nvcc: str | None = None, werror: bool = False, progress=None):
     """nvcc ``sources`` (cached like the CPU kernels) and load them: what :func:`rbdgen.build`
     and :func:`rbdgen.generate.load_package` share for the CUDA target."""
+    from ..backends.cuda_resources import record_build_reports
     from .compiler import build_library
 
     nvcc = find_nvcc(nvcc)
     archs = parse_archs(arch)
     lib = build_library(files, sources, libname, nvcc_flags(archs, opt=opt, werror=werror), cxx=nvcc,
-                        progress=progress)
+                        progress=progress, on_output=lambda src, text: record_build_reports(files, src, text, nvcc))
     return CudaKernels(lib, model, prefix, dtype, info, archs)
 
 
