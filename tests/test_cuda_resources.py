@@ -80,9 +80,17 @@ def test_thread_shape_local_memory_within_bounds():
 
 
 def test_occupancy_of_rnea_and_aba_and_shared_memory_agrees_with_the_generator():
+    """The cheap kernels' thread shapes hold ≥ 16 warps an SM (25 %), or ≥ 12 (18.75 %, at most
+    168 registers) where the thread keeps its whole state in registers (no local memory beyond
+    libdevice's 40 bytes). The second case is a trade, not a loss: iiwa's minv went from 126
+    registers + 640 B of local scratch to 166 registers and none when ABA's articulated inertias
+    got their exact zeros (its live values did not grow; they left local memory), as the floating
+    quadruped's crba thread shape already was. Which of the two runs faster is for a GPU to say
+    (issue 11's note); a kernel that loses occupancy *and* keeps local memory fails here."""
     gen, rows = _report()
     for k in ("rnea", "aba", "nle", "crba", "minv"):
-        assert rows[(k, "thread")]["occupancy"] >= 0.25, (k, rows[(k, "thread")])
+        r = rows[(k, "thread")]
+        assert r["occupancy"] >= 0.25 or (r["occupancy"] >= 0.1875 and r["local_bytes"] <= 64), (k, r)
     for (k, shape), r in rows.items():
         info = gen.kernels[k]["float64"]
         want = info["thread_tile_bytes"] if shape == "thread" else info["block_shared_bytes"]
@@ -263,21 +271,21 @@ def test_cli_report_needs_a_known_architecture(capsys):
 # ---- a kernel whose thread shape would need too much local memory -------------------------------
 
 def test_thread_shape_refused_above_the_local_memory_limit(monkeypatch):
-    """With the limit below minv's per-thread scratch, minv gets no thread shape: the sources
+    """With the limit below aba's per-thread scratch, aba gets no thread shape: the sources
     still compile with every warning an error, shape='thread' is a clear error, the default
     and the block shape run (emulated) and match the reference."""
     from conftest import TOL64, kernel_args, kernel_err, random_state, ref_out
 
     monkeypatch.setattr(cu, "THREAD_LOCAL_LIMIT", 0)
     model = _iiwa()
-    kern = rbdgen.build(model, target="cuda", kernels=("minv",), opt="-O1", arch="90", werror=True)
-    assert kern.info["minv"]["thread_shape"] is False and kern.info["minv"]["default_shape"] == "block"
+    kern = rbdgen.build(model, target="cuda", kernels=("aba",), opt="-O1", arch="90", werror=True)
+    assert kern.info["aba"]["thread_shape"] is False and kern.info["aba"]["default_shape"] == "block"
     with pytest.raises(ValueError, match="no thread shape"):
-        kern.emulated("thread").minv(np.zeros(model.nq))
+        kern.emulated("thread").aba(np.zeros(model.nq), np.zeros(model.nv), np.zeros(model.nv))
     with pytest.raises(ValueError, match="no thread shape"):
-        kern.minv(np.zeros(model.nq), shape="thread")
+        kern.aba(np.zeros(model.nq), np.zeros(model.nv), np.zeros(model.nv), shape="thread")
     q, v, a, tau = random_state(model, seed=3, n=5)
-    args = kernel_args("minv", q, v, a, tau)
-    exp = ref_out(model, "minv", *args)
+    args = kernel_args("aba", q, v, a, tau)
+    exp = ref_out(model, "aba", *args)
     for emu in (kern.emulated("block"), kern.emulated("default")):
-        assert kernel_err(emu.minv(*args), exp) <= TOL64
+        assert kernel_err(emu.aba(*args), exp) <= TOL64

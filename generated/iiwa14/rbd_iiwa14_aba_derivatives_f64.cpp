@@ -102,8 +102,8 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 
 // ======================================================================================
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
-// ops: 4054 mul, 3755 add/sub, 6 div, 12 sin/cos; critical path 163 ops
-// 7701 statements in 11 parts, 491 scalars of scratch
+// ops: 3978 mul, 3671 add/sub, 6 div, 12 sin/cos; critical path 161 ops
+// 7482 statements in 11 parts, 479 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_aba_derivatives_parts0_f64.cpp, rbd_iiwa14_aba_derivatives_parts1_f64.cpp
 template <typename S>
@@ -149,7 +149,7 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
     // rows 0..6 of dtau_dq: nonzero in columns [1, 7)
     for (int l = 0; l < 7; ++l) {
       const S s = dqdd_dtau[i * 7 + l];
-      for (int j = 1; j < 7; ++j) o[j] -= s * (w + 393)[l * 7 + j];
+      for (int j = 1; j < 7; ++j) o[j] -= s * (w + 381)[l * 7 + j];
     }
   }
   // ---- dqdd_dv = −dqdd_dtau · dtau_dv (looped, inner loops contiguous so they vectorise; dtau_dv has no structural zeros)
@@ -158,7 +158,7 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
     for (int j = 0; j < 7; ++j) o[j] = S{};
     for (int l = 0; l < 7; ++l) {
       const S s = dqdd_dtau[i * 7 + l];
-      for (int j = 0; j < 7; ++j) o[j] -= s * (w + 442)[l * 7 + j];
+      for (int j = 0; j < 7; ++j) o[j] -= s * (w + 430)[l * 7 + j];
     }
   }
 }
@@ -168,7 +168,7 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
 extern "C" {
 
 void rbd_iiwa14_aba_derivatives_f64(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau) {
-  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(491);
+  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(479);
   rbd_iiwa14_f64::aba_derivatives<double>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w.data());
 }
 
@@ -178,9 +178,9 @@ int rbd_iiwa14_aba_derivatives_f64_lanes(void) { return rbd_iiwa14_f64::LANES; }
 void rbd_iiwa14_aba_derivatives_f64_batch(long n, const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = n / LANES;
-#pragma omp parallel if (n * 7827L >= 200000L)
+#pragma omp parallel if (n * 7667L >= 200000L)
   {
-    rbd_buf<vec_t> buf(659);
+    rbd_buf<vec_t> buf(647);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
     vec_t* tau_v = buf.data() + 14;

@@ -102,8 +102,8 @@ static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __r
 
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
-// ops: 3071 mul, 2490 add/sub, 14 div, 24 sin/cos; critical path 96 ops
-// 6552 statements in 10 parts, 185 scalars of scratch
+// ops: 2919 mul, 2318 add/sub, 14 div, 24 sin/cos; critical path 95 ops
+// 6178 statements in 9 parts, 195 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_quadruped_minv_parts0_f64.cpp, rbd_quadruped_minv_parts1_f64.cpp
 template <typename S>
@@ -124,8 +124,6 @@ template <typename S>
 __attribute__((visibility("hidden"))) void minv_part7([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w);
 template <typename S>
 __attribute__((visibility("hidden"))) void minv_part8([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w);
-template <typename S>
-__attribute__((visibility("hidden"))) void minv_part9([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w);
 
 template <typename S>
 static inline void minv(const S* __restrict q, S* __restrict Minv, S* __restrict w) {
@@ -138,7 +136,6 @@ static inline void minv(const S* __restrict q, S* __restrict Minv, S* __restrict
   minv_part6<S>(q, Minv, w);
   minv_part7<S>(q, Minv, w);
   minv_part8<S>(q, Minv, w);
-  minv_part9<S>(q, Minv, w);
 }
 
 }  // namespace rbd_quadruped_f64
@@ -146,7 +143,7 @@ static inline void minv(const S* __restrict q, S* __restrict Minv, S* __restrict
 extern "C" {
 
 void rbd_quadruped_minv_f64(const double* q, double* Minv) {
-  static thread_local rbd_quadruped_f64::rbd_buf<double> w(185);
+  static thread_local rbd_quadruped_f64::rbd_buf<double> w(195);
   rbd_quadruped_f64::minv<double>(q, Minv, w.data());
 }
 
@@ -156,9 +153,9 @@ int rbd_quadruped_minv_f64_lanes(void) { return rbd_quadruped_f64::LANES; }
 void rbd_quadruped_minv_f64_batch(long n, const double* q, double* Minv) {
   using namespace rbd_quadruped_f64;
   const long nblocks = n / LANES;
-#pragma omp parallel if (n * 5599L >= 200000L)
+#pragma omp parallel if (n * 5275L >= 200000L)
   {
-    rbd_buf<vec_t> buf(528);
+    rbd_buf<vec_t> buf(538);
     vec_t* q_v = buf.data() + 0;
     vec_t* Minv_v = buf.data() + 19;
     vec_t* w_v = buf.data() + 343;

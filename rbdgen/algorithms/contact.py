@@ -174,8 +174,7 @@ def _articulated(t: Trace, q):
         Dinv[i] = S.spd_inverse(g, S.mat_mat(g, S.transpose(Si), U[i]))
         par = m.parent[i]
         if par >= 0:
-            Ia = S.msub(IA[i], S.mat_mat(g, S.mat_mat(g, U[i], Dinv[i]), S.transpose(U[i])))
-            Ia = [[Ia[a][b] if a <= b else Ia[b][a] for b in range(6)] for a in range(6)]
+            Ia = t.articulated(i, IA[i], U[i], S.mat_mat(g, U[i], Dinv[i]))
             IA[par] = S.madd(IA[par], t.X(i, q).congruence(g, Ia))
     return U, Dinv
 

@@ -155,8 +155,7 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
         p = m.parent[i]
         if p >= 0:
             UDinv = S.mat_mat(g, U[i], Dinv[i])
-            Ia = S.msub(IA[i], S.mat_mat(g, UDinv, S.transpose(U[i])))
-            Ia = [[Ia[a][b] if a <= b else Ia[b][a] for b in range(6)] for a in range(6)]  # symmetric
+            Ia = t.articulated(i, IA[i], U[i], UDinv)  # symmetric, Ia·S_i = 0 made exact
             Iac = S.mat_vec(g, Ia, c[i])
             X = t.X(i, q)
             IA[p] = S.madd(IA[p], X.congruence(g, Ia))

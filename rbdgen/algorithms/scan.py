@@ -133,8 +133,7 @@ def _aba_scan(t: Trace, q, v, tau, method=METHOD):
         U[i] = S.mat_mat(g, IA[i], Si)
         Dinv[i] = S.spd_inverse(g, S.mat_mat(g, S.transpose(Si), U[i]))
         UDinv[i] = S.mat_mat(g, U[i], Dinv[i])
-        Ia[i] = S.msub(IA[i], S.mat_mat(g, UDinv[i], S.transpose(U[i])))
-        Ia[i] = [[Ia[i][r][k] if r <= k else Ia[i][k][r] for k in range(6)] for r in range(6)]
+        Ia[i] = t.articulated(i, IA[i], U[i], UDinv[i])
         if parent[i] >= 0:
             IA[parent[i]] = S.madd(IA[parent[i]], t.X(i, q).congruence(g, Ia[i]))
     # the per-body affine maps: B_i = X_iᵀ P_i carries a bias force to the parent, its
@@ -144,6 +143,7 @@ def _aba_scan(t: Trace, q, v, tau, method=METHOD):
         t.block("scan elements: X_iᵀ P_i and the bias it carries", i)
         X = t.X(i, q)
         P[i] = S.msub(eye6, S.mat_mat(g, UDinv[i], S.transpose(t.Smat(i))))
+        P[i] = [[g.const(0.0) if r in t.null_axes(i) else x for x in row] for r, row in enumerate(P[i])]
         B[i] = S.transpose([X.force_T(g, col) for col in S.transpose(P[i])])
         k = S.vadd(S.mat_vec(g, Ia[i], c[i]), S.mat_vec(g, UDinv[i], tau[m.v_slice(i)]))
         b[i] = X.force_T(g, k)

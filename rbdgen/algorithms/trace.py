@@ -17,6 +17,7 @@ class Trace:
         self.g = Graph(fold=fold)
         self.depth = model.depth
         self._X: dict[int, S.XForm] = {}
+        self._null: dict[int, tuple] = {}
 
     def block(self, phase: str, i: int | None = None):
         m = self.m
@@ -79,6 +80,37 @@ class Trace:
     def Smat(self, i: int):
         """S_i as a 6×nv_i list of constant Values."""
         return self.consts(self.m.motion_subspace(i))
+
+    def null_axes(self, i: int) -> tuple:
+        """The coordinate axes k whose unit vector e_k lies in the span of S_i (a revolute joint
+        about z: k = 2; a free-flyer: all six). For them the articulated inertia handed to the
+        parent, Ia = IA − U D⁻¹ Uᵀ with U = IA S and D = Sᵀ U, has row and column k zero
+        (Ia S = U − U D⁻¹ D = 0), and so has row k of P = 1 − U D⁻¹ Sᵀ (e_kᵀ = yᵀ Sᵀ gives
+        e_kᵀ P = yᵀ Sᵀ − yᵀ D D⁻¹ Sᵀ = 0). Traced, those entries are differences such as
+        IA_kj − (IA_kk · D⁻¹) · IA_jk that the graph cannot fold: zero only up to rounding, yet
+        carried through every congruence to the root. :meth:`articulated` makes them zeros."""
+        cached = self._null.get(i)
+        if cached is None:
+            Si = np.asarray(self.m.motion_subspace(i), dtype=float)
+            out = []
+            for k in range(6):
+                e = np.zeros(6)
+                e[k] = 1.0
+                y = np.linalg.lstsq(Si, e, rcond=None)[0]
+                if np.max(np.abs(Si @ y - e)) <= 1e-12:
+                    out.append(k)
+            cached = self._null[i] = tuple(out)
+        return cached
+
+    def articulated(self, i: int, IA, U, UDinv):
+        """Ia = IA − (U D⁻¹) Uᵀ for body i, symmetric, with the rows and columns of
+        :meth:`null_axes` exact zeros."""
+        g = self.g
+        Ia = S.msub(IA, S.mat_mat(g, UDinv, S.transpose(U)))
+        null = self.null_axes(i)
+        zero = g.const(0.0)
+        return [[zero if a in null or b in null else (Ia[a][b] if a <= b else Ia[b][a]) for b in range(6)]
+                for a in range(6)]
 
     def S_times(self, i, x):
         """S_i · x (x: nv_i Values) → 6 Values."""
