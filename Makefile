@@ -123,7 +123,7 @@ bench-control: $(STAMP)
 	$(PY) benchmarks/control.py $(CONTROL_ARGS)
 
 # ∇FD on a 2-worker dask LocalCluster against one local call (not a test): throughput per worker,
-# compute only and with the results gathered; writes benchmarks/results/dask.{json,md} (~2 min)
+# compute only and with the results gathered; writes benchmarks/results/dask.{json,md} (~4 min: two clusters)
 DASK_ARGS ?=
 bench-dask: $(STAMP)
 	$(PY) benchmarks/dask_throughput.py $(DASK_ARGS)

@@ -10,7 +10,9 @@ benchmarks/results/dask.json and dask.md.
   returns new arrays, as each chunk's call on a worker does; the same call writing into arrays
   written before (``out=``, no first-touch page faults) is reported too, for reference;
 * cluster: LocalCluster(n_workers=2, threads_per_worker=1, processes=True), the inputs already
-  on the workers (persisted: loading data is not what is measured), chunks of 62 500 states:
+  on the workers (persisted: loading data is not what is measured), chunks of 62 500 states;
+  each case on two clusters, the workers' malloc as dask's nanny sets it and with the heap kept
+  (WORKER_ENVS):
   - ``compute``: outputs persisted (they stay on the workers) — the kernel and dask's scheduling;
   - ``reduced``: each output summed on the workers, only the sums come back;
   - ``gathered``: ``dask.compute(*outs)`` — every result sent to the client and concatenated;
@@ -49,6 +51,12 @@ import rbdgen.robots  # noqa: E402
 #: (robot, floating base, N, chunk sizes); the quadruped's ∇FD is 7.8 kB of output a state
 CASES = [("iiwa14", False, 1_000_000, (62_500, 250_000)), ("quadruped", True, 200_000, (50_000,))]
 WORKERS = 2
+#: the workers' glibc malloc settings, each run on a cluster of its own (docs/dask.md): dask's
+#: nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also pins glibc's mmap threshold
+#: at 128 KiB, so every chunk's outputs are fresh pages from the kernel (page faults, zeroing);
+#: "heap kept" serves blocks up to 64 MiB from the heap and keeps freed heap memory for reuse
+WORKER_ENVS = {"dask's default": {},
+               "heap kept": {"MALLOC_TRIM_THRESHOLD_": str(2 ** 30), "MALLOC_MMAP_THRESHOLD_": str(2 ** 26)}}
 
 
 def cpu_model() -> str:
@@ -95,7 +103,7 @@ def _plain(kern, n, chunk, seed):
 
 def measure(robot, floating, n, chunks, repeat, client):
     m = rbdgen.load_urdf(rbdgen.robots.path(robot), floating_base=floating)
-    kern = rbdgen.build(m, kernels=("aba_derivatives",))  # -O3, portable (no -march)
+    kern = rbdgen.build(m, kernels=("aba_derivatives",))  # the default build: -O3, -march=native
     rng = np.random.default_rng(0)
     q = m.random_q(rng, n)
     v = rng.normal(size=(n, m.nv))
@@ -194,13 +202,20 @@ def main():
     import distributed
 
     rows = []
-    with distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        omp = client.run(lambda: os.environ.get("OMP_NUM_THREADS"))
-        for robot, floating, n, chunks in CASES:
-            print(f"{robot}: N = {n} …", flush=True)
-            rows += measure(robot, floating, n, chunks, args.repeat, client)
-            print(json.dumps(rows[-len(chunks):], indent=1), flush=True)
+    for env_name, env in WORKER_ENVS.items():
+        spawn = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in env.items()}
+        with dask.config.set(spawn), distributed.LocalCluster(
+                n_workers=WORKERS, threads_per_worker=1, processes=True,
+                dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+            omp = client.run(lambda: os.environ.get("OMP_NUM_THREADS"))
+            seen = client.run(lambda: {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")})
+            for robot, floating, n, chunks in CASES:
+                print(f"{env_name}: {robot}: N = {n} …", flush=True)
+                new_rows = measure(robot, floating, n, chunks, args.repeat, client)
+                for r in new_rows:
+                    r["worker_env"], r["worker_malloc"] = env_name, sorted({json.dumps(v, sort_keys=True) for v in seen.values()})
+                rows += new_rows
+                print(json.dumps(new_rows, indent=1), flush=True)
     res = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                        "dask": dask.__version__, "distributed": distributed.__version__,
                        "loadavg_after": os.getloadavg()},
@@ -222,17 +237,20 @@ def markdown(res) -> str:
          f"LocalCluster: {res['workers']} worker processes × 1 thread (OMP_NUM_THREADS="
          f"{','.join(map(str, res['worker_OMP_NUM_THREADS']))} on the workers), the inputs already on "
          "the workers (each chunk's q, v, τ together on one worker: one (N, nq + 2nv) array, sliced). Local: one batched call, "
-         "one thread. Kernels: `rbdgen.build(model, kernels=(\"aba_derivatives\",))` (-O3, portable). "
+         "one thread. Kernels: `rbdgen.build(model, kernels=(\"aba_derivatives\",))` (the default build: -O3, -march=native). "
          "Best of the repeats. Written by `benchmarks/dask_throughput.py`.", "",
-         "| robot | N | chunk | local (states/s) | local, out= | plain loop on each worker | in kernel, per worker | compute (per worker, ratio) | "
+         "Workers' malloc: " + "; ".join(f"*{k}*: " + (", ".join(f"`{a}={b}`" for a, b in v.items()) or
+                                                      "as dask's nanny starts them (`MALLOC_TRIM_THRESHOLD_=65536`)")
+                                         for k, v in WORKER_ENVS.items()) + ". The local call runs with glibc's defaults.", "",
+         "| robot | N | chunk | workers' malloc | local (states/s) | local, out= | plain loop on each worker | in kernel, per worker | compute (per worker, ratio) | "
          "reduced on workers | gathered to the client (output) |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
         def cell(k):
             return f"{r[k + '_states_per_s_per_worker']:,.0f} ({r[k + '_ratio']:.2f})"
 
         ink = r["in_kernel_states_per_s_per_worker"]
-        L.append(f"| {r['robot']} ({r['base']}, nv={r['nv']}) | {r['N']:,} | {r['chunk']:,} | {r['local_states_per_s']:,.0f} | "
+        L.append(f"| {r['robot']} ({r['base']}, nv={r['nv']}) | {r['N']:,} | {r['chunk']:,} | {r['worker_env']} | {r['local_states_per_s']:,.0f} | "
                  f"{r['local_out_states_per_s']:,.0f} | "
                  f"{r['plain_states_per_s_per_worker']:,.0f} ({r['plain_states_per_s_per_worker'] / r['local_states_per_s']:.2f}) | {ink:,.0f} ({ink / r['local_states_per_s']:.2f}) | {cell('compute')} | {cell('reduced')} | "
                  f"{cell('gathered')} ({r['output_bytes'] / 1e9:.2f} GB) |")
@@ -247,13 +265,13 @@ def markdown(res) -> str:
     for r in res["rows"]:
         k = 1e6 / r["N"]
         lc, wc = r["local_cpu"], r["compute_cpu_all_workers"]
-        L.append(f"- {r['robot']}, chunks of {r['chunk']:,}: local {lc['user_s'] * k:.2f} / {lc['sys_s'] * k:.2f}; "
+        L.append(f"- {r['robot']}, chunks of {r['chunk']:,}, {r['worker_env']}: local {lc['user_s'] * k:.2f} / {lc['sys_s'] * k:.2f}; "
                  f"workers {wc['user_s'] * k:.2f} / {wc['sys_s'] * k:.2f}")
     L.append("")
     for r in res["rows"]:
         ok = "within" if r["compute_ratio"] >= 0.8 else "NOT within"
         okg = "within" if r["gathered_ratio"] >= 0.8 else "not within"
-        L.append(f"- {r['robot']}, chunks of {r['chunk']:,}: compute {r['compute_ratio']:.2f} — {ok} 20 % "
+        L.append(f"- {r['robot']}, chunks of {r['chunk']:,}, {r['worker_env']}: compute {r['compute_ratio']:.2f} — {ok} 20 % "
                  f"(compute/plain {r['compute_vs_plain']:.2f}); with every result sent to "
                  f"the client {r['gathered_ratio']:.2f} — {okg} 20 %.")
     return "\n".join(L) + "\n"
