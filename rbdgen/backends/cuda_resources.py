@@ -180,13 +180,9 @@ def _report_path(files: dict, src: str, arch: str, nvcc: str) -> Path:
 
 
 def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache we cannot write only costs time
+    from ..jit.compiler import write_atomic
+
+    write_atomic(path, text.encode())
 
 
 def split_by_arch(text: str) -> dict:
@@ -223,13 +219,12 @@ def record_build_reports(files: dict, src: str, text: str, nvcc: str) -> None:
             _write(_report_path(files, src, arch, nvcc), part)
 
 
-def ptxas_reports(files: dict, sources: list, *, arch: str = "90", nvcc: str | None = None, opt: str = "-O3",
+def ptxas_reports(files: dict, sources: list, *, arch: str = "90", nvcc: str | None = None,
                   progress=None) -> dict:
     """Compile each of ``sources`` (names in ``files``, headers beside them) to a cubin for
     ``sm_<arch>`` with ``-Xptxas -v``; returns {source: {name: FunctionResources}}. Each source's
     report is cached by content (the compile cache folder), and a CUDA build of the same source
-    leaves its report there too (:func:`record_build_reports`). ``opt`` is accepted for the
-    callers' symmetry with the builds; nvcc's ``-O`` does not reach the device code."""
+    leaves its report there too (:func:`record_build_reports`)."""
     from ..jit.compiler import run_compiler
     from ..jit.cuda import find_nvcc
 
@@ -309,14 +304,13 @@ def _shape_of(mangled: str) -> str | None:
 
 
 def kernel_resources(gen, dtype: str = "float64", *, gpu: Gpu = H100, nvcc: str | None = None,
-                     opt: str = "-O3", progress=None) -> list[dict]:
+                     progress=None) -> list[dict]:
     """One row per kernel and launch shape of a :class:`~rbdgen.backends.cuda.GeneratedCuda`:
     ptxas's registers, local memory and spills, the launch configuration, the occupancy on
     ``gpu``, and the roofline."""
     nbytes = 8 if dtype == "float64" else 4
     sources = {k: per[dtype]["source"] for k, per in gen.kernels.items()}
-    reports = ptxas_reports(gen.files, list(sources.values()), arch=gpu.arch, nvcc=nvcc, opt=opt,
-                            progress=progress)
+    reports = ptxas_reports(gen.files, list(sources.values()), arch=gpu.arch, nvcc=nvcc, progress=progress)
     rows = []
     for k, src in sources.items():
         info = gen.kernels[k][dtype]

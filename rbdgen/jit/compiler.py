@@ -207,6 +207,29 @@ def _remove_stale(root: Path, own_key: str) -> None:
             pass  # being built right now
 
 
+def write_atomic(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` through a temporary file beside it and a rename (a reader sees
+    the old file or the new one, never part of one), with the permissions the umask allows (the
+    cache may be shared). False, and nothing written, where the folder cannot be written: a
+    cache we cannot write only costs time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return False
+    return True
+
+
 def content_key(files: dict, flags: list[str], cxx: str, source_flags: dict | None = None) -> str:
     """The cache key of compiling ``files`` with ``flags`` by ``cxx``: SHA-256 of the sources,
     the command lines (``source_flags``: the sources compiled with other flags), the compiler's

@@ -29,9 +29,10 @@ import json
 import os
 import pickle
 import sys
-import tempfile
 import zlib
 from pathlib import Path
+
+from .compiler import write_atomic
 
 #: bump when an entry's layout changes
 FORMAT = 1
@@ -136,25 +137,7 @@ def store(k: str, sources) -> None:
     data = zlib.compress(json.dumps({
         "target": sources.target, "prefix": sources.prefix, "files": dict(sources.files), "kernels": sources.kernels,
         "info": sources.info, "dtypes": list(sources.dtypes)}, sort_keys=True).encode(), 6)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{k}-", dir=p.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass
-
-
-def _umask() -> int:
-    m = os.umask(0)
-    os.umask(m)
-    return m
+    write_atomic(p, data)
 
 
 def sources(target, model, kernels, dtype, name, fold, options: dict, generate, progress=None):
