@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from .jit.loaded import row_stride
+
 __all__ = ["map_blocks", "stats"]
 
 #: kernel calls, states and seconds inside the kernel run by :func:`map_blocks` chunks in this
@@ -49,7 +51,11 @@ def _dask():
 
 def _run(kern, name, *blocks):
     """One chunk: the kernel's batch path on the chunk's rows (a tuple of outputs, always)."""
-    args = [np.ascontiguousarray(b) for b in blocks]  # a view when the block already is
+    # row-strided blocks (q, v, τ sliced from one packed array) go in as they are where the kernels
+    # take strided batches (the CPU target); anything else as a contiguous copy (a view when the
+    # block already is one)
+    strided = getattr(getattr(kern, "methods", {}).get(name), "batch_strided", None) is not None
+    args = [b if strided and b.ndim == 2 and row_stride(b) is not None else np.ascontiguousarray(b) for b in blocks]
     t0 = time.perf_counter()
     out = getattr(kern, name)(*args)
     dt = time.perf_counter() - t0

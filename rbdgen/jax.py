@@ -120,6 +120,9 @@ class _Op:
         self.kern = kern
         self.model = owner.model
         self.raw = kern.kernel(name)  # the generated kernel (not a by-name frame wrapper)
+        #: the library takes row-strided batches (the CPU target): the packed inputs' column
+        #: blocks go in without copies
+        self._strided = getattr(spec, "batch_strided", None) is not None
         self.inputs = tuple((n, int(s)) for n, s in spec.inputs)
         self.outputs = tuple((n, tuple(int(d) for d in s)) for n, s in spec.outputs)
         self.dtype = owner.dtype
@@ -197,13 +200,17 @@ class _Op:
 
     # -- the host side (inside pure_callback) ---------------------------------------------
     def _flat(self, packed):
-        """(leading shape, the inputs as C-contiguous arrays of the kernel's dtype: one state
-        (size,) or one batch (N, size)) from the packed inputs (…, Σ sizes)."""
+        """(leading shape, the inputs as arrays of the kernel's dtype: one state (size,) or one
+        batch (N, size)) from the packed inputs (…, Σ sizes). A batch's inputs are column blocks
+        of the packed array, passed as they are where the kernels take strided rows (the CPU
+        target), else copied to C-contiguous arrays."""
         x = np.asarray(packed)
         lead = x.shape[:-1]
         if lead:
             x = x.reshape(-1, x.shape[-1])
         dt = self.dtype
+        if x.dtype == dt and (not lead or self._strided):
+            return lead, [x[..., o:o + s] for o, s in self._slices]
         return lead, [np.ascontiguousarray(x[..., o:o + s], dtype=dt) for o, s in self._slices]
 
     def _host_values(self, packed):

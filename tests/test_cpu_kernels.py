@@ -27,7 +27,8 @@ from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS
 from rbdgen.errors import CompilerNotFoundError
 
-from conftest import ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, kernel_errors, load_case, random_state
+from conftest import (ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, kernel_errors, load_case, random_state,
+                      ref_out)
 
 BIG_NV = 20
 F32_CASES = ("iiwa14-fixed", "kinova-fixed", "quadruped-floating", "g1-fixed")
@@ -71,6 +72,82 @@ def test_float64_kernels_match_reference(robot, floating, request):
     m = load_case(robot, floating)
     kern = _build(request.node.callspec.id, m, "float64")
     _check(kern, m, np.float64, lambda k: TOL64)
+
+
+#: strided batches: two SIMD cases (fixed and floating base) and one on the scalar OpenMP batch path
+STRIDED_CASES = ("iiwa14-fixed", "quadruped-floating", "ur5-fixed")
+
+
+@pytest.mark.parametrize("robot,floating", [c for c in ROBOT_CASES if c.id in STRIDED_CASES])
+def test_batches_with_strided_rows(robot, floating, request):
+    """A batch whose rows are strided — each input a column block of one packed array, rows
+    reversed, an input broadcast from one state, outputs written into column blocks of a wider
+    array — goes to the strided entry point without a copy and gives, bit for bit, what the same
+    rows give as C-contiguous arrays (the same states in the same SIMD lanes), through the
+    binding and through the ctypes method; and within TOL64 of the NumPy reference."""
+    m = load_case(robot, floating)
+    kern = _build(request.node.callspec.id, m, "float64")
+    q, v, a, tau = random_state(m, seed=17, n=N)
+    contiguous = np.ascontiguousarray
+    for k in kern.kernels:
+        f, method = kern.kernel(k), kern.methods[k]
+        args = [np.asarray(x, dtype=np.float64) for x in kernel_args(k, q, v, a, tau, m)]
+        sizes = [x.shape[1] for x in args]
+        packed = np.hstack([np.full((N, 1), np.nan)] + args)  # column 0: padding, never read
+        cols = [packed[:, o:o + s] for o, s in zip(1 + np.cumsum([0] + sizes[:-1]), sizes)]
+        assert not any(c.flags.c_contiguous for c in cols) or len(cols) == 0
+        exp = f(*[contiguous(c) for c in cols])
+        exp = exp if isinstance(exp, tuple) else (exp,)
+        ref_exp = ref_out(m, k, *args)
+        assert kernel_err(exp if len(exp) > 1 else exp[0], ref_exp) <= TOL64, k
+
+        def same(got, want, how):
+            got = got if isinstance(got, tuple) else (got,)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w, err_msg=f"{k}: {how}")
+
+        same(f(*cols), exp, "column blocks of a packed array")
+        same(method(*cols), exp, "column blocks, ctypes method")
+        rev = [c[::-1] for c in cols]
+        want_rev = f(*[contiguous(r) for r in rev])
+        same(f(*rev), want_rev if isinstance(want_rev, tuple) else (want_rev,), "reversed rows")
+        # outputs into column blocks of one wide array, its other columns untouched
+        shapes = [tuple(o.shape[1:]) for o in exp]
+        osz = [int(np.prod(s)) for s in shapes]
+        for call in (f, method):
+            wide = np.full((N, sum(osz) + 3), -7.0)
+            offs = 2 + np.cumsum([0] + osz[:-1])
+            outs = tuple(wide[:, o:o + z].reshape((N,) + s) for o, z, s in zip(offs, osz, shapes))
+            assert all(np.shares_memory(o, wide) for o in outs)
+            call(*cols, out=outs if len(outs) > 1 else outs[0])
+            same(outs, exp, f"strided out= ({'binding' if call is f else 'ctypes'})")
+            assert (wide[:, :2] == -7.0).all() and (wide[:, -1] == -7.0).all()
+    # one state broadcast over the batch (stride 0): as if repeated
+    k = kern.kernels[0]
+    args = [np.asarray(x, dtype=np.float64) for x in kernel_args(k, q, v, a, tau, m)]
+    bcast = [np.broadcast_to(x[3], x.shape) if i == len(args) - 1 else x for i, x in enumerate(args)]
+    got, want = kern.kernel(k)(*bcast), kern.kernel(k)(*[contiguous(x) for x in bcast])
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_strided_refusals_name_the_argument():
+    """What the strided entry points cannot take is refused, by the binding and by the ctypes
+    method alike, naming the argument: a state whose values are not adjacent, an output whose rows
+    overlap, one state that is not contiguous."""
+    m = _iiwa()
+    kern = rbdgen.build(m, kernels=("rnea",), opt="-O1")  # test_bad_arguments' build
+    q, v, a, _ = random_state(m, seed=3, n=6)
+    for call in (kern.rnea, kern.methods["rnea"]):
+        with pytest.raises(ValueError, match=r"rnea: argument 'v' is not C-contiguous within a state"):
+            call(q, np.asfortranarray(v), a)
+        with pytest.raises(ValueError, match=r"rnea: argument 'v' is not C-contiguous"):
+            call(q[0], np.zeros((m.nv, 2))[:, 0], a[0])
+        buf = np.zeros(6 * 3 + m.nv)
+        overlapping = np.lib.stride_tricks.as_strided(buf, (6, m.nv), (3 * 8, 8))
+        with pytest.raises(ValueError, match=r"rnea: out= array 'tau' has overlapping rows"):
+            call(q, v, a, out=overlapping)
+        assert not buf.any()
 
 
 @pytest.mark.parametrize("robot,floating", [c for c in ROBOT_CASES if c.id in F32_CASES])

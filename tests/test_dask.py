@@ -104,6 +104,29 @@ def test_unpickle_in_a_fresh_process_matches(tmp_path):
     assert np.array_equal(np.load(tmp_path / "out.npy"), np.stack(kern.aba_derivatives(*args)))
 
 
+def test_a_chunk_of_a_packed_array_reaches_the_kernel_without_copies():
+    """The recipe keeps a chunk's q, v, τ together (one (N, nq + 2 nv) array, sliced): the CPU
+    kernels take the slices as they are (strided rows), so a chunk's task copies nothing; the
+    result is the local call's."""
+    import rbdgen.dask
+
+    m, kern = _iiwa()
+    q, v, tau = _inputs(kern, "aba", 12, seed=5)
+    X = np.hstack([q, v, tau])
+    seen = []
+
+    class Spy:
+        methods = kern.methods
+
+        def aba(self, *args):
+            seen.append([(np.shares_memory(x, X), x.flags.c_contiguous) for x in args])
+            return kern.aba(*args)
+
+    out = rbdgen.dask._run(Spy(), "aba", X[:, :7], X[:, 7:14], X[:, 14:])
+    assert seen == [[(True, False)] * 3]
+    assert np.array_equal(out[0], kern.aba(q, v, tau))
+
+
 def test_unpickle_on_a_cache_miss_compiles_the_carried_sources(tmp_path, monkeypatch):
     """Another machine: an empty compile cache. The carried sources are compiled there."""
     m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))

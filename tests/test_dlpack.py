@@ -176,6 +176,21 @@ def test_bare_producer_views_without_copies_and_returns_numpy(kern, views):
     np.testing.assert_array_equal(dq, kern.rnea_derivatives(q, v, a)[0])
 
 
+def test_producer_batches_with_strided_rows_are_views(kern):
+    """A DLPack batch whose rows are strided (column blocks of one packed array, an out= block of
+    a wider one) reaches the CPU kernels as a view, as a NumPy array does: no copy, the values
+    of the contiguous call."""
+    q, v, a, _ = _state(kern, 6)
+    X = np.hstack([q, v, a])
+    want = kern.rnea(q, v, a)
+    got = kern.rnea(Producer(X[:, :7]), Producer(X[:, 7:14]), Producer(X[:, 14:]))
+    np.testing.assert_array_equal(got, want)
+    wide = np.zeros((6, 9))
+    kern.rnea(Producer(X[:, :7]), v, a, out=Producer(wide[:, 1:8]))
+    np.testing.assert_array_equal(wide[:, 1:8], want)
+    assert not wide[:, [0, 8]].any()
+
+
 def test_producer_refusals_name_the_argument(kern):
     q, v, a, _ = _state(kern)
     with pytest.raises(ValueError, match=r"rnea: argument 'v' has dtype float32, this kernel takes float64"):

@@ -133,6 +133,28 @@ def test_vmap_is_one_batched_kernel_call(kernels):
     assert np.array_equal(g, rnea_partials(kern, q, v, a)[0].sum(axis=1))
 
 
+def test_batches_reach_the_cpu_kernels_without_copies(kernels):
+    """A batch's inputs reach the callback packed in one (N, Σ sizes) array; the CPU kernels take
+    its column blocks as they are (strided rows): no copy per input, the same values."""
+    kern = kernels[("iiwa14", False)]
+    layouts = []
+
+    class Layouts(_Spy):
+        def kernel(self, name):
+            f = self._kern.kernel(name)
+
+            def spy(*args):
+                layouts.append((name, [(x.shape, x.flags.c_contiguous) for x in args]))
+                return f(*args)
+            return spy
+
+    jk = rbdgen.jax.wrap(Layouts(kern))
+    q, v, a, _ = random_state(kern.model, seed=4, n=9)
+    got = jax.vmap(jk.rnea)(q, v, a)
+    assert layouts == [("rnea", [((9, 7), False)] * 3)]
+    assert np.array_equal(np.asarray(got), kern.rnea(q, v, a))
+
+
 def _fd(f, x, h=1e-6):
     """Central differences of f along each coordinate of x: (len(f(x)), len(x))."""
     cols = []

@@ -81,20 +81,20 @@ static inline void rbd_transpose(vec_t* r) {
 #define RBD_TILED_COPY 1
 #endif
 
-// rows (LANES states of n values each, contiguous) -> lanes (n vectors)
-static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __restrict v) {
+// rows (LANES states of n values each, state l at rows + l * stride) -> lanes (n vectors)
+static inline void rbd_to_lanes(const double* __restrict rows, long stride, int n, vec_t* __restrict v) {
   int k = 0;
 #ifdef RBD_TILED_COPY
   for (; k + LANES <= n; k += LANES) {
     vec_t r[LANES];
-    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * n + k, sizeof(vec_t));
+    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * stride + k, sizeof(vec_t));
     rbd_transpose(r);
     for (int j = 0; j < LANES; ++j) v[k + j] = r[j];
   }
 #endif
   for (; k < n; ++k) {
     vec_t x = {};
-    for (int l = 0; l < LANES; ++l) x[l] = rows[l * n + k];
+    for (int l = 0; l < LANES; ++l) x[l] = rows[l * stride + k];
     v[k] = x;
   }
 }
@@ -1601,7 +1601,10 @@ void rbd_iiwa14_minv_f64(const double* q, double* Minv) {
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)
 int rbd_iiwa14_minv_f64_lanes(void) { return rbd_iiwa14_f64::LANES; }
 
-void rbd_iiwa14_minv_f64_batch(long n, const double* q, double* Minv) {
+// a batch whose state i of each array is at offset i * <array>_stride (in doubles): the rows of
+// a C-contiguous (n, size) array (stride = size), or any row-strided view of one, such as a
+// column block of a packed state array; outputs' rows must not overlap
+void rbd_iiwa14_minv_f64_batch_strided(long n, const double* q, long q_stride, double* Minv, long Minv_stride) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = n / LANES;
 #pragma omp parallel if (n * 1385L >= 200000L)
@@ -1611,14 +1614,21 @@ void rbd_iiwa14_minv_f64_batch(long n, const double* q, double* Minv) {
     vec_t* Minv_v = buf.data() + 7;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      rbd_to_lanes(q + b * LANES * 7L, 7, q_v);
+      rbd_to_lanes(q + b * LANES * q_stride, q_stride, 7, q_v);
       minv<vec_t>(q_v, Minv_v);
-      for (int l = 0; l < LANES; ++l)  // state by state: one store stream at a time (see rbd_to_lanes)
-        for (int k = 0; k < 49; ++k) Minv[(b * LANES + l) * 49 + k] = Minv_v[k][l];
+      for (int l = 0; l < LANES; ++l) {  // state by state: one store stream at a time (see rbd_to_lanes)
+        double* __restrict row = Minv + (b * LANES + l) * Minv_stride;
+        for (int k = 0; k < 49; ++k) row[k] = Minv_v[k][l];
+      }
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)
-    rbd_iiwa14_minv_f64(q + i * 7, Minv + i * 49);
+    rbd_iiwa14_minv_f64(q + i * q_stride, Minv + i * Minv_stride);
+}
+
+// n states stored contiguously, state i at offset i * size in each array
+void rbd_iiwa14_minv_f64_batch(long n, const double* q, double* Minv) {
+  rbd_iiwa14_minv_f64_batch_strided(n, q, 7L, Minv, 49L);
 }
 
 }  // extern "C"

@@ -81,20 +81,20 @@ static inline void rbd_transpose(vec_t* r) {
 #define RBD_TILED_COPY 1
 #endif
 
-// rows (LANES states of n values each, contiguous) -> lanes (n vectors)
-static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __restrict v) {
+// rows (LANES states of n values each, state l at rows + l * stride) -> lanes (n vectors)
+static inline void rbd_to_lanes(const double* __restrict rows, long stride, int n, vec_t* __restrict v) {
   int k = 0;
 #ifdef RBD_TILED_COPY
   for (; k + LANES <= n; k += LANES) {
     vec_t r[LANES];
-    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * n + k, sizeof(vec_t));
+    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * stride + k, sizeof(vec_t));
     rbd_transpose(r);
     for (int j = 0; j < LANES; ++j) v[k + j] = r[j];
   }
 #endif
   for (; k < n; ++k) {
     vec_t x = {};
-    for (int l = 0; l < LANES; ++l) x[l] = rows[l * n + k];
+    for (int l = 0; l < LANES; ++l) x[l] = rows[l * stride + k];
     v[k] = x;
   }
 }
@@ -1955,7 +1955,10 @@ void rbd_iiwa14_osim_inverse_f64(const double* q, double* Linv) {
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)
 int rbd_iiwa14_osim_inverse_f64_lanes(void) { return rbd_iiwa14_f64::LANES; }
 
-void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv) {
+// a batch whose state i of each array is at offset i * <array>_stride (in doubles): the rows of
+// a C-contiguous (n, size) array (stride = size), or any row-strided view of one, such as a
+// column block of a packed state array; outputs' rows must not overlap
+void rbd_iiwa14_osim_inverse_f64_batch_strided(long n, const double* q, long q_stride, double* Linv, long Linv_stride) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = n / LANES;
 #pragma omp parallel if (n * 1682L >= 200000L)
@@ -1966,14 +1969,21 @@ void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv) {
     vec_t* w_v = buf.data() + 43;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      rbd_to_lanes(q + b * LANES * 7L, 7, q_v);
+      rbd_to_lanes(q + b * LANES * q_stride, q_stride, 7, q_v);
       osim_inverse<vec_t>(q_v, Linv_v, w_v);
-      for (int l = 0; l < LANES; ++l)  // state by state: one store stream at a time (see rbd_to_lanes)
-        for (int k = 0; k < 36; ++k) Linv[(b * LANES + l) * 36 + k] = Linv_v[k][l];
+      for (int l = 0; l < LANES; ++l) {  // state by state: one store stream at a time (see rbd_to_lanes)
+        double* __restrict row = Linv + (b * LANES + l) * Linv_stride;
+        for (int k = 0; k < 36; ++k) row[k] = Linv_v[k][l];
+      }
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)
-    rbd_iiwa14_osim_inverse_f64(q + i * 7, Linv + i * 36);
+    rbd_iiwa14_osim_inverse_f64(q + i * q_stride, Linv + i * Linv_stride);
+}
+
+// n states stored contiguously, state i at offset i * size in each array
+void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv) {
+  rbd_iiwa14_osim_inverse_f64_batch_strided(n, q, 7L, Linv, 36L);
 }
 
 }  // extern "C"

@@ -3,8 +3,10 @@
 // CPython binding of the 'iiwa14' kernels (float64), two entry points per kernel:
 //
 // - <kernel>(inputs..., outputs...): any buffer-exporting arrays through the buffer protocol,
-//   checked for dtype, shape and C-contiguity (ValueError naming the argument), then one state
-//   or a batch (N, ...) in one C++ call.
+//   checked for dtype, shape and layout (ValueError naming the argument), then one state or a
+//   batch (N, ...) in one C++ call. One state must be C-contiguous; a batch's rows may be strided
+//   (a column block of a packed state array, reversed rows, a broadcast input row), each state's
+//   own values contiguous, and goes to the kernel's strided entry point without a copy.
 // - bind(name, fallback) returns what users call as kern.<kernel>(inputs..., out=None): plain
 //   ndarrays of the right dtype, shape and layout go straight to the kernel through the NumPy C
 //   API (no Python frame: ~0.1 µs), outputs allocated here when out= is not given; any other
@@ -65,8 +67,29 @@ static void want_str(const ArgSpec& a, char* s, size_t n) {
   snprintf(s, n, "%s or %s", one, many);
 }
 
-// Acquire one argument; n: -2 before the first, then -1 (single state) or the batch size.
-static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* b, long* n) {
+// The layout the kernels take: each state's values C-contiguous; for a batch (N, ...) the
+// distance between states is free (in whole elements), but an output's rows must not overlap.
+// dims/strides: the array's; stride: set to the row stride in elements. 0: taken; 1: a state's
+// values are not contiguous; 2: an output's rows overlap.
+static int row_layout(const Py_ssize_t* dims, const Py_ssize_t* strides, int nd, int batch, const ArgSpec& a, long* stride) {
+  Py_ssize_t expect = (Py_ssize_t)sizeof(double);
+  for (int d = nd - 1; d >= batch; --d) {
+    if (dims[d] != 1 && strides[d] != expect) return 1;
+    expect *= dims[d];
+  }
+  const long size = (long)(expect / (Py_ssize_t)sizeof(double));
+  *stride = size;
+  if (!batch || dims[0] <= 1) return 0;
+  if (strides[0] % (Py_ssize_t)sizeof(double) != 0) return 1;
+  const long s = (long)(strides[0] / (Py_ssize_t)sizeof(double));
+  if (a.out && s < size && s > -size) return 2;
+  *stride = s;
+  return 0;
+}
+
+// Acquire one argument; n: -2 before the first, then -1 (single state) or the batch size;
+// stride: its row stride in elements (its size for one state).
+static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* b, long* n, long* stride) {
   const int flags = PyBUF_FORMAT | PyBUF_STRIDES | (a.out ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(o, b, flags) != 0) {
     PyErr_Clear();
@@ -105,8 +128,19 @@ static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* 
     return -1;
   }
   *n = this_n;
-  if (!PyBuffer_IsContiguous(b, 'C')) {
-    PyErr_Format(PyExc_ValueError, "%s: %s '%s' is not C-contiguous (use np.ascontiguousarray)", kname, a.out ? "out= array" : "argument", a.name);
+  // (PyBUF_STRIDES was asked for, so the exporter gives strides)
+  const int layout = row_layout(b->shape, b->strides, b->ndim, batch, a, stride);
+  if (layout == 1) {
+    PyErr_Format(PyExc_ValueError, batch ? "%s: %s '%s' is not C-contiguous within a state (a batch's rows may be strided, "
+                                           "but each state's values must be adjacent: use np.ascontiguousarray)"
+                                         : "%s: %s '%s' is not C-contiguous (use np.ascontiguousarray)",
+                 kname, a.out ? "out= array" : "argument", a.name);
+    PyBuffer_Release(b);
+    return -1;
+  }
+  if (layout == 2) {
+    PyErr_Format(PyExc_ValueError, "%s: out= array '%s' has overlapping rows (its row stride is %zd elements, "
+                 "a state has more: use an array of its own)", kname, a.name, b->strides[0] / b->itemsize);
     PyBuffer_Release(b);
     return -1;
   }
@@ -114,12 +148,13 @@ static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* 
 }
 
 // A plain, aligned, native-order float64 ndarray of the argument's shape for one state or a
-// batch (N, ...), writeable if an output: its data, else nullptr (the caller falls back).
-// n: -2 before the first argument, then -1 (one state) or the batch size.
-static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n) {
+// batch (N, ...), writeable if an output, laid out as row_layout takes it: its data, else nullptr
+// (the caller falls back). n: -2 before the first argument, then -1 (one state) or the batch
+// size; stride: its row stride in elements.
+static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n, long* stride) {
   if (!PyArray_CheckExact(o)) return nullptr;
   PyArrayObject* x = (PyArrayObject*)o;
-  const int flags = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
+  const int flags = NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
   if (PyArray_TYPE(x) != NPY_DOUBLE || !PyArray_CHKFLAGS(x, flags) || !PyArray_ISNOTSWAPPED(x)) return nullptr;
   const int nd = PyArray_NDIM(x), batch = nd == a.ndim + 1;
   if (!batch && nd != a.ndim) return nullptr;
@@ -128,6 +163,13 @@ static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n) {
     if (d[i] != a.shape[i]) return nullptr;
   const long this_n = batch ? (long)PyArray_DIMS(x)[0] : -1;
   if (*n != -2 && *n != this_n) return nullptr;
+  if (PyArray_CHKFLAGS(x, NPY_ARRAY_C_CONTIGUOUS)) {
+    long size = 1;
+    for (int i = 0; i < a.ndim; ++i) size *= (long)a.shape[i];
+    *stride = size;
+  } else if (row_layout(PyArray_DIMS(x), PyArray_STRIDES(x), nd, batch, a, stride) != 0) {
+    return nullptr;
+  }
   *n = this_n;
   return (double*)PyArray_DATA(x);
 }
@@ -161,16 +203,16 @@ static PyObject* py_rnea(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("rnea", args[got], rnea_args[got], &b[got], &n) != 0) break;
+    if (get_arg("rnea", args[got], rnea_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_rnea_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_rnea_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
+      rbd_iiwa14_rnea_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (double*)b[3].buf, st[3]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -185,9 +227,9 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -199,10 +241,11 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, rnea_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, rnea_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -210,7 +253,7 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_iiwa14_rnea_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_rnea_f64_batch(n, p[0], p[1], p[2], p[3]);
+    rbd_iiwa14_rnea_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -229,16 +272,16 @@ static PyObject* py_nle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("nle", args[got], nle_args[got], &b[got], &n) != 0) break;
+    if (get_arg("nle", args[got], nle_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_nle_f64((const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_nle_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);
+      rbd_iiwa14_nle_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (double*)b[2].buf, st[2]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -253,9 +296,9 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], nle_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], nle_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -267,10 +310,11 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, nle_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, nle_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -278,7 +322,7 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
     rbd_iiwa14_nle_f64(p[0], p[1], p[2]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_nle_f64_batch(n, p[0], p[1], p[2]);
+    rbd_iiwa14_nle_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -296,16 +340,16 @@ static PyObject* py_gravity(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("gravity", args[got], gravity_args[got], &b[got], &n) != 0) break;
+    if (get_arg("gravity", args[got], gravity_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_gravity_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_gravity_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_gravity_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -320,9 +364,9 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], gravity_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], gravity_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -334,10 +378,11 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, gravity_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, gravity_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -345,7 +390,7 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
     rbd_iiwa14_gravity_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_gravity_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_gravity_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -363,16 +408,16 @@ static PyObject* py_crba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("crba", args[got], crba_args[got], &b[got], &n) != 0) break;
+    if (get_arg("crba", args[got], crba_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_crba_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_crba_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_crba_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -387,9 +432,9 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], crba_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], crba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -401,10 +446,11 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, crba_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, crba_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -412,7 +458,7 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_iiwa14_crba_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_crba_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_crba_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -432,16 +478,16 @@ static PyObject* py_aba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("aba", args[got], aba_args[got], &b[got], &n) != 0) break;
+    if (get_arg("aba", args[got], aba_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_aba_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_aba_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
+      rbd_iiwa14_aba_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (double*)b[3].buf, st[3]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -456,9 +502,9 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], aba_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], aba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -470,10 +516,11 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, aba_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, aba_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -481,7 +528,7 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
     rbd_iiwa14_aba_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_aba_f64_batch(n, p[0], p[1], p[2], p[3]);
+    rbd_iiwa14_aba_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -499,16 +546,16 @@ static PyObject* py_minv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("minv", args[got], minv_args[got], &b[got], &n) != 0) break;
+    if (get_arg("minv", args[got], minv_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_minv_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_minv_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_minv_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -523,9 +570,9 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], minv_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], minv_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -537,10 +584,11 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, minv_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, minv_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -548,7 +596,7 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_iiwa14_minv_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_minv_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_minv_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -569,16 +617,16 @@ static PyObject* py_rnea_derivatives(PyObject*, PyObject* const* args, Py_ssize_
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("rnea_derivatives", args[got], rnea_derivatives_args[got], &b[got], &n) != 0) break;
+    if (get_arg("rnea_derivatives", args[got], rnea_derivatives_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_rnea_derivatives_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf, (double*)b[4].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_rnea_derivatives_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf, (double*)b[4].buf);
+      rbd_iiwa14_rnea_derivatives_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (double*)b[3].buf, st[3], (double*)b[4].buf, st[4]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -593,9 +641,9 @@ static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_derivatives_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_derivatives_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -607,6 +655,7 @@ static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = PyTuple_New(NO);
     if (result == nullptr) {
@@ -617,7 +666,7 @@ static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py
   } else {
     if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
     for (int j = 0; j < NO; ++j)
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_derivatives_args[NI + j], &n)) == nullptr)
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_derivatives_args[NI + j], &n, &s[NI + j])) == nullptr)
         return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
@@ -626,7 +675,7 @@ static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py
     rbd_iiwa14_rnea_derivatives_f64(p[0], p[1], p[2], p[3], p[4]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_rnea_derivatives_f64_batch(n, p[0], p[1], p[2], p[3], p[4]);
+    rbd_iiwa14_rnea_derivatives_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -648,16 +697,16 @@ static PyObject* py_aba_derivatives(PyObject*, PyObject* const* args, Py_ssize_t
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("aba_derivatives", args[got], aba_derivatives_args[got], &b[got], &n) != 0) break;
+    if (get_arg("aba_derivatives", args[got], aba_derivatives_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_aba_derivatives_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_aba_derivatives_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);
+      rbd_iiwa14_aba_derivatives_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (double*)b[3].buf, st[3], (double*)b[4].buf, st[4], (double*)b[5].buf, st[5]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -672,9 +721,9 @@ static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], aba_derivatives_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], aba_derivatives_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -686,6 +735,7 @@ static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = PyTuple_New(NO);
     if (result == nullptr) {
@@ -696,7 +746,7 @@ static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_
   } else {
     if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
     for (int j = 0; j < NO; ++j)
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), aba_derivatives_args[NI + j], &n)) == nullptr)
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), aba_derivatives_args[NI + j], &n, &s[NI + j])) == nullptr)
         return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
@@ -705,7 +755,7 @@ static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_
     rbd_iiwa14_aba_derivatives_f64(p[0], p[1], p[2], p[3], p[4], p[5]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_aba_derivatives_f64_batch(n, p[0], p[1], p[2], p[3], p[4], p[5]);
+    rbd_iiwa14_aba_derivatives_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -723,16 +773,16 @@ static PyObject* py_forward_kinematics(PyObject*, PyObject* const* args, Py_ssiz
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("forward_kinematics", args[got], forward_kinematics_args[got], &b[got], &n) != 0) break;
+    if (get_arg("forward_kinematics", args[got], forward_kinematics_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_forward_kinematics_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_forward_kinematics_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_forward_kinematics_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -747,9 +797,9 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -761,10 +811,11 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, forward_kinematics_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, forward_kinematics_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -772,7 +823,7 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
     rbd_iiwa14_forward_kinematics_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_forward_kinematics_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_forward_kinematics_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -792,16 +843,16 @@ static PyObject* py_rnea_scan(PyObject*, PyObject* const* args, Py_ssize_t nargs
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("rnea_scan", args[got], rnea_scan_args[got], &b[got], &n) != 0) break;
+    if (get_arg("rnea_scan", args[got], rnea_scan_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_rnea_scan_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_rnea_scan_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
+      rbd_iiwa14_rnea_scan_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (double*)b[3].buf, st[3]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -816,9 +867,9 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -830,10 +881,11 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -841,7 +893,7 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
     rbd_iiwa14_rnea_scan_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_rnea_scan_f64_batch(n, p[0], p[1], p[2], p[3]);
+    rbd_iiwa14_rnea_scan_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -859,16 +911,16 @@ static PyObject* py_frame_placement(PyObject*, PyObject* const* args, Py_ssize_t
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("frame_placement", args[got], frame_placement_args[got], &b[got], &n) != 0) break;
+    if (get_arg("frame_placement", args[got], frame_placement_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_frame_placement_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_frame_placement_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_frame_placement_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -883,9 +935,9 @@ static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_placement_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_placement_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -897,10 +949,11 @@ static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_placement_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_placement_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -908,7 +961,7 @@ static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_
     rbd_iiwa14_frame_placement_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_frame_placement_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_frame_placement_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -926,16 +979,16 @@ static PyObject* py_frame_jacobian_local(PyObject*, PyObject* const* args, Py_ss
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("frame_jacobian_local", args[got], frame_jacobian_local_args[got], &b[got], &n) != 0) break;
+    if (get_arg("frame_jacobian_local", args[got], frame_jacobian_local_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_frame_jacobian_local_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_frame_jacobian_local_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_frame_jacobian_local_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -950,9 +1003,9 @@ static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_jacobian_local_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_jacobian_local_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -964,10 +1017,11 @@ static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_jacobian_local_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_jacobian_local_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -975,7 +1029,7 @@ static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args
     rbd_iiwa14_frame_jacobian_local_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_frame_jacobian_local_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_frame_jacobian_local_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -993,16 +1047,16 @@ static PyObject* py_frame_jacobian_local_world_aligned(PyObject*, PyObject* cons
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("frame_jacobian_local_world_aligned", args[got], frame_jacobian_local_world_aligned_args[got], &b[got], &n) != 0) break;
+    if (get_arg("frame_jacobian_local_world_aligned", args[got], frame_jacobian_local_world_aligned_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_frame_jacobian_local_world_aligned_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1017,9 +1071,9 @@ static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObjec
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_jacobian_local_world_aligned_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_jacobian_local_world_aligned_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1031,10 +1085,11 @@ static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObjec
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_jacobian_local_world_aligned_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_jacobian_local_world_aligned_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -1042,7 +1097,7 @@ static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObjec
     rbd_iiwa14_frame_jacobian_local_world_aligned_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -1060,16 +1115,16 @@ static PyObject* py_frame_jacobian_world(PyObject*, PyObject* const* args, Py_ss
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("frame_jacobian_world", args[got], frame_jacobian_world_args[got], &b[got], &n) != 0) break;
+    if (get_arg("frame_jacobian_world", args[got], frame_jacobian_world_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_frame_jacobian_world_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_frame_jacobian_world_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_frame_jacobian_world_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1084,9 +1139,9 @@ static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_jacobian_world_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_jacobian_world_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1098,10 +1153,11 @@ static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_jacobian_world_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_jacobian_world_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -1109,7 +1165,7 @@ static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args
     rbd_iiwa14_frame_jacobian_world_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_frame_jacobian_world_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_frame_jacobian_world_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -1128,16 +1184,16 @@ static PyObject* py_frame_bias_acceleration_local(PyObject*, PyObject* const* ar
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("frame_bias_acceleration_local", args[got], frame_bias_acceleration_local_args[got], &b[got], &n) != 0) break;
+    if (get_arg("frame_bias_acceleration_local", args[got], frame_bias_acceleration_local_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_frame_bias_acceleration_local_f64((const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_frame_bias_acceleration_local_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);
+      rbd_iiwa14_frame_bias_acceleration_local_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (double*)b[2].buf, st[2]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1152,9 +1208,9 @@ static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* co
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1166,10 +1222,11 @@ static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* co
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -1177,7 +1234,7 @@ static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* co
     rbd_iiwa14_frame_bias_acceleration_local_f64(p[0], p[1], p[2]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_frame_bias_acceleration_local_f64_batch(n, p[0], p[1], p[2]);
+    rbd_iiwa14_frame_bias_acceleration_local_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -1196,16 +1253,16 @@ static PyObject* py_frame_bias_acceleration_local_world_aligned(PyObject*, PyObj
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("frame_bias_acceleration_local_world_aligned", args[got], frame_bias_acceleration_local_world_aligned_args[got], &b[got], &n) != 0) break;
+    if (get_arg("frame_bias_acceleration_local_world_aligned", args[got], frame_bias_acceleration_local_world_aligned_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64((const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);
+      rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (double*)b[2].buf, st[2]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1220,9 +1277,9 @@ static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_world_aligned_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_world_aligned_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1234,10 +1291,11 @@ static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_world_aligned_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_world_aligned_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -1245,7 +1303,7 @@ static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self
     rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64(p[0], p[1], p[2]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch(n, p[0], p[1], p[2]);
+    rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -1264,16 +1322,16 @@ static PyObject* py_frame_bias_acceleration_world(PyObject*, PyObject* const* ar
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("frame_bias_acceleration_world", args[got], frame_bias_acceleration_world_args[got], &b[got], &n) != 0) break;
+    if (get_arg("frame_bias_acceleration_world", args[got], frame_bias_acceleration_world_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_frame_bias_acceleration_world_f64((const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_frame_bias_acceleration_world_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);
+      rbd_iiwa14_frame_bias_acceleration_world_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (double*)b[2].buf, st[2]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1288,9 +1346,9 @@ static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* co
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_bias_acceleration_world_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_world_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1302,10 +1360,11 @@ static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* co
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_bias_acceleration_world_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_world_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -1313,7 +1372,7 @@ static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* co
     rbd_iiwa14_frame_bias_acceleration_world_f64(p[0], p[1], p[2]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_frame_bias_acceleration_world_f64_batch(n, p[0], p[1], p[2]);
+    rbd_iiwa14_frame_bias_acceleration_world_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -1331,16 +1390,16 @@ static PyObject* py_osim_inverse(PyObject*, PyObject* const* args, Py_ssize_t na
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("osim_inverse", args[got], osim_inverse_args[got], &b[got], &n) != 0) break;
+    if (get_arg("osim_inverse", args[got], osim_inverse_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_osim_inverse_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_osim_inverse_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_iiwa14_osim_inverse_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1355,9 +1414,9 @@ static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssi
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], osim_inverse_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], osim_inverse_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1369,10 +1428,11 @@ static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssi
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, osim_inverse_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, osim_inverse_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -1380,7 +1440,7 @@ static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssi
     rbd_iiwa14_osim_inverse_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_osim_inverse_f64_batch(n, p[0], p[1]);
+    rbd_iiwa14_osim_inverse_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -1402,16 +1462,16 @@ static PyObject* py_rnea_stale(PyObject*, PyObject* const* args, Py_ssize_t narg
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("rnea_stale", args[got], rnea_stale_args[got], &b[got], &n) != 0) break;
+    if (get_arg("rnea_stale", args[got], rnea_stale_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_rnea_stale_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_rnea_stale_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);
+      rbd_iiwa14_rnea_stale_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (const double*)b[3].buf, st[3], (double*)b[4].buf, st[4], (double*)b[5].buf, st[5]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1426,9 +1486,9 @@ static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_stale_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_stale_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1440,6 +1500,7 @@ static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = PyTuple_New(NO);
     if (result == nullptr) {
@@ -1450,7 +1511,7 @@ static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize
   } else {
     if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
     for (int j = 0; j < NO; ++j)
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_args[NI + j], &n)) == nullptr)
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_args[NI + j], &n, &s[NI + j])) == nullptr)
         return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
@@ -1459,7 +1520,7 @@ static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize
     rbd_iiwa14_rnea_stale_f64(p[0], p[1], p[2], p[3], p[4], p[5]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_rnea_stale_f64_batch(n, p[0], p[1], p[2], p[3], p[4], p[5]);
+    rbd_iiwa14_rnea_stale_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -1481,16 +1542,16 @@ static PyObject* py_rnea_stale_yamakita(PyObject*, PyObject* const* args, Py_ssi
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("rnea_stale_yamakita", args[got], rnea_stale_yamakita_args[got], &b[got], &n) != 0) break;
+    if (get_arg("rnea_stale_yamakita", args[got], rnea_stale_yamakita_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_rnea_stale_yamakita_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_rnea_stale_yamakita_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);
+      rbd_iiwa14_rnea_stale_yamakita_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (const double*)b[3].buf, st[3], (double*)b[4].buf, st[4], (double*)b[5].buf, st[5]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1505,9 +1566,9 @@ static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args,
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_stale_yamakita_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_stale_yamakita_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1519,6 +1580,7 @@ static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args,
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = PyTuple_New(NO);
     if (result == nullptr) {
@@ -1529,7 +1591,7 @@ static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args,
   } else {
     if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
     for (int j = 0; j < NO; ++j)
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_yamakita_args[NI + j], &n)) == nullptr)
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_yamakita_args[NI + j], &n, &s[NI + j])) == nullptr)
         return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
@@ -1538,7 +1600,7 @@ static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args,
     rbd_iiwa14_rnea_stale_yamakita_f64(p[0], p[1], p[2], p[3], p[4], p[5]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_rnea_stale_yamakita_f64_batch(n, p[0], p[1], p[2], p[3], p[4], p[5]);
+    rbd_iiwa14_rnea_stale_yamakita_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -1560,16 +1622,16 @@ static PyObject* py_rnea_stale_hamilton(PyObject*, PyObject* const* args, Py_ssi
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("rnea_stale_hamilton", args[got], rnea_stale_hamilton_args[got], &b[got], &n) != 0) break;
+    if (get_arg("rnea_stale_hamilton", args[got], rnea_stale_hamilton_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_iiwa14_rnea_stale_hamilton_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_iiwa14_rnea_stale_hamilton_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);
+      rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (const double*)b[3].buf, st[3], (double*)b[4].buf, st[4], (double*)b[5].buf, st[5]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -1584,9 +1646,9 @@ static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args,
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_stale_hamilton_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_stale_hamilton_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -1598,6 +1660,7 @@ static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args,
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = PyTuple_New(NO);
     if (result == nullptr) {
@@ -1608,7 +1671,7 @@ static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args,
   } else {
     if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
     for (int j = 0; j < NO; ++j)
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_hamilton_args[NI + j], &n)) == nullptr)
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_hamilton_args[NI + j], &n, &s[NI + j])) == nullptr)
         return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
@@ -1617,7 +1680,7 @@ static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args,
     rbd_iiwa14_rnea_stale_hamilton_f64(p[0], p[1], p[2], p[3], p[4], p[5]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_iiwa14_rnea_stale_hamilton_f64_batch(n, p[0], p[1], p[2], p[3], p[4], p[5]);
+    rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
   return result;

@@ -81,20 +81,20 @@ static inline void rbd_transpose(vec_t* r) {
 #define RBD_TILED_COPY 1
 #endif
 
-// rows (LANES states of n values each, contiguous) -> lanes (n vectors)
-static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __restrict v) {
+// rows (LANES states of n values each, state l at rows + l * stride) -> lanes (n vectors)
+static inline void rbd_to_lanes(const double* __restrict rows, long stride, int n, vec_t* __restrict v) {
   int k = 0;
 #ifdef RBD_TILED_COPY
   for (; k + LANES <= n; k += LANES) {
     vec_t r[LANES];
-    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * n + k, sizeof(vec_t));
+    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * stride + k, sizeof(vec_t));
     rbd_transpose(r);
     for (int j = 0; j < LANES; ++j) v[k + j] = r[j];
   }
 #endif
   for (; k < n; ++k) {
     vec_t x = {};
-    for (int l = 0; l < LANES; ++l) x[l] = rows[l * n + k];
+    for (int l = 0; l < LANES; ++l) x[l] = rows[l * stride + k];
     v[k] = x;
   }
 }
@@ -2235,7 +2235,10 @@ void rbd_iiwa14_rnea_stale_hamilton_f64(const double* q, const double* v, const 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)
 int rbd_iiwa14_rnea_stale_hamilton_f64_lanes(void) { return rbd_iiwa14_f64::LANES; }
 
-void rbd_iiwa14_rnea_stale_hamilton_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next) {
+// a batch whose state i of each array is at offset i * <array>_stride (in doubles): the rows of
+// a C-contiguous (n, size) array (stride = size), or any row-strided view of one, such as a
+// column block of a packed state array; outputs' rows must not overlap
+void rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = n / LANES;
 #pragma omp parallel if (n * 1729L >= 200000L)
@@ -2250,19 +2253,28 @@ void rbd_iiwa14_rnea_stale_hamilton_f64_batch(long n, const double* q, const dou
     vec_t* w_v = buf.data() + 364;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      rbd_to_lanes(q + b * LANES * 7L, 7, q_v);
-      rbd_to_lanes(v + b * LANES * 7L, 7, v_v);
-      rbd_to_lanes(a + b * LANES * 7L, 7, a_v);
-      rbd_to_lanes(stale + b * LANES * 168L, 168, stale_v);
+      rbd_to_lanes(q + b * LANES * q_stride, q_stride, 7, q_v);
+      rbd_to_lanes(v + b * LANES * v_stride, v_stride, 7, v_v);
+      rbd_to_lanes(a + b * LANES * a_stride, a_stride, 7, a_v);
+      rbd_to_lanes(stale + b * LANES * stale_stride, stale_stride, 168, stale_v);
       rnea_stale_hamilton<vec_t>(q_v, v_v, a_v, stale_v, tau_v, stale_next_v, w_v);
-      for (int l = 0; l < LANES; ++l)  // state by state: one store stream at a time (see rbd_to_lanes)
-        for (int k = 0; k < 7; ++k) tau[(b * LANES + l) * 7 + k] = tau_v[k][l];
-      for (int l = 0; l < LANES; ++l)  // state by state: one store stream at a time (see rbd_to_lanes)
-        for (int k = 0; k < 168; ++k) stale_next[(b * LANES + l) * 168 + k] = stale_next_v[k][l];
+      for (int l = 0; l < LANES; ++l) {  // state by state: one store stream at a time (see rbd_to_lanes)
+        double* __restrict row = tau + (b * LANES + l) * tau_stride;
+        for (int k = 0; k < 7; ++k) row[k] = tau_v[k][l];
+      }
+      for (int l = 0; l < LANES; ++l) {  // state by state: one store stream at a time (see rbd_to_lanes)
+        double* __restrict row = stale_next + (b * LANES + l) * stale_next_stride;
+        for (int k = 0; k < 168; ++k) row[k] = stale_next_v[k][l];
+      }
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)
-    rbd_iiwa14_rnea_stale_hamilton_f64(q + i * 7, v + i * 7, a + i * 7, stale + i * 168, tau + i * 7, stale_next + i * 168);
+    rbd_iiwa14_rnea_stale_hamilton_f64(q + i * q_stride, v + i * v_stride, a + i * a_stride, stale + i * stale_stride, tau + i * tau_stride, stale_next + i * stale_next_stride);
+}
+
+// n states stored contiguously, state i at offset i * size in each array
+void rbd_iiwa14_rnea_stale_hamilton_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next) {
+  rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(n, q, 7L, v, 7L, a, 7L, stale, 168L, tau, 7L, stale_next, 168L);
 }
 
 }  // extern "C"

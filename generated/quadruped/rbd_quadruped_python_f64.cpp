@@ -3,8 +3,10 @@
 // CPython binding of the 'rbd_quadruped' kernels (float64), two entry points per kernel:
 //
 // - <kernel>(inputs..., outputs...): any buffer-exporting arrays through the buffer protocol,
-//   checked for dtype, shape and C-contiguity (ValueError naming the argument), then one state
-//   or a batch (N, ...) in one C++ call.
+//   checked for dtype, shape and layout (ValueError naming the argument), then one state or a
+//   batch (N, ...) in one C++ call. One state must be C-contiguous; a batch's rows may be strided
+//   (a column block of a packed state array, reversed rows, a broadcast input row), each state's
+//   own values contiguous, and goes to the kernel's strided entry point without a copy.
 // - bind(name, fallback) returns what users call as kern.<kernel>(inputs..., out=None): plain
 //   ndarrays of the right dtype, shape and layout go straight to the kernel through the NumPy C
 //   API (no Python frame: ~0.1 µs), outputs allocated here when out= is not given; any other
@@ -65,8 +67,29 @@ static void want_str(const ArgSpec& a, char* s, size_t n) {
   snprintf(s, n, "%s or %s", one, many);
 }
 
-// Acquire one argument; n: -2 before the first, then -1 (single state) or the batch size.
-static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* b, long* n) {
+// The layout the kernels take: each state's values C-contiguous; for a batch (N, ...) the
+// distance between states is free (in whole elements), but an output's rows must not overlap.
+// dims/strides: the array's; stride: set to the row stride in elements. 0: taken; 1: a state's
+// values are not contiguous; 2: an output's rows overlap.
+static int row_layout(const Py_ssize_t* dims, const Py_ssize_t* strides, int nd, int batch, const ArgSpec& a, long* stride) {
+  Py_ssize_t expect = (Py_ssize_t)sizeof(double);
+  for (int d = nd - 1; d >= batch; --d) {
+    if (dims[d] != 1 && strides[d] != expect) return 1;
+    expect *= dims[d];
+  }
+  const long size = (long)(expect / (Py_ssize_t)sizeof(double));
+  *stride = size;
+  if (!batch || dims[0] <= 1) return 0;
+  if (strides[0] % (Py_ssize_t)sizeof(double) != 0) return 1;
+  const long s = (long)(strides[0] / (Py_ssize_t)sizeof(double));
+  if (a.out && s < size && s > -size) return 2;
+  *stride = s;
+  return 0;
+}
+
+// Acquire one argument; n: -2 before the first, then -1 (single state) or the batch size;
+// stride: its row stride in elements (its size for one state).
+static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* b, long* n, long* stride) {
   const int flags = PyBUF_FORMAT | PyBUF_STRIDES | (a.out ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(o, b, flags) != 0) {
     PyErr_Clear();
@@ -105,8 +128,19 @@ static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* 
     return -1;
   }
   *n = this_n;
-  if (!PyBuffer_IsContiguous(b, 'C')) {
-    PyErr_Format(PyExc_ValueError, "%s: %s '%s' is not C-contiguous (use np.ascontiguousarray)", kname, a.out ? "out= array" : "argument", a.name);
+  // (PyBUF_STRIDES was asked for, so the exporter gives strides)
+  const int layout = row_layout(b->shape, b->strides, b->ndim, batch, a, stride);
+  if (layout == 1) {
+    PyErr_Format(PyExc_ValueError, batch ? "%s: %s '%s' is not C-contiguous within a state (a batch's rows may be strided, "
+                                           "but each state's values must be adjacent: use np.ascontiguousarray)"
+                                         : "%s: %s '%s' is not C-contiguous (use np.ascontiguousarray)",
+                 kname, a.out ? "out= array" : "argument", a.name);
+    PyBuffer_Release(b);
+    return -1;
+  }
+  if (layout == 2) {
+    PyErr_Format(PyExc_ValueError, "%s: out= array '%s' has overlapping rows (its row stride is %zd elements, "
+                 "a state has more: use an array of its own)", kname, a.name, b->strides[0] / b->itemsize);
     PyBuffer_Release(b);
     return -1;
   }
@@ -114,12 +148,13 @@ static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* 
 }
 
 // A plain, aligned, native-order float64 ndarray of the argument's shape for one state or a
-// batch (N, ...), writeable if an output: its data, else nullptr (the caller falls back).
-// n: -2 before the first argument, then -1 (one state) or the batch size.
-static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n) {
+// batch (N, ...), writeable if an output, laid out as row_layout takes it: its data, else nullptr
+// (the caller falls back). n: -2 before the first argument, then -1 (one state) or the batch
+// size; stride: its row stride in elements.
+static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n, long* stride) {
   if (!PyArray_CheckExact(o)) return nullptr;
   PyArrayObject* x = (PyArrayObject*)o;
-  const int flags = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
+  const int flags = NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
   if (PyArray_TYPE(x) != NPY_DOUBLE || !PyArray_CHKFLAGS(x, flags) || !PyArray_ISNOTSWAPPED(x)) return nullptr;
   const int nd = PyArray_NDIM(x), batch = nd == a.ndim + 1;
   if (!batch && nd != a.ndim) return nullptr;
@@ -128,6 +163,13 @@ static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n) {
     if (d[i] != a.shape[i]) return nullptr;
   const long this_n = batch ? (long)PyArray_DIMS(x)[0] : -1;
   if (*n != -2 && *n != this_n) return nullptr;
+  if (PyArray_CHKFLAGS(x, NPY_ARRAY_C_CONTIGUOUS)) {
+    long size = 1;
+    for (int i = 0; i < a.ndim; ++i) size *= (long)a.shape[i];
+    *stride = size;
+  } else if (row_layout(PyArray_DIMS(x), PyArray_STRIDES(x), nd, batch, a, stride) != 0) {
+    return nullptr;
+  }
   *n = this_n;
   return (double*)PyArray_DATA(x);
 }
@@ -161,16 +203,16 @@ static PyObject* py_rnea(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("rnea", args[got], rnea_args[got], &b[got], &n) != 0) break;
+    if (get_arg("rnea", args[got], rnea_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_quadruped_rnea_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_quadruped_rnea_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
+      rbd_quadruped_rnea_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (double*)b[3].buf, st[3]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -185,9 +227,9 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -199,10 +241,11 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, rnea_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, rnea_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -210,7 +253,7 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_quadruped_rnea_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_quadruped_rnea_f64_batch(n, p[0], p[1], p[2], p[3]);
+    rbd_quadruped_rnea_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -229,16 +272,16 @@ static PyObject* py_nle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("nle", args[got], nle_args[got], &b[got], &n) != 0) break;
+    if (get_arg("nle", args[got], nle_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_quadruped_nle_f64((const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_quadruped_nle_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (double*)b[2].buf);
+      rbd_quadruped_nle_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (double*)b[2].buf, st[2]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -253,9 +296,9 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], nle_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], nle_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -267,10 +310,11 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, nle_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, nle_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -278,7 +322,7 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
     rbd_quadruped_nle_f64(p[0], p[1], p[2]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_quadruped_nle_f64_batch(n, p[0], p[1], p[2]);
+    rbd_quadruped_nle_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -296,16 +340,16 @@ static PyObject* py_gravity(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("gravity", args[got], gravity_args[got], &b[got], &n) != 0) break;
+    if (get_arg("gravity", args[got], gravity_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_quadruped_gravity_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_quadruped_gravity_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_quadruped_gravity_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -320,9 +364,9 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], gravity_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], gravity_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -334,10 +378,11 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, gravity_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, gravity_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -345,7 +390,7 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
     rbd_quadruped_gravity_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_quadruped_gravity_f64_batch(n, p[0], p[1]);
+    rbd_quadruped_gravity_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -363,16 +408,16 @@ static PyObject* py_crba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("crba", args[got], crba_args[got], &b[got], &n) != 0) break;
+    if (get_arg("crba", args[got], crba_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_quadruped_crba_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_quadruped_crba_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_quadruped_crba_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -387,9 +432,9 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], crba_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], crba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -401,10 +446,11 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, crba_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, crba_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -412,7 +458,7 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_quadruped_crba_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_quadruped_crba_f64_batch(n, p[0], p[1]);
+    rbd_quadruped_crba_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -432,16 +478,16 @@ static PyObject* py_aba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("aba", args[got], aba_args[got], &b[got], &n) != 0) break;
+    if (get_arg("aba", args[got], aba_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_quadruped_aba_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_quadruped_aba_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
+      rbd_quadruped_aba_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (double*)b[3].buf, st[3]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -456,9 +502,9 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], aba_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], aba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -470,10 +516,11 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, aba_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, aba_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -481,7 +528,7 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
     rbd_quadruped_aba_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_quadruped_aba_f64_batch(n, p[0], p[1], p[2], p[3]);
+    rbd_quadruped_aba_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -499,16 +546,16 @@ static PyObject* py_minv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("minv", args[got], minv_args[got], &b[got], &n) != 0) break;
+    if (get_arg("minv", args[got], minv_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_quadruped_minv_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_quadruped_minv_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_quadruped_minv_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -523,9 +570,9 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], minv_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], minv_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -537,10 +584,11 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, minv_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, minv_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -548,7 +596,7 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_quadruped_minv_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_quadruped_minv_f64_batch(n, p[0], p[1]);
+    rbd_quadruped_minv_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -566,16 +614,16 @@ static PyObject* py_forward_kinematics(PyObject*, PyObject* const* args, Py_ssiz
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("forward_kinematics", args[got], forward_kinematics_args[got], &b[got], &n) != 0) break;
+    if (get_arg("forward_kinematics", args[got], forward_kinematics_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_quadruped_forward_kinematics_f64((const double*)b[0].buf, (double*)b[1].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_quadruped_forward_kinematics_f64_batch(n, (const double*)b[0].buf, (double*)b[1].buf);
+      rbd_quadruped_forward_kinematics_f64_batch_strided(n, (const double*)b[0].buf, st[0], (double*)b[1].buf, st[1]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -590,9 +638,9 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -604,10 +652,11 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, forward_kinematics_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, forward_kinematics_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -615,7 +664,7 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
     rbd_quadruped_forward_kinematics_f64(p[0], p[1]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_quadruped_forward_kinematics_f64_batch(n, p[0], p[1]);
+    rbd_quadruped_forward_kinematics_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
   return result;
@@ -635,16 +684,16 @@ static PyObject* py_rnea_scan(PyObject*, PyObject* const* args, Py_ssize_t nargs
     return nullptr;
   }
   Py_buffer b[NA];
-  long n = -2;
+  long n = -2, st[NA];
   int got = 0;
   for (; got < NA; ++got)
-    if (get_arg("rnea_scan", args[got], rnea_scan_args[got], &b[got], &n) != 0) break;
+    if (get_arg("rnea_scan", args[got], rnea_scan_args[got], &b[got], &n, &st[got]) != 0) break;
   if (got == NA) {
     if (n < 0) {
       rbd_quadruped_rnea_scan_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);  // one state: too short to be worth releasing the GIL
     } else if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
-      rbd_quadruped_rnea_scan_f64_batch(n, (const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (double*)b[3].buf);
+      rbd_quadruped_rnea_scan_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (double*)b[3].buf, st[3]);
       Py_END_ALLOW_THREADS
     }
   }
@@ -659,9 +708,9 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
   const int kw = is_out_keyword(kwnames);
   if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
-  long n = -2;
+  long n = -2, s[NI + NO];
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
   PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
@@ -673,10 +722,11 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
         return nullptr;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n)) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
     Py_INCREF(out);
     result = out;
   }
@@ -684,7 +734,7 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
     rbd_quadruped_rnea_scan_f64(p[0], p[1], p[2], p[3]);  // one state: too short to be worth releasing the GIL
   } else if (n > 0) {
     Py_BEGIN_ALLOW_THREADS
-    rbd_quadruped_rnea_scan_f64_batch(n, p[0], p[1], p[2], p[3]);
+    rbd_quadruped_rnea_scan_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
   return result;

@@ -81,20 +81,20 @@ static inline void rbd_transpose(vec_t* r) {
 #define RBD_TILED_COPY 1
 #endif
 
-// rows (LANES states of n values each, contiguous) -> lanes (n vectors)
-static inline void rbd_to_lanes(const double* __restrict rows, int n, vec_t* __restrict v) {
+// rows (LANES states of n values each, state l at rows + l * stride) -> lanes (n vectors)
+static inline void rbd_to_lanes(const double* __restrict rows, long stride, int n, vec_t* __restrict v) {
   int k = 0;
 #ifdef RBD_TILED_COPY
   for (; k + LANES <= n; k += LANES) {
     vec_t r[LANES];
-    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * n + k, sizeof(vec_t));
+    for (int l = 0; l < LANES; ++l) __builtin_memcpy(&r[l], rows + l * stride + k, sizeof(vec_t));
     rbd_transpose(r);
     for (int j = 0; j < LANES; ++j) v[k + j] = r[j];
   }
 #endif
   for (; k < n; ++k) {
     vec_t x = {};
-    for (int l = 0; l < LANES; ++l) x[l] = rows[l * n + k];
+    for (int l = 0; l < LANES; ++l) x[l] = rows[l * stride + k];
     v[k] = x;
   }
 }
@@ -4671,7 +4671,10 @@ void rbd_quadruped_rnea_scan_f64(const double* q, const double* v, const double*
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)
 int rbd_quadruped_rnea_scan_f64_lanes(void) { return rbd_quadruped_f64::LANES; }
 
-void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau) {
+// a batch whose state i of each array is at offset i * <array>_stride (in doubles): the rows of
+// a C-contiguous (n, size) array (stride = size), or any row-strided view of one, such as a
+// column block of a packed state array; outputs' rows must not overlap
+void rbd_quadruped_rnea_scan_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride) {
   using namespace rbd_quadruped_f64;
   const long nblocks = n / LANES;
 #pragma omp parallel if (n * 3874L >= 200000L)
@@ -4684,16 +4687,23 @@ void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v,
     vec_t* w_v = buf.data() + 73;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      rbd_to_lanes(q + b * LANES * 19L, 19, q_v);
-      rbd_to_lanes(v + b * LANES * 18L, 18, v_v);
-      rbd_to_lanes(a + b * LANES * 18L, 18, a_v);
+      rbd_to_lanes(q + b * LANES * q_stride, q_stride, 19, q_v);
+      rbd_to_lanes(v + b * LANES * v_stride, v_stride, 18, v_v);
+      rbd_to_lanes(a + b * LANES * a_stride, a_stride, 18, a_v);
       rnea_scan<vec_t>(q_v, v_v, a_v, tau_v, w_v);
-      for (int l = 0; l < LANES; ++l)  // state by state: one store stream at a time (see rbd_to_lanes)
-        for (int k = 0; k < 18; ++k) tau[(b * LANES + l) * 18 + k] = tau_v[k][l];
+      for (int l = 0; l < LANES; ++l) {  // state by state: one store stream at a time (see rbd_to_lanes)
+        double* __restrict row = tau + (b * LANES + l) * tau_stride;
+        for (int k = 0; k < 18; ++k) row[k] = tau_v[k][l];
+      }
     }
   }
   for (long i = nblocks * LANES; i < n; ++i)
-    rbd_quadruped_rnea_scan_f64(q + i * 19, v + i * 18, a + i * 18, tau + i * 18);
+    rbd_quadruped_rnea_scan_f64(q + i * q_stride, v + i * v_stride, a + i * a_stride, tau + i * tau_stride);
+}
+
+// n states stored contiguously, state i at offset i * size in each array
+void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau) {
+  rbd_quadruped_rnea_scan_f64_batch_strided(n, q, 19L, v, 18L, a, 18L, tau, 18L);
 }
 
 }  // extern "C"

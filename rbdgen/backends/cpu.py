@@ -104,19 +104,26 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             c_args = ", ".join([f"const {ctype}* {a.name}" for a in ins] + [f"{ctype}* {a.name}" for a in outs])
             call = ", ".join(a.name for a in ins + outs)
             vcall = ", ".join(f"{a.name}_v" for a in ins + outs)
-            offs = ", ".join(f"{a.name} + i * {a.size}" for a in ins + outs)
+            offs = ", ".join(f"{a.name} + i * {a.name}_stride" for a in ins + outs)
+            # the strided batch entry point: each array followed by its row stride (in elements)
+            c_strided = ", ".join([f"const {ctype}* {a.name}, long {a.name}_stride" for a in ins]
+                                  + [f"{ctype}* {a.name}, long {a.name}_stride" for a in outs])
+            contig = ", ".join(f"{a.name}, {a.size}L" for a in ins + outs)
             ks.append({
                 "name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "parts": pk.parts, "body": pk.body,
                 "scratch": pk.scratch, "counts": pk.counts, "dense": dense.get(k),
                 "n_statements": pk.n_statements, "t_args": t_args, "part_args": part_args, "c_args": c_args,
-                "call_args": call, "vcall_args": vcall, "offset_args": offs,
+                "call_args": call, "vcall_args": vcall, "offset_args": offs, "c_strided_args": c_strided,
+                "contig_args": contig,
                 "buffer_size": sum(a.size for a in ins + outs) + pk.scratch,
                 "buf_off": _offsets([*ins, *outs], pk.scratch),
             })
             if dtype == dtypes[0]:
-                header_kernels.append({"name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "c_args": {}})
+                header_kernels.append({"name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "c_args": {},
+                                       "c_strided_args": {}})
         for hk, kk in zip(header_kernels, ks):
             hk["c_args"][tag] = kk["c_args"]
+            hk["c_strided_args"][tag] = kk["c_strided_args"]
         sources[dtype], large[dtype], looped[dtype] = [], [], []
         kernel_lane[dtype] = {}
         for kk in ks:
@@ -167,7 +174,9 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                             "in_names": ", ".join(a["name"] for a in args[:n_in]), "n_in": n_in,
                             "n_out": len(args) - n_in, "fast_ptrs": ", ".join(f"p[{i}]" for i in range(len(args))),
                             "single": f"{prefix}_{kk['name']}_{tag}", "batch": f"{prefix}_{kk['name']}_{tag}_batch",
-                            "ptrs": ptrs, "doc": esc.c_string(kk["doc"])})
+                            "ptrs": ptrs, "doc": esc.c_string(kk["doc"]),
+                            "strided_ptrs": ", ".join(f"{pp}, st[{i}]" for i, pp in enumerate(ptrs.split(", "))),
+                            "fast_strided_ptrs": ", ".join(f"p[{i}], s[{i}]" for i in range(len(args)))})
             src = f"{prefix}_python_{tag}.cpp"
             files[src] = render("cpu/pymodule.cpp.j2", banner=banner, robot=robot, dtype=dtype, ctype=ctype,
                                 fmt="d" if dtype == "float64" else "f", header=header,

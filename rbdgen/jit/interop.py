@@ -208,15 +208,35 @@ def _refuse_view(kname, what, x, v, dtype, out):
     raise ValueError(f"{kname}: {what} ({fw} {type(x).__name__}) is read-only; {why}")
 
 
-def host_view(kname: str, what: str, x, dtype, out: bool = False):
+def row_stride(x) -> int | None:
+    """The distance between consecutive states of a batch ``x`` (N, ...), in elements, when each
+    state's own values are C-contiguous (what the strided batch entry points take), else None.
+    A C-contiguous batch gives its state size."""
+    it = x.itemsize
+    expect = it
+    for d in range(x.ndim - 1, 0, -1):
+        if x.shape[d] != 1 and x.strides[d] != expect:
+            return None
+        expect *= x.shape[d]
+    if x.ndim < 2 or x.shape[0] <= 1:
+        return expect // it
+    if x.strides[0] % it:
+        return None
+    return x.strides[0] // it
+
+
+def host_view(kname: str, what: str, x, dtype, out: bool = False, rows: bool = False):
     """``x`` (a DLPack tensor in host memory) as an ndarray sharing its memory
-    (:func:`numpy.from_dlpack`), of dtype ``dtype``, C-contiguous and, for an ``out`` array,
-    writeable; else a ValueError naming ``what`` ("argument 'q'", "out array for 'tau'")."""
+    (:func:`numpy.from_dlpack`), of dtype ``dtype``, C-contiguous (or, with ``rows``, a batch
+    whose rows are strided and each state contiguous: what the CPU kernels' strided entry points
+    take) and, for an ``out`` array, writeable; else a ValueError naming ``what`` ("argument
+    'q'", "out array for 'tau'")."""
     try:
         v = _from_dlpack(x)
     except Exception as e:  # noqa: BLE001 - BufferError (a tensor requiring grad, …), TypeError, …
         raise _unviewable(kname, what, x, e) from None
-    if v.dtype != dtype or not v.flags.c_contiguous or (out and not v.flags.writeable):
+    laid_out = v.flags.c_contiguous or (rows and v.ndim == 2 and row_stride(v) is not None)
+    if v.dtype != dtype or not laid_out or (out and not v.flags.writeable):
         _refuse_view(kname, what, x, v, dtype, out)
     return v
 
@@ -237,15 +257,16 @@ def call(method, args, out):
     NumPy views in, the outputs handed back as the caller's kind (or ``out=`` filled and
     returned as given)."""
     kname, dt, inputs = method.name, method._dt, method.inputs
+    rows = getattr(method, "batch_strided", None) is not None  # row-strided batches taken as they are
     names = [inputs[i][0] if i < len(inputs) else f"#{i + 1}" for i in range(len(args))]
-    views = [x if type(x) is _ND or not is_foreign(x) else host_view(kname, f"argument '{n}'", x, dt)
+    views = [x if type(x) is _ND or not is_foreign(x) else host_view(kname, f"argument '{n}'", x, dt, rows=rows)
              for n, x in zip(names, args)]
     kind = result_kind(kname, names, args)
     if out is not None:
         many = isinstance(out, (tuple, list))
         outs = list(out) if many else [out]
         onames = [n for n, _ in method.outputs] + [f"#{i + 1}" for i in range(len(method.outputs), len(outs))]
-        oviews = [host_view(kname, f"out array for '{n}'", o, dt, out=True) if is_foreign(o) else o
+        oviews = [host_view(kname, f"out array for '{n}'", o, dt, out=True, rows=rows) if is_foreign(o) else o
                   for n, o in zip(onames, outs)]
         method(*views, out=tuple(oviews) if many else oviews[0])
         return tuple(outs) if many else out

@@ -4,6 +4,9 @@ Arguments are checked strictly (a wrong shape, dtype or memory layout is a ``Val
 naming the argument; nothing is copied behind the caller's back, except that a plain Python
 list is converted). A 2-D input ``(N, size)`` calls the batched entry point once — the loop
 over states runs in C++ (vectorised across states, OpenMP across blocks), never in Python.
+A batch's rows may be strided (``X[:, :nq]`` of a packed state array, ``Q[::-1]``, an input
+broadcast with ``np.broadcast_to``) where the library has the strided entry point (the CPU
+target): each state's own values must be contiguous, and an output's rows must not overlap.
 """
 from __future__ import annotations
 
@@ -14,9 +17,17 @@ import numpy as np
 
 from ..errors import BuildError
 from . import interop as _interop
+from .interop import row_stride
 
 _CT = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float}
 _ND, _empty = np.ndarray, np.empty
+
+
+def _rows_overlap(x) -> bool:
+    """An output batch whose rows overlap (a row stride shorter than a state)."""
+    size = int(np.prod(x.shape[1:], dtype=int))
+    return x.ndim >= 2 and x.shape[0] > 1 and abs(row_stride(x)) < size
+
 
 @dataclass(frozen=True)
 class _Arg:
@@ -48,11 +59,14 @@ def kernel_specs(entries: dict) -> dict:
 
 
 class _Method:
-    def __init__(self, owner, name, single, batch, inputs, outputs, fast=None):
+    def __init__(self, owner, name, single, batch, inputs, outputs, fast=None, batch_strided=None):
         self.owner = owner
         self.name = name
         self.single = single
         self.batch = batch
+        #: the strided batch entry point (n, then each array's pointer and row stride), or None:
+        #: then batches must be C-contiguous
+        self.batch_strided = batch_strided
         self.inputs = inputs    # list of (name, size)
         self.outputs = outputs  # list of (name, shape)
         self.fast = fast        # CPython binding: checks and calls in C (≈0.2 µs), or None
@@ -96,7 +110,13 @@ class _Method:
         if x.ndim not in (1, 2) or x.shape[-1] != size:
             raise ValueError(f"{self.name}: argument '{name}' has shape {x.shape}, expected ({size},) or (N, {size})")
         if not x.flags.c_contiguous:
-            raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous (use np.ascontiguousarray)")
+            if x.ndim == 2 and self.batch_strided is not None:
+                if row_stride(x) is None:
+                    raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous within a state (a batch's "
+                                     "rows may be strided, but each state's values must be adjacent: use "
+                                     "np.ascontiguousarray)")
+            else:
+                raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous (use np.ascontiguousarray)")
         return x
 
     def __call__(self, *args, out=None):
@@ -174,15 +194,22 @@ class _Method:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != len(self.outputs):
                 raise ValueError(f"{self.name}: out= needs {len(self.outputs)} array(s)")
+            strided = batch and self.batch_strided is not None
             for (oname, shape), o in zip(self.outputs, outs):
                 if not isinstance(o, np.ndarray) or o.shape != lead + shape or o.dtype != dt \
-                        or not o.flags.c_contiguous or not o.flags.writeable:
+                        or not o.flags.writeable or not (o.flags.c_contiguous or strided and row_stride(o) is not None):
                     raise ValueError(f"{self.name}: out array for '{oname}' must be a writeable C-contiguous "
-                                     f"{dt} array of shape {lead + shape}")
+                                     f"{dt} array of shape {lead + shape}"
+                                     + (" (or one whose rows are strided)" if strided else ""))
+                if strided and _rows_overlap(o):
+                    raise ValueError(f"{self.name}: out= array '{oname}' has overlapping rows (its row stride is "
+                                     f"{row_stride(o)} elements, a state has more: use an array of its own)")
         ptrs = [a.ctypes.data for a in arrs] + [o.ctypes.data for o in outs]
         if batch:
-            if n:
+            if n and all(a.flags.c_contiguous for a in (*arrs, *outs)):
                 self.batch(n, *ptrs)
+            elif n:
+                self.batch_strided(n, *[v for a, p in zip((*arrs, *outs), ptrs) for v in (p, row_stride(a))])
         else:
             self.single(*ptrs)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -233,6 +260,10 @@ class CompiledKernels:
             batch = getattr(self._lib, f"{prefix}_{name}_{tag}_batch")
             batch.argtypes = [ctypes.c_long] + [ptr] * nargs
             batch.restype = None
+            strided = getattr(self._lib, f"{prefix}_{name}_{tag}_batch_strided", None)  # CPU libraries
+            if strided is not None:
+                strided.argtypes = [ctypes.c_long] + [ptr, ctypes.c_long] * nargs
+                strided.restype = None
             compiled = getattr(self._lib, f"{prefix}_{name}_{tag}_lanes", None)
             if compiled is not None and target == "cpu":  # the lanes as compiled: the truth
                 compiled.argtypes, compiled.restype = [], ctypes.c_int
@@ -240,7 +271,7 @@ class CompiledKernels:
             ins = [(a.name, a.size) for a in pk.inputs]
             outs = [(a.name, a.shape) for a in pk.outputs]
             fast = getattr(self._module, name, None) if self._module is not None else None
-            method = self.methods[name] = _Method(self, name, single, batch, ins, outs, fast)
+            method = self.methods[name] = _Method(self, name, single, batch, ins, outs, fast, strided)
             if fast is not None:
                 # what users call: plain ndarrays straight into C (~0.1 µs), everything else
                 # handed to ``method`` (conversions, checks, clear errors)
