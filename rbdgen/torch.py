@@ -12,7 +12,9 @@ kernel set's dtype (float64 or float32):
 * CPU kernels (``target == "cpu"``): a contiguous CPU tensor of the right dtype goes to the
   kernel as a NumPy view of its memory (``tensor.detach().numpy()``, no copy), and the outputs
   come back as tensors sharing the kernel's output arrays (``torch.from_numpy``, no copy). A
-  non-contiguous tensor (a slice ``x[:, :7]``, a transpose) is copied to a contiguous one first.
+  batch whose rows are strided but each state contiguous (a column block ``x[:, :7]`` of a packed
+  state) goes in as it is too; any other non-contiguous tensor (``x[:, ::2]``, a transpose) is
+  copied to a contiguous one first.
 * CUDA kernels (``target == "cuda"``, :class:`rbdgen.jit.cuda.CudaKernels`) with CUDA tensors:
   the inputs are handed over through ``__cuda_array_interface__`` (no copy), the outputs are
   allocated by PyTorch on the input's device and passed as ``out=``, and the kernel is launched
@@ -127,6 +129,9 @@ class _Op:
         self.dtype = owner.dtype
         self.np_dtype = np.dtype(kern.dtype)
         self.cuda = owner.target == "cuda"
+        #: the kernels take a batch whose rows are strided (the CPU target's strided entry points):
+        #: a row-strided tensor (a column block x[:, :7] of a packed state) goes in without a copy
+        self.rows = not self.cuda and getattr(spec, "batch_strided", None) is not None
         self.partials = _PARTIALS.get(name)
         self.__doc__ = (f"{name}({', '.join(n for n, _ in self.inputs)}) on torch tensors → "
                         f"{', '.join(n for n, _ in self.outputs)}"
@@ -134,7 +139,7 @@ class _Op:
 
     # -- checks ----------------------------------------------------------------------------
     def _check(self, args):
-        """(the arguments as contiguous tensors, whether any requires grad), after checking that
+        """(the arguments as tensors the kernels take as they are, whether any requires grad), after checking that
         they are tensors of the kernels' dtype, on their device, of matching shapes (a few
         attribute reads per argument; a failed check is explained by :meth:`_diagnose`)."""
         inputs = self.inputs
@@ -154,7 +159,7 @@ class _Op:
             if d != nd or not 0 < d < 3 or shape[-1] != size or (d == 2 and shape[0] != n0):
                 self._diagnose(args)
             grad = grad or x.requires_grad
-            xs.append(x if x.is_contiguous() else x.contiguous())
+            xs.append(x if x.is_contiguous() or (d == 2 and self.rows and x.stride(1) == 1) else x.contiguous())
         if cuda and len({x.device for x in xs}) > 1:
             self._diagnose(args)
         return xs, grad

@@ -130,6 +130,14 @@ def test_cpu_tensors_reach_the_kernel_without_copies(sets):
     assert not q_view.is_contiguous()
     assert torch.equal(tk.rnea(q_view, xs[1], xs[2]), tau)
     assert seen[0] != q_view.data_ptr()
+    # a batch whose rows are strided, each state contiguous (column blocks of one packed state
+    # tensor): taken as it is, no copy
+    seen.clear()
+    packed = torch.cat([x.detach() for x in xs], dim=1)
+    cols = torch.split(packed, [kern.model.nq, kern.model.nv, kern.model.nv], dim=1)
+    assert not any(c.is_contiguous() for c in cols)
+    assert torch.equal(tk.rnea(*cols), tau)
+    assert seen[:3] == [c.data_ptr() for c in cols]
 
 
 def test_no_graph_without_grad(sets):
