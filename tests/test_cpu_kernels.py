@@ -78,28 +78,32 @@ def test_float64_kernels_match_reference(robot, floating, request):
 STRIDED_CASES = ("iiwa14-fixed", "quadruped-floating", "ur5-fixed")
 
 
-@pytest.mark.parametrize("robot,floating", [c for c in ROBOT_CASES if c.id in STRIDED_CASES])
-def test_batches_with_strided_rows(robot, floating, request):
+@pytest.mark.parametrize("robot,floating,dtype", [
+    pytest.param(*c.values, dt, id=c.id + ("" if dt == "float64" else "-f32"))
+    for c in ROBOT_CASES if c.id in STRIDED_CASES
+    for dt in ("float64", "float32") if dt == "float64" or c.id in F32_CASES])
+def test_batches_with_strided_rows(robot, floating, dtype, request):
     """A batch whose rows are strided — each input a column block of one packed array, rows
     reversed, an input broadcast from one state, outputs written into column blocks of a wider
     array — goes to the strided entry point without a copy and gives, bit for bit, what the same
     rows give as C-contiguous arrays (the same states in the same SIMD lanes), through the
-    binding and through the ctypes method; and within TOL64 of the NumPy reference."""
+    binding and through the ctypes method; and within the dtype's bound of the NumPy reference.
+    float32 shares the template: checked where this file builds it (F32_CASES)."""
     m = load_case(robot, floating)
-    kern = _build(request.node.callspec.id, m, "float64")
+    kern = _build(request.node.callspec.id.removesuffix("-f32"), m, dtype)
     q, v, a, tau = random_state(m, seed=17, n=N)
     contiguous = np.ascontiguousarray
     for k in kern.kernels:
         f, method = kern.kernel(k), kern.methods[k]
-        args = [np.asarray(x, dtype=np.float64) for x in kernel_args(k, q, v, a, tau, m)]
+        args = [np.asarray(x, dtype=dtype) for x in kernel_args(k, q, v, a, tau, m)]
         sizes = [x.shape[1] for x in args]
-        packed = np.hstack([np.full((N, 1), np.nan)] + args)  # column 0: padding, never read
+        packed = np.hstack([np.full((N, 1), np.nan, dtype=dtype)] + args)  # column 0: padding, never read
         cols = [packed[:, o:o + s] for o, s in zip(1 + np.cumsum([0] + sizes[:-1]), sizes)]
         assert not any(c.flags.c_contiguous for c in cols) or len(cols) == 0
         exp = f(*[contiguous(c) for c in cols])
         exp = exp if isinstance(exp, tuple) else (exp,)
-        ref_exp = ref_out(m, k, *args)
-        assert kernel_err(exp if len(exp) > 1 else exp[0], ref_exp) <= TOL64, k
+        ref_exp = ref_out(m, k, *[x.astype(np.float64) for x in args])
+        assert kernel_err(exp if len(exp) > 1 else exp[0], ref_exp) <= (TOL64 if dtype == "float64" else TOL32[k]), k
 
         def same(got, want, how):
             got = got if isinstance(got, tuple) else (got,)
@@ -115,7 +119,7 @@ def test_batches_with_strided_rows(robot, floating, request):
         shapes = [tuple(o.shape[1:]) for o in exp]
         osz = [int(np.prod(s)) for s in shapes]
         for call in (f, method):
-            wide = np.full((N, sum(osz) + 3), -7.0)
+            wide = np.full((N, sum(osz) + 3), -7.0, dtype=dtype)
             offs = 2 + np.cumsum([0] + osz[:-1])
             outs = tuple(wide[:, o:o + z].reshape((N,) + s) for o, z, s in zip(offs, osz, shapes))
             assert all(np.shares_memory(o, wide) for o in outs)
@@ -124,7 +128,7 @@ def test_batches_with_strided_rows(robot, floating, request):
             assert (wide[:, :2] == -7.0).all() and (wide[:, -1] == -7.0).all()
     # one state broadcast over the batch (stride 0): as if repeated
     k = kern.kernels[0]
-    args = [np.asarray(x, dtype=np.float64) for x in kernel_args(k, q, v, a, tau, m)]
+    args = [np.asarray(x, dtype=dtype) for x in kernel_args(k, q, v, a, tau, m)]
     bcast = [np.broadcast_to(x[3], x.shape) if i == len(args) - 1 else x for i, x in enumerate(args)]
     got, want = kern.kernel(k)(*bcast), kern.kernel(k)(*[contiguous(x) for x in bcast])
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
