@@ -136,9 +136,11 @@ def _cluster(kern, m, q, v, tau, n, CHUNK, repeat, client, t_local, t_local_out)
         # each chunk's q, v, tau in one block, so on one worker: no transfers between workers
         X = client.persist(da.from_array(np.hstack([q, v, tau]), chunks=(CHUNK, -1)))
     distributed.wait(X)
-    xs = [X[:, :m.nq], X[:, m.nq:m.nq + m.nv], X[:, m.nq + m.nv:]]
+    # the packed form: each chunk's task hands the kernel its block's columns as views (no
+    # slicing tasks, no copies; rbdgen.dask.map_blocks with one (N, nq + 2 nv) array)
+    xs = [X]
     # warm-up: the kernels reach the workers (unpickled: rebuilt from the compile cache)
-    dask.compute(*rbdgen.dask.map_blocks(kern, "aba_derivatives", *[x[:2 * CHUNK] for x in xs]))
+    dask.compute(*rbdgen.dask.map_blocks(kern, "aba_derivatives", X[:2 * CHUNK]))
     client.run(lambda: rbdgen.dask.stats.update(chunks=0, states=0, seconds=0.0))
 
     # a new token each run: the same keys would let dask hand back results it still holds
@@ -236,7 +238,7 @@ def markdown(res) -> str:
          f"{mc['dask']}, distributed {mc['distributed']}.", "",
          f"LocalCluster: {res['workers']} worker processes × 1 thread (OMP_NUM_THREADS="
          f"{','.join(map(str, res['worker_OMP_NUM_THREADS']))} on the workers), the inputs already on "
-         "the workers (each chunk's q, v, τ together on one worker: one (N, nq + 2nv) array, sliced). Local: one batched call, "
+         "the workers (each chunk's q, v, τ together on one worker: one (N, nq + 2nv) array, passed packed to rbdgen.dask.map_blocks). Local: one batched call, "
          "one thread. Kernels: `rbdgen.build(model, kernels=(\"aba_derivatives\",))` (the default build: -O3, -march=native). "
          "Best of the repeats. Written by `benchmarks/dask_throughput.py`.", "",
          "Workers' malloc: " + "; ".join(f"*{k}*: " + (", ".join(f"`{a}={b}`" for a, b in v.items()) or

@@ -24,6 +24,7 @@ install.
 """
 from __future__ import annotations
 
+import operator
 import threading
 import time
 
@@ -47,6 +48,12 @@ def _dask():
         raise ImportError("rbdgen.dask needs dask: pip install 'dask[array]' (and 'distributed' for a "
                           f"cluster) ({e})") from None
     return dask, da
+
+
+def _run_packed(kern, name, widths, block):
+    """One chunk of a packed input: its column blocks (views) are the kernel's inputs."""
+    offs = np.cumsum((0,) + tuple(widths))
+    return _run(kern, name, *[block[:, a:b] for a, b in zip(offs[:-1], offs[1:])])
 
 
 def _run(kern, name, *blocks):
@@ -80,7 +87,10 @@ def map_blocks(kern, name: str, *arrays, chunks=None, token: str | None = None):
 
     ``arrays``: the kernel's inputs in its order, each ``(N, size)`` — dask arrays (the row
     chunks of the first are used for all; columns are made one chunk), or numpy arrays
-    (wrapped with ``chunks`` rows per chunk, default 65536). Returns a tuple of lazy dask arrays
+    (wrapped with ``chunks`` rows per chunk, default 65536) — or, for a kernel of several
+    inputs, one ``(N, Σ sizes)`` array holding them side by side (``[q v τ]``): each chunk's task
+    then hands the kernel the columns of its block as views (strided rows, no copy; the CPU
+    target), with no slicing tasks in the graph. Returns a tuple of lazy dask arrays
     ``(N, *shape)`` (a single array for a one-output kernel), chunked by the same rows.
     Compute (or persist) them together — ``dask.compute(*outs)``, ``client.persist(list(outs))``
     — and the kernel runs once per chunk for all of them. Computed one by one, or each wrapped
@@ -93,41 +103,60 @@ def map_blocks(kern, name: str, *arrays, chunks=None, token: str | None = None):
     """
     dask, da = _dask()
     ins, outs = _spec(kern, name)
-    if len(arrays) != len(ins):
-        raise TypeError(f"rbdgen.dask.map_blocks({name!r}) takes {len(ins)} arrays "
-                        f"({', '.join(n for n, _ in ins)}), got {len(arrays)}")
+    packed = len(arrays) == 1 and len(ins) > 1
+    if packed:
+        width = sum(s for _, s in ins)
+        ins_given = [(f"[{' '.join(n for n, _ in ins)}]", width)]
+    else:
+        ins_given = ins
+        if len(arrays) != len(ins):
+            raise TypeError(f"rbdgen.dask.map_blocks({name!r}) takes {len(ins)} arrays "
+                            f"({', '.join(n for n, _ in ins)}), or one packed (N, "
+                            f"{sum(s for _, s in ins)}) array, got {len(arrays)}")
     dt = np.dtype(kern.dtype)
     xs = []
-    for (n, size), x in zip(ins, arrays):
+    for (n, size), x in zip(ins_given, arrays):
         if not isinstance(x, da.Array):
             x = np.asarray(x)
             x = da.from_array(x, chunks=(chunks or 65536, -1) if x.ndim == 2 else -1)
         if x.ndim != 2 or x.shape[1] != size:
             raise ValueError(f"rbdgen.dask.map_blocks({name!r}): argument '{n}' has shape {x.shape}, "
-                             f"expected (N, {size})")
+                             f"expected (N, {size})" + (" (the inputs side by side)" if packed else ""))
         if x.dtype != dt:
             raise ValueError(f"rbdgen.dask.map_blocks({name!r}): argument '{n}' has dtype {x.dtype}, "
                              f"this kernel takes {dt} (use .astype(np.{dt}))")
         xs.append(x)
     N = xs[0].shape[0]
-    for (n, _), x in zip(ins, xs):
+    for (n, _), x in zip(ins_given, xs):
         if x.shape[0] != N:
             raise ValueError(f"rbdgen.dask.map_blocks({name!r}): argument '{n}' has {x.shape[0]} rows, "
-                             f"'{ins[0][0]}' has {N}")
+                             f"'{ins_given[0][0]}' has {N}")
     rows = xs[0].chunks[0]
     xs = [x.rechunk((rows, -1)) if x.chunks != (rows, (x.shape[1],)) else x for x in xs]
     token = token or dask.base.tokenize(_identity(kern), name, *[x.name for x in xs])
     # the kernels: one item of the graph, sent to each worker once (pickled as their sources)
     kd = dask.delayed(kern, name=f"rbdgen-kernels-{_identity(kern)}", pure=True)
-    run = dask.delayed(_run, pure=True)
     blocks = [x.to_delayed().ravel() for x in xs]
-    per_output = [[] for _ in outs]
-    for i, n in enumerate(rows):
-        call = run(kd, name, *[b[i] for b in blocks], dask_key_name=f"rbdgen-{name}-{token}-{i}")
-        for j, (oname, shape) in enumerate(outs):
-            per_output[j].append(da.from_delayed(call[j], shape=(n, *shape), dtype=dt,
-                                                 name=f"rbdgen-{name}-{oname}-{token}-{i}"))
-    result = tuple(da.concatenate(bs, axis=0) if len(bs) != 1 else bs[0] for bs in per_output)
+    if packed:
+        run = dask.delayed(_run_packed, pure=True)
+        lead = (kd, name, tuple(s for _, s in ins))
+    else:
+        run = dask.delayed(_run, pure=True)
+        lead = (kd, name)
+    calls = [run(*lead, *[b[i] for b in blocks], dask_key_name=f"rbdgen-{name}-{token}-{i}")
+             for i in range(len(rows))]
+    # each output's block i is item j of chunk i's call: one getitem task per block, keyed as the
+    # output array's own block (no concatenation layer, whose aliases would be tasks as well)
+    from dask.highlevelgraph import HighLevelGraph
+
+    result = []
+    for j, (oname, shape) in enumerate(outs):
+        out_name = f"rbdgen-{name}-{oname}-{token}"
+        zeros = (0,) * len(shape)
+        dsk = {(out_name, i, *zeros): (operator.getitem, c.key, j) for i, c in enumerate(calls)}
+        graph = HighLevelGraph.from_collections(out_name, dsk, dependencies=calls)
+        result.append(da.Array(graph, out_name, chunks=(rows, *((d,) for d in shape)), dtype=dt))
+    result = tuple(result)
     if not rows:  # N = 0: no chunk, empty outputs
         result = tuple(da.zeros((0, *shape), dtype=dt) for _, shape in outs)
     return result[0] if len(result) == 1 else result

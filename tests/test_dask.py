@@ -232,6 +232,47 @@ def test_map_blocks_runs_each_chunk_once_for_all_outputs():
     assert np.array_equal(one.compute(scheduler="sync"), kern.crba(args[0]))
 
 
+def test_map_blocks_takes_the_inputs_packed_side_by_side():
+    """One (N, nq + 2 nv) array for a kernel of three inputs: each chunk's task hands the kernel
+    the columns of its block as views (no copy reaches the kernel, no slicing tasks in the graph:
+    one kernel task and one task per output block); the result is the local call's."""
+    dask = pytest.importorskip("dask")
+    import dask.array as da
+
+    import rbdgen.dask
+
+    _, kern = _iiwa()
+    args = _inputs(kern, "aba_derivatives", 1001, seed=12)
+    X = np.hstack(args)
+    seen = []
+
+    class Spy(_Counting):
+        def aba_derivatives(self, *xs):
+            # views of one block: one base, strided rows (no copy was made for the kernel)
+            seen.append((len(xs[0]), len({id(x.base) for x in xs}) == 1 and xs[0].base is not None,
+                         [x.flags.c_contiguous for x in xs]))
+            return self.__getattr__("aba_derivatives")(*xs)
+
+    spy = Spy(kern)
+    outs = rbdgen.dask.map_blocks(spy, "aba_derivatives", da.from_array(X, chunks=(250, -1)))
+    graph = {}
+    for o in outs:
+        graph.update(dict(o.__dask_graph__()))
+    names = [k[0] if isinstance(k, tuple) else k for k in graph]
+    n_chunks = 5  # 4 × 250 + 1
+    # besides the input's blocks: the kernels, then per chunk one call and its 3 output blocks
+    assert sum(n.startswith("rbdgen-") for n in names) == 1 + n_chunks * (1 + 3), sorted(map(str, graph))
+    assert not [n for n in names if not n.startswith(("rbdgen-", "array-"))], sorted(map(str, graph))
+    got = dask.compute(*outs, scheduler="sync")
+    assert sorted(spy.calls) == [1] + [250] * 4
+    assert sorted(n for n, _, _ in seen) == [1] + [250] * 4
+    assert all(one_base and (n == 1 or not any(contig)) for n, one_base, contig in seen), seen
+    assert _same(tuple(got), kern.aba_derivatives(*args))
+    with pytest.raises(ValueError, match=r"argument '\[q v tau\]' has shape \(1001, 20\), expected \(N, 21\) "
+                                         r"\(the inputs side by side\)"):
+        rbdgen.dask.map_blocks(kern, "aba_derivatives", X[:, :20])
+
+
 def test_map_blocks_refuses_what_the_kernel_would():
     pytest.importorskip("dask")
     import dask.array as da
