@@ -103,7 +103,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, long stride, int 
 // ======================================================================================
 // forward_kinematics: placement of every body in the world (homogeneous 4×4, body_names order)
 // ops: 77 mul, 58 add/sub, 0 div, 14 sin/cos; critical path 14 ops
-// 260 statements
+// 231 statements
 // ======================================================================================
 template <typename S>
 static inline void forward_kinematics(const S* __restrict q, S* __restrict oMb) {
@@ -329,44 +329,15 @@ static inline void forward_kinematics(const S* __restrict q, S* __restrict oMb) 
   // ---- outputs that are constants or inputs
   oMb[2] = S{} + 0.0;
   oMb[3] = S{} + 0.0;
-  oMb[6] = S{} + 0.0;
-  oMb[7] = S{} + 0.0;
-  oMb[8] = S{} + 0.0;
-  oMb[9] = S{} + 0.0;
-  oMb[10] = S{} + 1.0;
-  oMb[11] = S{} + 0.1575;
-  oMb[12] = S{} + 0.0;
-  oMb[13] = S{} + 0.0;
-  oMb[14] = S{} + 0.0;
-  oMb[15] = S{} + 1.0;
+  { static const double c[10] = {0.0, 0.0, 0.0, 0.0, 1.0, 0.1575, 0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 10; ++k) oMb[6 + k] = S{} + c[k]; }
   oMb[19] = S{} + 0.0;
   oMb[23] = S{} + 0.0;
-  oMb[26] = S{} + 0.0;
-  oMb[27] = S{} + 0.36;
-  oMb[28] = S{} + 0.0;
-  oMb[29] = S{} + 0.0;
-  oMb[30] = S{} + 0.0;
-  oMb[31] = S{} + 1.0;
-  oMb[44] = S{} + 0.0;
-  oMb[45] = S{} + 0.0;
-  oMb[46] = S{} + 0.0;
-  oMb[47] = S{} + 1.0;
-  oMb[60] = S{} + 0.0;
-  oMb[61] = S{} + 0.0;
-  oMb[62] = S{} + 0.0;
-  oMb[63] = S{} + 1.0;
-  oMb[76] = S{} + 0.0;
-  oMb[77] = S{} + 0.0;
-  oMb[78] = S{} + 0.0;
-  oMb[79] = S{} + 1.0;
-  oMb[92] = S{} + 0.0;
-  oMb[93] = S{} + 0.0;
-  oMb[94] = S{} + 0.0;
-  oMb[95] = S{} + 1.0;
-  oMb[108] = S{} + 0.0;
-  oMb[109] = S{} + 0.0;
-  oMb[110] = S{} + 0.0;
-  oMb[111] = S{} + 1.0;
+  { static const double c[6] = {0.0, 0.36, 0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 6; ++k) oMb[26 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[44 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[60 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[76 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[92 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[108 + k] = S{} + c[k]; }
 }
 
 }  // namespace rbd_iiwa14_f64

@@ -103,7 +103,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, long stride, int 
 // ======================================================================================
 // rnea_stale_hamilton: inverse dynamics τ with one call old neighbour data, speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale: the previous call's stale_next
 // ops: 947 mul, 770 add/sub, 0 div, 12 sin/cos; critical path 17 ops
-// 2102 statements in 3 parts, 119 scalars of scratch
+// 2095 statements in 3 parts, 119 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void rnea_stale_hamilton_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict a, [[maybe_unused]] const S* __restrict stale, [[maybe_unused]] S* __restrict tau, [[maybe_unused]] S* __restrict stale_next, S* __restrict w) {
@@ -838,10 +838,7 @@ static __attribute__((noinline)) void rnea_stale_hamilton_part0([[maybe_unused]]
   stale_next[0] = S{} + 0.0;
   stale_next[1] = S{} + 0.0;
   stale_next[2] = v[0];
-  stale_next[3] = S{} + 0.0;
-  stale_next[4] = S{} + 0.0;
-  stale_next[5] = S{} + 0.0;
-  stale_next[6] = S{} + 0.0;
+  { static const double c[4] = {0.0, 0.0, 0.0, 0.0}; for (int k = 0; k < 4; ++k) stale_next[3 + k] = S{} + c[k]; }
 }
 
 template <typename S>
@@ -1562,9 +1559,7 @@ static __attribute__((noinline)) void rnea_stale_hamilton_part1([[maybe_unused]]
   // ---- outputs that are constants or inputs (2 of 3)
   stale_next[7] = S{} + 0.0;
   stale_next[8] = a[0];
-  stale_next[9] = S{} + 0.0;
-  stale_next[10] = S{} + 0.0;
-  stale_next[11] = S{} + 9.81;
+  { static const double c[3] = {0.0, 0.0, 9.81}; for (int k = 0; k < 3; ++k) stale_next[9 + k] = S{} + c[k]; }
   stale_next[17] = S{} + 39.24;
   stale_next[26] = v[1];
 }
@@ -2208,9 +2203,7 @@ static __attribute__((noinline)) void rnea_stale_hamilton_part2([[maybe_unused]]
   const S t1728 = t1490 + t1712;
   stale_next[143] = t1728;
   // ---- outputs that are constants or inputs (3 of 3)
-  stale_next[27] = S{} + 0.0;
-  stale_next[28] = S{} + 0.0;
-  stale_next[29] = S{} + 0.0;
+  { static const double c[3] = {0.0, 0.0, 0.0}; for (int k = 0; k < 3; ++k) stale_next[27 + k] = S{} + c[k]; }
   stale_next[32] = a[1];
   stale_next[35] = S{} + 0.0;
   stale_next[53] = S{} + 0.0;

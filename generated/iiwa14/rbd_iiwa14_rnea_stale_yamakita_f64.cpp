@@ -103,7 +103,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, long stride, int 
 // ======================================================================================
 // rnea_stale_yamakita: inverse dynamics τ with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next
 // ops: 491 mul, 393 add/sub, 0 div, 12 sin/cos; critical path 12 ops
-// 1078 statements
+// 1070 statements
 // ======================================================================================
 template <typename S>
 static inline void rnea_stale_yamakita(const S* __restrict q, const S* __restrict v, const S* __restrict a, const S* __restrict stale, S* __restrict tau, S* __restrict stale_next) {
@@ -1157,20 +1157,12 @@ static inline void rnea_stale_yamakita(const S* __restrict q, const S* __restric
   stale_next[0] = S{} + 0.0;
   stale_next[1] = S{} + 0.0;
   stale_next[2] = v[0];
-  stale_next[3] = S{} + 0.0;
-  stale_next[4] = S{} + 0.0;
-  stale_next[5] = S{} + 0.0;
-  stale_next[6] = S{} + 0.0;
-  stale_next[7] = S{} + 0.0;
+  { static const double c[5] = {0.0, 0.0, 0.0, 0.0, 0.0}; for (int k = 0; k < 5; ++k) stale_next[3 + k] = S{} + c[k]; }
   stale_next[8] = a[0];
-  stale_next[9] = S{} + 0.0;
-  stale_next[10] = S{} + 0.0;
-  stale_next[11] = S{} + 9.81;
+  { static const double c[3] = {0.0, 0.0, 9.81}; for (int k = 0; k < 3; ++k) stale_next[9 + k] = S{} + c[k]; }
   stale_next[17] = S{} + 39.24;
   stale_next[26] = v[1];
-  stale_next[27] = S{} + 0.0;
-  stale_next[28] = S{} + 0.0;
-  stale_next[29] = S{} + 0.0;
+  { static const double c[3] = {0.0, 0.0, 0.0}; for (int k = 0; k < 3; ++k) stale_next[27 + k] = S{} + c[k]; }
   stale_next[32] = a[1];
   stale_next[35] = S{} + 0.0;
   stale_next[53] = S{} + 0.0;

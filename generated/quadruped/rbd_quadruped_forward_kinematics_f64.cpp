@@ -103,7 +103,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, long stride, int 
 // ======================================================================================
 // forward_kinematics: placement of every body in the world (homogeneous 4×4, body_names order)
 // ops: 198 mul, 132 add/sub, 0 div, 24 sin/cos; critical path 10 ops
-// 559 statements
+// 520 statements
 // ======================================================================================
 template <typename S>
 static inline void forward_kinematics(const S* __restrict q, S* __restrict oMb) {
@@ -614,58 +614,19 @@ static inline void forward_kinematics(const S* __restrict q, S* __restrict oMb) 
   oMb[3] = q[0];
   oMb[7] = q[1];
   oMb[11] = q[2];
-  oMb[12] = S{} + 0.0;
-  oMb[13] = S{} + 0.0;
-  oMb[14] = S{} + 0.0;
-  oMb[15] = S{} + 1.0;
-  oMb[28] = S{} + 0.0;
-  oMb[29] = S{} + 0.0;
-  oMb[30] = S{} + 0.0;
-  oMb[31] = S{} + 1.0;
-  oMb[44] = S{} + 0.0;
-  oMb[45] = S{} + 0.0;
-  oMb[46] = S{} + 0.0;
-  oMb[47] = S{} + 1.0;
-  oMb[60] = S{} + 0.0;
-  oMb[61] = S{} + 0.0;
-  oMb[62] = S{} + 0.0;
-  oMb[63] = S{} + 1.0;
-  oMb[76] = S{} + 0.0;
-  oMb[77] = S{} + 0.0;
-  oMb[78] = S{} + 0.0;
-  oMb[79] = S{} + 1.0;
-  oMb[92] = S{} + 0.0;
-  oMb[93] = S{} + 0.0;
-  oMb[94] = S{} + 0.0;
-  oMb[95] = S{} + 1.0;
-  oMb[108] = S{} + 0.0;
-  oMb[109] = S{} + 0.0;
-  oMb[110] = S{} + 0.0;
-  oMb[111] = S{} + 1.0;
-  oMb[124] = S{} + 0.0;
-  oMb[125] = S{} + 0.0;
-  oMb[126] = S{} + 0.0;
-  oMb[127] = S{} + 1.0;
-  oMb[140] = S{} + 0.0;
-  oMb[141] = S{} + 0.0;
-  oMb[142] = S{} + 0.0;
-  oMb[143] = S{} + 1.0;
-  oMb[156] = S{} + 0.0;
-  oMb[157] = S{} + 0.0;
-  oMb[158] = S{} + 0.0;
-  oMb[159] = S{} + 1.0;
-  oMb[172] = S{} + 0.0;
-  oMb[173] = S{} + 0.0;
-  oMb[174] = S{} + 0.0;
-  oMb[175] = S{} + 1.0;
-  oMb[188] = S{} + 0.0;
-  oMb[189] = S{} + 0.0;
-  oMb[190] = S{} + 0.0;
-  oMb[191] = S{} + 1.0;
-  oMb[204] = S{} + 0.0;
-  oMb[205] = S{} + 0.0;
-  oMb[206] = S{} + 0.0;
-  oMb[207] = S{} + 1.0;
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[12 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[28 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[44 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[60 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[76 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[92 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[108 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[124 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[140 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[156 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[172 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[188 + k] = S{} + c[k]; }
+  { static const double c[4] = {0.0, 0.0, 0.0, 1.0}; for (int k = 0; k < 4; ++k) oMb[204 + k] = S{} + c[k]; }
 }
 
 }  // namespace rbd_quadruped_f64

@@ -16,7 +16,8 @@ from .base import check_dtype, CXX, OPT, DTYPES, Option, Sources, Target, check_
 from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel, tiled
 from .render import render
 
-CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, spread_constants=True, epilogue="tiles")
+CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, spread_constants=True, const_runs=3,
+              epilogue="tiles")
 
 #: a batch runs in parallel only when it carries at least this many operations (~50 µs of
 #: work): waking OpenMP threads costs microseconds, more than small batches take

@@ -9,6 +9,8 @@ functions, qualifiers — comes from a :class:`Dialect`; templates only place th
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field, fields
 
 from ..ir.graph import Block, Kernel, Node
@@ -45,6 +47,11 @@ class Dialect:
     #: last one, which they made three times the size of the others and three times as long to
     #: compile (docs/performance.md §11)
     spread_constants: bool = False
+    #: constant outputs at consecutive places of one array, this many or more, are stored by a
+    #: loop over a static table instead of one statement each (0: never). The compiler turns the
+    #: loop into vector stores: a 4×4 placement's last row [0 0 0 1], a mass matrix's zero blocks
+    #: (iiwa14's forward kinematics: 72 → 64 ns for one state; docs/performance.md §20)
+    const_runs: int = 0
     qualifier: str = "static inline"
     part_qualifier: str = "static __attribute__((noinline))"
     comment: str = "//"
@@ -91,6 +98,31 @@ def literal(x: float, dtype: str, dialect: Dialect) -> str:
     if "e" not in s and "." not in s:
         s += ".0"
     return dialect.literal_wrap.format(s + dialect.literal_suffix[dtype])
+
+
+_SLOT = re.compile(r"^(\w+)\[(\d+)\]$")
+
+
+def _const_runs(chunk, min_run: int):
+    """``chunk``'s (slot, node) stores in order, as one-element lists ``[(slot, node)]``, except
+    that ``min_run`` or more constants at consecutive indices of one array (``M[3]``, ``M[4]``, …)
+    become one ``(array, first index, values)`` (with ``min_run`` 0: never)."""
+    out, i = [], 0
+    while i < len(chunk):
+        slot, n = chunk[i]
+        m = _SLOT.match(slot) if min_run and n.op == "const" else None
+        j = i + 1
+        if m:
+            arr, first = m.group(1), int(m.group(2))
+            while j < len(chunk) and chunk[j][1].op == "const" and _SLOT.match(chunk[j][0]) \
+                    and _SLOT.match(chunk[j][0]).groups() == (arr, str(first + j - i)):
+                j += 1
+        if m and j - i >= min_run:
+            out.append((arr, first, [c[1].value for c in chunk[i:j]]))
+        else:
+            out += [[c] for c in chunk[i:j]]
+        i = j
+    return out
 
 
 @dataclass
@@ -329,7 +361,15 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             lines = parts[nparts - spread + p].lines
             lines.append(f"{dialect.comment} ---- outputs that are constants or inputs"
                          + (f" ({p + 1} of {spread})" if spread > 1 else ""))
-            for slot, n in chunk:
+            for run in _const_runs(chunk, dialect.const_runs):
+                if len(run) > 1:  # (array, first index, values)
+                    arr, first, vals = run
+                    ctype = "float" if dtype == "float32" else "double"
+                    table = ", ".join(literal(v, dtype, dialect) for v in vals)
+                    lines.append(f"{{ static const {ctype} c[{len(vals)}] = {{{table}}}; "
+                                 f"for (int k = 0; k < {len(vals)}; ++k) {arr}[{first} + k] = {zero} + c[k]; }}")
+                    continue
+                slot, n = run[0]
                 if n.op == "const":
                     lines.append(f"{slot} = {zero} + {literal(n.value, dtype, dialect)};")
                 else:
