@@ -17,7 +17,7 @@ from .printer import DEFAULT_PART_SIZE, Dialect, print_kernel, tiled
 from .render import render
 
 CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, spread_constants=True, const_runs=3,
-              epilogue="tiles")
+              const_runs_below=5000, epilogue="tiles")  # = LARGE_STATEMENTS (asserted below)
 
 #: a batch runs in parallel only when it carries at least this many operations (~50 µs of
 #: work): waking OpenMP threads costs microseconds, more than small batches take
@@ -35,6 +35,7 @@ MAX_NDIM = 4
 #: or level. Loops want -O3: all of ∇FD at -Os takes TALOS 34 -> 51 µs. Several part sources
 #: also let a build spread one big kernel over the cores. docs/performance.md §8 has the runs.
 LARGE_STATEMENTS = 5000
+assert CPU.const_runs_below == LARGE_STATEMENTS  # constant runs only where kernels are compiled at -O3
 PARTS_PER_SOURCE = 6000
 #: the flag of those kernels, and of the others
 LARGE_OPT, DEFAULT_OPT = "-Os", "-O3"

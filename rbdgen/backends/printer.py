@@ -48,10 +48,14 @@ class Dialect:
     #: compile (docs/performance.md §11)
     spread_constants: bool = False
     #: constant outputs at consecutive places of one array, this many or more, are stored by a
-    #: loop over a static table instead of one statement each (0: never). The compiler turns the
-    #: loop into vector stores: a 4×4 placement's last row [0 0 0 1], a mass matrix's zero blocks
-    #: (iiwa14's forward kinematics: 72 → 64 ns for one state; docs/performance.md §20)
+    #: loop over a static table instead of one statement each (0: never). At -O3 the compiler
+    #: turns the loop into vector stores: a 4×4 placement's last row [0 0 0 1], a mass matrix's
+    #: zero blocks (iiwa14's forward kinematics: 72 → 64 ns for one state; docs/performance.md
+    #: §20). At -Os it does not, and the loop is slower than the stores (TALOS `crba` +9 %)
     const_runs: int = 0
+    #: with ``const_runs``: not in kernels of this many statements or more (0: no limit), the
+    #: ones the CPU target compiles at -Os (rbdgen.backends.cpu.LARGE_STATEMENTS)
+    const_runs_below: int = 0
     qualifier: str = "static inline"
     part_qualifier: str = "static __attribute__((noinline))"
     comment: str = "//"
@@ -354,6 +358,10 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         # they depend on nothing: with sequential parts, any part may store them
         spread = nparts if dialect.spread_constants and partition is None else 1
         per = -(-len(late_outputs) // spread)
+        # the statements this kernel has with one per constant output: at or above
+        # const_runs_below it is compiled for size, where runs would be loops (see Dialect)
+        n_plain = sum(len(pp.lines) for pp in parts) + len(late_outputs)
+        runs = dialect.const_runs if not dialect.const_runs_below or n_plain < dialect.const_runs_below else 0
         for p in range(spread):
             chunk = late_outputs[p * per:(p + 1) * per]
             if not chunk:
@@ -361,7 +369,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
             lines = parts[nparts - spread + p].lines
             lines.append(f"{dialect.comment} ---- outputs that are constants or inputs"
                          + (f" ({p + 1} of {spread})" if spread > 1 else ""))
-            for run in _const_runs(chunk, dialect.const_runs):
+            for run in _const_runs(chunk, runs):
                 if len(run) > 1:  # (array, first index, values)
                     arr, first, vals = run
                     ctype = "float" if dtype == "float32" else "double"
