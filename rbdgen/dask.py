@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from .jit.loaded import row_stride
+from .jit.interop import row_stride, takes_strided_rows
 
 __all__ = ["map_blocks", "stats"]
 
@@ -61,7 +61,7 @@ def _run(kern, name, *blocks):
     # row-strided blocks (q, v, τ sliced from one packed array) go in as they are where the kernels
     # take strided batches (the CPU target); anything else as a contiguous copy (a view when the
     # block already is one)
-    strided = getattr(getattr(kern, "methods", {}).get(name), "batch_strided", None) is not None
+    strided = takes_strided_rows(getattr(kern, "methods", {}).get(name))
     args = [b if strided and b.ndim == 2 and row_stride(b) is not None else np.ascontiguousarray(b) for b in blocks]
     t0 = time.perf_counter()
     out = getattr(kern, name)(*args)

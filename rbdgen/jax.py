@@ -53,6 +53,7 @@ except ImportError as e:  # absolute import: the real JAX, never this module
                       "`pip install jax` (rbdgen itself does not depend on it)") from e
 
 from rbdgen.autodiff import DIFFERENTIABLE, _need, aba_partials, rnea_partials
+from rbdgen.jit.interop import takes_strided_rows
 
 if "vmap_method" not in inspect.signature(jax.pure_callback).parameters:
     raise ImportError(f"rbdgen.jax needs a JAX whose pure_callback takes vmap_method= (JAX {jax.__version__} "
@@ -122,7 +123,7 @@ class _Op:
         self.raw = kern.kernel(name)  # the generated kernel (not a by-name frame wrapper)
         #: the library takes row-strided batches (the CPU target): the packed inputs' column
         #: blocks go in without copies
-        self._strided = getattr(spec, "batch_strided", None) is not None
+        self._strided = takes_strided_rows(spec)
         self.inputs = tuple((n, int(s)) for n, s in spec.inputs)
         self.outputs = tuple((n, tuple(int(d) for d in s)) for n, s in spec.outputs)
         self.dtype = owner.dtype

@@ -66,6 +66,7 @@ except ImportError as e:  # absolute import: the real PyTorch, never this module
                       "`pip install torch` (rbdgen itself does not depend on it)") from e
 
 from rbdgen.autodiff import DIFFERENTIABLE, aba_partials, rnea_partials
+from rbdgen.jit.interop import takes_strided_rows
 
 __all__ = ["wrap", "TorchKernels"]
 
@@ -131,7 +132,7 @@ class _Op:
         self.cuda = owner.target == "cuda"
         #: the kernels take a batch whose rows are strided (the CPU target's strided entry points):
         #: a row-strided tensor (a column block x[:, :7] of a packed state) goes in without a copy
-        self.rows = not self.cuda and getattr(spec, "batch_strided", None) is not None
+        self.rows = takes_strided_rows(spec)  # never for the CUDA kernels
         self.partials = _PARTIALS.get(name)
         self.__doc__ = (f"{name}({', '.join(n for n, _ in self.inputs)}) on torch tensors → "
                         f"{', '.join(n for n, _ in self.outputs)}"

@@ -225,6 +225,13 @@ def row_stride(x) -> int | None:
     return x.strides[0] // it
 
 
+def takes_strided_rows(method) -> bool:
+    """Whether a kernel method (``kern.methods[name]``) takes batches whose rows are strided, each
+    state contiguous (:func:`row_stride`): the CPU libraries' strided entry points. The one test
+    the wrappers (numpy, DLPack, JAX, PyTorch, Dask) ask before passing a view instead of a copy."""
+    return getattr(method, "batch_strided", None) is not None
+
+
 def host_view(kname: str, what: str, x, dtype, out: bool = False, rows: bool = False):
     """``x`` (a DLPack tensor in host memory) as an ndarray sharing its memory
     (:func:`numpy.from_dlpack`), of dtype ``dtype``, C-contiguous (or, with ``rows``, a batch
@@ -257,7 +264,7 @@ def call(method, args, out):
     NumPy views in, the outputs handed back as the caller's kind (or ``out=`` filled and
     returned as given)."""
     kname, dt, inputs = method.name, method._dt, method.inputs
-    rows = getattr(method, "batch_strided", None) is not None  # row-strided batches taken as they are
+    rows = takes_strided_rows(method)  # row-strided batches taken as they are
     names = [inputs[i][0] if i < len(inputs) else f"#{i + 1}" for i in range(len(args))]
     views = [x if type(x) is _ND or not is_foreign(x) else host_view(kname, f"argument '{n}'", x, dt, rows=rows)
              for n, x in zip(names, args)]
