@@ -4,10 +4,59 @@ Motion vectors are ``[ω; v]`` and force vectors ``[n; f]``. A Plücker transfor
 maps motion vectors from frame A to frame B, where ``E`` is the rotation taking A coordinates to
 B coordinates (B's axes expressed in A, transposed) and ``r`` is B's origin expressed in A.
 Used by the model loader and the NumPy reference; deliberately free of sparsity tricks.
+
+Every product here is :func:`mm`, never ``@``: the model's constants are printed into generated
+sources as exact decimals, so they must be the same bits on every machine (see :func:`mm`).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+
+def mm(A, B) -> np.ndarray:
+    """``A @ B`` (NumPy's matmul semantics: matrices, vectors, stacks) summed in a fixed order.
+
+    NumPy hands a float64 ``@`` (and ``np.dot``, ``np.linalg.norm`` of a vector) to BLAS, and
+    OpenBLAS chooses its kernel from the CPU: its AVX2, AVX-512 and SSE-without-FMA kernels group
+    the same sums differently, or fuse multiply and add, so the last bit of a product depends on
+    the machine. Whatever of it reaches a generated file — the model's constants (joint
+    transforms, inertias), a testbench's input vectors — must not (issue 38). Here every entry is
+    ``(((a₀b₀ + a₁b₁) + a₂b₂) + …)``: element-wise ufuncs, one IEEE-rounded multiply or add each,
+    which NumPy never fuses or reorders on any SIMD width. 4–10× slower than BLAS on 6×6 operands,
+    so the reference uses it only where its numbers can reach a generated file.
+    """
+    A = np.asarray(A, dtype=float)
+    B = np.asarray(B, dtype=float)
+    if A.ndim == 0 or B.ndim == 0:
+        raise ValueError(f"mm: operands must be vectors or matrices, got shapes {A.shape} and {B.shape}")
+    a = A[None, :] if A.ndim == 1 else A   # (…, m, k)
+    b = B[:, None] if B.ndim == 1 else B   # (…, k, n)
+    k = a.shape[-1]
+    if b.shape[-2] != k:
+        raise ValueError(f"mm: shapes {A.shape} and {B.shape} do not match (inner sizes {k} and {b.shape[-2]})")
+    if k == 0:
+        out = np.zeros(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
+    else:
+        out = a[..., :, 0:1] * b[..., 0:1, :]
+        for j in range(1, k):
+            out = out + a[..., :, j : j + 1] * b[..., j : j + 1, :]
+    if B.ndim == 1:
+        out = out[..., 0]
+    if A.ndim == 1:
+        out = out[..., 0, :] if B.ndim > 1 else out[..., 0]
+    return out
+
+
+def norm(x) -> np.ndarray | float:
+    """Euclidean norm over the last axis, summed in a fixed order (see :func:`mm`;
+    ``np.linalg.norm`` of a vector is a BLAS dot product). A float for a vector."""
+    x = np.asarray(x, dtype=float)
+    s = x[..., 0] * x[..., 0]
+    for j in range(1, x.shape[-1]):
+        s = s + x[..., j] * x[..., j]
+    return math.sqrt(s) if x.ndim == 1 else np.sqrt(s)
 
 
 def skew(p) -> np.ndarray:
@@ -39,7 +88,7 @@ def cos_sin(t: float):
         k = round(t / _HALF_PI)
         if abs(t - k * _HALF_PI) <= 4 * np.spacing(max(abs(t), 1.0)):
             return ((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0))[k % 4]
-    return float(np.cos(t)), float(np.sin(t))
+    return math.cos(t), math.sin(t)
 
 
 def rot_x(t: float) -> np.ndarray:
@@ -61,14 +110,15 @@ def rot_z(t: float) -> np.ndarray:
 def rpy_to_rot(rpy) -> np.ndarray:
     """URDF fixed-axis roll-pitch-yaw: R = Rz(yaw) · Ry(pitch) · Rx(roll)."""
     r, p, y = rpy
-    return rot_z(y) @ rot_y(p) @ rot_x(r)
+    return mm(mm(rot_z(y), rot_y(p)), rot_x(r))
 
 
 def axis_angle_to_rot(axis, t: float) -> np.ndarray:
     """Active rotation by angle t about the unit vector ``axis`` (Rodrigues)."""
     a = np.asarray(axis, dtype=float)
     K = skew(a)
-    return np.eye(3) + np.sin(t) * K + (1.0 - np.cos(t)) * (K @ K)
+    t = float(t)
+    return np.eye(3) + math.sin(t) * K + (1.0 - math.cos(t)) * mm(K, K)
 
 
 def quat_to_rot(quat_xyzw) -> np.ndarray:
@@ -76,7 +126,7 @@ def quat_to_rot(quat_xyzw) -> np.ndarray:
 
     The quaternion is normalised first, so a slightly off-unit input gives a proper rotation.
     """
-    x, y, z, w = np.asarray(quat_xyzw, dtype=float) / np.linalg.norm(quat_xyzw)
+    x, y, z, w = np.asarray(quat_xyzw, dtype=float) / norm(quat_xyzw)
     return np.array(
         [
             [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
@@ -91,7 +141,7 @@ def plux(E: np.ndarray, r) -> np.ndarray:
     X = np.zeros((6, 6))
     X[:3, :3] = E
     X[3:, 3:] = E
-    X[3:, :3] = -E @ skew(r)
+    X[3:, :3] = -mm(E, skew(r))
     return X
 
 
@@ -104,9 +154,9 @@ def X_inverse(X: np.ndarray) -> np.ndarray:
     """Inverse of a Plücker motion transform."""
     E = X[:3, :3]
     Erx = -X[3:, :3]          # E · skew(r)
-    rx = E.T @ Erx            # skew(r)
+    rx = mm(E.T, Erx)         # skew(r)
     r = np.array([rx[2, 1], rx[0, 2], rx[1, 0]])
-    return plux(E.T, -E @ r)
+    return plux(E.T, -mm(E, r))
 
 
 def crm(v) -> np.ndarray:
@@ -129,7 +179,7 @@ def spatial_inertia(mass: float, com, I_com: np.ndarray) -> np.ndarray:
     rotational inertia about the COM (axes of that frame)."""
     C = skew(com)
     I = np.zeros((6, 6))
-    I[:3, :3] = I_com + mass * C @ C.T
+    I[:3, :3] = I_com + mm(mass * C, C.T)
     I[:3, 3:] = mass * C
     I[3:, :3] = mass * C.T
     I[3:, 3:] = mass * np.eye(3)
@@ -144,12 +194,12 @@ def inertia_parts(I: np.ndarray):
     mC = I[:3, 3:]
     com = np.array([mC[2, 1], mC[0, 2], mC[1, 0]]) / m
     C = skew(com)
-    return m, com, I[:3, :3] - m * C @ C.T
+    return m, com, I[:3, :3] - mm(m * C, C.T)
 
 
 def transform_inertia(X: np.ndarray, I: np.ndarray) -> np.ndarray:
     """Express an inertia given in frame B in frame A, for X the motion transform A→B: Xᵀ I X."""
-    return X.T @ I @ X
+    return mm(mm(X.T, I), X)
 
 
 def rot_to_quat(R: np.ndarray) -> np.ndarray:
@@ -167,19 +217,19 @@ def rot_to_quat(R: np.ndarray) -> np.ndarray:
         q[i] = (R[i, k] + R[k, i]) / s
         q[j] = (R[j, k] + R[k, j]) / s
         q[3] = (R[j, i] - R[i, j]) / s
-    q = q / np.linalg.norm(q)
+    q = q / norm(q)
     return q if q[3] >= 0 else -q
 
 
 def se3_exp(v_lin, w):
     """Exponential of a body twist (linear v, angular w): (R, p) of the displacement."""
     v_lin, w = np.asarray(v_lin, float), np.asarray(w, float)
-    th = float(np.linalg.norm(w))
+    th = norm(w)
     W = skew(w)
     if th < 1e-8:
-        R = np.eye(3) + W + 0.5 * W @ W
-        V = np.eye(3) + 0.5 * W + W @ W / 6.0
+        R = np.eye(3) + W + mm(0.5 * W, W)
+        V = np.eye(3) + 0.5 * W + mm(W, W) / 6.0
     else:
-        R = np.eye(3) + np.sin(th) / th * W + (1 - np.cos(th)) / th**2 * W @ W
-        V = np.eye(3) + (1 - np.cos(th)) / th**2 * W + (th - np.sin(th)) / th**3 * W @ W
-    return R, V @ v_lin
+        R = np.eye(3) + math.sin(th) / th * W + mm((1 - math.cos(th)) / th**2 * W, W)
+        V = np.eye(3) + (1 - math.cos(th)) / th**2 * W + mm((th - math.sin(th)) / th**3 * W, W)
+    return R, mm(V, v_lin)

@@ -113,3 +113,96 @@ def test_generation_is_deterministic(tmp_path, monkeypatch):
     _generate(tmp_path / "a", *PACKAGES[1])
     match, mismatch, errors = filecmp.cmpfiles(a, b, sorted(fb), shallow=False)
     assert mismatch == [] and errors == []
+
+
+# ---- the same bytes on every machine (issue 38) ------------------------------------------------
+#
+# NumPy's float64 products (`@`, np.dot, np.linalg.norm of a vector) go to OpenBLAS, which picks its
+# kernel from the CPU, and NumPy's own exp/log/… loops have AVX-512 variants: both change last
+# bits between machines. OPENBLAS_CORETYPE and NPY_DISABLE_CPU_FEATURES make this one machine
+# take the other paths (OpenBLAS runs any of these kernels on any x86-64 CPU, falling back where
+# the CPU lacks an instruction), so the test needs no second machine.
+
+#: (label, environment): OpenBLAS's AVX2 + FMA kernels, its AVX-512 kernels, and its SSE3 kernels
+#: (no FMA) with NumPy's SIMD dispatch off (NumPy's baseline loops, as on the oldest x86-64 CPUs)
+MACHINES = [
+    ("avx2", {"OPENBLAS_CORETYPE": "Haswell"}),
+    ("avx512", {"OPENBLAS_CORETYPE": "SkylakeX"}),
+    ("sse3", {"OPENBLAS_CORETYPE": "Prescott", "NPY_DISABLE_CPU_FEATURES": "dispatch"}),
+]
+
+#: a robot whose constants go through every product of the loader and the stale state's reference:
+#: general axes, generic rotations, full rotated inertias, fixed links merged, a floating base;
+#: the CPU kernels print its transforms and inertias, the HLS testbench its stale-data states
+SYNTHETIC = [
+    ("syn_cpu", ["--floating-base", "--dtype", "float64", "--frames", "leaves",
+                 "--kernels", "rnea,crba,aba,forward_kinematics,frame_jacobian_world"]),
+    ("syn_hls", ["--floating-base", "--target", "hls", "--kernels", "rnea,rnea_stale"]),
+]
+
+#: run in each process: the bundled packages (as `make generated`), the synthetic robot's, and a
+#: fingerprint of OpenBLAS's arithmetic there (products BLAS rounds differently per kernel)
+_MACHINE_SCRIPT = """
+import hashlib, sys
+import numpy as np
+from rbdgen.cli import main
+out, urdf, packages, synthetic = sys.argv[1], sys.argv[2], eval(sys.argv[3]), eval(sys.argv[4])
+for name, args in packages:
+    assert main(["generate", *args, "--out", out, "--name", name, "--quiet"]) == 0, name
+for name, args in synthetic:
+    assert main(["generate", urdf, *args, "--out", out, "--name", name, "--quiet"]) == 0, name
+rng = np.random.default_rng(0)
+probe = [a @ b for a, b in zip(rng.normal(size=(500, 6, 6)), rng.normal(size=(500, 6, 6)))]
+print(hashlib.sha256(np.array(probe).tobytes()).hexdigest())
+"""
+
+
+def _machine_env(extra: dict) -> dict:
+    env = dict(os.environ, PYTHONWARNINGS="")
+    for k in ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES"):
+        env.pop(k, None)
+    for k, v in extra.items():
+        if v == "dispatch":  # every feature this NumPy dispatches to (names differ between releases)
+            import numpy._core._multiarray_umath as mu
+
+            v = " ".join(mu.__cpu_dispatch__)
+        env[k] = v
+    return env
+
+
+def test_generated_bytes_do_not_depend_on_the_machine(tmp_path):
+    """The `make generated` packages and a synthetic robot's, generated as on an AVX2, an
+    AVX-512 and an SSE-only machine: byte-identical to each other and the bundled ones to the
+    committed generated/. Before the fix, the HLS testbench's stale-data states (from the NumPy
+    reference's BLAS products) differed between AVX2 and AVX-512, and the synthetic robot's
+    kernel constants (the loader's rotations, inertias and axis norms) on the SSE machine."""
+    from rbdgen.robots import tree_urdf
+
+    urdf = tmp_path / "synthetic.urdf"
+    urdf.write_text(tree_urdf(10, seed=3))
+    procs = {}
+    for label, extra in MACHINES:
+        procs[label] = subprocess.Popen(
+            [sys.executable, "-c", _MACHINE_SCRIPT, str(tmp_path / label), str(urdf), repr(PACKAGES), repr(SYNTHETIC)],
+            cwd=REPO, env=_machine_env(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    probes = {}
+    for label, pr in procs.items():
+        out, err = pr.communicate(timeout=600)
+        assert pr.returncode == 0, f"{label}: {err}"
+        probes[label] = out.strip().splitlines()[-1]
+    # the environments reached OpenBLAS: its SSE3 kernels round a 6x6 product unlike its AVX2 ones
+    # on every x86-64 CPU (without this, a NumPy on another BLAS would make the test vacuous)
+    assert probes["sse3"] != probes["avx2"], "OPENBLAS_CORETYPE had no effect: is NumPy linked to OpenBLAS?"
+    first = MACHINES[0][0]
+    for name in [n for n, _ in PACKAGES] + [n for n, _ in SYNTHETIC]:
+        want = _files(tmp_path / first / name)
+        for label, _ in MACHINES[1:]:
+            got = _files(tmp_path / label / name)
+            assert sorted(got) == sorted(want), (name, label)
+            differ = sorted(f for f in want if got[f] != want[f])
+            assert not differ, f"{name}: {label} and {first} generate different bytes in {', '.join(differ)}"
+    for name, _ in PACKAGES:
+        old = _files(GENERATED / name)
+        fresh = _files(tmp_path / first / name)
+        differ = sorted(f for f in fresh.keys() | old.keys() if fresh.get(f) != old.get(f))
+        assert not differ, f"generated/{name} differs from what the {first} machine generates: {', '.join(differ)}"

@@ -567,3 +567,32 @@ def test_bundled_robots_listed_and_load():
     assert iiwa.nq == 7
     assert iiwa.joint_names == tuple(f"iiwa_joint_{k}" for k in range(1, 8))
     assert iiwa.merged_fixed == (("iiwa_link_ee", "iiwa_joint_ee", "iiwa_link_7"),)
+
+
+def test_spatial_mm_is_matmul_summed_in_one_fixed_order():
+    """rbdgen.spatial.mm (every product whose numbers can reach a generated file, issue 38):
+    NumPy's matmul shapes and values, and bit for bit the left-to-right sum of products in
+    plain float arithmetic (the order that makes it the same on every machine)."""
+    from rbdgen import spatial as sp
+
+    rng = np.random.default_rng(7)
+    for sa, sb in [((3, 3), (3, 3)), ((6, 6), (6,)), ((6,), (6, 6)), ((6,), (6,)), ((4, 6, 6), (6, 6)),
+                   ((5, 2, 3), (5, 3, 4)), ((7,), (2, 7, 3)), ((6, 0), (0,)), ((0, 6), (6, 2))]:
+        A, B = rng.normal(size=sa), rng.normal(size=sb)
+        got, want = sp.mm(A, B), A @ B
+        assert np.shape(got) == np.shape(want), (sa, sb)
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+    A, B = rng.normal(size=(6, 6)), rng.normal(size=(6, 5))
+
+    def ordered(i, j):
+        s = float(A[i, 0]) * float(B[0, j])
+        for k in range(1, 6):
+            s = s + float(A[i, k]) * float(B[k, j])
+        return s
+
+    assert np.array_equal(sp.mm(A, B), [[ordered(i, j) for j in range(5)] for i in range(6)])
+    x = rng.normal(size=(5, 4))
+    assert np.array_equal(sp.norm(x), [math.sqrt(((a * a + b * b) + c * c) + d * d) for a, b, c, d in x.tolist()])
+    assert sp.norm([3.0, 4.0]) == 5.0 and isinstance(sp.norm([3.0, 4.0]), float)
+    with pytest.raises(ValueError, match="do not match"):
+        sp.mm(np.ones((3, 2)), np.ones(3))

@@ -473,7 +473,7 @@ static __attribute__((noinline)) void aba_part0([[maybe_unused]] const S* __rest
   w[60] = t315;
   const S t316 = v[8] * t308;
   w[61] = t316;
-  const S t317 = 0.005982534 * t298;
+  const S t317 = 0.005982533999999999 * t298;
   const S t318 = 7.990900000000001e-05 * t301;
   const S t319 = t317 + t318;
   const S t320 = 0.034100000000000005 * t305;
@@ -778,7 +778,7 @@ static __attribute__((noinline)) void aba_part0([[maybe_unused]] const S* __rest
   w[101] = t576;
   const S t577 = v[11] * t569;
   w[102] = t577;
-  const S t578 = 0.005982534 * t559;
+  const S t578 = 0.005982533999999999 * t559;
   const S t579 = 7.990900000000001e-05 * t562;
   const S t580 = t578 + t579;
   const S t581 = 0.034100000000000005 * t566;
@@ -1080,7 +1080,7 @@ static __attribute__((noinline)) void aba_part1([[maybe_unused]] const S* __rest
   w[120] = t834;
   const S t835 = v[14] * t827;
   w[121] = t835;
-  const S t836 = 0.005982534 * t817;
+  const S t836 = 0.005982533999999999 * t817;
   const S t837 = 7.990900000000001e-05 * t820;
   const S t838 = t836 + t837;
   const S t839 = 0.034100000000000005 * t824;
@@ -1366,7 +1366,7 @@ static __attribute__((noinline)) void aba_part1([[maybe_unused]] const S* __rest
   w[143] = t1089;
   const S t1090 = v[17] * t1082;
   w[144] = t1090;
-  const S t1091 = 0.005982534 * t1072;
+  const S t1091 = 0.005982533999999999 * t1072;
   const S t1092 = 7.990900000000001e-05 * t1075;
   const S t1093 = t1091 + t1092;
   const S t1094 = 0.034100000000000005 * t1079;
@@ -1429,7 +1429,7 @@ static __attribute__((noinline)) void aba_part1([[maybe_unused]] const S* __rest
   const S t1146 = t1144 - t1145;
   w[150] = t1146;
   // ---- aba backward: body 12 RR_calf (joint RR_calf_joint), tree level 3
-  const S t1147 = 0.005982534 * t1087;
+  const S t1147 = 0.005982533999999999 * t1087;
   const S t1148 = 7.990900000000001e-05 * t1088;
   const S t1149 = t1148 - t1147;
   w[151] = t1149;
@@ -1449,10 +1449,10 @@ static __attribute__((noinline)) void aba_part1([[maybe_unused]] const S* __rest
   const S t1160 = t1090 * 0.24978311468737124;
   const S t1161 = t1160 - t1159;
   w[155] = t1161;
-  const S t1162 = 0.005982534 * w[22];
+  const S t1162 = 0.005982533999999999 * w[22];
   const S t1163 = 7.990900000000001e-05 * w[23];
   const S t1164 = t1162 + t1163;
-  const S t1165 = 0.005982534 * w[23];
+  const S t1165 = 0.005982533999999999 * w[23];
   const S t1166 = 7.990900000000001e-05 * w[22];
   const S t1167 = t1166 - t1165;
   const S t1168 = 3.1839e-05 * w[23];
@@ -2075,7 +2075,7 @@ static __attribute__((noinline)) void aba_part2([[maybe_unused]] const S* __rest
   const S t1731 = w[32] + t1711;
   w[31] = t1731;
   // ---- aba backward: body 9 RL_calf (joint RL_calf_joint), tree level 3
-  const S t1732 = 0.005982534 * w[118];
+  const S t1732 = 0.005982533999999999 * w[118];
   const S t1733 = 7.990900000000001e-05 * w[119];
   const S t1734 = t1733 - t1732;
   w[32] = t1734;
@@ -2095,10 +2095,10 @@ static __attribute__((noinline)) void aba_part2([[maybe_unused]] const S* __rest
   const S t1745 = w[121] * 0.24978311468737124;
   const S t1746 = t1745 - t1744;
   w[119] = t1746;
-  const S t1747 = 0.005982534 * w[16];
+  const S t1747 = 0.005982533999999999 * w[16];
   const S t1748 = 7.990900000000001e-05 * w[17];
   const S t1749 = t1747 + t1748;
-  const S t1750 = 0.005982534 * w[17];
+  const S t1750 = 0.005982533999999999 * w[17];
   const S t1751 = 7.990900000000001e-05 * w[16];
   const S t1752 = t1751 - t1750;
   const S t1753 = 3.1839e-05 * w[17];
@@ -2731,7 +2731,7 @@ static __attribute__((noinline)) void aba_part3([[maybe_unused]] const S* __rest
   const S t2322 = w[31] + t2302;
   w[30] = t2322;
   // ---- aba backward: body 6 FR_calf (joint FR_calf_joint), tree level 3
-  const S t2323 = 0.005982534 * w[99];
+  const S t2323 = 0.005982533999999999 * w[99];
   const S t2324 = 7.990900000000001e-05 * w[100];
   const S t2325 = t2324 - t2323;
   w[31] = t2325;
@@ -2751,10 +2751,10 @@ static __attribute__((noinline)) void aba_part3([[maybe_unused]] const S* __rest
   const S t2336 = w[102] * 0.24978311468737124;
   const S t2337 = t2336 - t2335;
   w[100] = t2337;
-  const S t2338 = 0.005982534 * w[10];
+  const S t2338 = 0.005982533999999999 * w[10];
   const S t2339 = 7.990900000000001e-05 * w[11];
   const S t2340 = t2338 + t2339;
-  const S t2341 = 0.005982534 * w[11];
+  const S t2341 = 0.005982533999999999 * w[11];
   const S t2342 = 7.990900000000001e-05 * w[10];
   const S t2343 = t2342 - t2341;
   const S t2344 = 3.1839e-05 * w[11];
@@ -3383,7 +3383,7 @@ static __attribute__((noinline)) void aba_part4([[maybe_unused]] const S* __rest
   const S t2913 = w[30] + t2893;
   w[29] = t2913;
   // ---- aba backward: body 3 FL_calf (joint FL_calf_joint), tree level 3
-  const S t2914 = 0.005982534 * w[58];
+  const S t2914 = 0.005982533999999999 * w[58];
   const S t2915 = 7.990900000000001e-05 * w[59];
   const S t2916 = t2915 - t2914;
   const S t2917 = 7.990900000000001e-05 * w[58];
@@ -3402,10 +3402,10 @@ static __attribute__((noinline)) void aba_part4([[maybe_unused]] const S* __rest
   const S t2927 = w[61] * 0.24978311468737124;
   const S t2928 = t2927 - t2926;
   w[59] = t2928;
-  const S t2929 = w[4] * 0.005982534;
+  const S t2929 = w[4] * 0.005982533999999999;
   const S t2930 = w[5] * 7.990900000000001e-05;
   const S t2931 = t2929 + t2930;
-  const S t2932 = w[5] * 0.005982534;
+  const S t2932 = w[5] * 0.005982533999999999;
   const S t2933 = w[4] * 7.990900000000001e-05;
   const S t2934 = t2933 - t2932;
   const S t2935 = w[5] * 3.1839e-05;

@@ -61,10 +61,10 @@ __attribute__((visibility("hidden"), noinline)) void minv_part0([[maybe_unused]]
   w[22] = t22;
   w[23] = t23;
   // ---- aba backward: body 12 RR_calf (joint RR_calf_joint), tree level 3
-  const S t24 = 0.005982534 * t22;
+  const S t24 = 0.005982533999999999 * t22;
   const S t25 = 7.990900000000001e-05 * t23;
   const S t26 = t24 + t25;
-  const S t27 = 0.005982534 * t23;
+  const S t27 = 0.005982533999999999 * t23;
   const S t28 = 7.990900000000001e-05 * t22;
   const S t29 = t28 - t27;
   const S t30 = 3.1839e-05 * t23;
@@ -644,10 +644,10 @@ __attribute__((visibility("hidden"), noinline)) void minv_part0([[maybe_unused]]
   const S t545 = t537 + t542;
   w[75] = t545;
   // ---- aba backward: body 9 RL_calf (joint RL_calf_joint), tree level 3
-  const S t546 = 0.005982534 * t16;
+  const S t546 = 0.005982533999999999 * t16;
   const S t547 = 7.990900000000001e-05 * t17;
   const S t548 = t546 + t547;
-  const S t549 = 0.005982534 * t17;
+  const S t549 = 0.005982533999999999 * t17;
   const S t550 = 7.990900000000001e-05 * t16;
   const S t551 = t550 - t549;
   const S t552 = 3.1839e-05 * t17;
@@ -1252,10 +1252,10 @@ __attribute__((visibility("hidden"), noinline)) void minv_part1([[maybe_unused]]
   const S t1073 = t1065 + t1070;
   w[106] = t1073;
   // ---- aba backward: body 6 FR_calf (joint FR_calf_joint), tree level 3
-  const S t1074 = 0.005982534 * w[10];
+  const S t1074 = 0.005982533999999999 * w[10];
   const S t1075 = 7.990900000000001e-05 * w[11];
   const S t1076 = t1074 + t1075;
-  const S t1077 = 0.005982534 * w[11];
+  const S t1077 = 0.005982533999999999 * w[11];
   const S t1078 = 7.990900000000001e-05 * w[10];
   const S t1079 = t1078 - t1077;
   const S t1080 = 3.1839e-05 * w[11];
@@ -1869,10 +1869,10 @@ __attribute__((visibility("hidden"), noinline)) void minv_part2([[maybe_unused]]
   const S t1601 = t1593 + t1598;
   w[137] = t1601;
   // ---- aba backward: body 3 FL_calf (joint FL_calf_joint), tree level 3
-  const S t1602 = w[4] * 0.005982534;
+  const S t1602 = w[4] * 0.005982533999999999;
   const S t1603 = w[5] * 7.990900000000001e-05;
   const S t1604 = t1602 + t1603;
-  const S t1605 = w[5] * 0.005982534;
+  const S t1605 = w[5] * 0.005982533999999999;
   const S t1606 = w[4] * 7.990900000000001e-05;
   const S t1607 = t1606 - t1605;
   const S t1608 = w[5] * 3.1839e-05;

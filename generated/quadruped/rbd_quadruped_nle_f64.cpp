@@ -610,7 +610,7 @@ static __attribute__((noinline)) void nle_part0([[maybe_unused]] const S* __rest
   const S t460 = t444 + t456;
   const S t461 = t451 - t457;
   const S t462 = t454 + t458;
-  const S t463 = t459 * 0.005982534;
+  const S t463 = t459 * 0.005982533999999999;
   const S t464 = t460 * 7.990900000000001e-05;
   const S t465 = t463 + t464;
   const S t466 = t448 * 0.034100000000000005;
@@ -636,7 +636,7 @@ static __attribute__((noinline)) void nle_part0([[maybe_unused]] const S* __rest
   const S t486 = t157 * -0.00114;
   const S t487 = t462 * 0.25;
   const S t488 = t486 + t487;
-  const S t489 = t424 * 0.005982534;
+  const S t489 = t424 * 0.005982533999999999;
   const S t490 = t427 * 7.990900000000001e-05;
   const S t491 = t489 + t490;
   const S t492 = t431 * 0.034100000000000005;
@@ -1072,7 +1072,7 @@ static __attribute__((noinline)) void nle_part1([[maybe_unused]] const S* __rest
   const S t876 = t860 + t872;
   const S t877 = t867 - t873;
   const S t878 = t870 + t874;
-  const S t879 = 0.005982534 * t875;
+  const S t879 = 0.005982533999999999 * t875;
   const S t880 = 7.990900000000001e-05 * t876;
   const S t881 = t879 + t880;
   const S t882 = 0.034100000000000005 * t864;
@@ -1098,7 +1098,7 @@ static __attribute__((noinline)) void nle_part1([[maybe_unused]] const S* __rest
   const S t902 = -0.00114 * w[66];
   const S t903 = 0.25 * t878;
   const S t904 = t902 + t903;
-  const S t905 = 0.005982534 * t840;
+  const S t905 = 0.005982533999999999 * t840;
   const S t906 = 7.990900000000001e-05 * t843;
   const S t907 = t905 + t906;
   const S t908 = 0.034100000000000005 * t847;
@@ -1534,7 +1534,7 @@ static __attribute__((noinline)) void nle_part2([[maybe_unused]] const S* __rest
   const S t1288 = t1272 + t1284;
   const S t1289 = t1279 - t1285;
   const S t1290 = t1282 + t1286;
-  const S t1291 = 0.005982534 * t1287;
+  const S t1291 = 0.005982533999999999 * t1287;
   const S t1292 = 7.990900000000001e-05 * t1288;
   const S t1293 = t1291 + t1292;
   const S t1294 = 0.034100000000000005 * t1276;
@@ -1560,7 +1560,7 @@ static __attribute__((noinline)) void nle_part2([[maybe_unused]] const S* __rest
   const S t1314 = -0.00114 * w[85];
   const S t1315 = 0.25 * t1290;
   const S t1316 = t1314 + t1315;
-  const S t1317 = 0.005982534 * t1252;
+  const S t1317 = 0.005982533999999999 * t1252;
   const S t1318 = 7.990900000000001e-05 * t1255;
   const S t1319 = t1317 + t1318;
   const S t1320 = 0.034100000000000005 * t1259;
@@ -1965,7 +1965,7 @@ static __attribute__((noinline)) void nle_part2([[maybe_unused]] const S* __rest
   const S t1697 = t1681 + t1693;
   const S t1698 = t1688 - t1694;
   const S t1699 = t1691 + t1695;
-  const S t1700 = 0.005982534 * t1696;
+  const S t1700 = 0.005982533999999999 * t1696;
   const S t1701 = 7.990900000000001e-05 * t1697;
   const S t1702 = t1700 + t1701;
   const S t1703 = 0.034100000000000005 * t1685;
@@ -1991,7 +1991,7 @@ static __attribute__((noinline)) void nle_part2([[maybe_unused]] const S* __rest
   const S t1723 = -0.00114 * t1400;
   const S t1724 = 0.25 * t1699;
   const S t1725 = t1723 + t1724;
-  const S t1726 = 0.005982534 * t1661;
+  const S t1726 = 0.005982533999999999 * t1661;
   const S t1727 = 7.990900000000001e-05 * t1664;
   const S t1728 = t1726 + t1727;
   const S t1729 = 0.034100000000000005 * t1668;

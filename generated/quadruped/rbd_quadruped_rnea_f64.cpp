@@ -687,7 +687,7 @@ static __attribute__((noinline)) void rnea_part0([[maybe_unused]] const S* __res
   const S t528 = t511 + t524;
   const S t529 = t518 - t525;
   const S t530 = t521 + t526;
-  const S t531 = t527 * 0.005982534;
+  const S t531 = t527 * 0.005982533999999999;
   const S t532 = t528 * 7.990900000000001e-05;
   const S t533 = t531 + t532;
   const S t534 = t515 * 0.034100000000000005;
@@ -719,7 +719,7 @@ static __attribute__((noinline)) void rnea_part0([[maybe_unused]] const S* __res
   const S t555 = t530 * 0.25;
   const S t556 = t554 + t555;
   w[67] = t556;
-  const S t557 = t491 * 0.005982534;
+  const S t557 = t491 * 0.005982533999999999;
   const S t558 = t494 * 7.990900000000001e-05;
   const S t559 = t557 + t558;
   const S t560 = t498 * 0.034100000000000005;
@@ -1190,7 +1190,7 @@ static __attribute__((noinline)) void rnea_part1([[maybe_unused]] const S* __res
   const S t978 = t961 + t974;
   const S t979 = t968 - t975;
   const S t980 = t971 + t976;
-  const S t981 = 0.005982534 * t977;
+  const S t981 = 0.005982533999999999 * t977;
   const S t982 = 7.990900000000001e-05 * t978;
   const S t983 = t981 + t982;
   const S t984 = 0.034100000000000005 * t965;
@@ -1216,7 +1216,7 @@ static __attribute__((noinline)) void rnea_part1([[maybe_unused]] const S* __res
   const S t1004 = -0.00114 * t972;
   const S t1005 = 0.25 * t980;
   const S t1006 = t1004 + t1005;
-  const S t1007 = 0.005982534 * t941;
+  const S t1007 = 0.005982533999999999 * t941;
   const S t1008 = 7.990900000000001e-05 * t944;
   const S t1009 = t1007 + t1008;
   const S t1010 = 0.034100000000000005 * t948;
@@ -1687,7 +1687,7 @@ static __attribute__((noinline)) void rnea_part2([[maybe_unused]] const S* __res
   const S t1422 = t1405 + t1418;
   const S t1423 = t1412 - t1419;
   const S t1424 = t1415 + t1420;
-  const S t1425 = 0.005982534 * t1421;
+  const S t1425 = 0.005982533999999999 * t1421;
   const S t1426 = 7.990900000000001e-05 * t1422;
   const S t1427 = t1425 + t1426;
   const S t1428 = 0.034100000000000005 * t1409;
@@ -1713,7 +1713,7 @@ static __attribute__((noinline)) void rnea_part2([[maybe_unused]] const S* __res
   const S t1448 = -0.00114 * t1416;
   const S t1449 = 0.25 * t1424;
   const S t1450 = t1448 + t1449;
-  const S t1451 = 0.005982534 * t1385;
+  const S t1451 = 0.005982533999999999 * t1385;
   const S t1452 = 7.990900000000001e-05 * t1388;
   const S t1453 = t1451 + t1452;
   const S t1454 = 0.034100000000000005 * t1392;
@@ -2172,7 +2172,7 @@ static __attribute__((noinline)) void rnea_part3([[maybe_unused]] const S* __res
   const S t1860 = t1843 + t1856;
   const S t1861 = t1850 - t1857;
   const S t1862 = t1853 + t1858;
-  const S t1863 = 0.005982534 * t1859;
+  const S t1863 = 0.005982533999999999 * t1859;
   const S t1864 = 7.990900000000001e-05 * t1860;
   const S t1865 = t1863 + t1864;
   const S t1866 = 0.034100000000000005 * t1847;
@@ -2198,7 +2198,7 @@ static __attribute__((noinline)) void rnea_part3([[maybe_unused]] const S* __res
   const S t1886 = -0.00114 * t1854;
   const S t1887 = 0.25 * t1862;
   const S t1888 = t1886 + t1887;
-  const S t1889 = 0.005982534 * t1823;
+  const S t1889 = 0.005982533999999999 * t1823;
   const S t1890 = 7.990900000000001e-05 * t1826;
   const S t1891 = t1889 + t1890;
   const S t1892 = 0.034100000000000005 * t1830;

@@ -2685,7 +2685,7 @@ static __attribute__((noinline)) void rnea_scan_part3([[maybe_unused]] const S* 
   const S t2093 = t2081 + t2090;
   w[50] = t2093;
   // ---- body forces, into world coordinates: body 3 FL_calf (joint FL_calf_joint), tree level 3
-  const S t2094 = w[45] * 0.005982534;
+  const S t2094 = w[45] * 0.005982533999999999;
   const S t2095 = w[72] * 7.990900000000001e-05;
   const S t2096 = t2094 + t2095;
   const S t2097 = w[73] * 0.034100000000000005;
@@ -2711,7 +2711,7 @@ static __attribute__((noinline)) void rnea_scan_part3([[maybe_unused]] const S* 
   const S t2117 = w[44] * -0.00114;
   const S t2118 = w[74] * 0.25;
   const S t2119 = t2117 + t2118;
-  const S t2120 = w[68] * 0.005982534;
+  const S t2120 = w[68] * 0.005982533999999999;
   const S t2121 = w[69] * 7.990900000000001e-05;
   const S t2122 = t2120 + t2121;
   const S t2123 = w[70] * 0.034100000000000005;
@@ -3170,7 +3170,7 @@ static __attribute__((noinline)) void rnea_scan_part4([[maybe_unused]] const S* 
   const S t2541 = t2529 + t2538;
   w[32] = t2541;
   // ---- body forces, into world coordinates: body 6 FR_calf (joint FR_calf_joint), tree level 3
-  const S t2542 = w[95] * 0.005982534;
+  const S t2542 = w[95] * 0.005982533999999999;
   const S t2543 = w[116] * 7.990900000000001e-05;
   const S t2544 = t2542 + t2543;
   const S t2545 = w[117] * 0.034100000000000005;
@@ -3196,7 +3196,7 @@ static __attribute__((noinline)) void rnea_scan_part4([[maybe_unused]] const S* 
   const S t2565 = w[94] * -0.00114;
   const S t2566 = w[118] * 0.25;
   const S t2567 = t2565 + t2566;
-  const S t2568 = w[110] * 0.005982534;
+  const S t2568 = w[110] * 0.005982533999999999;
   const S t2569 = w[111] * 7.990900000000001e-05;
   const S t2570 = t2568 + t2569;
   const S t2571 = w[112] * 0.034100000000000005;
@@ -3636,7 +3636,7 @@ static __attribute__((noinline)) void rnea_scan_part4([[maybe_unused]] const S* 
   const S t2983 = t2971 + t2980;
   w[89] = t2983;
   // ---- body forces, into world coordinates: body 9 RL_calf (joint RL_calf_joint), tree level 3
-  const S t2984 = w[143] * 0.005982534;
+  const S t2984 = w[143] * 0.005982533999999999;
   const S t2985 = w[144] * 7.990900000000001e-05;
   const S t2986 = t2984 + t2985;
   const S t2987 = w[223] * 0.034100000000000005;
@@ -3671,7 +3671,7 @@ static __attribute__((noinline)) void rnea_scan_part5([[maybe_unused]] const S* 
   const S t3007 = w[40] * -0.00114;
   const S t3008 = w[129] * 0.25;
   const S t3009 = t3007 + t3008;
-  const S t3010 = w[167] * 0.005982534;
+  const S t3010 = w[167] * 0.005982533999999999;
   const S t3011 = w[168] * 7.990900000000001e-05;
   const S t3012 = t3010 + t3011;
   const S t3013 = w[169] * 0.034100000000000005;
@@ -4102,7 +4102,7 @@ static __attribute__((noinline)) void rnea_scan_part5([[maybe_unused]] const S* 
   const S t3425 = t3413 + t3422;
   w[64] = t3425;
   // ---- body forces, into world coordinates: body 12 RR_calf (joint RR_calf_joint), tree level 3
-  const S t3426 = w[191] * 0.005982534;
+  const S t3426 = w[191] * 0.005982533999999999;
   const S t3427 = w[192] * 7.990900000000001e-05;
   const S t3428 = t3426 + t3427;
   const S t3429 = w[225] * 0.034100000000000005;
@@ -4128,7 +4128,7 @@ static __attribute__((noinline)) void rnea_scan_part5([[maybe_unused]] const S* 
   const S t3449 = w[90] * -0.00114;
   const S t3450 = w[226] * 0.25;
   const S t3451 = t3449 + t3450;
-  const S t3452 = w[207] * 0.005982534;
+  const S t3452 = w[207] * 0.005982533999999999;
   const S t3453 = w[208] * 7.990900000000001e-05;
   const S t3454 = t3452 + t3453;
   const S t3455 = w[209] * 0.034100000000000005;

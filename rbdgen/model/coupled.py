@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import spatial as sp
 from .model import RobotModel
 
 
@@ -65,10 +66,10 @@ class CoupledModel:
 
     # ---- reduced coordinates -------------------------------------------------------------------
     def expand_q(self, q):
-        return np.asarray(q, dtype=float) @ self.Gq.T + self.bq
+        return sp.mm(q, self.Gq.T) + self.bq
 
     def expand_v(self, v):
-        return np.asarray(v, dtype=float) @ self.G.T
+        return sp.mm(v, self.G.T)
 
     def reduce_q(self, q_tree):
         """The reduced coordinates of a tree configuration (the free joints' entries)."""

@@ -214,7 +214,7 @@ class RobotModel:
             if t == "floating":
                 q[..., s : s + 3] = rng.uniform(-1.0, 1.0, shape + (3,))
                 quat = rng.normal(size=shape + (4,))
-                q[..., s + 3 : s + 7] = quat / np.linalg.norm(quat, axis=-1, keepdims=True)
+                q[..., s + 3 : s + 7] = quat / np.asarray(sp.norm(quat))[..., None]
             else:
                 lo, hi = self.lower[i], self.upper[i]
                 if t == "continuous" or not (np.isfinite(lo) and np.isfinite(hi)):
@@ -235,7 +235,7 @@ class RobotModel:
             if t == "floating":
                 R0 = sp.quat_to_rot(q[qs][3:7])
                 dR, dp = sp.se3_exp(dv[vs][:3], dv[vs][3:])
-                out[qs] = np.concatenate([q[qs][:3] + R0 @ dp, sp.rot_to_quat(R0 @ dR)])
+                out[qs] = np.concatenate([q[qs][:3] + sp.mm(R0, dp), sp.rot_to_quat(sp.mm(R0, dR))])
             else:
                 out[qs] = q[qs] + dv[vs]
         return out
@@ -384,7 +384,7 @@ def _link_inertia(link) -> np.ndarray:
         return np.zeros((6, 6))
     it = link.inertial
     R = sp.rpy_to_rot(it.rpy)
-    return sp.spatial_inertia(it.mass, it.xyz, R @ it.inertia @ R.T)
+    return sp.spatial_inertia(it.mass, it.xyz, sp.mm(sp.mm(R, it.inertia), R.T))
 
 
 def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, check_inertia: bool) -> RobotModel:
@@ -457,7 +457,7 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
             # X_bl = plux(E, r): E rotates body coordinates into link coordinates, r is the link
             # origin in body coordinates; the link's axes in body coordinates are Eᵀ
             E = X_bl[:3, :3]
-            rx = -E.T @ X_bl[3:, :3]
+            rx = sp.mm(-E.T, X_bl[3:, :3])
             link_frames.append(LinkFrame(item, body, _frozen(E.T), _frozen([rx[2, 1], rx[0, 2], rx[1, 0]])))
             if not children.get(item) and body >= 0:
                 leaves.append(item)
@@ -466,7 +466,7 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
             stack.extend(("joint", j, body, X_bl) for j in reversed(children.get(item, [])))
             continue
         j = item
-        X_joint = sp.pose_to_X(sp.rpy_to_rot(j.rpy), j.xyz) @ X_bl
+        X_joint = sp.mm(sp.pose_to_X(sp.rpy_to_rot(j.rpy), j.xyz), X_bl)
         if j.type == "fixed":
             merged.append((j.child, j.name, body_names[body] if body >= 0 else "world"))
             stack.append(("link", j.child, body, X_joint))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import spatial as sp
 from ..errors import UnsupportedError, URDFError
 
 JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
@@ -202,7 +203,7 @@ def read_urdf(path) -> URDF:
         xyz, rpy = r.origin(el, where)
         axis = r.floats(el.find("axis"), "xyz", 3, f"{where} <axis>", [1.0, 0.0, 0.0])
         if jtype in ("revolute", "continuous", "prismatic"):
-            n = float(np.linalg.norm(axis))
+            n = sp.norm(axis)  # fixed-order sum: the unit axis is printed into generated code
             if n < 1e-12:
                 r.fail(f"{where}: zero axis {tuple(float(a) for a in axis)}")
             axis = axis / n

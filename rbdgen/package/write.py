@@ -73,7 +73,8 @@ def check_package_name(name: str) -> str:
 # ---- snapping ---------------------------------------------------------------------------------
 
 def _sig(x: float) -> float:
-    """3 significant digits: reported differences stay byte-stable across BLAS builds."""
+    """3 significant digits: a report for people. (The reference's rnea and crba it compares sum
+    in a fixed order, rbdgen.spatial.mm, so the digits are the same on every machine.)"""
     return float(f"{x:.3g}")
 
 

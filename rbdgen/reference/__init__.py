@@ -6,6 +6,12 @@ for the derivatives, the chain rule applied to RNEA (as in Carpentier & Mansard,
 ∂q̈/∂u = −M⁻¹ ∂τ/∂u (their Eq. for forward dynamics).
 
 Every function takes one state ``(nq,)`` or a batch ``(N, nq)``; outputs follow the input.
+
+Products are written ``@`` except in the kinematics, RNEA and CRBA (and the coupled contractions
+on them), which use :func:`rbdgen.spatial.mm`, a fixed-order product: their numbers reach
+generated files (the HLS testbench's stale-data states, ``generate --snap``'s report in the
+manifest), and BLAS's ``@`` rounds differently on AVX2, AVX-512 and SSE machines. Everything
+else is compared with a tolerance, where the faster BLAS products are as good.
 External forces ``f_ext`` are ``(nb, 6)`` (or ``(N, nb, 6)``) spatial forces
 ``[force; torque]`` acting on each body, expressed in the body frame (Pinocchio's convention).
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import spatial as sp
+from ..spatial import mm
 from ..model import RobotModel
 
 __all__ = ["rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives",
@@ -59,7 +66,7 @@ def _kinematics(model: RobotModel, q):
     """X_i (parent → body i) and S_i for every body."""
     Xs, Ss = [], []
     for i in range(model.nb):
-        Xs.append(model.joint_transform(i, q[model.q_slice(i)]) @ model.X_tree[i])
+        Xs.append(sp.mm(model.joint_transform(i, q[model.q_slice(i)]), model.X_tree[i]))
         Ss.append(model.motion_subspace(i))
     return Xs, Ss
 
@@ -83,23 +90,23 @@ def _rnea(model, q, v, a, f_ext=None, with_gravity=True):
     a0 = _a_gravity(model) if with_gravity else np.zeros(6)
     for i in range(nb):
         p = model.parent[i]
-        vJ = Ss[i] @ v[model.v_slice(i)]
+        vJ = mm(Ss[i], v[model.v_slice(i)])
         if p < 0:
             vel[i] = vJ
-            acc[i] = Xs[i] @ a0 + Ss[i] @ a[model.v_slice(i)]
+            acc[i] = mm(Xs[i], a0) + mm(Ss[i], a[model.v_slice(i)])
         else:
-            vel[i] = Xs[i] @ vel[p] + vJ
-            acc[i] = Xs[i] @ acc[p] + Ss[i] @ a[model.v_slice(i)] + sp.crm(vel[i]) @ vJ
+            vel[i] = mm(Xs[i], vel[p]) + vJ
+            acc[i] = mm(Xs[i], acc[p]) + mm(Ss[i], a[model.v_slice(i)]) + mm(sp.crm(vel[i]), vJ)
         I = model.inertia[i]
-        f[i] = I @ acc[i] + sp.crf(vel[i]) @ I @ vel[i]
+        f[i] = mm(I, acc[i]) + mm(mm(sp.crf(vel[i]), I), vel[i])
         if f_ext is not None:
             f[i] = f[i] - _fext_featherstone(f_ext[i])
     tau = np.zeros(model.nv)
     for i in reversed(range(nb)):
-        tau[model.v_slice(i)] = Ss[i].T @ f[i]
+        tau[model.v_slice(i)] = mm(Ss[i].T, f[i])
         p = model.parent[i]
         if p >= 0:
-            f[p] = f[p] + Xs[i].T @ f[i]
+            f[p] = f[p] + mm(Xs[i].T, f[i])
     return tau
 
 
@@ -135,18 +142,18 @@ def _crba(model, q):
     for i in reversed(range(model.nb)):
         p = model.parent[i]
         if p >= 0:
-            Ic[p] = Ic[p] + Xs[i].T @ Ic[i] @ Xs[i]
+            Ic[p] = Ic[p] + mm(mm(Xs[i].T, Ic[i]), Xs[i])
     M = np.zeros((model.nv, model.nv))
     for i in range(model.nb):
-        F = Ic[i] @ Ss[i]
+        F = mm(Ic[i], Ss[i])
         si = model.v_slice(i)
-        M[si, si] = Ss[i].T @ F
+        M[si, si] = mm(Ss[i].T, F)
         j = i
         while model.parent[j] >= 0:
-            F = Xs[j].T @ F
+            F = mm(Xs[j].T, F)
             j = model.parent[j]
             sj = model.v_slice(j)
-            M[sj, si] = Ss[j].T @ F
+            M[sj, si] = mm(Ss[j].T, F)
             M[si, sj] = M[sj, si].T
     return M
 
@@ -345,12 +352,12 @@ def forward_kinematics(model: RobotModel, q):
 
 def _gt(cm, x):
     """Gᵀ x over the last axis."""
-    return np.asarray(x) @ cm.G
+    return mm(x, cm.G)
 
 
 def _gtg(cm, A):
     """Gᵀ A G over the last two axes."""
-    return cm.G.T @ np.asarray(A) @ cm.G
+    return mm(mm(cm.G.T, A), cm.G)
 
 
 def _coupled_rnea(cm, q, v, a, f_ext=None):

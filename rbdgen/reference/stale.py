@@ -32,7 +32,9 @@ one period old). Schemes differ in which terms are stale (``STALE_SCHEMES``):
 
 The joint transforms X(q), the motion subspaces and each joint's own motion are always fresh
 (they depend on the joint alone). All quantities are in body coordinates as in
-:func:`rbdgen.reference.rnea`, gravity entering as the base acceleration.
+:func:`rbdgen.reference.rnea`, gravity entering as the base acceleration. Products are
+:func:`rbdgen.spatial.mm` (fixed order): the exact states drawn here are printed into HLS
+testbenches, which must be the same bytes on every machine.
 
 ``state=None`` starts from the exact quantities at (q, v, a): that call returns ``rnea``'s torque.
 Called again and again at one (q, v, a), every scheme reaches ``rnea``'s torque after at most
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import spatial as sp
+from ..spatial import mm
 from ..model import RobotModel
 
 STALE_SCHEMES = ("binder_herzog", "yamakita", "hamilton")
@@ -116,29 +119,29 @@ def _one(model: RobotModel, q, v, a, old: StaleState | None, scheme: str):
     a0 = _a_gravity(model)
     for i in range(nb):
         p = model.parent[i]
-        vJ = Ss[i] @ v[model.v_slice(i)]
+        vJ = mm(Ss[i], v[model.v_slice(i)])
         if p < 0:
             vel[i] = vJ
-            acc[i] = Xs[i] @ a0 + Ss[i] @ a[model.v_slice(i)]
+            acc[i] = mm(Xs[i], a0) + mm(Ss[i], a[model.v_slice(i)])
         else:
             # the parent's velocity and acceleration: this call's (exact) or the previous call's
             vp, ap = (vel[p], acc[p]) if old is None else (old.v[p], old.a[p])
-            vel[i] = Xs[i] @ vp + vJ
-            acc[i] = Xs[i] @ ap + Ss[i] @ a[model.v_slice(i)] + sp.crm(vel[i]) @ vJ
+            vel[i] = mm(Xs[i], vp) + vJ
+            acc[i] = mm(Xs[i], ap) + mm(Ss[i], a[model.v_slice(i)]) + mm(sp.crm(vel[i]), vJ)
         I = model.inertia[i]
-        f_own[i] = I @ acc[i] + sp.crf(vel[i]) @ I @ vel[i]
+        f_own[i] = mm(I, acc[i]) + mm(mm(sp.crf(vel[i]), I), vel[i])
     f = np.zeros((nb, 6))
     tau = np.zeros(model.nv)
     for i in reversed(range(nb)):
         if old is None:
             fi = f_own[i] + f[i]  # f[i] holds what the children sent this call
             if model.parent[i] >= 0:
-                f[model.parent[i]] += Xs[i].T @ fi
+                f[model.parent[i]] += mm(Xs[i].T, fi)
         else:
             own = f_own[i] if scheme != "yamakita" else old.f_own[i]
-            fi = own + sum((Xs[c].T @ old.f[c] for c in model.children(i)), np.zeros(6))
+            fi = own + sum((mm(Xs[c].T, old.f[c]) for c in model.children(i)), np.zeros(6))
         f[i] = fi
-        tau[model.v_slice(i)] = Ss[i].T @ fi
+        tau[model.v_slice(i)] = mm(Ss[i].T, fi)
     return tau, (vel, acc, f_own, f)
 
 
@@ -152,7 +155,7 @@ def rnea_stale(model: RobotModel, q, v, a, state: StaleState | None = None, sche
         cm = model
         _check(cm, q, v, a, None, scheme)
         tau, st = rnea_stale(cm.tree, cm.expand_q(q), cm.expand_v(v), cm.expand_v(a), state, scheme)
-        return np.asarray(tau) @ cm.G, st
+        return mm(tau, cm.G), st
     q, v, a, batch = _check(model, q, v, a, state, scheme)
     def call(q, v, a, old):
         if old is None:

@@ -6,7 +6,8 @@ For a revolute joint about unit axis a, Rodrigues gives ``R_Jᵀ = c (1 − a a�
 so ``E = R_Jᵀ E_tree`` is *linear* in (c, s, 1) with constant 3×3 coefficient matrices and r is
 constant. For a prismatic joint E is constant and r is linear in q. The coefficients are
 computed once in float64 (so generated constants are bit-identical to the reference's
-transforms, and only exact zeros vanish); sympy holds the symbolic form — entries as
+transforms, and only exact zeros vanish), with :func:`rbdgen.spatial.mm`'s fixed-order products
+(the same bits on every machine); sympy holds the symbolic form — entries as
 expressions in the symbols ``c_i, s_i`` or ``q_i`` — for classification and display.
 
 Entry classes: ``0`` (structural zero: never emitted), ``±1`` (no multiply), ``const``
@@ -15,6 +16,7 @@ Entry classes: ``0`` (structural zero: never emitted), ``±1`` (no multiply), ``
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +46,7 @@ def joint_transform(model: RobotModel, i: int) -> JointTransform:
     Xt = model.X_tree[i]
     Et = Xt[:3, :3]
     # r_tree from the lower-left block −E·[r]×
-    rx = -(Et.T @ Xt[3:, :3])
+    rx = -sp.mm(Et.T, Xt[3:, :3])
     rt = np.array([rx[2, 1], rx[0, 2], rx[1, 0]])
     t = model.joint_types[i]
     Z = np.zeros((3, 3))
@@ -52,19 +54,19 @@ def joint_transform(model: RobotModel, i: int) -> JointTransform:
         return JointTransform("floating", Z, Z, Et.copy(), rt, np.zeros(3))
     a = model.axis[i]
     if t == "prismatic":
-        return JointTransform("prismatic", Z, Z, Et.copy(), rt, Et.T @ a)
+        return JointTransform("prismatic", Z, Z, Et.copy(), rt, sp.mm(Et.T, a))
     aaT = np.outer(a, a)
-    return JointTransform("revolute", (np.eye(3) - aaT) @ Et, -sp.skew(a) @ Et, aaT @ Et, rt, np.zeros(3))
+    return JointTransform("revolute", sp.mm(np.eye(3) - aaT, Et), sp.mm(-sp.skew(a), Et), sp.mm(aaT, Et), rt, np.zeros(3))
 
 
 def numeric_X(jt: JointTransform, qi) -> np.ndarray:
     """X_i at a given joint position (for checking the decomposition against the model)."""
     if jt.kind == "floating":
         R = sp.quat_to_rot(qi[3:7])
-        return sp.plux(R.T @ jt.E0, jt.r0 + jt.E0.T @ np.asarray(qi[:3]))
+        return sp.plux(sp.mm(R.T, jt.E0), jt.r0 + sp.mm(jt.E0.T, np.asarray(qi[:3])))
     if jt.kind == "prismatic":
         return sp.plux(jt.E0, jt.r0 + qi[0] * jt.rq)
-    c, s = np.cos(qi[0]), np.sin(qi[0])
+    c, s = math.cos(qi[0]), math.sin(qi[0])
     return sp.plux(c * jt.Ec + s * jt.Es + jt.E0, jt.r0)
 
 
@@ -167,7 +169,7 @@ def snap_model(model: RobotModel, tol: float):
     for i in range(model.nb):
         Xt = model.X_tree[i]
         E = Xt[:3, :3]
-        rx = -(E.T @ Xt[3:, :3])
+        rx = -sp.mm(E.T, Xt[3:, :3])
         r = np.array([rx[2, 1], rx[0, 2], rx[1, 0]])
         E2, ce = _snap_array(E, tol)
         r2, cr = _snap_array(r, tol)
