@@ -50,13 +50,17 @@ def mm(A, B) -> np.ndarray:
 
 
 def norm(x) -> np.ndarray | float:
-    """Euclidean norm over the last axis, summed in a fixed order (see :func:`mm`;
-    ``np.linalg.norm`` of a vector is a BLAS dot product). A float for a vector."""
+    """Euclidean norm over the last axis, machine-independent (see :func:`mm`;
+    ``np.linalg.norm`` of a vector is a BLAS dot product). A vector's is Python's ``math.hypot``
+    (a float: scaled, so 1e200 or 1e-200 entries neither overflow nor underflow; plain C
+    arithmetic, the same on every machine); a stack's, the fixed-order sum of squares."""
     x = np.asarray(x, dtype=float)
+    if x.ndim == 1:
+        return math.hypot(*x.tolist())
     s = x[..., 0] * x[..., 0]
     for j in range(1, x.shape[-1]):
         s = s + x[..., j] * x[..., j]
-    return math.sqrt(s) if x.ndim == 1 else np.sqrt(s)
+    return np.sqrt(s)
 
 
 def skew(p) -> np.ndarray:

@@ -594,5 +594,19 @@ def test_spatial_mm_is_matmul_summed_in_one_fixed_order():
     x = rng.normal(size=(5, 4))
     assert np.array_equal(sp.norm(x), [math.sqrt(((a * a + b * b) + c * c) + d * d) for a, b, c, d in x.tolist()])
     assert sp.norm([3.0, 4.0]) == 5.0 and isinstance(sp.norm([3.0, 4.0]), float)
+    assert math.isclose(sp.norm([3e200, 4e200, 0.0]), 5e200, rel_tol=1e-15)  # scaled: no overflow
+    assert math.isclose(sp.norm([3e-200, 4e-200]), 5e-200, rel_tol=1e-15)  # nor underflow
+
     with pytest.raises(ValueError, match="do not match"):
         sp.mm(np.ones((3, 2)), np.ones(3))
+
+
+def test_huge_axis_is_normalised_not_zeroed(tmp_path):
+    """An axis written with huge components is the unit vector along it (its norm used to
+    overflow to inf, and the axis became (0, 0, 0) without a word)."""
+    p = tmp_path / "a.urdf"
+    p.write_text('<robot name="r"><link name="a"/><link name="b"><inertial><mass value="1"/>'
+                 '<inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>'
+                 '<joint name="j" type="revolute"><parent link="a"/><child link="b"/>'
+                 '<axis xyz="0 3e307 4e307"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>')
+    np.testing.assert_allclose(rbdgen.load_urdf(p).axis[0], [0.0, 0.6, 0.8], rtol=1e-15)

@@ -1,0 +1,168 @@
+"""Frame and contact methods of loaded kernels, by frame name and reference:
+
+    kern.frame_placement(q, "tool0")                   → (4, 4)
+    kern.frame_jacobian(q, "tool0", "local")            → (6, nv)
+    kern.frame_bias_acceleration(q, v, "tool0", "world") → (6,)
+    kern.osim_inverse(q, ["FL_foot", "FR_foot"])         → (12, 12)
+    kern.contact_fd(q, v, tau, [rbdgen.Contact("FL_foot", "3d"), …]) → (q̈, F)
+
+Each calls the generated kernel (every selected frame at once) and picks the frames asked for;
+``frame=None`` returns every selected frame. One state or a batch, like every kernel method.
+``contact_fd`` solves the small contact system (its size: the constrained directions) with NumPy
+on the kernel's ``contact_terms`` and finishes with the ``aba`` kernel:
+q̈ = M⁻¹(τ − b − Jᵀ F) = aba(q, v, τ − Jᵀ F).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference.contact import REFERENCES, ContactSystem, _check_contacts
+from .stale import install as install_stale
+
+
+def _need(owner, name, what):
+    f = owner.__dict__.get(f"_raw_{name}") or owner.__dict__.get(name)
+    if f is None:
+        built = ", ".join(owner.kernels)
+        raise ValueError(f"{what} needs the kernel {name}, which was not built (built: {built}); "
+                         f"build with frames=[...] and kernels including {name}")
+    return f
+
+
+def _index(model, frames):
+    if frames is None:
+        return None, False
+    if isinstance(frames, str):
+        return [model.frame_index(frames)], True
+    try:
+        names = list(frames)
+    except TypeError:
+        raise ValueError(f"frames must be a frame name or a list of names, got {type(frames).__name__}") from None
+    return [model.frame_index(n) for n in names], False
+
+
+def _kw(kw, idx, what):
+    """The keywords a by-name method hands to its generated kernel: ``out=`` only where it
+    returns the kernel's whole output (no frames picked)."""
+    if "out" in kw and idx is not None:
+        raise ValueError(f"{what}: out= takes the kernel's whole output, every selected frame: "
+                         "pass frame=None, or pick frames from the result")
+    return kw
+
+
+def _reference(reference):
+    if reference not in REFERENCES:
+        raise ValueError(f"reference must be one of {', '.join(map(repr, REFERENCES))}, got {reference!r}")
+    return reference
+
+
+def _host(x):
+    """A host (numpy) view of a kernel output (cupy arrays are copied to the host)."""
+    return x if isinstance(x, np.ndarray) else x.get()
+
+
+def install(owner) -> None:
+    """Give ``owner`` (loaded kernels with the frame kernels among ``owner.kernels``) the
+    by-name methods above. The generated kernels stay reachable as ``owner.methods[name]``."""
+    built = set(owner.kernels)
+
+    def kernel(name):
+        """The generated kernel ``name`` itself (``kern.frame_placement`` and
+        ``kern.osim_inverse`` are the by-name wrappers around theirs)."""
+        if name not in built:
+            raise ValueError(f"kernel {name!r} was not built (built: {', '.join(owner.kernels)})")
+        return owner.__dict__.get(f"_raw_{name}") or owner.__dict__[name]
+
+    owner.__dict__["kernel"] = kernel
+    install_stale(owner)  # kern.rnea_stale_start
+    if not any(k.startswith("frame_") or k in ("osim_inverse", "contact_terms") for k in built):
+        return
+    model = owner.model
+    for name in ("frame_placement", "osim_inverse"):
+        if name in built:
+            owner.__dict__[f"_raw_{name}"] = owner.__dict__[name]
+
+    def frame_placement(q, frame=None, **kw):
+        """Placement of ``frame`` (a URDF link name) in the world, 4×4; ``None``: every selected
+        frame, (nf, 4, 4). Keywords (``out=``, and on the GPU ``shape=``, ``stream=``) go to
+        the generated kernel."""
+        idx, one = _index(model, frame)
+        out = _need(owner, "frame_placement", "frame_placement")(q, **_kw(kw, idx, "frame_placement"))
+        if idx is None:
+            return out
+        return out[..., idx[0], :, :] if one else out[..., idx, :, :]
+
+    def frame_jacobian(q, frame=None, reference="local", **kw):
+        """Jacobian of ``frame`` in ``reference`` ("local", "local_world_aligned", "world"),
+        rows ``[linear; angular]``: (6, nv); ``None``: every selected frame, (nf, 6, nv)."""
+        idx, one = _index(model, frame)
+        out = _need(owner, f"frame_jacobian_{_reference(reference)}", "frame_jacobian")(
+            q, **_kw(kw, idx, "frame_jacobian"))
+        if idx is None:
+            return out
+        return out[..., idx[0], :, :] if one else out[..., idx, :, :]
+
+    def frame_bias_acceleration(q, v, frame=None, reference="local", **kw):
+        """J̇q̇ of ``frame`` in ``reference``: its spatial acceleration ``[linear; angular]`` at
+        q̈ = 0 without gravity, (6,); ``None``: every selected frame, (nf, 6)."""
+        idx, one = _index(model, frame)
+        out = _need(owner, f"frame_bias_acceleration_{_reference(reference)}", "frame_bias_acceleration")(
+            q, v, **_kw(kw, idx, "frame_bias_acceleration"))
+        if idx is None:
+            return out
+        return out[..., idx[0], :] if one else out[..., idx, :]
+
+    def osim_inverse(q, frames=None, **kw):
+        """Λ⁻¹ = J M⁻¹ Jᵀ of the stacked LOCAL Jacobians of ``frames`` (default every selected
+        frame): (6m, 6m), ``[linear; angular]`` per frame."""
+        idx, _ = _index(model, frames)
+        out = _need(owner, "osim_inverse", "osim_inverse")(q, **_kw(kw, idx, "osim_inverse"))
+        if idx is not None:
+            out = out[..., idx, :, :, :][..., idx, :]
+        m = out.shape[-2]
+        return out.reshape(out.shape[:-4] + (6 * m, 6 * m))
+
+    systems: dict = {}  # contact lists seen (by identity of their Contact objects) → their system
+
+    def contact_fd(q, v, tau, contacts, **kw):
+        """Forward dynamics with contacts → (q̈, F): F (m, 6) the wrench each contact frame
+        exerts on the environment, LOCAL ``[force; torque]`` (Pinocchio's lambda_c is −F), and
+        q̈ = q̈₀ − M⁻¹ Jᵀ F. See :func:`rbdgen.reference.contact_fd`."""
+        key = tuple(contacts) if isinstance(contacts, (list, tuple)) else None
+        hit = systems.get(key) if key is not None else None
+        if hit is None:
+            cs = _check_contacts(model, contacts)
+            idx = [model.frame_index(c.frame) for c in cs]
+            hit = (ContactSystem(cs), idx, idx == list(range(model.nf)))
+            if key is not None:
+                if len(systems) > 64:
+                    systems.clear()
+                systems[key] = hit
+        system, idx, every = hit
+        if "out" in kw:
+            raise ValueError("contact_fd: out= is not taken (it returns two new arrays); shape= and stream= are")
+        qdd0, J, acc0, vf, Linv = _need(owner, "contact_terms", "contact_fd")(q, v, tau, **kw)
+        aba = _need(owner, "aba", "contact_fd")
+        Jh, acc0, vf, Linv = (_host(x) for x in (J, acc0, vf, Linv))
+        m = len(idx)
+        if not every:
+            Jh, acc0, vf, Linv = Jh[..., idx, :, :], acc0[..., idx, :], vf[..., idx, :], Linv[..., idx, :, :, :][..., idx, :]
+        F = system.solve(acc0, vf, Linv.reshape(Linv.shape[:-4] + (6 * m, 6 * m)))
+        JtF = (F.reshape(F.shape[:-2] + (1, 6 * m)) @ Jh.reshape(Jh.shape[:-3] + (6 * m, -1)))[..., 0, :]
+        JtF = JtF.astype(Jh.dtype, copy=False)
+        tau = np.asarray(tau, dtype=Jh.dtype) if isinstance(tau, (list, tuple)) else tau
+        return aba(q, v, tau - _like(tau, JtF), **kw), _like(tau, F.astype(Jh.dtype))
+
+    for name, f in (("frame_placement", frame_placement), ("frame_jacobian", frame_jacobian),
+                    ("frame_bias_acceleration", frame_bias_acceleration), ("osim_inverse", osim_inverse),
+                    ("contact_fd", contact_fd)):
+        owner.__dict__[name] = f
+
+
+def _like(ref, x):
+    """``x`` (numpy) as an array of ``ref``'s kind (numpy, or cupy on the device)."""
+    if isinstance(ref, np.ndarray):
+        return x
+    import cupy
+
+    return cupy.asarray(x)

@@ -1,0 +1,304 @@
+"""Compiled kernels as Python methods: ``kern.rnea(q, v, a)`` and friends.
+
+Arguments are checked strictly (a wrong shape, dtype or memory layout is a ``ValueError``
+naming the argument; nothing is copied behind the caller's back, except that a plain Python
+list is converted). A 2-D input ``(N, size)`` calls the batched entry point once — the loop
+over states runs in C++ (vectorised across states, OpenMP across blocks), never in Python.
+A batch's rows may be strided (``X[:, :nq]`` of a packed state array, ``Q[::-1]``, an input
+broadcast with ``np.broadcast_to``) where the library has the strided entry point (the CPU
+target): each state's own values must be contiguous, and an output's rows must not overlap.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import BuildError
+from ..toolchain.rebuild import reduce as _reduce
+from . import interop as _interop
+from .frames import install as _install_frames
+from .interop import row_stride
+
+_CT = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float}
+_ND, _empty = np.ndarray, np.empty
+
+
+def _rows_overlap(x) -> bool:
+    """An output batch whose rows overlap (a row stride shorter than a state)."""
+    size = int(np.prod(x.shape[1:], dtype=int))
+    return x.ndim >= 2 and x.shape[0] > 1 and abs(row_stride(x)) < size
+
+
+@dataclass(frozen=True)
+class _Arg:
+    name: str
+    shape: tuple
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=int))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What the loaded kernels need to know of one kernel: its arrays and op counts."""
+
+    name: str
+    doc: str
+    inputs: tuple
+    outputs: tuple
+    counts: dict
+
+
+def kernel_specs(entries: dict) -> dict:
+    """Kernel specs from manifest entries (:func:`rbdgen.codegen.sources.kernel_entry`)."""
+    return {k: KernelSpec(k, e["doc"], tuple(_Arg(a["name"], (int(a["size"]),)) for a in e["inputs"]),
+                          tuple(_Arg(a["name"], tuple(int(x) for x in a["shape"])) for a in e["outputs"]),
+                          dict(e["ops"]))
+            for k, e in entries.items()}
+
+
+class _Method:
+    def __init__(self, owner, name, single, batch, inputs, outputs, fast=None, batch_strided=None):
+        self.owner = owner
+        self.name = name
+        self.single = single
+        self.batch = batch
+        #: the strided batch entry point (n, then each array's pointer and row stride), or None:
+        #: then batches must be C-contiguous
+        self.batch_strided = batch_strided
+        self.inputs = inputs    # list of (name, size)
+        self.outputs = outputs  # list of (name, shape)
+        self.fast = fast        # CPython binding: checks and calls in C (≈0.2 µs), or None
+        self._dt = owner.dtype
+        self._shapes = [tuple(s) for _, s in outputs]
+        self._nin = len(inputs)
+        self._one = len(self._shapes) == 1
+        self._shape0 = self._shapes[0] if self._shapes else ()
+
+    def _coerce(self, name, x):
+        """An argument as an ndarray without copying its data: ndarray subclasses (np.memmap, …)
+        and buffer-protocol objects (memoryview, …) as views; a list or tuple converted to the
+        kernel's dtype (the one conversion made for the caller)."""
+        if type(x) is np.ndarray:
+            return x
+        if isinstance(x, np.ndarray):
+            return x.view(np.ndarray)
+        if isinstance(x, (list, tuple)):
+            try:
+                return np.asarray(x, dtype=self._dt)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"{self.name}: argument '{name}' is not a rectangular list of numbers "
+                                 f"({' '.join(str(e).split())[:120]})") from None
+        try:
+            memoryview(x)
+        except TypeError:
+            raise ValueError(f"{self.name}: argument '{name}' must be a numpy array (or a list), "
+                             f"got {type(x).__name__}") from None
+        return np.asarray(x)
+
+    def _arg(self, name, x, size):
+        dt = self.owner.dtype
+        x = self._coerce(name, x)
+        if x.dtype != dt:
+            if x.dtype.newbyteorder("=") == dt:
+                raise ValueError(f"{self.name}: argument '{name}' is {dt} in non-native byte order "
+                                 f"({'big' if x.dtype.byteorder == '>' else 'little'}-endian); "
+                                 f"convert with .astype(np.{dt})")
+            raise ValueError(f"{self.name}: argument '{name}' has dtype {x.dtype}, this kernel takes {dt} "
+                             f"(convert with .astype(np.{dt}) or build with dtype='{x.dtype}')")
+        if x.ndim not in (1, 2) or x.shape[-1] != size:
+            raise ValueError(f"{self.name}: argument '{name}' has shape {x.shape}, expected ({size},) or (N, {size})")
+        if not x.flags.c_contiguous:
+            if x.ndim == 2 and self.batch_strided is not None:
+                if row_stride(x) is None:
+                    raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous within a state (a batch's "
+                                     "rows may be strided, but each state's values must be adjacent: use "
+                                     "np.ascontiguousarray)")
+            else:
+                raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous (use np.ascontiguousarray)")
+        return x
+
+    def __call__(self, *args, out=None):
+        fast = self.fast
+        if fast is None or len(args) != self._nin:
+            return self._slow(*args, out=out)
+        if _interop.any_foreign(args, out):  # DLPack tensors (JAX, PyTorch, …): views, results in their kind
+            return _interop.call(self, args, out)
+        # the binding checks every argument in C and takes any buffer (ndarray subclasses,
+        # memoryviews): call it straight away, the hot path has no Python-side checks
+        try:
+            if self._one:
+                if out is None:
+                    o = _empty(args[0].shape[:-1] + self._shape0, self._dt)
+                    fast(*args, o)
+                    return o
+                if type(out) is _ND:
+                    fast(*args, out)
+                    return out
+            return self._fast(fast, args, out)
+        except (ValueError, TypeError, AttributeError):
+            pass  # nothing ran: the binding refuses before it calls the kernel
+        # lists, or a mistake: normalise and try again, with Python's clearer messages
+        args = tuple(self._coerce(n, x) for (n, _), x in zip(self.inputs, args))
+        try:
+            return self._fast(fast, args, out)
+        except ValueError:
+            self._diagnose(args, out)
+            raise
+
+    def _diagnose(self, args, out):
+        """Re-check the arguments in Python (only after the binding refused them) for the cases
+        its one-line C check words badly (byte order, ...)."""
+        for (n, s), x in zip(self.inputs, args):
+            self._arg(n, x, s)
+
+    def _fast(self, fast, args, out):
+        if out is None:
+            lead = args[0].shape[:-1]
+            if len(self._shapes) == 1:
+                o = np.empty(lead + self._shapes[0], self._dt)
+                fast(*args, o)
+                return o
+            outs = tuple(np.empty(lead + s, self._dt) for s in self._shapes)
+            fast(*args, *outs)
+            return outs
+        if type(out) is np.ndarray:
+            if len(self._shapes) != 1:
+                raise ValueError(f"{self.name}: out= needs {len(self._shapes)} arrays")
+            fast(*args, out)
+            return out
+        if not isinstance(out, (tuple, list)) or len(out) != len(self._shapes):
+            raise ValueError(f"{self.name}: out= needs {len(self._shapes)} array(s)")
+        fast(*args, *out)
+        return out if isinstance(out, tuple) else tuple(out)
+
+    def _slow(self, *args, out=None):
+        if len(args) != len(self.inputs):
+            names = ", ".join(n for n, _ in self.inputs)
+            raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
+        if _interop.any_foreign(args, out):  # DLPack tensors (JAX, PyTorch, …): views, results in their kind
+            return _interop.call(self, args, out)
+        arrs = [self._arg(n, x, s) for (n, s), x in zip(self.inputs, args)]
+        batch = arrs[0].ndim == 2
+        n = arrs[0].shape[0] if batch else None
+        for (name, _), a in zip(self.inputs, arrs):
+            if (a.ndim == 2) != batch or (batch and a.shape[0] != n):
+                raise ValueError(f"{self.name}: argument '{name}' has shape {a.shape}, "
+                                 f"but '{self.inputs[0][0]}' has shape {arrs[0].shape}")
+        lead = (n,) if batch else ()
+        dt = self.owner.dtype
+        if out is None:
+            outs = [np.empty(lead + shape, dtype=dt) for _, shape in self.outputs]
+        else:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outs) != len(self.outputs):
+                raise ValueError(f"{self.name}: out= needs {len(self.outputs)} array(s)")
+            strided = batch and self.batch_strided is not None
+            for (oname, shape), o in zip(self.outputs, outs):
+                if not isinstance(o, np.ndarray) or o.shape != lead + shape or o.dtype != dt \
+                        or not o.flags.writeable or not (o.flags.c_contiguous or strided and row_stride(o) is not None):
+                    raise ValueError(f"{self.name}: out array for '{oname}' must be a writeable C-contiguous "
+                                     f"{dt} array of shape {lead + shape}"
+                                     + (" (or one whose rows are strided)" if strided else ""))
+                if strided and _rows_overlap(o):
+                    raise ValueError(f"{self.name}: out= array '{oname}' has overlapping rows (its row stride is "
+                                     f"{row_stride(o)} elements, a state has more: use an array of its own)")
+        ptrs = [a.ctypes.data for a in arrs] + [o.ctypes.data for o in outs]
+        if batch:
+            if n and all(a.flags.c_contiguous for a in (*arrs, *outs)):
+                self.batch(n, *ptrs)
+            elif n:
+                self.batch_strided(n, *[v for a, p in zip((*arrs, *outs), ptrs) for v in (p, row_stride(a))])
+        else:
+            self.single(*ptrs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _omp_defaults() -> None:
+    """libgomp reads its settings once, when the first OpenMP library loads. Its default is to
+    spin while waiting; on a machine shared with other work (a robot's computer, CI, a laptop)
+    spinning threads fight the ones doing the work, and batches were measured 10-70× slower.
+    Passive waiting costs a few microseconds per parallel batch instead. A user's own
+    OMP_WAIT_POLICY is kept."""
+    import os
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+
+class CompiledKernels:
+    """Kernels of one robot, one target and one dtype, loaded from a shared library."""
+
+    def __init__(self, lib_path, model, prefix, dtype, printed: dict, target="cpu", lanes=None, module=None,
+                 kernel_lanes=None):
+        self.path = str(lib_path)
+        self.model = model
+        self.dtype = np.dtype(dtype)
+        self.target = target
+        self.lanes = lanes  # states per SIMD vector in the batch path: the widest kernel's
+        #: per kernel (with AVX-512 some take 8 doubles, others 4: rbdgen.targets.cpu.kernel_lanes)
+        self.kernel_lanes = dict(kernel_lanes) if kernel_lanes else {k: lanes for k in printed} if lanes else {}
+        self.nq, self.nv, self.nb = model.nq, model.nv, model.nb
+        self.kernels = tuple(printed)
+        self.op_counts = {k: pk.counts for k, pk in printed.items()}
+        _omp_defaults()
+        try:
+            self._lib = ctypes.CDLL(self.path)
+        except OSError as e:
+            raise BuildError(f"cannot load {self.path}: {e}") from e
+        self._module = _load_module(module, self.path) if module else None
+        tag = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}[self.dtype]
+        ptr = ctypes.c_void_p
+        #: kernel name → its Python method (``.inputs``, ``.outputs``: names and shapes); what
+        #: ``kern.<name>`` calls for anything but plain ndarrays
+        self.methods = {}
+        for name, pk in printed.items():
+            nargs = len(pk.inputs) + len(pk.outputs)
+            single = getattr(self._lib, f"{prefix}_{name}_{tag}")
+            single.argtypes = [ptr] * nargs
+            single.restype = None
+            batch = getattr(self._lib, f"{prefix}_{name}_{tag}_batch")
+            batch.argtypes = [ctypes.c_long] + [ptr] * nargs
+            batch.restype = None
+            strided = getattr(self._lib, f"{prefix}_{name}_{tag}_batch_strided", None)  # CPU libraries
+            if strided is not None:
+                strided.argtypes = [ctypes.c_long] + [ptr, ctypes.c_long] * nargs
+                strided.restype = None
+            compiled = getattr(self._lib, f"{prefix}_{name}_{tag}_lanes", None)
+            if compiled is not None and target == "cpu":  # the lanes as compiled: the truth
+                compiled.argtypes, compiled.restype = [], ctypes.c_int
+                self.kernel_lanes[name] = int(compiled())
+            ins = [(a.name, a.size) for a in pk.inputs]
+            outs = [(a.name, a.shape) for a in pk.outputs]
+            fast = getattr(self._module, name, None) if self._module is not None else None
+            method = self.methods[name] = _Method(self, name, single, batch, ins, outs, fast, strided)
+            if fast is not None:
+                # what users call: plain ndarrays straight into C (~0.1 µs), everything else
+                # handed to ``method`` (conversions, checks, clear errors)
+                method = self._module.bind(name, method)
+            setattr(self, name, method)
+        if self.kernel_lanes:
+            self.lanes = max(self.kernel_lanes.values())
+        _install_frames(self)  # by-name frame and contact methods
+
+    def __reduce__(self):
+        """Pickled as the recipe it was loaded from (sources, model, options); unpickling loads it
+        through the compile cache, compiling only on a miss (see :mod:`rbdgen.toolchain.rebuild`)."""
+        return _reduce(self)
+
+    def __repr__(self):
+        return (f"<rbdgen kernels for {self.model.name!r} ({self.target}, {self.dtype}, nq={self.nq}, nv={self.nv}): "
+                f"{', '.join(self.kernels)}>")
+
+
+def _load_module(name: str, path: str):
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod

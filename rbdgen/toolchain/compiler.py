@@ -1,0 +1,327 @@
+"""Compile generated sources into a shared library, cached by content.
+
+Cache key: SHA-256 of every source file, the full compiler command line, the compiler's
+version string and the rbdgen version. A build happens only on a miss, under a file lock
+(concurrent processes building the same kernels wait for one another), in a private temporary
+folder that is renamed into place when complete — a half-written library is never loaded.
+
+A build that is killed (even with SIGKILL) takes its compilers with it: each compiler runs in
+its own process group under a small shell that the kernel sends SIGTERM when rbdgen's process
+dies (Linux ``PR_SET_PDEATHSIG``), and that shell kills the group (the compiler driver and its
+cc1plus/as children). The temporary folder such a build leaves is removed by a later build
+(:func:`_remove_stale`).
+
+Sharing a cache between users: entries, lock files and folders are created with the
+permissions the umask allows (not 0700), so a cache folder owned by a common group with the
+setgid bit (``chmod 2775``), used with ``umask 002``, is shared.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import filelock
+
+from .._version import __version__
+from ..errors import BuildError, CompilerNotFoundError
+
+CACHE_ENV = "RBDGEN_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    d = os.environ.get(CACHE_ENV)
+    if d:
+        return Path(d)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rbdgen"
+
+
+def find_cxx(cxx: str | None = None) -> str:
+    cxx = cxx or os.environ.get("CXX") or "g++"
+    path = shutil.which(cxx)
+    if path is None:
+        raise CompilerNotFoundError(
+            f"C++ compiler '{cxx}' not found on PATH (install g++, or set CXX to a C++17 compiler)"
+        )
+    return path
+
+
+_versions: dict = {}
+
+
+def compiler_version(cxx: str) -> str:
+    if cxx not in _versions:
+        try:
+            out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
+            # the whole text: nvcc's first line names no version, its last lines do
+            _versions[cxx] = out.stdout.strip() or cxx
+        except (OSError, subprocess.SubprocessError) as e:
+            raise CompilerNotFoundError(f"cannot run C++ compiler '{cxx}': {e}") from e
+    return _versions[cxx]
+
+
+#: ``march`` for a build that runs on any CPU of the architecture (no ``-march``: baseline
+#: x86-64, SSE2); ``None`` means the default, ``$RBDGEN_MARCH`` or else this machine (native)
+PORTABLE = "portable"
+MARCH_ENV = "RBDGEN_MARCH"
+_native: dict = {}
+_macros: dict = {}
+
+
+def native_target(cxx: str) -> str | None:
+    """What ``-march=native`` means to ``cxx`` on this machine: the CPU and the instruction-set
+    flags the driver expands it to (``cxx -march=native -###``), or None when ``cxx`` cannot
+    target this machine. Part of the cache key of a native build, so that a compile cache shared
+    between machines (an NFS home, a cluster's workers) never hands one CPU a library built for
+    another's instructions."""
+    if cxx not in _native:
+        try:
+            r = subprocess.run([cxx, "-march=native", "-###", "-E", "-x", "c++", os.devnull],
+                               capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            r = None
+        if r is None or r.returncode != 0:
+            _native[cxx] = None
+        else:
+            # the compiler proper's command line (g++: cc1plus "-march=cooperlake" -mmmx …;
+            # clang: -cc1 … "-target-cpu" "x" "-target-feature" "+avx2" …), without its path
+            lines = [ln for ln in (r.stderr + r.stdout).splitlines() if "cc1" in ln]
+            _native[cxx] = lines[-1].strip().split(None, 1)[-1] if lines else (r.stderr + r.stdout).strip()
+    return _native[cxx]
+
+
+def resolve_march(march: str | None, cxx: str | None = None) -> str | None:
+    """The ``-march`` value a CPU build passes (None: none, a portable build). ``march=None``
+    takes ``$RBDGEN_MARCH`` if set, else ``"native"`` — the kernels are compiled on the machine
+    that runs them, and a portable x86-64 build lacks AVX's three-operand instructions, FMA and
+    (AVX-512) 32 vector registers: floating-base ABA and M⁻¹ ran 1.5–2× slower in it
+    (docs/performance.md §9). ``"native"`` falls back to portable where the compiler cannot
+    target this machine. ``"portable"`` (or ``""``) is a build for any CPU of the architecture."""
+    if march is None:
+        march = os.environ.get(MARCH_ENV) or "native"
+    march = str(march).strip()
+    if march in ("", PORTABLE):
+        return None
+    if march == "native" and native_target(find_cxx(cxx)) is None:
+        return None
+    return march
+
+
+def vector_bytes(march: str | None, cxx: str | None = None) -> int:
+    """The width of one SIMD register the compiler targets with ``-march=march`` (None:
+    portable): 64 bytes where AVX-512 is on, 32 where AVX is, else 16 (SSE2, Arm NEON). Which
+    kernels use the 64 bytes: :func:`rbdgen.targets.cpu.kernel_lanes`."""
+    if march is None:
+        return 16
+    cxx = find_cxx(cxx)
+    key = (cxx, march)
+    if key not in _macros:
+        try:
+            r = subprocess.run([cxx, f"-march={march}", "-dM", "-E", "-x", "c++", os.devnull],
+                               capture_output=True, text=True, timeout=60)
+            _macros[key] = r.stdout if r.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            _macros[key] = ""
+    if "#define __AVX512F__ 1" in _macros[key]:
+        return 64
+    return 32 if "#define __AVX__ 1" in _macros[key] else 16
+
+
+def cxx_flags(opt: str = "-O3", march: str | None = None, openmp: bool = True, extra=()) -> list[str]:
+    # -fno-tree-slp-vectorize: the kernels are long straight-line scalar code (the batch path is
+    # vectorised by hand, with GCC vector types), where g++'s SLP vectoriser packs unrelated
+    # statements into vectors and adds shuffles. Measured on the 2-core Xeon (g++ 12, one state,
+    # interleaved runs): -march=native iiwa aba 0.62 -> 0.46 µs, minv 0.59 -> 0.40 µs; portable
+    # builds 0-5% faster (quadruped ∇ID 3.84 -> 3.54 µs); batches unchanged; TALOS's compile
+    # 50 -> 39 s. docs/performance.md §8.
+    flags = ["-std=c++17", opt, "-fPIC", "-Wall", "-Wextra", "-Wno-psabi", "-fno-math-errno",
+             "-fno-tree-slp-vectorize"]
+    if march:
+        flags.append(f"-march={march}")
+    if openmp:
+        flags.append("-fopenmp")
+    return flags + list(extra)
+
+
+def _pdeathsig():
+    """A preexec function that makes the child receive SIGTERM when this process dies, or None
+    where the kernel offers no such thing. Resolved once, here: the child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+
+    return preexec
+
+
+_PREEXEC = _pdeathsig()
+# the shell that holds the compiler's process group and kills it when told to (or when the
+# parent dies: SIGTERM from PR_SET_PDEATHSIG)
+_GUARD = ['/bin/sh', '-c', 'trap "kill -KILL 0" TERM; "$@" & wait $!', "rbdgen-compile"]
+
+
+def run_compiler(cmd: list) -> subprocess.CompletedProcess:
+    """Run one compiler command, capturing its output; it dies with this process."""
+    if _PREEXEC is None or not os.path.exists(_GUARD[0]):
+        return subprocess.run(cmd, capture_output=True, text=True)
+    return subprocess.run(_GUARD + cmd, capture_output=True, text=True, start_new_session=True, preexec_fn=_PREEXEC)
+
+
+_TMP_RE = re.compile(r"^\.([0-9a-f]{24})-")
+
+
+def _remove_stale(root: Path, own_key: str) -> None:
+    """Remove the temporary folders of builds that were killed: those of ``own_key`` (whose
+    lock this process holds) and those of any other key whose lock is free (no build of it is
+    running). A folder of a build in progress is never touched."""
+    for d in root.iterdir():
+        m = _TMP_RE.match(d.name)
+        if not m or not d.is_dir():
+            continue
+        key = m.group(1)
+        if key == own_key:
+            shutil.rmtree(d, ignore_errors=True)
+            continue
+        lock = filelock.FileLock(str(root / f"{key}.lock"), timeout=0, mode=0o666)
+        try:
+            with lock:
+                shutil.rmtree(d, ignore_errors=True)
+        except filelock.Timeout:
+            pass  # being built right now
+
+
+def write_atomic(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` through a temporary file beside it and a rename (a reader sees
+    the old file or the new one, never part of one), with the permissions the umask allows (the
+    cache may be shared). False, and nothing written, where the folder cannot be written: a
+    cache we cannot write only costs time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return False
+    return True
+
+
+def content_key(files: dict, flags: list[str], cxx: str, source_flags: dict | None = None) -> str:
+    """The cache key of compiling ``files`` with ``flags`` by ``cxx``: SHA-256 of the sources,
+    the command lines (``source_flags``: the sources compiled with other flags), the compiler's
+    version string and rbdgen's version (24 hex digits); for ``-march=native``, also what it means
+    on this machine (:func:`native_target`)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    h.update(" ".join(flags).encode() + b"\0" + compiler_version(cxx).encode() + b"\0" + __version__.encode())
+    for name in sorted(source_flags or ()):
+        h.update(b"\0" + name.encode() + b"\0" + " ".join(source_flags[name]).encode())
+    if any("-march=native" in f for f in [*flags, *(x for v in (source_flags or {}).values() for x in v)]):
+        h.update(b"\0native\0" + str(native_target(cxx)).encode())  # which machine "native" was
+    return h.hexdigest()[:24]
+
+
+def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
+                  progress=None, jobs: int | None = None, source_flags: dict | None = None,
+                  on_output=None) -> Path:
+    """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path.
+    ``source_flags`` maps a source to the flags it is compiled with instead of ``flags`` (which
+    also link the library). ``on_output(source, text)`` receives what the compiler printed for
+    each source it compiled successfully (not called on a cache hit)."""
+    cxx = find_cxx(cxx)
+    source_flags = {k: list(v) for k, v in (source_flags or {}).items() if list(v) != list(flags)}
+    key = content_key(files, flags, cxx, source_flags)
+    root = cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BuildError(f"cannot create the compile cache '{root}': {e.strerror or e} (set {CACHE_ENV})") from e
+    final = root / key
+    lib = final / f"{libname}.so"
+    if lib.exists():
+        return lib
+    with filelock.FileLock(str(root / f"{key}.lock"), mode=0o666):  # group-writable under umask 002
+        if lib.exists():
+            return lib
+        _remove_stale(root, key)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        try:
+            for name, text in files.items():
+                (tmp / name).write_text(text)
+
+            def compile_one(src):
+                obj = tmp / (Path(src).stem + ".o")
+                cmd = [cxx, *source_flags.get(src, flags), "-c", str(tmp / src), "-o", str(obj)]
+                if progress:
+                    progress(f"compiling {src}")
+                r = run_compiler(cmd)
+                if r.returncode != 0:
+                    msg = (r.stderr or r.stdout).strip().splitlines()
+                    raise BuildError(f"{Path(cxx).name} failed on {src}: " + " | ".join(msg[:5]))
+                if on_output is not None:
+                    on_output(src, r.stdout + r.stderr)
+                return obj
+
+            # longest first (by source size), so that the biggest translation unit does not start
+            # last and leave the other cores idle; linked in the given order
+            order = sorted(sources, key=lambda s: -len(files[s]))
+            with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as ex:
+                built = dict(zip(order, ex.map(compile_one, order)))
+            objs = [built[s] for s in sources]
+            link = [cxx, *flags, "-shared", *map(str, objs), "-o", str(tmp / f"{libname}.so")]
+            r = run_compiler(link)
+            if r.returncode != 0:
+                raise BuildError(f"linking {libname}.so failed: {(r.stderr or r.stdout).strip()[:500]}")
+            for o in objs:
+                o.unlink()
+            (tmp / "command.txt").write_text(" ".join([cxx, *flags]) + "\n" + "".join(
+                f"{src}: {' '.join([cxx, *source_flags[src]])}\n" for src in sorted(source_flags)))
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp made it private; the cache may be shared
+            if final.exists():  # a stale partial folder from a killed build
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return lib
+
+
+def python_include():
+    """Folders of Python.h and of NumPy's C headers, or None when either is missing (then calls
+    go through ctypes, with more per-call overhead)."""
+    import sysconfig
+
+    import numpy
+
+    inc = sysconfig.get_paths().get("include")
+    npy = numpy.get_include()
+    if inc and os.path.exists(os.path.join(inc, "Python.h")) and os.path.exists(os.path.join(npy, "numpy", "arrayobject.h")):
+        return (inc, npy)
+    return None
