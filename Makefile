@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: demo test test-gpu test-torch sanitize-gpu bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-control clean venv generated
+.PHONY: demo test test-quick test-gpu test-torch sanitize-gpu bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet -e '.[test,cuda]'
 	# Xilinx's Apache-2.0 ap_types headers (ap_fixed.h) for the HLS C simulation: the hls4ml wheel
 	# ships them; its own dependencies (tensorflow, ...) are not needed. rbdgen finds the folder
-	# in site-packages at run time (rbdgen.jit.hls.ap_types_dir; RBDGEN_AP_TYPES overrides it).
+	# in site-packages at run time (rbdgen.targets.hls.csim.ap_types_dir; RBDGEN_AP_TYPES overrides it).
 	$(PY) -m pip install --quiet --no-deps hls4ml==$(HLS4ML_VERSION)
 	@touch $(STAMP)
 
@@ -31,6 +31,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# the developer loop: ≤ 3 minutes here with an empty compile cache (tests/conftest.py chooses the
+# tests: every kernel family on the iiwa and the floating quadruped, CUDA emulation and HLS C
+# simulation of one small build each, the generated packages, the fast unit tests). CI runs `test`.
+test-quick: $(STAMP)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m quick $(PYTEST_ARGS)
 
 # optional, not part of `make test`/CI: rbdgen.torch and the PyTorch cases of the DLPack tests.
 # PyTorch's default Linux wheel (PyPI; the CPU-only index is not reachable here) brings its CUDA

@@ -37,12 +37,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-import run as bench  # noqa: E402  (benchmarks/run.py: machine info, log)
+import measure as bench  # noqa: E402  (benchmarks/measure.py: machine info, log, the C++ driver)
 
 import rbdgen  # noqa: E402
 from rbdgen import control as ctl  # noqa: E402
 from rbdgen import reference as ref  # noqa: E402
-from rbdgen.jit.compiler import find_cxx  # noqa: E402
+from rbdgen.toolchain.compiler import find_cxx  # noqa: E402
 
 ROOT = HERE.parent
 ROBOTS = ("planar_arm3", "iiwa14")
@@ -122,12 +122,12 @@ def latency_ratio(lat: dict, controller: str) -> float:
 
 def kernel_latencies(robot, cxx: str) -> dict:
     """Per controller: our CPU kernel's time for one state (C++ driver over a pool of 256 states,
-    benchmarks/run.py's, rbdgen.build's default build for this machine, median of rounds) and the HLS estimate of its
+    benchmarks/measure.py's, rbdgen.build's default build for this machine, median of rounds) and the HLS estimate of its
     latency (ap_fixed<32,16>, 250 MHz: unbudgeted, and list-scheduled within a few DSP budgets;
-    rbdgen/backends/hls_schedule.py — no synthesis tool has run these designs)."""
+    rbdgen/targets/hls/schedule.py — no synthesis tool has run these designs)."""
     from rbdgen import registry
-    from rbdgen.backends import hls as H
-    from rbdgen.backends import hls_schedule as HS
+    from rbdgen.targets.hls import emit as H
+    from rbdgen.targets.hls import schedule as HS
 
     m = load(robot)
     ks = list(ID_KERNELS.values())

@@ -36,8 +36,7 @@ import numpy as np
 import rbdgen
 import rbdgen.robots
 from rbdgen import registry
-from rbdgen.jit.compiler import CACHE_ENV
-from rbdgen.jit.hls import build_hls
+from rbdgen.toolchain.compiler import CACHE_ENV
 
 KERNELS = registry.kernels()  # every declared kernel
 
@@ -209,7 +208,7 @@ def main(argv=None) -> int:
                    [(f"ap_fixed<{W},{I}>", (W, I), "float64") for W, I in formats]
         for label, fixed, dtype in variants:
             tb = time.time()
-            kern = build_hls(model, dtype, fixed=fixed, opt=args.opt)
+            kern = rbdgen.build(model, target="hls", dtype=dtype, fixed=fixed, opt=args.opt)
             build_s = time.time() - tb
             tr = time.time()
             errs = per_state_errors(kern, model, env, expected)

@@ -5,7 +5,7 @@
     python benchmarks/hls_budget.py --quick         # iiwa14 only, a few budgets
 
 For each robot and kernel, the list-scheduled design within a DSP budget (ap_fixed<32,16>,
-250 MHz; rbdgen/backends/hls_schedule.py, the same numbers as `rbdgen inspect --cost --target
+250 MHz; rbdgen/targets/hls/schedule.py, the same numbers as `rbdgen inspect --cost --target
 hls --fixed 32,16 --dsp-budget N`) over budgets from the smallest that builds to beyond the
 largest part, beside the unbudgeted estimate; and, measured in the same run on this machine,
 the time of our own CPU kernel for one state (default build, called from Python with out=, so
@@ -38,12 +38,12 @@ sys.path.insert(0, str(HERE))
 
 import rbdgen  # noqa: E402
 from rbdgen import registry  # noqa: E402
-from rbdgen.backends import hls as H  # noqa: E402
-from rbdgen.backends import hls_schedule as HS  # noqa: E402
-from rbdgen.backends.hls_cost import Model  # noqa: E402
-from rbdgen.jit.compiler import CACHE_ENV  # noqa: E402
+from rbdgen.targets.hls import emit as H  # noqa: E402
+from rbdgen.targets.hls import schedule as HS  # noqa: E402
+from rbdgen.targets.hls.cost import Model  # noqa: E402
+from rbdgen.toolchain.compiler import CACHE_ENV  # noqa: E402
 
-import run as bench  # noqa: E402  (robots, timing helpers)
+import measure as bench  # noqa: E402  (benchmarks/measure.py: robots, timing helpers)
 
 KERNELS = ("rnea", "aba", "aba_derivatives")
 LABEL = {"rnea": "ID (rnea)", "aba": "FD (aba)", "aba_derivatives": "∇FD"}
@@ -109,7 +109,7 @@ def markdown(res: dict) -> str:
          f"`make bench-hls-budget` (benchmarks/hls_budget.py), rbdgen {res['rbdgen']}, git {res['git']}, {res['date']}; "
          f"{res['machine']}; {res['wall_s'] / 60:.1f} min.", "",
          f"Designs: ap_fixed<{FIXED[0]},{FIXED[1]}> (AP_RND_CONV, AP_SAT) at {CLOCK:g} MHz, scheduled within each DSP "
-         "budget by rbdgen's list scheduler (rbdgen/backends/hls_schedule.py; the model and its assumptions: "
+         "budget by rbdgen's list scheduler (rbdgen/targets/hls/schedule.py; the model and its assumptions: "
          "docs/hls.md). **Estimates: no synthesis tool has run these designs.** CPU: our own kernel for one state "
          "on this machine, measured in the same run (default build, one call from Python with out=, ~0.1–0.2 µs "
          "of binding included). *vs CPU*: CPU time / FPGA latency (above 1×: the FPGA design is faster per call). "

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("RBDGEN_CACHE_DIR", str(ROOT / ".cache" / "kernels"))
 
 import rbdgen  # noqa: E402
-from rbdgen.jit import interop  # noqa: E402
+from rbdgen.kernels import interop  # noqa: E402
 
 KERNELS = ("rnea", "crba", "aba", "rnea_derivatives", "aba_derivatives")
 

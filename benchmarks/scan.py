@@ -38,12 +38,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-import run as bench  # noqa: E402  (benchmarks/run.py: machine info, timing helpers, the C++ driver)
+import measure as bench  # noqa: E402  (benchmarks/measure.py: machine info, timing helpers, the C++ driver)
 
 import rbdgen  # noqa: E402
 from rbdgen.algorithms.scan import traced  # noqa: E402
 from rbdgen.ir.schedule import critical_path  # noqa: E402
-from rbdgen.jit.compiler import find_cxx  # noqa: E402
+from rbdgen.toolchain.compiler import CACHE_ENV, find_cxx  # noqa: E402
 from rbdgen.registry import trace  # noqa: E402
 from rbdgen.robots import chain_urdf  # noqa: E402
 from rbdgen.scan import METHODS  # noqa: E402
@@ -283,8 +283,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cxx = find_cxx()
     work = Path(tempfile.mkdtemp(prefix="rbdgen-scan-work-"))
-    cache_old = os.environ.get(bench.CACHE_ENV)
-    os.environ[bench.CACHE_ENV] = str(work / "cache")
+    cache_old = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(work / "cache")
     try:
         res = {"machine": bench.machine_info(cxx), "batch": 1024}
         bench.log("op counts: general 6-joint arm, UR5")
@@ -296,9 +296,9 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if cache_old is None:
-            os.environ.pop(bench.CACHE_ENV, None)
+            os.environ.pop(CACHE_ENV, None)
         else:
-            os.environ[bench.CACHE_ENV] = cache_old
+            os.environ[CACHE_ENV] = cache_old
     (out / "scan.json").write_text(json.dumps(res, indent=1) + "\n")
     (out / "scan.md").write_text(markdown(res))
     drew = plot(res, out / "scan.png")

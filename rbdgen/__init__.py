@@ -4,14 +4,16 @@ from .model import RobotModel, load_urdf
 from .reference.contact import Contact, ContactError
 
 
+from ._version import __version__
+
+
 def build(model, target="cpu", dtype="float64", **kw):
-    """Generate, compile (cached) and load kernels: see :func:`rbdgen.jit.build`."""
-    from .jit import build as _build
+    """Generate, compile (cached) and load kernels: see :func:`rbdgen.targets.build`.
+
+    (Imported here on first call: ``import rbdgen`` stays light, no Jinja2 or compiler lookup.)"""
+    from .targets import build as _build
 
     return _build(model, target=target, dtype=dtype, **kw)
-
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BuildError",

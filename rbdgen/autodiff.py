@@ -22,24 +22,30 @@ values are the same, but a finite difference of a kernel along du ∝ u sees the
 formula, so compare gradients along directions tangent to the sphere (or of τ∘normalise). Velocities,
 accelerations and torques are tangent quantities already (nv): no map.
 
-What each differentiable kernel uses (tangents dq, dv, da, dτ; cotangents g):
+Which kernels are differentiable, and which kernels give their partial derivatives, is part of
+each kernel's declaration (:class:`rbdgen.registry.Gradient`; :func:`differentiable` lists them).
+Today (tangents dq, dv, da, dτ; cotangents g):
 
-=============  ===================================================================
-``rnea``       dτ = ∂τ/∂δ·T·dq + ∂τ/∂v·dv + M·da     (``rnea_derivatives``, ``crba``)
-``aba``        dq̈ = ∂q̈/∂δ·T·dq + ∂q̈/∂v·dv + M⁻¹·dτ  (``aba_derivatives``)
-=============  ===================================================================
+* inverse dynamics: dτ = ∂τ/∂δ·T·dq + ∂τ/∂v·dv + M·da, from the ∇ID and CRBA kernels;
+* forward dynamics: dq̈ = ∂q̈/∂δ·T·dq + ∂q̈/∂v·dv + M⁻¹·dτ, from the ∇FD kernel;
 
-and the reverse rules are the transposes (g_q = Tᵀ (∂τ/∂δ)ᵀ g, …). :func:`rnea_partials` and
-:func:`aba_partials` return the three matrices with the q-block already composed with T.
+and the reverse rules are the transposes (g_q = Tᵀ (∂τ/∂δ)ᵀ g, …). :func:`partials` returns a
+kernel's partial derivatives with the q-block already composed with T.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-__all__ = ["tangent_map", "rnea_partials", "aba_partials", "DIFFERENTIABLE"]
+from . import registry
 
-#: the kernels the framework wrappers differentiate, and the kernels each one's rule calls
-DIFFERENTIABLE = {"rnea": ("rnea_derivatives", "crba"), "aba": ("aba_derivatives",)}
+__all__ = ["tangent_map", "differentiable", "partials", "rule", "rnea_partials", "aba_partials"]
+
+
+def differentiable() -> dict:
+    """Kernel → the kernels its gradient needs (:func:`rbdgen.registry.differentiable`)."""
+    return registry.differentiable()
 
 
 def _layout(model):
@@ -95,6 +101,11 @@ def tangent_map(model, q) -> np.ndarray:
     return T
 
 
+def need(kern, name):
+    """Refuse, naming them, when the kernels differentiating ``name`` were not built."""
+    _need(kern, registry.get(name).gradient.needs, name)
+
+
 def _need(kern, names, what):
     missing = [k for k in names if k not in kern.kernels]
     if missing:
@@ -113,18 +124,29 @@ def _compose_q(model, J_tangent, q):
     return J_tangent @ tangent_map(model, q)
 
 
-def rnea_partials(kern, q, v, a):
-    """(∂τ/∂q (…, nv, nq), ∂τ/∂v (…, nv, nv), ∂τ/∂a = M (…, nv, nv)) at (q, v, a), numpy,
-    from the built ``rnea_derivatives`` and ``crba`` kernels."""
-    _need(kern, DIFFERENTIABLE["rnea"], "rnea")
-    dq, dv = (_host(x) for x in kern.rnea_derivatives(q, v, a))
-    M = _host(kern.crba(q))
-    return _compose_q(kern.model, dq, _host(q)), dv, M
+def partials(kern, name, *inputs):
+    """The derivatives of kernel ``name``'s output with respect to each of its inputs at
+    ``inputs``, numpy: ∂y/∂q (…, n, nq) along q's coordinates, then the others (…, n, nv), from
+    the kernels its declaration's :class:`~rbdgen.registry.Gradient` names (a ``ValueError``
+    naming them where they were not built)."""
+    g = registry.get(name).gradient
+    if g is None:
+        raise ValueError(f"{name} is not differentiable (differentiable: {', '.join(differentiable())})")
+    _need(kern, g.needs, name)
+    first, *rest = (_host(x) for x in g.partials(kern, *inputs))
+    return (_compose_q(kern.model, first, _host(inputs[0])), *rest)
 
 
-def aba_partials(kern, q, v, tau):
-    """(∂q̈/∂q (…, nv, nq), ∂q̈/∂v (…, nv, nv), ∂q̈/∂τ = M⁻¹ (…, nv, nv)) at (q, v, τ),
-    numpy, from the built ``aba_derivatives`` kernel."""
-    _need(kern, DIFFERENTIABLE["aba"], "aba")
-    dq, dv, dtau = (_host(x) for x in kern.aba_derivatives(q, v, tau))
-    return _compose_q(kern.model, dq, _host(q)), dv, dtau
+def rule(name):
+    """``partials`` for kernel ``name`` as ``f(kern, *inputs)``, or None where it has no gradient."""
+    return functools.partial(_rule, name) if name in differentiable() else None
+
+
+def _rule(name, kern, *inputs):
+    return partials(kern, name, *inputs)
+
+
+#: inverse dynamics: (∂τ/∂q (…, nv, nq), ∂τ/∂v, ∂τ/∂a = M) at (q, v, a)
+rnea_partials = rule("rnea")
+#: forward dynamics: (∂q̈/∂q (…, nv, nq), ∂q̈/∂v, ∂q̈/∂τ = M⁻¹) at (q, v, τ)
+aba_partials = rule("aba")

@@ -140,7 +140,7 @@ _COMMAND_STAGES = {"generate": ("generate",), "validate": ("generate", "compile"
 def target_options(command):
     """Every registered target's options that act at ``command``'s stages, each flag once. They
     default to "not given"; :func:`_target_kwargs` refuses those the chosen target lacks."""
-    from .backends.base import all_options, targets_of
+    from .targets import all_options, targets_of
 
     stages = set(_COMMAND_STAGES[command])
 
@@ -175,7 +175,7 @@ def _checker(check):
 
 
 def target_option(f):
-    from .backends.base import get_target, targets
+    from .targets import get_target, targets
 
     text = "; ".join(f"{t}: {get_target(t).help}" for t in targets())
     return click.option("--target", type=click.Choice(targets()), default="cpu", show_default=True,
@@ -184,7 +184,7 @@ def target_option(f):
 
 def _target_kwargs(target: str, command: str, given: dict) -> dict:
     """The target options the user gave (not None/False), checked against ``target``."""
-    from .backends.base import all_options, get_target, targets_of
+    from .targets import all_options, get_target, targets_of
 
     t = get_target(target)
     flags = {o.name: o.flag for o in all_options()}
@@ -337,7 +337,7 @@ def inspect(urdf, floating_base, mimic, frames, no_check_inertia, show_sparsity,
             skip_kernels, quiet, **given):
     """Print the kinematic tree, sizes, mass and merged fixed joints of URDF
     (or, with --sparsity / --cost, what code generation prunes)."""
-    from .backends.base import get_target
+    from .targets import get_target
 
     topts = _target_kwargs(target, "inspect", given)
     if target != "cpu" and not show_cost:
@@ -480,7 +480,7 @@ def validate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
     """Build the kernels of URDF for the target and check each on random states (batch and single)
     against the NumPy reference and Pinocchio. Exit status 0: all pass; 1: a kernel fails."""
     from . import validate as V
-    from .backends.base import get_target
+    from .targets import get_target
 
     topts = _target_kwargs(target, "validate", given)
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames)

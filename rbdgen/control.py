@@ -112,7 +112,7 @@ def planar_arm_urdf(n: int = 3, lengths=None, masses=None, width: float = 0.05) 
                 f'<child link="link{i + 1}"/><origin xyz="{x0!r} 0 0" rpy="0 0 0"/><axis xyz="0 1 0"/>'
                 f'<limit lower="{-math.pi!r}" upper="{math.pi!r}" effort="100" velocity="10"/></joint>']
         prev, x0 = f"link{i + 1}", l
-    out += [f'  <link name="tip"/>',
+    out += ['  <link name="tip"/>',
             f'  <joint name="tip_joint" type="fixed"><parent link="{prev}"/><child link="tip"/>'
             f'<origin xyz="{x0!r} 0 0" rpy="0 0 0"/></joint>', "</robot>"]
     return "\n".join(out) + "\n"

@@ -15,7 +15,7 @@
 Each chunk runs the kernel's batch path once (its C++ loop over states: SIMD lanes, OpenMP
 across blocks when the worker has threads), whatever the number of outputs: one task per chunk
 returns the tuple of outputs, and each output's block is picked from it (no copy). The kernels
-travel to the workers pickled (:mod:`rbdgen.jit.rebuild`): as sources and a model, rebuilt there
+travel to the workers pickled (:mod:`rbdgen.toolchain.rebuild`): as sources and a model, rebuilt there
 through the compile cache, once per worker process. The kernels are a single item of the
 graph, shipped to each worker once, not with every task.
 
@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from .jit.interop import row_stride, takes_strided_rows
+from .kernels.interop import row_stride, takes_strided_rows
 
 __all__ = ["map_blocks", "stats"]
 

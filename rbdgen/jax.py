@@ -52,8 +52,8 @@ except ImportError as e:  # absolute import: the real JAX, never this module
     raise ImportError(f"rbdgen.jax needs JAX, which cannot be imported ({e}); install it with "
                       "`pip install jax` (rbdgen itself does not depend on it)") from e
 
-from rbdgen.autodiff import DIFFERENTIABLE, _need, aba_partials, rnea_partials
-from rbdgen.jit.interop import takes_strided_rows
+from rbdgen.autodiff import differentiable, need, rule
+from rbdgen.kernels.interop import takes_strided_rows
 
 if "vmap_method" not in inspect.signature(jax.pure_callback).parameters:
     raise ImportError(f"rbdgen.jax needs a JAX whose pure_callback takes vmap_method= (JAX {jax.__version__} "
@@ -61,7 +61,6 @@ if "vmap_method" not in inspect.signature(jax.pure_callback).parameters:
 
 __all__ = ["wrap", "JaxKernels"]
 
-_PARTIALS = {"rnea": rnea_partials, "aba": aba_partials}
 _VMAP = "broadcast_all"
 
 
@@ -97,8 +96,8 @@ class JaxKernels:
         self.model = kern.model
         self.target = target
         self.kernels = tuple(kern.kernels)
-        self.differentiable = tuple(k for k, need in DIFFERENTIABLE.items()
-                                    if k in self.kernels and all(n in self.kernels for n in need))
+        self.differentiable = tuple(k for k, needs in differentiable().items()
+                                    if k in self.kernels and all(n in self.kernels for n in needs))
         self.methods = {}
         for name in self.kernels:
             op = _Op(self, name)
@@ -127,7 +126,7 @@ class _Op:
         self.inputs = tuple((n, int(s)) for n, s in spec.inputs)
         self.outputs = tuple((n, tuple(int(d) for d in s)) for n, s in spec.outputs)
         self.dtype = owner.dtype
-        self.partials = _PARTIALS.get(name)
+        self.partials = rule(name)
         offsets = np.cumsum([0] + [s for _, s in self.inputs])
         self._slices = tuple((int(o), s) for o, (_, s) in zip(offsets, self.inputs))
         self.__doc__ = (f"{name}({', '.join(n for n, _ in self.inputs)}) on JAX arrays → "
@@ -251,7 +250,7 @@ class _Op:
         return jax.pure_callback(self._host_partials, out, _pack(xs), vmap_method=_VMAP)
 
     def _jvp(self, primals, tangents):
-        _need(self.kern, DIFFERENTIABLE[self.name], self.name)  # at trace time, naming what is missing
+        need(self.kern, self.name)  # at trace time, naming what is missing
         y, *Js = self._partials_fn(*primals)
         dy = None
         for J, t in zip(Js, tangents):
@@ -265,7 +264,7 @@ class _Op:
 
     def _no_jvp(self, primals, tangents):
         raise TypeError(f"rbdgen.jax: {self.name} has no derivative rule (differentiable kernels: "
-                        f"{', '.join(DIFFERENTIABLE)}); to use its output as a constant, pass its inputs "
+                        f"{', '.join(differentiable())}); to use its output as a constant, pass its inputs "
                         "through jax.lax.stop_gradient")
 
 

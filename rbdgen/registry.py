@@ -12,7 +12,7 @@ A kernel is declared once, next to its algorithm, with :func:`declare`::
     )
 
 From the declarations come: the IR signature of each traced kernel (:func:`trace`), the Python
-methods and their argument checks, the C/CUDA/HLS signatures (the backends print the traced
+methods and their argument checks, the C/CUDA/HLS signatures (the targets print the traced
 kernel's arrays), the CLI's ``--kernels`` help, ``rbdgen validate`` (reference, Pinocchio,
 tolerances), the tests' parametrisation, the benchmark lists and the package manifest.
 
@@ -98,13 +98,25 @@ def _sample_stale(model, rng, n: int):
 @dataclass(frozen=True)
 class Product:
     """An output computed after the straight-line code as ``scale · A @ B`` (A with nothing to
-    prune: backends print it as a loop, over B's nonzero spans only, found when tracing:
+    prune: targets print it as a loop, over B's nonzero spans only, found when tracing:
     :class:`~rbdgen.ir.graph.MatMul`). Each operand is the name of another output of the
     kernel, or ``(name, values)``: a scratch array the straight-line code writes."""
 
     a: object
     b: object
     scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """How a kernel is differentiated (the framework wrappers ``rbdgen.jax``/``rbdgen.torch``
+    use it through :mod:`rbdgen.autodiff`): ``needs``, the kernels whose outputs are its partial
+    derivatives, and ``partials(kern, *inputs)``, which calls them on loaded kernels and returns
+    the derivative of the kernel's output with respect to each input, in input order, the
+    configuration's along its tangent space (nv columns), as the derivative kernels give it."""
+
+    needs: tuple
+    partials: Callable = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,8 @@ class KernelDecl:
     #: not alone make a Pinocchio quantity (the stale-data kernels: their state, set to the exact
     #: one at (q, v, a)); None: the same inputs as the reference comparison
     pinocchio_env: Callable | None = None
+    #: how the kernel is differentiated (:class:`Gradient`); None: it is not
+    gradient: Gradient | None = None
 
     @property
     def input_names(self) -> tuple:
@@ -155,7 +169,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
             float32_tol: float, fixed_tol: dict | None = None, gpu_shape: str = "block",
             pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False,
             coupled: Callable | None = None, frames: bool = False,
-            pinocchio_env: Callable | None = None) -> KernelDecl:
+            pinocchio_env: Callable | None = None, gradient: Gradient | None = None) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -168,7 +182,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
         raise ValueError(f"kernel {name!r}: gpu_shape must be 'thread' or 'block'")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
                    gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv),
-                   coupled, bool(frames), pinocchio_env)
+                   coupled, bool(frames), pinocchio_env, gradient)
     _REGISTRY[name] = d
     return d
 
@@ -181,6 +195,13 @@ def kernels() -> tuple:
     """Names of every declared kernel, in canonical (declaration) order."""
     _ensure_loaded()
     return tuple(_REGISTRY)
+
+
+def differentiable() -> dict:
+    """Kernel name → the kernels its gradient needs, for every kernel declared with a
+    :class:`Gradient`, in declaration order."""
+    _ensure_loaded()
+    return {k: d.gradient.needs for k, d in _REGISTRY.items() if d.gradient is not None}
 
 
 def get(name: str) -> KernelDecl:

@@ -15,7 +15,7 @@ kernel set's dtype (float64 or float32):
   batch whose rows are strided but each state contiguous (a column block ``x[:, :7]`` of a packed
   state) goes in as it is too; any other non-contiguous tensor (``x[:, ::2]``, a transpose) is
   copied to a contiguous one first.
-* CUDA kernels (``target == "cuda"``, :class:`rbdgen.jit.cuda.CudaKernels`) with CUDA tensors:
+* CUDA kernels (``target == "cuda"``, :class:`rbdgen.targets.cuda.runtime.CudaKernels`) with CUDA tensors:
   the inputs are handed over through ``__cuda_array_interface__`` (no copy), the outputs are
   allocated by PyTorch on the input's device and passed as ``out=``, and the kernel is launched
   on PyTorch's current stream of that device (``stream=``), so it is ordered after the work that
@@ -65,13 +65,12 @@ except ImportError as e:  # absolute import: the real PyTorch, never this module
     raise ImportError(f"rbdgen.torch needs PyTorch, which cannot be imported ({e}); install it with "
                       "`pip install torch` (rbdgen itself does not depend on it)") from e
 
-from rbdgen.autodiff import DIFFERENTIABLE, aba_partials, rnea_partials
-from rbdgen.jit.interop import takes_strided_rows
+from rbdgen.autodiff import differentiable, rule
+from rbdgen.kernels.interop import takes_strided_rows
 
 __all__ = ["wrap", "TorchKernels"]
 
 _TORCH_DTYPE = {np.dtype(np.float64): torch.float64, np.dtype(np.float32): torch.float32}
-_PARTIALS = {"rnea": rnea_partials, "aba": aba_partials}
 _Tensor, _from_numpy, _grad_enabled = torch.Tensor, torch.from_numpy, torch.is_grad_enabled
 
 
@@ -104,7 +103,7 @@ class TorchKernels:
         self.model = kern.model
         self.target = target
         self.kernels = tuple(kern.kernels)
-        self.differentiable = tuple(k for k in DIFFERENTIABLE if k in self.kernels)
+        self.differentiable = tuple(k for k in differentiable() if k in self.kernels)
         self.methods = {}
         for name in self.kernels:
             op = _Op(self, name)
@@ -133,7 +132,7 @@ class _Op:
         #: the kernels take a batch whose rows are strided (the CPU target's strided entry points):
         #: a row-strided tensor (a column block x[:, :7] of a packed state) goes in without a copy
         self.rows = takes_strided_rows(spec)  # never for the CUDA kernels
-        self.partials = _PARTIALS.get(name)
+        self.partials = rule(name)
         self.__doc__ = (f"{name}({', '.join(n for n, _ in self.inputs)}) on torch tensors → "
                         f"{', '.join(n for n, _ in self.outputs)}"
                         + ("; differentiable (rbdgen.autodiff rules)" if self.partials else ""))
@@ -297,7 +296,7 @@ class _ValueOnly(torch.autograd.Function):
     @staticmethod
     def forward(ctx, op, *xs):
         ctx.name = op.name
-        ctx.differentiable = tuple(DIFFERENTIABLE)
+        ctx.differentiable = tuple(differentiable())
         return op.value(xs)
 
     @staticmethod

@@ -3,7 +3,7 @@ random states against its declared reference and, when it is installed, against 
 
 Error measure (as in the tests): ``max|x − y| / max(1, max|y|)`` over all states and outputs of
 a kernel, for the batch call and for one call per state. A kernel passes when both errors are at
-most its bound for the build (:meth:`rbdgen.backends.base.Target.tolerance`: float64 1e-9;
+most its bound for the build (:meth:`rbdgen.targets.base.Target.tolerance`: float64 1e-9;
 float32 and fixed point the bounds declared with the kernel in :mod:`rbdgen.registry`).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import registry
-from .backends.base import TOL64, get_target
+from .targets import TOL64, get_target
 from .textutil import text_table
 
 __all__ = ["TOL64", "Row", "format_table", "pinocchio_model", "random_states", "relerr", "tolerance", "validate"]

@@ -189,3 +189,59 @@ def assert_one_error_line(err, out, *needles):
     for n in needles:
         assert str(n) in lines[0], f"{n!r} not in {lines[0]!r}"
     return lines[0]
+
+
+# ---- `make test-quick`: the developer loop ---------------------------------------------------
+#
+# `make test` takes 12-20 minutes on the 2-core machine. `make test-quick` (pytest -m quick) runs
+# the tests chosen here, ≤ 3 minutes with an empty compile cache: every kernel family on the iiwa
+# and one floating, branched robot — traced and interpreted (IR), compiled (C++, float64 and
+# float32), against the reference and the reference against Pinocchio — the CUDA emulation and
+# the HLS C simulation of one small build each, the generated packages, and the layers' fast unit
+# tests. A change to the model, the algorithms, the printer or a target breaks something here
+# first; CI still runs everything.
+
+#: robot cases of the quick loop: a fixed serial arm, and a floating branched tree
+QUICK_CASES = {"iiwa14-fixed", "quadruped-floating"}
+#: every test of these modules (robot-parametrised ones on QUICK_CASES only)
+QUICK_MODULES = {
+    "test_layout", "test_model", "test_registry", "test_symbolic", "test_autodiff", "test_ir", "test_cli",
+    "test_reference_properties", "test_reference_vs_pinocchio", "test_reference_derivatives", "test_gencache",
+    "test_generated", "test_sincos", "test_scan", "test_fuzz_loader", "test_stale", "test_contact", "test_mimic",
+}
+#: tests of those modules that are left out all the same (seconds each, and covered by the rest)
+QUICK_EXCLUDE = {"test_traced_scans_on_long_chains", "test_scan_depth_grows_like_log_n",
+                 "test_the_documented_simulations_hold_their_stated_bounds", "test_cuda_emulated_coupled"}
+#: these tests of the other modules (robot-parametrised ones on QUICK_CASES only)
+QUICK_TESTS = {
+    "test_cpu_kernels": {"test_float64_kernels_match_reference", "test_float32_kernels_match_reference",
+                         "test_bad_arguments_raise_value_error", "test_out_arguments_and_shapes"},
+    "test_cuda": {"test_a_build_carries_every_requested_architecture", "test_schedule_is_a_valid_parallel_order"},
+    "test_hls": {"test_fixed_csim_of_one_kernel", "test_cost_counts_match_the_ir"},
+    "test_stale": {"test_first_call_is_exact_and_repeated_calls_reach_a_fixed_point"},
+    "test_cli_codegen": {"test_package_float64_matches_reference"},
+    # names from the URDF reach generated code only through one escaping path
+    "test_names": {"test_arbitrary_names_compile_and_match_reference", "test_hostile_names_generated_package"},
+}
+_CASE_IDS = {p.id for p in ROBOT_CASES}
+
+
+def is_quick(item) -> bool:
+    """Whether ``item`` runs in `make test-quick` (see above)."""
+    module = Path(str(item.fspath)).stem
+    name = getattr(item, "originalname", None) or item.name.split("[")[0]
+    if name in QUICK_EXCLUDE:
+        return False
+    if module not in QUICK_MODULES and name not in QUICK_TESTS.get(module, ()):
+        return False
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return True
+    cases = [c for c in _CASE_IDS if c in callspec.id.split("-") or c in callspec.id]
+    return not cases or any(c in QUICK_CASES for c in cases)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_quick(item):
+            item.add_marker(pytest.mark.quick)

@@ -228,8 +228,8 @@ def test_generated_package_lanes_follow_the_compiler(capsys, tmp_path, iiwa_mode
     4 with AVX, with AVX-512 8 for the kernels whose arithmetic pays for them. The lanes the
     library reports (compiled in) are the ones the loader reckons, and every width is correct."""
     from rbdgen import reference
-    from rbdgen.backends.cpu import resolve_auto_lanes
-    from rbdgen.jit.compiler import native_target, find_cxx, vector_bytes
+    from rbdgen.targets.cpu import resolve_auto_lanes
+    from rbdgen.toolchain.compiler import native_target, find_cxx, vector_bytes
 
     rc, out, err = run_main(capsys, "generate", IIWA, "--out", tmp_path, "--kernels", "rnea,crba", "--dtype",
                             "float64", "-q")

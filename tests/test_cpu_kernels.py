@@ -169,7 +169,7 @@ def _iiwa():
 def test_default_build_is_optimised_and_correct():
     """The default build is -O3 for this machine (-march=native, one AVX register of states per
     vector where there is AVX) — the kernels are compiled where they run."""
-    from rbdgen.jit.compiler import find_cxx, native_target, vector_bytes
+    from rbdgen.toolchain.compiler import find_cxx, native_target, vector_bytes
     m = _iiwa()
     kern = rbdgen.build(m, kernels=("rnea", "crba", "aba"))
     with open(kern.path.rsplit("/", 1)[0] + "/command.txt") as f:
@@ -193,7 +193,7 @@ def test_portable_build_and_march_setting(monkeypatch):
     """march="portable" (or $RBDGEN_MARCH=portable) builds for any x86-64: no -march, 16-byte
     vectors; a native build's cache key names the machine's instruction set, so that a cache
     shared between machines cannot hand one a library built for another."""
-    from rbdgen.jit import compiler
+    from rbdgen.toolchain import compiler
     m = _iiwa()
     kerns = [rbdgen.build(m, kernels=("rnea",), march="portable", opt="-O1")]
     monkeypatch.setenv("RBDGEN_MARCH", "portable")
@@ -230,7 +230,7 @@ def test_large_kernels_compile_their_parts_for_size():
     sources of their own compiled with -Os (faster: such kernels outgrow the instruction cache);
     each kernel's main source (its driver, the batch loop, ∇FD's looped product) stays at -O3.
     An ``opt`` given is used for every source."""
-    from rbdgen.backends.cpu import LARGE_STATEMENTS, generate_cpu
+    from rbdgen.targets.cpu import LARGE_STATEMENTS, generate_cpu
     m = _iiwa()
     ks = ("rnea", "rnea_derivatives", "aba_derivatives")
     gen = generate_cpu(m, kernels=ks)
@@ -301,7 +301,7 @@ def test_fast_entry_point_and_python_path_agree():
     """kern.<name> is the C entry point (plain ndarrays go straight to the kernel); every other
     call is handed to the Python method kern.methods[name]. Both must give the same bits, and the
     C side must refuse nothing the Python side takes, nor take anything it refuses."""
-    from rbdgen.jit.compiler import python_include
+    from rbdgen.toolchain.compiler import python_include
 
     m = _iiwa()
     kern = rbdgen.build(m, kernels=("rnea", "rnea_derivatives"), opt="-O1")

@@ -211,7 +211,7 @@ def test_gpu_array_arguments_are_checked():
 def _record(monkeypatch, kern, launch_err=0, sync_err=0, cupy=None):
     """Replace rnea's launcher and the stream functions of ``kern`` by recorders, and cupy by
     ``cupy`` (None: absent, whether or not it is installed)."""
-    import rbdgen.jit.cuda as jc
+    import rbdgen.targets.cuda.runtime as jc
 
     calls = []
     monkeypatch.setattr(jc, "_cupy", lambda: cupy)
@@ -260,7 +260,7 @@ def test_debug_mode_synchronises_and_names_the_fault(monkeypatch):
     """RBDGEN_CUDA_SYNC=1 (read when kernels are loaded) or kern.sync: a wait after every launch
     on its stream; a fault found there names the kernel, the batch, the launch shape and that
     it happened inside the kernel. A failed launch says so instead."""
-    from rbdgen.jit.cuda import CudaKernels
+    from rbdgen.targets.cuda.runtime import CudaKernels
 
     kern = _build("iiwa14-fixed")
     for value, on in (("1", True), ("0", False), ("", False)):
@@ -383,7 +383,7 @@ def test_bad_arch_and_missing_nvcc():
 def test_nvcc_comes_from_the_installed_wheel():
     """make installs nvcc as a wheel; the build must not depend on a CUDA toolkit that happens
     to be on this machine's image."""
-    from rbdgen.jit.cuda import find_nvcc
+    from rbdgen.targets.cuda.nvcc import find_nvcc
 
     old = os.environ.pop("NVCC", None)
     try:
@@ -417,7 +417,7 @@ def test_cli_generate_cuda_package_builds_and_runs_emulated(tmp_path, capsys):
 def test_cpp_example_in_docs_compiles_against_generated_sources(tmp_path, capsys):
     """docs/cuda.md shows a C++ program calling a generated kernel; compile it (host and
     device code, -Werror) against freshly generated sources and run its CPU part."""
-    from rbdgen.jit.cuda import find_nvcc
+    from rbdgen.targets.cuda.nvcc import find_nvcc
 
     robot = next(r for r in ROBOTS if r.name == "iiwa14")
     rc, _, err = run_main(capsys, "generate", robot.path, "--target", "cuda", "--out", tmp_path, "--dtype",
@@ -467,7 +467,8 @@ def test_cli_cuda_errors(capsys):
 # RBDGEN_REQUIRE_GPU=1, which turns "no GPU here" into a failure too.
 
 def _require_gpu():
-    from rbdgen.jit.cuda import _env_flag, detect_archs
+    from rbdgen.targets.cuda.nvcc import detect_archs
+    from rbdgen.targets.cuda.runtime import _env_flag
 
     n, why = _build("iiwa14-fixed").gpu_status()
     if n:
@@ -496,16 +497,16 @@ def test_gpu_tests_fail_where_a_gpu_is_listed_but_unusable(monkeypatch):
     """The guard of the GPU tests, run here with the facts replaced: nvidia-smi lists a GPU but
     the runtime reports none → fail with the runtime's reason; no GPU at all → skip, unless
     RBDGEN_REQUIRE_GPU is set; a usable GPU without cupy → fail."""
-    import rbdgen.jit.cuda as jc
+    import rbdgen.targets.cuda.nvcc as nv
 
     kern = _build("iiwa14-fixed")
     why = "CUDA driver version is insufficient for CUDA runtime version"
     monkeypatch.setattr(kern, "gpu_status", lambda: (0, why))
     monkeypatch.delenv("RBDGEN_REQUIRE_GPU", raising=False)
-    monkeypatch.setattr(jc, "detect_archs", lambda: ("90",))
+    monkeypatch.setattr(nv, "detect_archs", lambda: ("90",))
     with pytest.raises(pytest.fail.Exception, match=f"nvidia-smi lists a GPU \\(sm_90\\).*cannot use it: {why}"):
         _require_gpu()
-    monkeypatch.setattr(jc, "detect_archs", lambda: ())
+    monkeypatch.setattr(nv, "detect_archs", lambda: ())
     with pytest.raises(pytest.skip.Exception, match=f"no NVIDIA GPU here \\(CUDA runtime: {why}\\)"):
         _require_gpu()
     monkeypatch.setenv("RBDGEN_REQUIRE_GPU", "1")
@@ -683,7 +684,7 @@ def test_cli_inspect_cost_cuda_reports_the_schedule(capsys):
     res = next(i for i, ln in enumerate(lines) if ln.startswith("kernel") and "spills" in ln) + 2
     res_rows = [ln.split() for ln in lines[res:res + 2 * len(KERNELS)]]
     assert {(r[0], r[1]) for r in res_rows} == {(k, s) for k in KERNELS for s in ("thread", "block")}
-    from rbdgen.backends import cuda as cu
+    from rbdgen.targets.cuda import emit as cu
 
     gen = cu.generate_cuda(model)
     for r in res_rows:

@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 
 import rbdgen
 from rbdgen import registry
-from rbdgen.backends import cuda as cu
-from rbdgen.backends.cuda_resources import H100, A100, kernel_resources, occupancy, parse_ptxas, split_by_arch
-from rbdgen.backends.printer import _share_slots
+from rbdgen.targets.cuda import emit as cu
+from rbdgen.targets.cuda.nvcc import parse_ptxas, split_by_arch
+from rbdgen.targets.cuda.resources import H100, A100, kernel_resources, occupancy
+from rbdgen.codegen.printer import _share_slots
 from rbdgen.ir.schedule import level_schedule
 
 from conftest import ROBOTS, assert_one_error_line, load_case, run_main
@@ -181,8 +182,8 @@ def test_report_reads_what_the_build_left_and_equals_its_own_compile(tmp_path, m
     """A CUDA build (two architectures) leaves ptxas's report of each source in the cache; the
     resource report for either GPU then compiles nothing (nvcc refused here) and gives the figures
     a report of its own (an empty cache: nvcc -cubin) gives."""
-    from rbdgen.backends import cuda_resources as cr
-    from rbdgen.jit import compiler
+    from rbdgen.targets.cuda import nvcc as cr
+    from rbdgen.toolchain import compiler
 
     model, kernels = _iiwa(), ("gravity", "minv")
     gen = cu.generate_cuda(model, kernels=kernels)
@@ -241,7 +242,7 @@ def test_shared_slots_never_clash_and_are_optimal(spans):
 
 def test_hls_keeps_one_slot_per_value():
     """HLS does not share slots (a shared slot would be a false dependency in hardware)."""
-    from rbdgen.backends.hls import HLS
+    from rbdgen.targets.hls.emit import HLS
 
     assert HLS.reuse_workspace is False and cu.CUDA.reuse_workspace is True
 

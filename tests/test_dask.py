@@ -1,4 +1,4 @@
-"""Kernels beyond one process: pickling (rbdgen.jit.rebuild) and dask (rbdgen.dask).
+"""Kernels beyond one process: pickling (rbdgen.toolchain.rebuild) and dask (rbdgen.dask).
 
 The cluster test runs ∇FD (aba_derivatives) of the bundled iiwa14 over 10⁶ states on a
 LocalCluster of two single-threaded worker processes and compares every chunk with a local
@@ -21,7 +21,7 @@ import pytest
 import rbdgen
 import rbdgen.robots
 from rbdgen.errors import CompilerNotFoundError
-from rbdgen.jit import rebuild
+from rbdgen.toolchain import rebuild
 
 from conftest import random_state, relerr, run_main
 
@@ -153,7 +153,7 @@ def test_unpickle_without_a_compiler_on_a_cache_miss_says_so(tmp_path, monkeypat
 
 def test_kernels_with_no_known_sources_refuse_to_pickle():
     m, kern = _iiwa()
-    from rbdgen.jit.loaded import CompiledKernels
+    from rbdgen.kernels.loaded import CompiledKernels
 
     bare = CompiledKernels.__new__(CompiledKernels)
     bare.__dict__.update({k: v for k, v in kern.__dict__.items() if k != "_rbdgen_recipe"})
@@ -180,7 +180,7 @@ def test_pickle_cuda_kernels_and_their_emulation():
     """CudaKernels pickle the same way (nvcc builds them here; emulated() runs them on the CPU).
     The same build as test_cuda's GPU child process: one small nvcc compile on a cold cache."""
     try:
-        from rbdgen.jit.cuda import find_nvcc
+        from rbdgen.targets.cuda.nvcc import find_nvcc
 
         find_nvcc()
     except Exception as e:  # noqa: BLE001

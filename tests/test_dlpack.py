@@ -1,4 +1,4 @@
-"""Any array in, the same kind out (rbdgen/jit/interop.py, docs/interop.md): the kernels take
+"""Any array in, the same kind out (rbdgen/kernels/interop.py, docs/interop.md): the kernels take
 objects that speak DLPack — JAX arrays, PyTorch tensors, a bare producer — viewing host memory
 without copies, and return the caller's kind.
 
@@ -25,8 +25,8 @@ import pytest
 
 import rbdgen
 from rbdgen.errors import RbdgenError
-from rbdgen.jit import interop
-from rbdgen.jit.loaded import _Method
+from rbdgen.kernels import interop
+from rbdgen.kernels.loaded import _Method
 
 from conftest import ROBOTS, load_case, random_state
 
@@ -353,7 +353,7 @@ class _FakeGpu:
 def _cuda_method(monkeypatch):
     """A CudaKernels method for rnea (q, v, a → tau, nv = 7) on a made-up library whose launcher
     records its calls, and a fake cupy that records on which stream DLPack exports happen."""
-    import rbdgen.jit.cuda as jc
+    import rbdgen.targets.cuda.runtime as jc
 
     calls = []
     lib = SimpleNamespace(p_rnea_f64_launch=lambda n, *a: calls.append(("launch", n, a[-2].value or 0)) or 0,

@@ -1,17 +1,17 @@
-"""The generation cache (rbdgen.jit.gencache): a warm rbdgen.build skips tracing and printing,
+"""The generation cache (rbdgen.toolchain.gencache): a warm rbdgen.build skips tracing and printing,
 and every input of the generation changes its key."""
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 import rbdgen
 import rbdgen.robots
-from rbdgen.backends import cpu
-from rbdgen.backends.base import get_target
-from rbdgen.jit import gencache
+from rbdgen.targets import get_target
+from rbdgen.targets.cpu import CpuTarget
+from rbdgen.targets.cpu import emit as cpu
+from rbdgen.toolchain import gencache
 
 from conftest import TOL64, kernel_args, kernel_err, random_state, ref_out
 
@@ -24,13 +24,13 @@ def counted(monkeypatch, tmp_path):
     monkeypatch.setenv("RBDGEN_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(gencache.ENV, raising=False)
     calls = []
-    orig = cpu.CpuTarget.generate
+    orig = CpuTarget.generate
 
     def generate(self, *a, **kw):
         calls.append(1)
         return orig(self, *a, **kw)
 
-    monkeypatch.setattr(cpu.CpuTarget, "generate", generate)
+    monkeypatch.setattr(CpuTarget, "generate", generate)
     return calls
 
 
@@ -131,7 +131,7 @@ def test_entries_round_trip(tmp_path, monkeypatch):
 def test_salt_holds_the_targets_settings(monkeypatch):
     """A monkeypatched module-level setting (CPU part sizes, CUDA's local-memory limit) changes
     the target's salt, so a cached entry generated without it is not used."""
-    from rbdgen.backends import cuda
+    from rbdgen.targets.cuda import emit as cuda
 
     for target, mod, name in (("cpu", cpu, "PARTS_PER_SOURCE"), ("cuda", cuda, "THREAD_LOCAL_LIMIT")):
         t = get_target(target)
@@ -151,8 +151,8 @@ def test_key_is_the_same_in_every_process():
     import sys
 
     script = ("import rbdgen, rbdgen.robots\n"
-              "from rbdgen.backends.base import get_target\n"
-              "from rbdgen.jit import gencache\n"
+              "from rbdgen.targets.base import get_target\n"
+              "from rbdgen.toolchain import gencache\n"
               "m = rbdgen.load_urdf(rbdgen.robots.path('iiwa14'))\n"
               "print([gencache.key(get_target(t), m, ('rnea',), 'float64', None, True, {}) for t in ('cpu', 'cuda')])")
     keys = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,

@@ -34,10 +34,10 @@ import rbdgen.robots
 from rbdgen import registry
 from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS, trace
-from rbdgen.backends import hls as H
+from rbdgen.targets.hls import emit as H
 from rbdgen.errors import BuildError, RbdgenError
 from rbdgen.ir.ops import COST_CLASSES
-from rbdgen.jit.hls import ap_types_dir, build_hls
+from rbdgen.targets.hls.csim import ap_types_dir
 
 from conftest import ROBOT_CASES, TOL32, TOL64, assert_one_error_line, kernel_args, kernel_err, load_case, ref_out, \
     random_state, run_main
@@ -128,6 +128,15 @@ def test_fixed_csim_within_measured_bounds(fmt):
     assert errs["rnea"] > 1e-12
 
 
+def test_fixed_csim_of_one_kernel():
+    """ap_fixed<32,16> C simulation of inverse dynamics alone, within its measured bound and not
+    exact: the HLS check of `make test-quick` (one small build; the tests above cover every kernel)."""
+    m = load_case(*_case("iiwa14-fixed"))
+    kern = _build(("fixed", (32, 16), "rnea"), m, fixed=(32, 16), kernels=("rnea",))
+    errs = _errors(kern, m)
+    assert set(errs) == {"rnea"} and 1e-12 < errs["rnea"] <= FIXED_TOL[(32, 16)]["rnea"], errs
+
+
 def test_fixed_wider_format_is_more_accurate():
     m = load_case(*_case("iiwa14-fixed"))
     e32 = _errors(_build(("fixed", (32, 16)), m, fixed=(32, 16)), m)
@@ -170,8 +179,8 @@ def test_fast_csim_is_bit_identical_to_top_functions(tmp_path):
     # ∇FD holds aba, minv (divisions) and the epilogue; gravity a constant output
     opts = dict(fixed=(24, 10), rounding="AP_TRN", overflow="AP_WRAP", kernels=("gravity", "aba_derivatives"),
                 opt="-O0")
-    fast = build_hls(m, csim="fast", **opts)
-    top = build_hls(m, csim="top", **opts)
+    fast = rbdgen.build(m, target="hls", csim="fast", **opts)
+    top = rbdgen.build(m, target="hls", csim="top", **opts)
     q, v, a, tau = random_state(m, seed=5, n=16)
     for k in fast.kernels:
         args = kernel_args(k, q, v, a, tau, m)
@@ -389,7 +398,7 @@ def test_cost_counts_match_the_ir():
 
 def test_cost_model_covers_every_cost_class():
     """The model prices every cost class of the op table, for every kind of datapath."""
-    from rbdgen.backends.hls_cost import Model
+    from rbdgen.targets.hls.cost import Model
 
     for nt in (H.numeric_type(fixed=(32, 16)), H.numeric_type("float32"), H.numeric_type("float64")):
         model = Model(nt, 250.0)
@@ -401,7 +410,7 @@ def test_cost_model_covers_every_cost_class():
 def test_quantise_matches_ap_fixed(tmp_path):
     """The cost model's constant quantisation (which constants fold to zero, how many bits a
     constant multiplier needs) against ap_fixed's own conversion of doubles, every mode."""
-    from rbdgen.backends.hls_cost import quantise
+    from rbdgen.targets.hls.cost import quantise
 
     rng = np.random.default_rng(3)
     xs = [0.0, 2.0 ** -17, -2.0 ** -17, 3 * 2.0 ** -17, -3 * 2.0 ** -17, 2.0 ** -16, 1.5 * 2.0 ** -16, -3.57e-6,
@@ -424,7 +433,7 @@ def test_quantise_matches_ap_fixed(tmp_path):
 
 
 def test_dsp_estimate():
-    from rbdgen.backends.hls_cost import mul_dsps, quantise, significant_bits
+    from rbdgen.targets.hls.cost import mul_dsps, quantise, significant_bits
 
     assert (mul_dsps(32, 32), mul_dsps(32, 16), mul_dsps(18, 18), mul_dsps(48, 48)) == (4, 2, 1, 6)
     m = load_case(*_case("iiwa14-fixed"))

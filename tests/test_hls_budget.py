@@ -1,4 +1,4 @@
-"""FPGA designs within a DSP budget (rbdgen/backends/hls_schedule.py): the list schedule, the
+"""FPGA designs within a DSP budget (rbdgen/targets/hls/schedule.py): the list schedule, the
 pragmas that hold the tool to it, and the C simulation that must not change.
 
 Oracles, all independent of the scheduler: a forward as-soon-as-possible pass written here, and
@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 import rbdgen
 import rbdgen.robots
 from rbdgen import registry
-from rbdgen.backends import hls as H
-from rbdgen.backends import hls_schedule as HS
-from rbdgen.backends.hls_cost import Model, kernel_cost
+from rbdgen.targets.hls import emit as H
+from rbdgen.targets.hls import schedule as HS
+from rbdgen.targets.hls.cost import Model, kernel_cost
 from rbdgen.errors import RbdgenError, RbdgenWarning
-from rbdgen.jit.hls import ap_types_dir
+from rbdgen.targets.hls.csim import ap_types_dir
 
 from conftest import ROBOT_CASES, assert_one_error_line, load_case, run_main
 

@@ -9,7 +9,7 @@
   reproduces the failure this check exists for (``hls::sin`` of an ap_fixed with non-default
   modes is ambiguous).
 * **sin/cos are the hardware's.** The fixed-point kernels compute sine and cosine with
-  rbdgen's CORDIC (rbdgen/backends/cordic.py) in C simulation and hardware alike; its error is
+  rbdgen's CORDIC (rbdgen/targets/hls/cordic.py) in C simulation and hardware alike; its error is
   measured here against mpmath/NumPy, exhaustively on 16-bit formats, for every rounding mode
   family: at most one quantum with a rounding mode, 1.5 with a truncating one (the error
   budget in cordic.py).
@@ -34,8 +34,8 @@ import rbdgen
 import rbdgen.robots
 from rbdgen import registry
 from rbdgen.algorithms import KERNELS
-from rbdgen.backends import hls as H
-from rbdgen.jit.hls import ap_types_dir, build_hls
+from rbdgen.targets.hls import emit as H
+from rbdgen.targets.hls.csim import ap_types_dir
 
 from conftest import ROBOT_CASES, load_case, random_state
 
@@ -178,8 +178,8 @@ def _sincos(W, I, rounding="AP_RND_CONV", overflow="AP_SAT"):  # noqa: E741
         path = Path(tempfile.mkdtemp()) / "chain1.urdf"
         path.write_text(chain_urdf(1, seed=1))
         m = rbdgen.load_urdf(path)
-        _sincos_kern[key] = build_hls(m, fixed=(W, I), rounding=rounding, overflow=overflow, kernels=("gravity",),
-                                      opt="-O1")
+        _sincos_kern[key] = rbdgen.build(m, target="hls", fixed=(W, I), rounding=rounding, overflow=overflow,
+                                         kernels=("gravity",), opt="-O1")
     return _sincos_kern[key].sincos
 
 
@@ -246,7 +246,7 @@ def test_cordic_at_the_top_of_the_range_and_overflow_modes():
 
 
 def test_cordic_parameters_follow_the_error_budget():
-    from rbdgen.backends.cordic import cordic
+    from rbdgen.targets.hls.cordic import cordic
 
     for W, I in ((16, 4), (32, 16), (64, 8)):  # noqa: E741
         c = cordic(W, I)
@@ -267,8 +267,8 @@ def test_zero_divisor_is_defined_in_both_c_simulations_and_flagged(tmp_path):
     states; the generated testbench reports them per kernel."""
     m = _iiwa()
     q = random_state(m, seed=1, n=6)[0]
-    fast = build_hls(m, fixed=(16, 12), kernels=("minv",), csim="fast", opt="-O0")
-    top = build_hls(m, fixed=(16, 12), kernels=("minv",), csim="top", opt="-O0")
+    fast = rbdgen.build(m, target="hls", fixed=(16, 12), kernels=("minv",), csim="fast", opt="-O0")
+    top = rbdgen.build(m, target="hls", fixed=(16, 12), kernels=("minv",), csim="top", opt="-O0")
     fast.div_by_zero(), top.div_by_zero()
     a, b = fast.minv(q), top.minv(q)
     assert np.array_equal(a, b)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from rbdgen.algorithms import KERNELS, trace
-from rbdgen.backends.cpu import CPU
-from rbdgen.backends.printer import print_kernel
+from rbdgen.targets.cpu import CPU
+from rbdgen.codegen.printer import print_kernel
 from rbdgen.ir import Graph, run
 from rbdgen.ir.graph import Array, Block, Kernel
 from rbdgen.ir.ops import COST_CLASSES, OPS

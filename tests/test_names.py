@@ -1,5 +1,5 @@
 """Names from the URDF cannot inject code: generated code is compiled and loaded into the
-user's process, so every name reaches it through rbdgen.backends.escape. With hostile robot,
+user's process, so every name reaches it through rbdgen.codegen.escape. With hostile robot,
 link and joint names (newlines, quotes, backslashes, ``*/``, ``??/`` trigraphs, ``#error``,
 Tcl brackets, non-ASCII), the generated code compiles and gives the reference's numbers, on
 every target, and no name appears in it unescaped.
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import rbdgen
 import rbdgen.robots
 from rbdgen import reference as ref
-from rbdgen.backends import escape as esc
+from rbdgen.codegen import escape as esc
 from rbdgen.cli import main
 
 from conftest import TOL64, kernel_err
@@ -78,7 +78,7 @@ def _same_code(hostile: dict, benign: dict) -> None:
 
 
 def _benign(robot: str, n_links: int = 8, n_joints: int = 7) -> str:
-    from rbdgen.backends.base import c_identifier
+    from rbdgen.codegen.sources import c_identifier
 
     return _renamed(c_identifier(robot), [f"L{i}" for i in range(n_links)], [f"J{i}" for i in range(n_joints)])
 
@@ -116,7 +116,7 @@ def test_arbitrary_names_compile_and_match_reference(tmp_path_factory, robot, li
     path.write_text(_renamed(robot, links, joints), encoding="utf-8")
     m = _all_frames(rbdgen.load_urdf(path))
     assert m.name == robot and set(m.joint_names) == set(joints)
-    from rbdgen.backends.cpu import generate_cpu
+    from rbdgen.targets.cpu import generate_cpu
 
     ok = path.with_name("benign.urdf")
     ok.write_text(_benign(robot))
@@ -177,7 +177,7 @@ def test_hostile_names_cuda_emulated(hostile):
 
 def test_hostile_names_hls_csim_and_tcl(hostile):
     _, m = hostile
-    from rbdgen.backends.hls import generate_hls
+    from rbdgen.targets.hls.emit import generate_hls
 
     gen = generate_hls(m, kernels=KERNELS)
     tcl = gen.files[gen.tcl]

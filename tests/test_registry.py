@@ -7,7 +7,7 @@ import pytest
 
 import rbdgen
 from rbdgen import registry
-from rbdgen.backends.base import all_options, get_target, targets
+from rbdgen.targets import all_options, get_target, targets
 from rbdgen.errors import RbdgenError
 
 from conftest import ROBOT_CASES, load_case

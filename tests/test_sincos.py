@@ -1,5 +1,5 @@
 """The CPU kernels' sine and cosine (templates/cpu/sincos.hpp.j2, constants from
-rbdgen/backends/trig.py): error in ulps against mpmath, over the whole double range, at the
+rbdgen/codegen/trig.py): error in ulps against mpmath, over the whole double range, at the
 doubles nearest to multiples of π/2 (where range reduction cancels hardest), and for floats;
 and the constants against their definitions. The kernels' own tests (test_cpu_kernels.py) then
 check that the batch path, which uses this sine and cosine, matches the reference."""
@@ -13,9 +13,9 @@ import mpmath
 import numpy as np
 import pytest
 
-from rbdgen.backends import trig
-from rbdgen.backends.render import render
-from rbdgen.jit.compiler import build_library, cxx_flags, resolve_march
+from rbdgen.codegen import trig
+from rbdgen.codegen.render import render
+from rbdgen.toolchain.compiler import build_library, cxx_flags, resolve_march
 
 HARNESS = r"""
 #include "t_sincos.hpp"

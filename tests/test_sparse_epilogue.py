@@ -18,11 +18,11 @@ import pytest
 import rbdgen
 from rbdgen import reference as ref
 from rbdgen.algorithms import trace
-from rbdgen.backends.cpu import CPU
-from rbdgen.backends.cuda import CUDA
-from rbdgen.backends.hls import HLS
-from rbdgen.backends import printer
-from rbdgen.backends.printer import print_epilogue_shared, print_kernel
+from rbdgen.targets.cpu import CPU
+from rbdgen.targets.cuda.emit import CUDA
+from rbdgen.targets.hls.emit import HLS
+from rbdgen.codegen import printer
+from rbdgen.codegen.printer import print_epilogue_shared, print_kernel
 from rbdgen.robots import tree_urdf
 
 from conftest import TOL64, random_state, relerr
@@ -178,8 +178,8 @@ def test_generated_sources_compile_without_warnings(tmp_path, march):
     before its bounds were made constants (-Waggressive-loop-optimizations)."""
     import subprocess
 
-    from rbdgen.backends.cpu import generate_cpu
-    from rbdgen.jit.compiler import find_cxx
+    from rbdgen.targets.cpu import generate_cpu
+    from rbdgen.toolchain.compiler import find_cxx
 
     p = tmp_path / "tree6.urdf"
     p.write_text(tree_urdf(6, seed=4, joint_types=("revolute", "prismatic"), fixed_every=0))

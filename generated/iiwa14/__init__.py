@@ -4,7 +4,7 @@ Regenerate with ``rbdgen generate robots/iiwa14.urdf --dtype float64 --frames ii
 
     import iiwa14
     iiwa14.rnea(q, v, a)               # float64, compiled on first use (cached)
-    k = iiwa14.load(dtype="float64")   # rbdgen.jit.loaded.CompiledKernels
+    k = iiwa14.load(dtype="float64")   # rbdgen.kernels.loaded.CompiledKernels
     iiwa14.nq, iiwa14.nv, iiwa14.joint_names, iiwa14.body_names
 
 fixed base, nq = 7, nv = 7, 7 bodies; dtypes: float64.
@@ -46,7 +46,7 @@ _loaded: dict = {}
 
 def load(dtype="float64", **options):
     """Compile (cached) and load this package's kernels for ``dtype``; returns an
-    ``rbdgen.jit.loaded.CompiledKernels`` with one method per kernel. ``options``: opt, march, cxx."""
+    ``rbdgen.kernels.loaded.CompiledKernels`` with one method per kernel. ``options``: opt, march, cxx."""
     key = (str(dtype), tuple(sorted(options.items())))
     with _lock:
         if key not in _loaded:

@@ -3,7 +3,7 @@
 // Robot 'iiwa14', float64: parts aba_derivatives_part0..aba_derivatives_part7 of aba_derivatives (7482 statements in
 // 11 parts), called in order by aba_derivatives in rbd_iiwa14_aba_derivatives_f64.cpp. A kernel this long outgrows the
 // instruction cache, so its straight-line parts are compiled for size (-Os, unless an opt is given) in translation
-// units of their own, while the kernel's driver and batch loop keep -O3 (rbdgen.backends.cpu,
+// units of their own, while the kernel's driver and batch loop keep -O3 (rbdgen.targets.cpu,
 // LARGE_STATEMENTS). Templates over the scalar type S, instantiated below for double and for the
 // batch path's vector of RBD_LANES.
 #include "rbd_iiwa14.h"
@@ -17,7 +17,7 @@ using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 // the batch path's states per vector follow the instruction set this source is compiled for
-// (generated without lanes given): one register's worth, 64 bytes with AVX-512 (this kernel's arithmetic pays for them; rbdgen.backends.cpu.kernel_lanes), 16 without AVX
+// (generated without lanes given): one register's worth, 64 bytes with AVX-512 (this kernel's arithmetic pays for them; rbdgen.targets.cpu.kernel_lanes), 16 without AVX
 #if defined(__AVX512F__)
 #define RBD_LANES 8
 #elif defined(__AVX__)

@@ -18,7 +18,7 @@ using rbd_iiwa14_trig::rbd_sincos4;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 // the batch path's states per vector follow the instruction set this source is compiled for
-// (generated without lanes given): one register's worth, 64 bytes with AVX-512 (this kernel's arithmetic pays for them; rbdgen.backends.cpu.kernel_lanes), 16 without AVX
+// (generated without lanes given): one register's worth, 64 bytes with AVX-512 (this kernel's arithmetic pays for them; rbdgen.targets.cpu.kernel_lanes), 16 without AVX
 #if defined(__AVX512F__)
 #define RBD_LANES 8
 #elif defined(__AVX__)

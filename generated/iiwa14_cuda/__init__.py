@@ -4,7 +4,7 @@ Regenerate with ``rbdgen generate robots/iiwa14.urdf --target cuda --dtype float
 
     import iiwa14_cuda
     iiwa14_cuda.rnea(q, v, a)               # float64, compiled on first use (cached)
-    k = iiwa14_cuda.load(dtype="float64")   # rbdgen.jit.cuda.CudaKernels
+    k = iiwa14_cuda.load(dtype="float64")   # rbdgen.targets.cuda.runtime.CudaKernels
     iiwa14_cuda.nq, iiwa14_cuda.nv, iiwa14_cuda.joint_names, iiwa14_cuda.body_names
 
 fixed base, nq = 7, nv = 7, 7 bodies; dtypes: float64.
@@ -46,7 +46,7 @@ _loaded: dict = {}
 
 def load(dtype="float64", **options):
     """Compile (cached) and load this package's kernels for ``dtype``; returns an
-    ``rbdgen.jit.cuda.CudaKernels`` with one method per kernel. ``options``: opt, arch, nvcc, werror."""
+    ``rbdgen.targets.cuda.runtime.CudaKernels`` with one method per kernel. ``options``: opt, arch, nvcc, werror."""
     key = (str(dtype), tuple(sorted(options.items())))
     with _lock:
         if key not in _loaded:

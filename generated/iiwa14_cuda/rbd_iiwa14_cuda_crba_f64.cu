@@ -13,7 +13,7 @@
 //   state are different warps. 7 stages with a barrier after each;
 //   workspace of 51 scalars per state in shared memory, the state's inputs included.
 //   Predicted latency of one state: 1.29x shorter than the thread shape's (warp model,
-//   rbdgen.backends.cuda.warp_model).
+//   rbdgen.targets.cuda.emit.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_crba_f64.cuh"
 

@@ -54,7 +54,7 @@ static inline void rbd_sincos(const float x, float& s, float& c) {
 }
 #ifdef RBD_IIWA14_HLS_AP_TYPES
 // sin and cos of x by CORDIC: 19 rotations on 27-bit values with 24 fractional bits; the same
-// integer arithmetic in C simulation and in hardware (rbdgen/backends/cordic.py: method, error bound)
+// integer arithmetic in C simulation and in hardware (rbdgen/targets/hls/cordic.py: method, error bound)
 static inline void rbd_sincos(const rbd_iiwa14_hls_data_t x, rbd_iiwa14_hls_data_t& s, rbd_iiwa14_hls_data_t& c) {
 #pragma HLS INLINE
   ap_int<32> X;  // the raw bits of x: x = X * 2^-16

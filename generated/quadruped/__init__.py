@@ -4,7 +4,7 @@ Regenerate with ``rbdgen generate robots/quadruped.urdf --floating-base --dtype 
 
     import quadruped
     quadruped.rnea(q, v, a)               # float64, compiled on first use (cached)
-    k = quadruped.load(dtype="float64")   # rbdgen.jit.loaded.CompiledKernels
+    k = quadruped.load(dtype="float64")   # rbdgen.kernels.loaded.CompiledKernels
     quadruped.nq, quadruped.nv, quadruped.joint_names, quadruped.body_names
 
 floating base, nq = 19, nv = 18, 13 bodies; dtypes: float64.
@@ -46,7 +46,7 @@ _loaded: dict = {}
 
 def load(dtype="float64", **options):
     """Compile (cached) and load this package's kernels for ``dtype``; returns an
-    ``rbdgen.jit.loaded.CompiledKernels`` with one method per kernel. ``options``: opt, march, cxx."""
+    ``rbdgen.kernels.loaded.CompiledKernels`` with one method per kernel. ``options``: opt, march, cxx."""
     key = (str(dtype), tuple(sorted(options.items())))
     with _lock:
         if key not in _loaded:

@@ -11,7 +11,7 @@
 //   ndarrays of the right dtype, shape and layout go straight to the kernel through the NumPy C
 //   API (no Python frame: ~0.1 µs), outputs allocated here when out= is not given; any other
 //   call (lists, subclasses, memoryviews, a mistake) is handed unchanged to ``fallback``, the
-//   Python method that converts, checks and explains (rbdgen/jit/loaded.py).
+//   Python method that converts, checks and explains (rbdgen/kernels/loaded.py).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION

@@ -4,7 +4,7 @@
 // for GCC vectors of doubles or floats (the batch path) one branch-free range reduction and two
 // polynomials computed in the SIMD lanes. Error ≤ 1 ulp for |x| ≤ 2^17 (measured against
 // mpmath by tests/test_sincos.py); larger arguments, infinities and NaN take std::sin / std::cos. The constants are computed, from their
-// definitions, by rbdgen/backends/trig.py, which also explains the method.
+// definitions, by rbdgen/codegen/trig.py, which also explains the method.
 #ifndef RBD_QUADRUPED_SINCOS_HPP
 #define RBD_QUADRUPED_SINCOS_HPP
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import reference as ref
-from ..registry import Arg, Product, declare
+from ..registry import Arg, Gradient, Product, declare
 from . import spatial as S
 from .trace import Trace
 
@@ -451,8 +451,20 @@ def _pin_aba_derivatives(pin, pm, data, q, v, tau):
 TAU = Arg("tau", ("nv",), "joint torques")
 _RECURSION_FIXED = {(32, 16): 8e-4, (48, 24): 1.5e-6}
 
+def _rnea_partials(kern, q, v, a):
+    """∂τ/∂q (tangent), ∂τ/∂v and ∂τ/∂a = M from the built ∇ID and CRBA kernels."""
+    dq, dv = kern.rnea_derivatives(q, v, a)
+    return dq, dv, kern.crba(q)
+
+
+def _aba_partials(kern, q, v, tau):
+    """∂q̈/∂q (tangent), ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ from the built ∇FD kernel."""
+    return kern.aba_derivatives(q, v, tau)
+
+
 declare("rnea", "inverse dynamics τ = M a + C v + g",
         inputs=("q", "v", "a"), outputs=(TAU,), coupled=_c_rnea, algorithm=_rnea, reference=ref.rnea,
+        gradient=Gradient(("rnea_derivatives", "crba"), _rnea_partials),
         pinocchio=lambda pin, pm, data, q, v, a: (pin.rnea(pm, data, q, v, a).copy(),),
         float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread",
         pinocchio_cpp=("pinocchio/algorithm/rnea.hpp", "pin::rnea(model, data, q[i], v[i], a[i])"))
@@ -476,6 +488,7 @@ declare("crba", "joint-space inertia matrix M(q), full (row-major, symmetric)",
 declare("aba", "forward dynamics q̈ (articulated-body algorithm)",
         inputs=("q", "v", "tau"), outputs=(Arg("qdd", ("nv",), "joint accelerations"),),
         coupled=_c_aba, algorithm=_aba, reference=ref.aba,
+        gradient=Gradient(("aba_derivatives",), _aba_partials),
         pinocchio=lambda pin, pm, data, q, v, tau: (pin.aba(pm, data, q, v, tau).copy(),),
         float32_tol=2e-5, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="thread",
         needs_minv=True,

@@ -270,7 +270,7 @@ class MatMul:
     """Epilogue ``out = scale · A @ B`` (A: n×k, B: k×m, row-major arrays by name).
 
     Products with nothing to prune in A (e.g. −M⁻¹ ∂τ/∂q) are O(n³) lines of code unrolled;
-    backends print them as loops. ``b_spans`` is B's structural sparsity, found at trace time:
+    targets print them as loops. ``b_spans`` is B's structural sparsity, found at trace time:
     for each row l of B, the contiguous column spans ``(lo, hi)`` that may hold nonzeros (every
     other entry is the graph's constant zero, whatever the inputs), in increasing order; None
     when B is dense. A backend that prints the loops over these spans only does

@@ -1,8 +1,8 @@
 """The IR's operations: one record per op, the only place that says what an op is.
 
 Constant folding (``graph.py``), the NumPy interpreter (``interp.py``), op counts
-(``Kernel.op_counts``), the C printer (``backends/printer.py``) and the HLS cost model
-(``backends/hls.py``) all read :data:`OPS`, so adding an op, or changing how one is counted or
+(``Kernel.op_counts``), the C printer (``codegen/printer.py``) and the HLS cost model
+(``targets/hls/cost.py``) all read :data:`OPS`, so adding an op, or changing how one is counted or
 spelled, is one edit here instead of five that have to agree.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Op:
     raises on a constant 1/0 where NumPy would return inf.
 
     ``spelling`` is the C expression: ``{0}``, ``{1}`` are the operands; any other name (``{sin}``)
-    is a field of the target's :class:`~rbdgen.backends.printer.Dialect`, e.g. its sin function.
+    is a field of the target's :class:`~rbdgen.codegen.printer.Dialect`, e.g. its sin function.
     """
 
     name: str

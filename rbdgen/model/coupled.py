@@ -15,10 +15,14 @@ no coupled form: it solves ``M q̈ = τ − nle`` (see :mod:`rbdgen.algorithms.d
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .. import spatial as sp
-from .model import RobotModel
+
+if TYPE_CHECKING:  # the annotation only: model.py builds CoupledModels, so it imports this module
+    from .model import RobotModel
 
 
 class CoupledModel:

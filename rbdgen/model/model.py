@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import spatial as sp
 from ..errors import RbdgenWarning, UnsupportedError, URDFError
+from .coupled import CoupledModel
 from .urdf import URDF, inertia_problem, read_urdf
 
 #: joint types a body can have, with (nq, nv)
@@ -351,8 +352,6 @@ MIMIC_MODES = ("couple", "independent", "refuse")
 
 def _couple(urdf: URDF, tree: RobotModel):
     """The :class:`CoupledModel` of a tree whose mimic joints were loaded as ordinary joints."""
-    from .coupled import CoupledModel
-
     body = {name: i for i, name in enumerate(tree.joint_names)}
     one_dof = ("revolute", "continuous", "prismatic")
 

@@ -1,5 +1,5 @@
 """Loading a generated package: read its manifest and files, and hand them to the target's
-:meth:`~rbdgen.backends.base.Target.load` — the same compile-and-load path as
+:meth:`~rbdgen.targets.base.Target.load` — the same compile-and-load path as
 :func:`rbdgen.build`, so a package and a build of the same robot give the same library."""
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends.base import Sources, get_target
+from ..codegen.sources import Sources
+from ..targets import get_target
+from ..toolchain.rebuild import load as load_remembering
 from ..errors import RbdgenError, RbdgenWarning
 
 #: bump when the manifest or the package layout changes incompatibly
@@ -118,6 +120,5 @@ def load_package(pkg_dir, dtype="float64", *, progress=None, **options):
     src = read_sources(pkg_dir, m)
     model = PackageModel(m["robot"], m["nq"], m["nv"], m["nb"], m["floating_base"], tuple(m["joint_names"]),
                          tuple(m.get("body_names", ())), tuple(m.get("frames", ())))
-    from ..jit.rebuild import load  # the target's load, remembering what it compiled (pickling)
 
-    return load(target, src, model, dtype, progress=progress, **st["compile"])
+    return load_remembering(target, src, model, dtype, progress=progress, **st["compile"])  # pickling

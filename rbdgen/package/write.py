@@ -6,7 +6,7 @@ CPU and CUDA targets an importable Python package::
     k = iiwa14.load(dtype="float32")  # what rbdgen.build returns for the package's target
     k.aba(q, v, tau)
 
-The folder holds exactly the files of the target (:meth:`rbdgen.backends.base.Target.generate`),
+The folder holds exactly the files of the target (:meth:`rbdgen.targets.base.Target.generate`),
 a ``manifest.json`` that records how they were made and everything needed to compile and call
 them (read back by :mod:`rbdgen.package.load`), and for a Python package an ``__init__.py``
 rendered from ``templates/package/__init__.py.j2``.
@@ -29,10 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__, registry
-from ..backends.base import c_identifier, get_target
-from ..backends import escape as esc
-from ..backends.render import render
+from .. import registry
+from .._version import __version__
+from ..codegen import escape as esc
+from ..codegen.render import render
+from ..codegen.sources import c_identifier
+from ..targets import get_target
 from ..errors import BuildError, RbdgenError
 from .load import FORMAT, INIT, MANIFEST, is_generated_package
 from .load import sha256 as _sha256
@@ -265,7 +267,7 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
     files = {fn: text.encode("utf-8") for fn, text in sources.files.items()}
     for reserved in (MANIFEST, INIT):
         if reserved in files:  # cannot happen with the rbd_ prefix; guard anyway
-            raise BuildError(f"the backend produced a file named {reserved}")
+            raise BuildError(f"the target produced a file named {reserved}")
     try:
         urdf_bytes = Path(urdf).read_bytes()
     except OSError as e:

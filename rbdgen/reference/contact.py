@@ -30,6 +30,7 @@ import numpy as np
 from .. import spatial as sp
 from ..errors import RbdgenError
 from ..model import RobotModel
+from .dynamics import _batched, _kinematics, aba, minv
 
 #: Pinocchio's reference frames, by the names rbdgen takes
 REFERENCES = ("local", "local_world_aligned", "world")
@@ -62,7 +63,6 @@ def _reference(reference):
 def _body_kinematics(model: RobotModel, q, v=None):
     """World placements (R, p) of every body, and with v: body velocities and the bias
     accelerations at q̈ = 0 (no gravity), in body coordinates (Featherstone order)."""
-    from . import _kinematics
 
     Xs, Ss = _kinematics(model, q)
     nb = model.nb
@@ -192,13 +192,11 @@ def frame_bias_acceleration(model: RobotModel, q, v, frame=None, reference="loca
 
 
 def _batched_q(model, fn, q):
-    from . import _batched
 
     return _batched(model, fn, [("q", q, model.nq)])
 
 
 def _batched_qv(model, fn, q, v):
-    from . import _batched
 
     return _batched(model, fn, [("q", q, model.nq), ("v", v, model.nv)])
 
@@ -250,7 +248,6 @@ def _osim_inverse(model, q, frames):
 
 
 def _kinematics_only(model, q):
-    from . import _kinematics
 
     return _kinematics(model, q)
 
@@ -264,7 +261,6 @@ def osim_inverse(model: RobotModel, q, frames=None):
     if getattr(model, "coupled", False):
         J = frame_jacobian(model, q, [f.name for f in fr], "local")
         J = J.reshape(J.shape[:-3] + (6 * len(fr), model.nv))
-        from . import minv
 
         return J @ minv(model, q) @ np.swapaxes(J, -1, -2)
     return _batched_q(model, lambda q: _osim_inverse(model, q, fr), q)
@@ -519,7 +515,6 @@ def contact_fd(model: RobotModel, q, v, tau, contacts):
     contacts: the force part only)."""
     contacts = _check_contacts(model, contacts)
     names = [c.frame for c in contacts]
-    from . import aba, _batched
 
     def one(q, v, tau):
         qdd0 = aba(model, q, v, tau)

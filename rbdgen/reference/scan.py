@@ -39,7 +39,7 @@ import numpy as np
 from .. import spatial as sp
 from ..model import RobotModel
 from ..scan import METHODS, paths, subtree_sums, tree_scan, with_world
-from . import _a_gravity, _batched, _kinematics
+from .dynamics import _a_gravity, _batched, _kinematics, crba
 
 __all__ = ["rnea_scan", "aba_scan", "forward_op", "forward_identity", "affine_op", "affine_identity", "METHODS"]
 
@@ -179,7 +179,6 @@ def aba_scan(model: RobotModel, q, v, tau, method: str = "hillis_steele"):
     if getattr(model, "coupled", False):
         # mimic joints coupled: no articulated-body recursion couples them, so (as aba does) the
         # reduced system Gᵀ M G q̈ = τ − Gᵀ nle is solved densely, its bias from the scan
-        from . import crba
         cm = model
         zero = np.zeros_like(np.asarray(v, dtype=float))
         bias = rnea_scan(cm, q, v, zero, method)

@@ -49,6 +49,7 @@ import numpy as np
 from .. import spatial as sp
 from ..spatial import mm
 from ..model import RobotModel
+from .dynamics import _a_gravity, _arg, _kinematics
 
 STALE_SCHEMES = ("binder_herzog", "yamakita", "hamilton")
 #: the generated kernel of each scheme (rbdgen.algorithms.stale declares them from this table)
@@ -91,7 +92,6 @@ class StaleState:
 def _check(model: RobotModel, q, v, a, state, scheme):
     if scheme not in STALE_SCHEMES:
         raise ValueError(f"scheme must be one of {', '.join(STALE_SCHEMES)}, got {scheme!r}")
-    from . import _arg
 
     q, v, a = _arg("q", q, model.nq), _arg("v", v, model.nv), _arg("a", a, model.nv)
     batch = q.ndim == 2
@@ -111,7 +111,6 @@ def _check(model: RobotModel, q, v, a, state, scheme):
 
 
 def _one(model: RobotModel, q, v, a, old: StaleState | None, scheme: str):
-    from . import _a_gravity, _kinematics
 
     Xs, Ss = _kinematics(model, q)
     nb = model.nb

@@ -9,7 +9,7 @@ package's :class:`~rbdgen.package.load.PackageModel`), the dtype and the compile
 kernels were loaded with (``opt``, ``march``, ``cxx``; cuda: ``arch``, ``nvcc``, …).
 
 ``pickle.loads`` hands the recipe to the same target loader that :func:`rbdgen.build` and
-:func:`rbdgen.load_package` use — the content-addressed compile cache
+:func:`rbdgen.package.load_package` use — the content-addressed compile cache
 (:func:`rbdgen.toolchain.compiler.build_library`): on a machine whose cache holds the library it is
 just loaded; elsewhere the carried sources are compiled (once per machine, under the cache's
 lock, so the workers of one machine wait for one build). Nothing is traced again. A compile
@@ -92,7 +92,7 @@ def reduce(kern):
     recipe = kern.__dict__.get(_ATTR)
     if recipe is None:
         raise pickle.PicklingError(
-            f"cannot pickle {kern!r}: it was not loaded by rbdgen.build or rbdgen.load_package, so the "
+            f"cannot pickle {kern!r}: it was not loaded by rbdgen.build or rbdgen.package.load_package, so the "
             "sources it was compiled from are unknown (load it through one of those to pickle it)")
     digest, blob = recipe.payload()
     return _rebuild, (FORMAT, digest, blob)

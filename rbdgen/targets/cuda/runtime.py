@@ -44,7 +44,7 @@ def _env_flag(name: str) -> bool:
 def compile_and_load(files: dict, sources: list, libname: str, model, prefix: str, dtype: str, info: dict, *,
                      arch=None, opt: str = "-O3", nvcc: str | None = None, werror: bool = False, progress=None):
     """nvcc ``sources`` (cached like the CPU kernels) and load them: what :func:`rbdgen.build`
-    and :func:`rbdgen.generate.load_package` share for the CUDA target."""
+    and :func:`rbdgen.package.load_package` share for the CUDA target."""
     archs = parse_archs(arch)
     lib = compile_library(files, sources, libname, archs, opt=opt, nvcc=nvcc, werror=werror, progress=progress)
     return CudaKernels(lib, model, prefix, dtype, info, archs)
