@@ -9,6 +9,17 @@
 // instruction (states are transposed into lanes and back), with OpenMP across blocks of states.
 #include "rbd_iiwa14.h"
 #include "rbd_iiwa14_sincos.hpp"
+#ifdef _OPENMP
+// declared here rather than by <pthread.h> (20-30 ms of every kernel source's compile with g++ 12,
+// where a small kernel takes 0.2-0.5 s) and <omp.h> (which declares the pause from GCC 9 on
+// only, and not weak)
+extern "C" {
+int pthread_atfork(void (*)(void), void (*)(void), void (*)(void)) noexcept;
+void omp_set_num_threads(int);
+// OpenMP 5.0 (libgomp from GCC 9, LLVM's libomp): weak, null in an older runtime
+int omp_pause_resource_all(int) __attribute__((weak));
+}
+#endif
 
 namespace rbd_iiwa14_f64 {
 
@@ -27,6 +38,29 @@ using rbd_iiwa14_trig::rbd_cos;
 #define RBD_LANES 2
 #endif
 typedef double vec_t __attribute__((vector_size(RBD_LANES * sizeof(double))));
+#ifdef _OPENMP
+
+// ---- fork. libgomp's thread pool does not survive fork(): a child forked by a thread that has run
+// a parallel region inherits that thread's pool without its threads, and its next parallel region
+// waits for them forever (issue 46: a multiprocessing "fork" pool over a kernel hung after one
+// parallel batch in the parent). So, as OpenBLAS does with its own pool, the forking thread's pool
+// is shut down just before the fork (omp_pause_resource_all, from a pthread_atfork handler): the
+// child starts a pool of its own and runs batches in parallel, and the parent's next parallel
+// batch starts its threads again, once (2-core VM, iiwa rnea on 976 states: 165 µs instead of
+// 100). This also frees the child of any other OpenMP code that ran on that thread. Where the
+// runtime has no pause, or it fails (fork from inside a parallel region), the child runs OpenMP
+// on its calling thread alone. One copy per library (inline, hidden): every kernel source
+// defines it, the library registers it once.
+__attribute__((visibility("hidden"))) inline bool rbd_pool_kept = false;
+__attribute__((visibility("hidden"))) inline void rbd_before_fork() {
+  rbd_pool_kept = !(omp_pause_resource_all && omp_pause_resource_all(1 /* omp_pause_soft */) == 0);
+}
+__attribute__((visibility("hidden"))) inline void rbd_in_child() {
+  if (rbd_pool_kept) omp_set_num_threads(1);
+}
+__attribute__((visibility("hidden"))) inline const int rbd_fork_guard =
+    pthread_atfork(rbd_before_fork, nullptr, rbd_in_child);
+#endif
 
 // n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
 // parsing <vector> in every kernel source (a fifth of a small kernel's compile time;

@@ -174,6 +174,20 @@ static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n, long* 
   return (double*)PyArray_DATA(x);
 }
 
+// whether the states of two arrays (data p, q; row strides sp, sq in elements; n states, -1 for
+// one) touch a common byte: out= arrays that share memory go to the Python path, which names them
+// (the kernel writes each output as soon as it exists, so one would overwrite another)
+static int spans_overlap(const double* p, long sp, const ArgSpec& a, const double* q, long sq, const ArgSpec& b, long n) {
+  long size_a = 1, size_b = 1;
+  for (int i = 0; i < a.ndim; ++i) size_a *= (long)a.shape[i];
+  for (int i = 0; i < b.ndim; ++i) size_b *= (long)b.shape[i];
+  const long ra = n > 0 ? (n - 1) * sp : 0, rb = n > 0 ? (n - 1) * sq : 0;
+  const uintptr_t pa = (uintptr_t)p, pb = (uintptr_t)q, e = sizeof(double);
+  const uintptr_t alo = pa - (uintptr_t)(ra < 0 ? -ra : 0) * e, ahi = pa + (uintptr_t)((ra > 0 ? ra : 0) + size_a) * e;
+  const uintptr_t blo = pb - (uintptr_t)(rb < 0 ? -rb : 0) * e, bhi = pb + (uintptr_t)((rb > 0 ? rb : 0) + size_b) * e;
+  return alo < bhi && blo < ahi;
+}
+
 // a new output array: one state's shape, with a leading n for a batch
 static PyObject* new_output(const ArgSpec& a, long n) {
   npy_intp dims[4 + 1];

@@ -61,14 +61,23 @@ class Trace:
         elif jt.kind == "prismatic":
             E = self.consts(jt.E0)
             r = [g.lift(jt.r0[k] + jt.rq[k] * q[qs]) for k in range(3)]
-        else:  # free-flyer: q = [p; quaternion (x y z w)], assumed unit (as Pinocchio does)
+        else:  # free-flyer: q = [p; quaternion u = (x y z w)], any norm (issue 46)
+            # R is the rotation of u/|u|, as the reference's (spatial.quat_to_rot normalises u),
+            # without a square root: the unit-quaternion formula with s = 2/|u|² in place of 2,
+            # exact in real arithmetic for every u ≠ 0. One division and, against the unit-only
+            # formula, at most two multiplies (w², z²) and two adds for |u|² (x² + y² is shared:
+            # +4 or +5 ops per free-flyer, by which entries of R a kernel uses). s multiplies
+            # each entry's sum last, so an entry is one multiply (and a diagonal one a
+            # subtraction) behind the division: the shortest path after it (an HLS ap_fixed
+            # divider is tens of cycles). u = 0: s = 2/0 = inf and every entry 0·inf = NaN, as the
+            # reference's 0/0 (an ap_fixed rbd_div saturates instead and sets dz: R = I).
             p = q[qs : qs + 3]
             x, y, z, w = q[qs + 3 : qs + 7]
-            two = 2.0
+            s = 2.0 / ((x * x + y * y) + (z * z + w * w))
             R = [
-                [1.0 - two * (y * y + z * z), two * (x * y - z * w), two * (x * z + y * w)],
-                [two * (x * y + z * w), 1.0 - two * (x * x + z * z), two * (y * z - x * w)],
-                [two * (x * z - y * w), two * (y * z + x * w), 1.0 - two * (x * x + y * y)],
+                [1.0 - s * (y * y + z * z), s * (x * y - z * w), s * (x * z + y * w)],
+                [s * (x * y + z * w), 1.0 - s * (x * x + z * z), s * (y * z - x * w)],
+                [s * (x * z - y * w), s * (y * z + x * w), 1.0 - s * (x * x + y * y)],
             ]
             E0 = self.consts(jt.E0)
             RT = S.transpose(R)

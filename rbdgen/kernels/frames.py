@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference.contact import REFERENCES, ContactSystem, _check_contacts
+from ..reference.contact import REFERENCES, ContactSystem, _check_contacts, check_finite_state
 from .stale import install as install_stale
 
 
@@ -141,6 +141,7 @@ def install(owner) -> None:
         system, idx, every = hit
         if "out" in kw:
             raise ValueError("contact_fd: out= is not taken (it returns two new arrays); shape= and stream= are")
+        check_finite_state("contact_fd", q=q, v=v, tau=tau)  # else a NaN is reported as a singular posture
         qdd0, J, acc0, vf, Linv = _need(owner, "contact_terms", "contact_fd")(q, v, tau, **kw)
         aba = _need(owner, "aba", "contact_fd")
         Jh, acc0, vf, Linv = (_host(x) for x in (J, acc0, vf, Linv))
@@ -148,7 +149,7 @@ def install(owner) -> None:
         if not every:
             Jh, acc0, vf, Linv = Jh[..., idx, :, :], acc0[..., idx, :], vf[..., idx, :], Linv[..., idx, :, :, :][..., idx, :]
         F = system.solve(acc0, vf, Linv.reshape(Linv.shape[:-4] + (6 * m, 6 * m)))
-        JtF = (F.reshape(F.shape[:-2] + (1, 6 * m)) @ Jh.reshape(Jh.shape[:-3] + (6 * m, -1)))[..., 0, :]
+        JtF = (F.reshape(F.shape[:-2] + (1, 6 * m)) @ Jh.reshape(Jh.shape[:-3] + (6 * m, Jh.shape[-1])))[..., 0, :]
         JtF = JtF.astype(Jh.dtype, copy=False)
         tau = np.asarray(tau, dtype=Jh.dtype) if isinstance(tau, (list, tuple)) else tau
         return aba(q, v, tau - _like(tau, JtF), **kw), _like(tau, F.astype(Jh.dtype))

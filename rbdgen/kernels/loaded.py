@@ -31,6 +31,22 @@ def _rows_overlap(x) -> bool:
     return x.ndim >= 2 and x.shape[0] > 1 and abs(row_stride(x)) < size
 
 
+def _check_distinct_outputs(kernel: str, names, outs) -> None:
+    """out= arrays must not share memory: the kernel writes each output as soon as it exists,
+    so one would overwrite another (out=(X, X, X) returned the last output three times)."""
+    for i in range(1, len(outs)):
+        for j in range(i):
+            a, b = outs[j], outs[i]
+            if a is b or np.may_share_memory(a, b):
+                try:
+                    shared = a is b or np.shares_memory(a, b, max_work=10_000)
+                except np.exceptions.TooHardError:
+                    shared = True
+                if shared:
+                    raise ValueError(f"{kernel}: out= arrays '{names[j]}' and '{names[i]}' share memory; each "
+                                     "output needs an array of its own")
+
+
 @dataclass(frozen=True)
 class _Arg:
     name: str
@@ -172,6 +188,7 @@ class _Method:
             return out
         if not isinstance(out, (tuple, list)) or len(out) != len(self._shapes):
             raise ValueError(f"{self.name}: out= needs {len(self._shapes)} array(s)")
+        _check_distinct_outputs(self.name, [n for n, _ in self.outputs], out)
         fast(*args, *out)
         return out if isinstance(out, tuple) else tuple(out)
 
@@ -196,6 +213,7 @@ class _Method:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != len(self.outputs):
                 raise ValueError(f"{self.name}: out= needs {len(self.outputs)} array(s)")
+            _check_distinct_outputs(self.name, [n for n, _ in self.outputs], outs)
             strided = batch and self.batch_strided is not None
             for (oname, shape), o in zip(self.outputs, outs):
                 if not isinstance(o, np.ndarray) or o.shape != lead + shape or o.dtype != dt \

@@ -36,14 +36,15 @@ class CoupledModel:
         """``mimic``: follower body → (leader body, multiplier, offset), 1-DoF joints only."""
         self.tree = tree
         self.mimic = dict(mimic)
-        free = [b for b in range(tree.nb) if b not in self.mimic]
-        # reduced coordinates: the free joints' own, in tree order
+        self._free = [b for b in range(tree.nb) if b not in self.mimic]
+        # reduced coordinates: the free joints' own, in tree order; a follower has none (its
+        # start is where the next free joint's begin: an empty slice, as nq_joint/nv_joint say)
         self.q_start, self.v_start = {}, {}
         nq = nv = 0
-        for b in free:
+        for b in range(tree.nb):
             self.q_start[b], self.v_start[b] = nq, nv
-            nq += tree.nq_joint(b)
-            nv += tree.nv_joint(b)
+            nq += self.nq_joint(b)
+            nv += self.nv_joint(b)
         self.nq, self.nv = nq, nv
         Gq, bq, G = np.zeros((tree.nq, nq)), np.zeros(tree.nq), np.zeros((tree.nv, nv))
         for b in range(tree.nb):
@@ -60,7 +61,7 @@ class CoupledModel:
     # ---- what is the same as the tree's --------------------------------------------------------
     def __getattr__(self, name):
         # names, tree structure, inertias, gravity: the tree's (sizes and layouts are overridden)
-        if name in ("q_slice", "v_slice", "nq_joint", "nv_joint", "lower", "upper", "velocity_limit", "effort_limit"):
+        if name in ("q_slice", "v_slice", "lower", "upper", "velocity_limit", "effort_limit"):
             raise AttributeError(f"CoupledModel.{name}: use .tree.{name} (tree coordinates)")
         return getattr(self.tree, name)
 
@@ -69,6 +70,16 @@ class CoupledModel:
         return CoupledModel(self.tree.with_frames(names), self.mimic)
 
     # ---- reduced coordinates -------------------------------------------------------------------
+    def nq_joint(self, b: int) -> int:
+        """Reduced coordinates of body ``b``'s joint: the tree's for a free joint, 0 for a follower
+        (``q_start[b]`` and ``nq_joint(b)`` then locate any column of the reduced q, like a
+        RobotModel's)."""
+        return 0 if b in self.mimic else self.tree.nq_joint(b)
+
+    def nv_joint(self, b: int) -> int:
+        """Reduced velocities of body ``b``'s joint (0 for a follower; see :meth:`nq_joint`)."""
+        return 0 if b in self.mimic else self.tree.nv_joint(b)
+
     def expand_q(self, q):
         return sp.mm(q, self.Gq.T) + self.bq
 
@@ -77,7 +88,7 @@ class CoupledModel:
 
     def reduce_q(self, q_tree):
         """The reduced coordinates of a tree configuration (the free joints' entries)."""
-        idx = [self.tree.q_start[b] + k for b in self.q_start for k in range(self.tree.nq_joint(b))]
+        idx = [self.tree.q_start[b] + k for b in self._free for k in range(self.tree.nq_joint(b))]
         return np.ascontiguousarray(np.asarray(q_tree, dtype=float)[..., idx])
 
     def neutral(self) -> np.ndarray:

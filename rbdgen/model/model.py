@@ -10,7 +10,7 @@ import numpy as np
 from .. import spatial as sp
 from ..errors import RbdgenWarning, UnsupportedError, URDFError
 from .coupled import CoupledModel
-from .urdf import URDF, inertia_problem, read_urdf
+from .urdf import MAX_MIMIC_MULTIPLIER, MAX_MIMIC_OFFSET, URDF, inertia_problem, read_urdf
 
 #: joint types a body can have, with (nq, nv)
 JOINT_DIMS = {"revolute": (1, 1), "continuous": (1, 1), "prismatic": (1, 1), "floating": (7, 6)}
@@ -217,9 +217,15 @@ class RobotModel:
                 quat = rng.normal(size=shape + (4,))
                 q[..., s + 3 : s + 7] = quat / np.asarray(sp.norm(quat))[..., None]
             else:
-                lo, hi = self.lower[i], self.upper[i]
-                if t == "continuous" or not (np.isfinite(lo) and np.isfinite(hi)):
+                lo, hi = float(self.lower[i]), float(self.upper[i])
+                if t == "continuous" or not (math.isfinite(lo) and math.isfinite(hi)):
                     lo, hi = (-math.pi, math.pi) if t != "prismatic" else (-0.5, 0.5)
+                elif t == "revolute" and hi - lo > 2.0 * math.pi:  # hi − lo may be inf: no error
+                    # limits wider than a turn hold every orientation: one turn of them, the
+                    # continuous joint's (−π, π) where it lies within them (limits of ±1e308 made
+                    # uniform(lo, hi) overflow; a draw of 1e300 rad is no state a robot reaches)
+                    lo = min(max(lo, -math.pi), hi - 2.0 * math.pi)
+                    hi = lo + 2.0 * math.pi
                 q[..., s] = rng.uniform(lo, hi, shape)
         return q
 
@@ -337,10 +343,20 @@ def load_urdf(
         mimic = "refuse"
     if mimic not in MIMIC_MODES:
         raise ValueError(f"mimic must be one of {', '.join(map(repr, MIMIC_MODES))}, not {mimic!r}")
+    for what, flag in (("floating_base", floating_base), ("check_inertia", check_inertia)):
+        if not isinstance(flag, (bool, np.bool_)):  # "no" is truthy: it built a floating base
+            raise ValueError(f"{what} must be True or False, got {flag!r}")
+    floating_base, check_inertia = bool(floating_base), bool(check_inertia)
+    try:
+        g = np.asarray(gravity, dtype=float)
+    except (TypeError, ValueError):
+        g = None
+    if g is None or g.shape != (3,) or not np.all(np.isfinite(g)):
+        raise ValueError(f"gravity must be 3 finite numbers (x, y, z in m/s²), got {gravity!r}")
+    if np.any(np.abs(g) > MAX_GRAVITY):
+        raise ValueError(f"gravity {tuple(float(x) for x in g)} is out of range: components above {MAX_GRAVITY:g} m/s² "
+                         f"are not a robot's (and would overflow the kernels' arithmetic)")
     urdf = read_urdf(path)
-    g = np.asarray(gravity, dtype=float)
-    if g.shape != (3,) or not np.all(np.isfinite(g)):
-        raise ValueError(f"gravity must be 3 finite numbers, got {gravity!r}")
     tree = _build(urdf, floating_base, g, mimic, check_inertia)
     if mimic != "couple" or not tree.ignored_mimic:
         return tree
@@ -348,6 +364,9 @@ def load_urdf(
 
 
 MIMIC_MODES = ("couple", "independent", "refuse")
+#: the largest gravity component accepted (m/s²): 1e5 g, beyond any robot's world, and small
+#: enough that no product of the kernels (mass × gravity × length, …) overflows float64
+MAX_GRAVITY = 1e6
 
 
 def _couple(urdf: URDF, tree: RobotModel):
@@ -369,6 +388,10 @@ def _couple(urdf: URDF, tree: RobotModel):
             seen.append(lead)
             m2, o2 = urdf.joints[lead].mimic[1], urdf.joints[lead].mimic[2]
             lead, mult, off = urdf.joints[lead].mimic[0], mult * m2, mult * o2 + off
+            if abs(mult) > MAX_MIMIC_MULTIPLIER or abs(off) > MAX_MIMIC_OFFSET:
+                fail(f"joint '{name}': its <mimic> chain {' -> '.join(seen + [lead])} multiplies to q = {mult:g}·q_L "
+                     f"+ {off:g}, out of range (a multiplier above {MAX_MIMIC_MULTIPLIER:g} or an offset above "
+                     f"{MAX_MIMIC_OFFSET:g} is not a robot's coupling)")
         if lead not in body:
             fail(f"joint '{name}': mimics '{lead}', which is fixed or not a joint of the tree")
         if tree.joint_types[body[name]] not in one_dof or tree.joint_types[body[lead]] not in one_dof:

@@ -68,6 +68,14 @@ class URDF:
 MAX_LENGTH = 1e6      # m
 MAX_MASS = 1e9        # kg
 MAX_INERTIA = 1e12    # kg m²
+#: a mimic joint's multiplier and offset (q_F = m·q_L + o; the offset is a length or an angle):
+#: gear ratios are tens at most; a larger coupling would scale the contracted dynamics (GᵀMG, …)
+#: beyond float64 long before any joint moves
+MAX_MIMIC_MULTIPLIER = 1e6
+MAX_MIMIC_OFFSET = MAX_LENGTH
+#: a robot's name names the generated files (``rbd_<name>_<kernel>_f64.cpp``) and the package
+#: folder, and a file name has at most 255 bytes on common file systems
+MAX_NAME_LENGTH = 128
 
 
 class _Reader:
@@ -101,8 +109,16 @@ class _Reader:
     def scalar(self, el, attr: str, where: str, default=None, bound: tuple | None = None) -> float:
         return float(self.floats(el, attr, 1, where, None if default is None else [default], bound)[0])
 
+    def one(self, el, tag: str, where: str):
+        """The ``<tag>`` child of ``el``, or None; two or more are an error (a URDF element
+        takes one: the second would be silently ignored)."""
+        found = el.findall(tag)
+        if len(found) > 1:
+            self.fail(f"{where}: {len(found)} <{tag}> elements; it takes one (which one is meant?)")
+        return found[0] if found else None
+
     def origin(self, el, where: str):
-        o = el.find("origin")
+        o = self.one(el, "origin", where)
         if o is None:
             return np.zeros(3), np.zeros(3)
         return (
@@ -143,6 +159,9 @@ def read_urdf(path) -> URDF:
     if root.tag != "robot":
         r.fail(f"root element is <{root.tag}>, expected <robot>")
     robot_name = root.get("name") or os.path.splitext(os.path.basename(path))[0]
+    if len(robot_name) > MAX_NAME_LENGTH:
+        r.fail(f"<robot name=\"{robot_name[:24]}…\">: the name is {len(robot_name)} characters long, at most "
+               f"{MAX_NAME_LENGTH} (it names the generated files and the package folder); shorten it")
     urdf = URDF(name=robot_name, path=path)
 
     for el in root.findall("link"):
@@ -153,16 +172,16 @@ def read_urdf(path) -> URDF:
             r.fail(f"duplicate link name '{name}'")
         where = f"link '{name}'"
         inertial = None
-        iel = el.find("inertial")
+        iel = r.one(el, "inertial", where)
         if iel is not None:
             xyz, rpy = r.origin(iel, f"{where} <inertial>")
-            mel = iel.find("mass")
+            mel = r.one(iel, "mass", f"{where} <inertial>")
             if mel is None:
                 r.fail(f"{where}: <inertial> has no <mass>")
             mass = r.scalar(mel, "value", f"{where} <mass>", bound=(MAX_MASS, "kg"))
             if mass < 0:
                 r.fail(f"{where}: negative mass {mass:g}")
-            tel = iel.find("inertia")
+            tel = r.one(iel, "inertia", f"{where} <inertial>")
             if tel is None:
                 r.fail(f"{where}: <inertial> has no <inertia>")
             c = {k: r.scalar(tel, k, f"{where} <inertia>", 0.0, (MAX_INERTIA, "kg m²"))
@@ -189,7 +208,7 @@ def read_urdf(path) -> URDF:
                 f"{where}: unknown joint type '{jtype}' (URDF knows {', '.join(JOINT_TYPES)})",
                 UnsupportedError,
             )
-        pel, cel = el.find("parent"), el.find("child")
+        pel, cel = r.one(el, "parent", where), r.one(el, "child", where)
         if pel is None or pel.get("link") is None:
             r.fail(f"{where}: missing <parent link=...>")
         if cel is None or cel.get("link") is None:
@@ -201,29 +220,31 @@ def read_urdf(path) -> URDF:
         if parent == child:
             r.fail(f"{where}: parent and child are the same link '{parent}'")
         xyz, rpy = r.origin(el, where)
-        axis = r.floats(el.find("axis"), "xyz", 3, f"{where} <axis>", [1.0, 0.0, 0.0])
+        axis = r.floats(r.one(el, "axis", where), "xyz", 3, f"{where} <axis>", [1.0, 0.0, 0.0])
         if jtype in ("revolute", "continuous", "prismatic"):
             n = sp.norm(axis)  # fixed-order sum: the unit axis is printed into generated code
             if n < 1e-12:
                 r.fail(f"{where}: zero axis {tuple(float(a) for a in axis)}")
             axis = axis / n
         j = Joint(name, jtype, parent, child, xyz, rpy, axis, line=_line(el))
-        lim = el.find("limit")
+        lim = r.one(el, "limit", where)
         if lim is not None:
             for k in ("lower", "upper", "velocity", "effort"):
                 if lim.get(k) is not None:
-                    setattr(j, k, r.scalar(lim, k, f"{where} <limit>"))
+                    # a prismatic joint's position limits are lengths: held to the bound of lengths
+                    bound = (MAX_LENGTH, "m") if jtype == "prismatic" and k in ("lower", "upper") else None
+                    setattr(j, k, r.scalar(lim, k, f"{where} <limit>", bound=bound))
             if jtype in ("revolute", "prismatic") and j.lower > j.upper:
                 r.fail(f"{where}: <limit> lower {j.lower:g} > upper {j.upper:g}")
-        mim = el.find("mimic")
+        mim = r.one(el, "mimic", where)
         if mim is not None:
             leader = mim.get("joint")
             if not leader:
                 r.fail(f"{where}: <mimic> without a joint")
             j.mimic = (
                 leader,
-                r.scalar(mim, "multiplier", f"{where} <mimic>", 1.0),
-                r.scalar(mim, "offset", f"{where} <mimic>", 0.0),
+                r.scalar(mim, "multiplier", f"{where} <mimic>", 1.0, (MAX_MIMIC_MULTIPLIER, "(a ratio)")),
+                r.scalar(mim, "offset", f"{where} <mimic>", 0.0, (MAX_MIMIC_OFFSET, "(m or rad)")),
             )
         urdf.joints[name] = j
 

@@ -14,16 +14,25 @@ rendered from ``templates/package/__init__.py.j2``.
 Output is deterministic (same input and rbdgen version → byte-identical files: no timestamps,
 sorted JSON keys; the rbdgen version is in the manifest only, so a new release that prints the
 same kernels rewrites no source) and written atomically: into a temporary folder next to the
-target, renamed into place when complete.
+target, renamed into place when complete. Regenerating into a package folder keeps what its
+manifest does not list (the user's files: notes, a CMake ``build/``); the files the old manifest
+lists go. A generate that was killed is finished by the next one (see "atomic writing" below).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import keyword
 import os
+import re
 import shutil
+import signal
+import socket
 import sys
 import tempfile
+import threading
+import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +44,7 @@ from ..codegen import escape as esc
 from ..codegen.render import render
 from ..codegen.sources import c_identifier
 from ..targets import get_target
-from ..errors import BuildError, RbdgenError
+from ..errors import BuildError, RbdgenError, RbdgenWarning
 from .load import FORMAT, INIT, MANIFEST, is_generated_package
 from .load import sha256 as _sha256
 
@@ -69,6 +78,11 @@ def check_package_name(name: str) -> str:
         raise RbdgenError(f"package name {name!r} is a Python keyword")
     if _shadowed(name):
         raise RbdgenError(f"package name {name!r} would shadow the Python module of that name; choose another --name")
+    from ..model.urdf import MAX_NAME_LENGTH  # names the folder and every file: a file name has ≤ 255 bytes
+
+    if len(name) > MAX_NAME_LENGTH:
+        raise RbdgenError(f"package name {name[:24]!r}… is {len(name)} characters long, at most {MAX_NAME_LENGTH} "
+                          f"(it names the folder and the generated files); choose a shorter --name")
     return name
 
 
@@ -283,17 +297,157 @@ def package_files(model, *, urdf: str, load_options: dict, name: str | None = No
 
 
 # ---- atomic writing ---------------------------------------------------------------------------
+#
+# A package folder OUT/NAME is replaced in four steps, all renames within OUT:
+#   1. the new files are written (manifest.json first) and synced into OUT/.NAME.tmp-HOST.PID-XXXXXXXX;
+#   2. the user's entries in OUT/NAME (everything its manifest does not list) are moved into it;
+#   3. OUT/NAME is renamed to OUT/.NAME.old-HOST.PID-XXXXXXXX/pkg and the new folder to OUT/NAME;
+#   4. the old folder (only files the old manifest listed) is removed.
+# OUT/NAME is at every moment the old package or the new one, whole; SIGINT, SIGTERM and SIGHUP wait
+# for steps 2 and 3 to finish (_signals_deferred). After SIGKILL or a power cut the next generate
+# into OUT finishes the job (_sweep_stale): it renames a left old package back where OUT/NAME is
+# missing, moves the user's entries out of a left temporary folder back into OUT/NAME, and removes
+# the rest. The PID (and host) in the names tell it which folders belong to a process that is gone.
+
+#: Python's byte cache of the generated __init__.py: dropped with the files rbdgen wrote
+_PYCACHE = "__pycache__"
+#: a temporary folder whose name does not say its process (rbdgen before issue 46, another host) is
+#: taken as left behind once it is this old [s]; a generation takes seconds to minutes
+STALE_AFTER = 24 * 3600
+_HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
+# .NAME.tmp-HOST.PID-XXXXXXXX (mkdtemp's 8 characters), or .NAME.tmp-XXXXXXXX before issue 46
+_TEMP_RE = re.compile(r"^\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)\.(?P<kind>tmp|old)-"
+                      r"(?:(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>[0-9]+)-)?[a-z0-9_]{8}$")
+
 
 def _why(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+def _temp_prefix(name: str, kind: str) -> str:
+    return f".{name}.{kind}-{_HOST}.{os.getpid()}-"
+
+
+def _listed(folder: Path) -> set | None:
+    """The names in ``folder`` that rbdgen wrote: those its manifest lists, the manifest, and
+    Python's cache of them; None where the manifest cannot be read."""
+    try:
+        m = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    files = m.get("files") if isinstance(m, dict) else None
+    return {*(files if isinstance(files, dict) else ()), MANIFEST, _PYCACHE}
+
+
+def _users_entries(folder: Path) -> list:
+    """The entries of a package folder that its manifest does not list: the user's (all of them,
+    where the manifest cannot be read)."""
+    listed = _listed(folder) or set()
+    return sorted(e for e in os.listdir(folder) if e not in listed)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """SIGINT, SIGTERM and SIGHUP wait until the block is done (it is never left half-way by a
+    Python handler's exception), then are handled as they would have been (a handler is called,
+    a default action is taken by sending the signal again). In the main thread only: elsewhere
+    Python runs no signal handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught, previous = [], {}
+
+    def note(signum, frame):
+        caught.append(signum)
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        s = getattr(signal, name, None)
+        if s is None or signal.getsignal(s) in (signal.SIG_IGN, None):
+            continue
+        previous[s] = signal.signal(s, note)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        for s in dict.fromkeys(caught):
+            if callable(previous[s]):
+                previous[s](s, None)
+            elif previous[s] == signal.SIG_DFL:
+                os.kill(os.getpid(), s)
+
+
+def _owner_gone(m: re.Match, path: Path) -> bool:
+    """Whether the process that made this temporary folder is gone: by its PID where it ran on
+    this host, else by the folder's age."""
+    if m["pid"] is not None and m["host"] == _HOST and os.name == "posix":
+        pid = int(m["pid"])
+        if pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive (another user's) or unknown
+            return False
+        return False
+    try:
+        return time.time() - path.lstat().st_mtime > STALE_AFTER
+    except OSError:
+        return False
+
+
+def _sweep_stale(parent: Path) -> None:
+    """Finish what generate runs into ``parent`` that were killed left undone (see the top of this
+    section): each left old package is renamed back where its package folder is missing, else
+    removed; each left temporary folder gives the user's entries back to its package folder and is
+    removed. A folder that still holds the user's entries and cannot give them back is kept, with a
+    warning. Folders of runs in progress are not touched."""
+    try:
+        entries = sorted(parent.iterdir())
+    except OSError:
+        return
+    stale = []
+    for d in entries:
+        m = _TEMP_RE.match(d.name)
+        if m and not d.is_symlink() and d.is_dir() and _owner_gone(m, d):
+            stale.append((m["kind"], m["name"], d))
+    # the old packages first: one may have to be back in place before the user's entries can return
+    for kind, name, d in sorted(stale, key=lambda s: s[0] != "old"):
+        target = parent / name
+        try:
+            if kind == "old":
+                if (d / "pkg").is_dir() and not os.path.lexists(target):
+                    os.rename(d / "pkg", target)  # killed between the two renames: the old package returns
+            else:
+                # the manifest is written first and the user's entries come after the last file, so
+                # a folder without a readable manifest holds nothing of the user's
+                users = _users_entries(d) if _listed(d) is not None else []
+                if users and not (target.is_dir() and not target.is_symlink()):
+                    warnings.warn(f"kept '{d}': it holds {', '.join(users)}, left there by a generate that was "
+                                  f"killed, and '{target}' is missing", RbdgenWarning, stacklevel=2)
+                    continue
+                clash = [e for e in users if os.path.lexists(target / e)]
+                if clash:
+                    warnings.warn(f"kept '{d}': it holds {', '.join(clash)}, left there by a generate that was "
+                                  f"killed, and '{target}' has entries of those names", RbdgenWarning, stacklevel=2)
+                    continue
+                for e in users:
+                    os.rename(d / e, target / e)
+        except OSError:
+            continue  # left for a later run
+        shutil.rmtree(d, ignore_errors=True)
+
+
 class _Staging:
     """A temporary folder next to ``target``, created up front (an unwritable output folder
-    fails before the slow steps) and swapped into place by :meth:`commit`."""
+    fails before the slow steps) and swapped into place by :meth:`commit`, with the user's entries
+    of an existing package folder (those its manifest does not list) carried over."""
 
     def __init__(self, target: Path):
         self.target = Path(target)
+        self.tmp = self.old = None
+        self.keep_tmp = False  # set when it holds user entries that could not be put back (the next run does)
         parent = self.target.parent
         # the folders this creates, removed again when nothing is committed (leave nothing behind)
         self.created = []
@@ -302,50 +456,89 @@ class _Staging:
             self.created.append(p)
             p = p.parent
         try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise RbdgenError(f"cannot create output folder '{parent}': {_why(e)}") from e
-        if self.target.is_symlink() or (self.target.exists() and not self.target.is_dir()):
-            raise RbdgenError(f"'{self.target}' exists and is not a folder; remove it or choose another --name")
-        if self.target.exists() and not is_generated_package(self.target):
-            raise RbdgenError(f"'{self.target}' exists and is not a package written by rbdgen generate; "
-                              f"remove it or choose another --name/--out")
-        try:
-            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=parent))
-        except OSError as e:
-            raise RbdgenError(f"cannot write to output folder '{parent}': {_why(e)}") from e
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise RbdgenError(f"cannot create output folder '{parent}': {_why(e)}") from e
+            _sweep_stale(parent)
+            if self.target.is_symlink() or (self.target.exists() and not self.target.is_dir()):
+                raise RbdgenError(f"'{self.target}' exists and is not a folder; remove it or choose another --name")
+            if self.target.exists() and not is_generated_package(self.target):
+                raise RbdgenError(f"'{self.target}' exists and is not a package written by rbdgen generate; "
+                                  f"remove it or choose another --name/--out")
+            try:
+                self.tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(self.target.name, "tmp"), dir=parent))
+            except OSError as e:
+                raise RbdgenError(f"cannot write to output folder '{parent}': {_why(e)}") from e
+        except BaseException:
+            self.close()
+            raise
 
     def commit(self, files: dict) -> None:
         umask = os.umask(0)
         os.umask(umask)
         parent = self.target.parent
         try:
-            for fn, data in files.items():
+            users = _users_entries(self.target) if self.target.exists() else []
+            clash = [e for e in users if e in files]
+            if clash:
+                raise RbdgenError(f"'{self.target}' holds {', '.join(clash)}, not listed in its {MANIFEST} (not "
+                                  f"written by rbdgen), and the new package writes a file of that name; move it "
+                                  f"away or choose another --name/--out")
+            for fn in sorted(files, key=lambda fn: fn != MANIFEST):  # the manifest first (_sweep_stale reads it)
                 with open(self.tmp / fn, "wb") as f:
-                    f.write(data)
+                    f.write(files[fn])
                     f.flush()
                     os.fsync(f.fileno())
                 os.chmod(self.tmp / fn, 0o666 & ~umask)
             os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp made it private
-            if self.target.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old-", dir=parent))
-                os.rename(self.target, old / "pkg")
-                try:
+            with _signals_deferred():
+                if self.target.exists():
+                    self._swap(users)
+                else:
                     os.rename(self.tmp, self.target)
-                except OSError:
-                    os.rename(old / "pkg", self.target)  # put the previous package back
-                    raise
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.rename(self.tmp, self.target)
         except OSError as e:
             raise RbdgenError(f"cannot write to output folder '{parent}': {_why(e)}") from e
         finally:
-            self.close()
+            self.close(committed=not self.tmp.exists())
+
+    def _swap(self, users: list) -> None:
+        """Steps 2 and 3 (the top of this section); on failure, everything is put back."""
+        moved = []
+        try:
+            for e in users:
+                try:
+                    os.rename(self.target / e, self.tmp / e)
+                except OSError as err:
+                    raise RbdgenError(f"cannot move '{self.target / e}' into the new package: {_why(err)}; "
+                                      f"nothing was changed") from err
+                moved.append(e)
+            old = Path(tempfile.mkdtemp(prefix=_temp_prefix(self.target.name, "old"), dir=self.target.parent))
+            try:
+                os.rename(self.target, old / "pkg")
+            except OSError:
+                old.rmdir()
+                raise
+            try:
+                os.rename(self.tmp, self.target)
+            except OSError:
+                os.rename(old / "pkg", self.target)  # put the previous package back
+                old.rmdir()
+                raise
+            self.old = old
+        except BaseException:
+            try:
+                for e in list(moved):
+                    os.rename(self.tmp / e, self.target / e)
+                    moved.remove(e)
+            except OSError:
+                self.keep_tmp = True  # never removed with the user's entries in it; _sweep_stale returns them
+            raise
 
     def close(self, committed: bool = False) -> None:
-        if self.tmp.exists():
-            shutil.rmtree(self.tmp, ignore_errors=True)
+        for d in (None if self.keep_tmp else self.tmp, self.old):
+            if d is not None and d.exists():
+                shutil.rmtree(d, ignore_errors=True)
         if not committed:
             for d in self.created:  # innermost first; only while empty
                 try:
@@ -357,18 +550,23 @@ class _Staging:
 def generate_package(model, out, *, urdf: str, load_options: dict, name: str | None = None, dtypes=None,
                      kernels=None, target: str = "cpu", snap: float | None = None, progress=None,
                      **target_options) -> Package:
-    """Generate the package of ``model`` and write it to ``out/<name>/`` atomically (an existing
-    package written by rbdgen is replaced; any other existing folder is refused).
-    Returns the :class:`Package`, with ``.path`` set."""
+    """Generate the package of ``model`` and write it to ``out/<name>/`` atomically. An existing
+    package written by rbdgen is replaced, keeping the entries its manifest does not list (the
+    user's: notes, a build folder); a user's file with the name of a new generated file, or any
+    other existing folder, is refused. Temporary folders that a killed generate left in ``out``
+    are cleaned up first. Returns the :class:`Package`, with ``.path`` set."""
     name = check_package_name(name) if name is not None else default_package_name(model.name)
-    staging = _Staging(Path(out) / name)
+    staging = None
     try:
+        with _signals_deferred():  # made and known to the finally clause below, or not made
+            staging = _Staging(Path(out) / name)
         pkg = package_files(model, urdf=urdf, load_options=load_options, name=name, dtypes=dtypes,
                             kernels=kernels, target=target, snap=snap, progress=progress, **target_options)
         if progress:
             progress(f"writing {staging.target}")
         staging.commit(pkg.files)
     finally:
-        staging.close()
+        if staging is not None:
+            staging.close(committed=staging.tmp is not None and not staging.tmp.exists())
     pkg.path = staging.target
     return pkg

@@ -463,6 +463,12 @@ class ContactSystem:
     def solve(self, acc0, vf, Linv):
         P, m = self.P, self.m
         lead = acc0.shape[:-2]
+        finite = np.isfinite(acc0).all(axis=(-2, -1)) & np.isfinite(vf).all(axis=(-2, -1)) \
+            & np.isfinite(Linv).all(axis=(-2, -1))
+        if not np.all(finite):  # not a singular system: nothing to solve (it was reported as "singular")
+            at = "" if not lead else f" (state {int(np.flatnonzero(~np.asarray(finite).reshape(-1))[0])} of the batch)"
+            raise ValueError(f"the contact terms (frame accelerations, velocities, Λ⁻¹) are NaN or infinite{at}: "
+                             f"q, v and tau must be finite (and small enough not to overflow)")
         r = np.broadcast_to(self.r0, lead + (self.n,))
         if self._point:
             r = r.copy()
@@ -502,6 +508,22 @@ def solve_contacts(contacts, acc0, vf, Linv):
                                          np.asarray(Linv, dtype=float))
 
 
+def check_finite_state(what: str, **arrays) -> None:
+    """A ValueError naming the first of ``arrays`` (NumPy arrays or lists; others, such as device
+    arrays, are left to :meth:`ContactSystem.solve`) with a NaN or infinite entry, and where."""
+    for name, x in arrays.items():
+        if not isinstance(x, (np.ndarray, list, tuple)):
+            continue
+        try:
+            a = np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            continue  # not numbers: the shape and type checks say so
+        bad = ~np.isfinite(a)
+        if bad.any():
+            at = f" (state {int(np.flatnonzero(bad.any(axis=-1))[0])} of the batch)" if a.ndim == 2 else ""
+            raise ValueError(f"{what}: {name} has a NaN or infinite entry{at}")
+
+
 def contact_fd(model: RobotModel, q, v, tau, contacts):
     """Forward dynamics with contacts: ``(q̈, F)``.
 
@@ -515,6 +537,13 @@ def contact_fd(model: RobotModel, q, v, tau, contacts):
     contacts: the force part only)."""
     contacts = _check_contacts(model, contacts)
     names = [c.frame for c in contacts]
+    check_finite_state("contact_fd", q=q, v=v, tau=tau)
+    q_ = np.asarray(q)
+    if q_.ndim == 2 and q_.shape[0] == 0:  # a batch of no states: no states out (as the kernels)
+        for name, x, w in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)):
+            if np.shape(x) != (0, w):
+                raise ValueError(f"{name}: expected shape (0, {w}) like q's {q_.shape}, got {np.shape(x)}")
+        return np.zeros((0, model.nv)), np.zeros((0, len(contacts), 6))
 
     def one(q, v, tau):
         qdd0 = aba(model, q, v, tau)

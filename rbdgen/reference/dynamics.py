@@ -40,6 +40,10 @@ def _batched(model: RobotModel, fn, named_args, f_ext=None):
             raise ValueError(f"f_ext: expected shape {want}, got {f_ext.shape}")
     if not batch:
         return fn(*arrs, f_ext) if f_ext is not None else fn(*arrs)
+    if n == 0:  # no states: the outputs' shapes, from one state of zeros (its values unused)
+        with np.errstate(all="ignore"):
+            one = fn(*(np.zeros(a.shape[1:]) for a in arrs), *(() if f_ext is None else (np.zeros((model.nb, 6)),)))
+        return tuple(np.empty((0,) + np.shape(o)) for o in one) if isinstance(one, tuple) else np.empty((0,) + np.shape(one))
     outs = [fn(*(a[k] for a in arrs), *(() if f_ext is None else (f_ext[k],))) for k in range(n)]
     if isinstance(outs[0], tuple):
         return tuple(np.stack(o) for o in zip(*outs))

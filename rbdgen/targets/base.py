@@ -28,6 +28,7 @@ import numpy as np
 
 from ..codegen.sources import Sources
 from ..errors import RbdgenError
+from ..model.urdf import MAX_NAME_LENGTH
 from ..toolchain import gencache
 from ..toolchain.rebuild import load as load_remembering
 
@@ -158,6 +159,10 @@ class Target:
         return "\n".join(parts)
 
     def build(self, model, kernels: tuple, dtype, *, fold: bool = True, name=None, progress=None, **options):
+        label = str(name if name is not None else model.name)
+        if len(label) > MAX_NAME_LENGTH:  # the name makes the file names: an OSError while compiling, else
+            raise ValueError(f"{'name' if name is not None else 'the robot name'} {label[:24]!r}… is {len(label)} "
+                             f"characters long, at most {MAX_NAME_LENGTH} (it names the generated files)")
         st = self.split_options(options, where=f"build(target={self.name!r})")
 
         def generate():

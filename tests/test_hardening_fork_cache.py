@@ -1,0 +1,296 @@
+"""Issue 46, second round: a batch in a forked child after a parallel batch in the parent (it
+hung: libgomp's thread pool does not survive fork), and damaged cache entries (a truncated
+library killed Python with SIGBUS on every later build, an empty one was never rebuilt, and a
+generation-cache entry damaged where zlib's Adler-32 does not see it was compiled). The fork and
+each load of a damaged library run in a subprocess, with a timeout: a hang fails the test instead
+of stalling the suite, and a SIGBUS kills only the subprocess."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rbdgen
+import rbdgen.robots
+from rbdgen.errors import RbdgenWarning
+from rbdgen.targets.cpu import CpuTarget
+from rbdgen.toolchain import compiler, gencache
+
+from conftest import TOL64, random_state, ref_out, relerr
+
+IIWA = rbdgen.robots.path("iiwa14")
+
+
+def _run(script: str, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``script`` in a new Python process (a session of its own), killed with everything it
+    forked when it takes longer than ``timeout`` seconds: then the test fails, it does not hang."""
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env=dict(os.environ, **(env or {})))
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # the script and the children it forked (they hang too)
+        out, err = p.communicate()
+        pytest.fail(f"no result after {timeout} s (hung):\n{out[-2000:]}\n{err[-2000:]}")
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def _has_pause() -> bool:
+    """Whether the OpenMP runtime the kernels link has omp_pause_resource_all (OpenMP 5.0: GCC 9's
+    libgomp and later), which lets a forked child keep its threads."""
+    try:
+        return hasattr(ctypes.CDLL("libgomp.so.1"), "omp_pause_resource_all")
+    except OSError:
+        return False
+
+
+# ---- 1. fork after a parallel batch --------------------------------------------------------------
+
+_FORK_SCRIPT = """
+    import json, multiprocessing as mp, os, re
+    import numpy as np
+    import rbdgen, rbdgen.robots
+    from rbdgen.targets.cpu.emit import PARALLEL_OPS
+
+    def threads():
+        return int(re.search(r"Threads:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
+
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    kern = rbdgen.build(m, kernels=["rnea"])
+    n = 4 * (PARALLEL_OPS // kern.op_counts["rnea"]["total"] + 1)  # 4x what goes parallel
+    rng = np.random.default_rng(3)
+    Q, V, A = m.random_q(rng, n), rng.normal(size=(n, m.nv)), rng.normal(size=(n, m.nv))
+    before = threads()
+    tau = kern.rnea(Q, V, A)
+    pool_threads = threads() - before  # the OpenMP pool the batch started
+
+    def work(_):
+        t0 = threads()
+        out = kern.rnea(Q, V, A)
+        return out.tolist(), threads() - t0
+
+    with mp.get_context("fork").Pool(2) as p:  # hung here
+        res = p.map(work, range(2))
+
+    # and a child's child (the child forks after a parallel batch of its own)
+    pid = os.fork()
+    if pid == 0:
+        ok = np.array_equal(kern.rnea(Q, V, A), tau)
+        pid2 = os.fork()
+        if pid2 == 0:
+            os._exit(0 if np.array_equal(kern.rnea(Q, V, A), tau) else 3)
+        _, st = os.waitpid(pid2, 0)
+        os._exit(0 if ok and os.waitstatus_to_exitcode(st) == 0 else 4)
+    _, st = os.waitpid(pid, 0)
+    # the parent again: its pool was shut down for the fork and starts again
+    again = np.array_equal(kern.rnea(Q, V, A), tau)
+    print(json.dumps({"n": n, "pool_threads": pool_threads, "tau": tau.tolist(), "Q": Q.tolist(),
+                      "V": V.tolist(), "A": A.tolist(), "children": [r[0] for r in res],
+                      "child_threads": [r[1] for r in res], "grandchild_rc": os.waitstatus_to_exitcode(st),
+                      "parent_again": again}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc; fork")
+def test_batch_in_a_forked_child_returns_after_a_parallel_batch():
+    """A multiprocessing "fork" pool over a kernel, after one parallel batch in the parent: each
+    worker's batch returns the parent's numbers (it waited forever for the pool's threads)."""
+    rbdgen.build(rbdgen.load_urdf(IIWA), kernels=["rnea"])  # compiled here: the script's timeout is for the fork
+    r = _run(_FORK_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "2"})  # a pool even on one core
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert d["pool_threads"] >= 1, "the parent's batch did not go parallel: the test shows nothing"
+    tau = np.array(d["tau"])
+    for child in d["children"]:
+        assert np.array_equal(np.array(child), tau)  # the same kernel on the same states
+    assert d["grandchild_rc"] == 0 and d["parent_again"]
+    # the parent's numbers are the reference's (on a sample of the states)
+    m = rbdgen.load_urdf(IIWA)
+    Q, V, A = (np.array(d[k]) for k in "QVA")
+    idx = np.arange(0, d["n"], d["n"] // 16)
+    assert relerr(tau[idx], ref_out(m, "rnea", Q[idx], V[idx], A[idx])) <= TOL64
+    if _has_pause():  # the children kept OpenMP: the parent's pool was shut down before the fork
+        assert all(t >= 1 for t in d["child_threads"]), d["child_threads"]
+
+
+# ---- 2. a damaged library in the compile cache ---------------------------------------------------
+
+_LOAD_SCRIPT = """
+    import json, warnings
+    import numpy as np
+    import rbdgen, rbdgen.robots
+    warnings.simplefilter("always")
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    with warnings.catch_warnings(record=True) as w:
+        kern = rbdgen.build(m, kernels=["rnea"], march="portable", opt="-O1")
+    rng = np.random.default_rng(4)
+    Q, V, A = m.random_q(rng, 8), rng.normal(size=(8, m.nv)), rng.normal(size=(8, m.nv))
+    print(json.dumps({"path": kern.path, "tau": kern.rnea(Q, V, A).tolist(), "Q": Q.tolist(), "V": V.tolist(),
+                      "A": A.tolist(), "warnings": [str(x.message) for x in w]}))
+"""
+
+
+def _load_in_child(cache) -> tuple[subprocess.CompletedProcess, dict | None]:
+    r = _run(_LOAD_SCRIPT, timeout=300, env={"RBDGEN_CACHE_DIR": str(cache), gencache.ENV: "1"})
+    lines = r.stdout.strip().splitlines()
+    return r, (json.loads(lines[-1]) if r.returncode == 0 and lines else None)
+
+
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory):
+    """A compile cache holding the library of _LOAD_SCRIPT, built once for the module."""
+    cache = tmp_path_factory.mktemp("cache")
+    r, d = _load_in_child(cache)
+    assert d is not None, r.stderr[-3000:]
+    return cache
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "one byte changed", "no digest"])
+def test_a_damaged_library_in_the_compile_cache_is_rebuilt(built_cache, tmp_path, damage):
+    """A library damaged after its build (a crash before the data reached the disk, a full disk, a
+    copy cut short) is rebuilt on the next build, which then gives the reference's numbers; it
+    killed Python with SIGBUS (truncated) or was a BuildError forever (empty). An entry without a
+    digest (made before digests were written) is rebuilt too, without a warning."""
+    shutil.copytree(built_cache, tmp_path / "c")
+    (lib,) = (str(p) for p in (tmp_path / "c").glob("*/*.so"))
+    size = os.path.getsize(lib)
+    if damage == "truncated":
+        os.truncate(lib, size // 2)
+    elif damage == "empty":
+        os.truncate(lib, 0)
+    elif damage == "one byte changed":
+        with open(lib, "r+b") as f:
+            f.seek(size // 2)
+            b = f.read(1)
+            f.seek(size // 2)
+            f.write(bytes([b[0] ^ 0xFF]))
+    else:
+        for p in Path(lib).parent.iterdir():
+            if p.name.endswith(compiler.DIGEST):
+                p.unlink()
+    r, d2 = _load_in_child(tmp_path / "c")
+    assert r.returncode != -signal.SIGBUS, "SIGBUS"
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert d2["path"] == lib
+    m = rbdgen.load_urdf(IIWA)
+    Q, V, A = (np.array(d2[k]) for k in "QVA")
+    assert relerr(np.array(d2["tau"]), ref_out(m, "rnea", Q, V, A)) <= TOL64
+    assert any("damaged" in w for w in d2["warnings"]) == (damage != "no digest"), d2["warnings"]
+    assert os.path.getsize(lib) > 0 and compiler.library_intact(Path(lib)) is None  # rebuilt, with its digest
+    r, d3 = _load_in_child(tmp_path / "c")  # and the rebuilt entry is a plain hit
+    assert d3 is not None and not d3["warnings"] and d3["tau"] == d2["tau"]
+
+
+# ---- 2b. a damaged entry of the generation cache -------------------------------------------------
+
+@pytest.fixture()
+def generated(monkeypatch, tmp_path):
+    """A fresh cache folder, and the kernels the CPU target generated in it, in order."""
+    monkeypatch.setenv("RBDGEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(gencache.ENV, raising=False)
+    calls = []
+    orig = CpuTarget.generate
+
+    def generate(self, model, kernels, **kw):
+        calls.append(tuple(kernels))
+        return orig(self, model, kernels, **kw)
+
+    monkeypatch.setattr(CpuTarget, "generate", generate)
+    return calls
+
+
+def _check_rnea(kern, model):
+    assert kern.kernels == ("rnea",)
+    q, v, a, _ = random_state(model, seed=6, n=5)
+    assert relerr(kern.rnea(q, v, a), ref_out(model, "rnea", q, v, a)) <= TOL64
+
+
+def test_a_damaged_generation_cache_entry_is_a_miss_and_rewritten(generated, tmp_path):
+    """Truncated, empty, garbage, or another key's entry (a valid entry, the wrong one): the next
+    build generates again, builds the right kernels and writes the entry back as it was. The last
+    one was a hit: the kernels of the other entry were built and loaded."""
+    model = rbdgen.load_urdf(IIWA)
+    kw = dict(march="portable", opt="-O1")
+    _check_rnea(rbdgen.build(model, kernels=["rnea"], **kw), model)
+    (entry,) = (tmp_path / "generated").iterdir()
+    good = entry.read_bytes()
+    rbdgen.build(model, kernels=["gravity"], **kw)
+    (other,) = set((tmp_path / "generated").iterdir()) - {entry}
+    assert generated == [("rnea",), ("gravity",)]
+    for damage in ("truncated", "empty", "garbage", "another key's entry"):
+        entry.write_bytes({"truncated": good[: len(good) // 2], "empty": b"",
+                           "garbage": np.random.default_rng(0).bytes(len(good)),
+                           "another key's entry": other.read_bytes()}[damage])
+        generated.clear()
+        _check_rnea(rbdgen.build(model, kernels=["rnea"], **kw), model)
+        assert generated == [("rnea",)], damage  # a miss
+        assert entry.read_bytes() == good, damage  # written again
+    generated.clear()
+    _check_rnea(rbdgen.build(model, kernels=["rnea"], **kw), model)
+    assert generated == []  # and a hit again
+
+
+def test_damage_that_zlib_cannot_see_in_a_generation_cache_entry_is_a_miss(tmp_path, monkeypatch):
+    """Damage that keeps the zlib stream valid: three consecutive bytes changed by +1, -2, +1 keep both
+    of Adler-32's sums (zlib's only check), here in an entry stored without compression so that
+    the bytes are the C++ itself. It was a hit, with the changed sources; the SHA-256 makes it a
+    miss. Such damage happens in compressed entries too: 2 of 52 539 single-bit flips of an iiwa
+    rnea entry got through zlib (each changed three characters of the C++ and kept the sum). And
+    a flipped bit at every third byte of an ordinary entry: each load a miss, or the sources as
+    generated."""
+    monkeypatch.setenv("RBDGEN_CACHE_DIR", str(tmp_path))
+    from rbdgen.targets import get_target
+
+    src = get_target("cpu").generate(rbdgen.load_urdf(IIWA), ("gravity",), dtypes=("float64",), name=None, lanes=4)
+    k = "f" * 32
+    gencache.store(k, src)
+    path = gencache._path(k)
+    good = path.read_bytes()
+    assert gencache.load(k).files == src.files
+    for i in range(0, len(good), 3):
+        b = bytearray(good)
+        b[i] ^= 1 << (i % 8)
+        path.write_bytes(bytes(b))
+        back = gencache.load(k)
+        assert back is None or back.files == src.files, f"byte {i}"
+
+    compress = zlib.compress
+    with monkeypatch.context() as mp:
+        mp.setattr(zlib, "compress", lambda data, level=-1: compress(data, 0))  # stored blocks
+        gencache.store(k, src)
+    raw = path.read_bytes()
+    at = raw.index(b"gravity")
+    damaged = raw[:at] + bytes([raw[at] + 1, raw[at + 1] - 2, raw[at + 2] + 1]) + raw[at + 3:]  # "hpbvity"
+    path.write_bytes(raw)
+    assert gencache.load(k).files == src.files
+    path.write_bytes(damaged)
+    assert gencache.load(k) is None  # a miss (was: a hit, with "hpbvity" in the C++)
+
+
+def test_a_compile_cache_hit_hashes_the_library_once_per_process(tmp_path, monkeypatch):
+    """The check reads the library once per process: a later build of the same kernels in it knows
+    the file by its size, time and inode, and does not hash it again."""
+    monkeypatch.setenv("RBDGEN_CACHE_DIR", str(tmp_path))
+    model = rbdgen.load_urdf(IIWA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RbdgenWarning)
+        kern = rbdgen.build(model, kernels=["gravity"], march="portable", opt="-O1")
+    calls = []
+    orig = compiler.file_digest
+    monkeypatch.setattr(compiler, "file_digest", lambda p: calls.append(p) or orig(p))
+    compiler._verified.clear()
+    assert rbdgen.build(model, kernels=["gravity"], march="portable", opt="-O1").path == kern.path
+    assert rbdgen.build(model, kernels=["gravity"], march="portable", opt="-O1").path == kern.path
+    assert len(calls) == 1
