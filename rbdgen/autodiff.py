@@ -16,11 +16,10 @@ each wrapper composes our tangent derivative with the tangent map T(q) (nv × nq
 * every joint coordinate: the identity.
 
 So ∂τ/∂q = (∂τ/∂δ) · T(q). T maps the radial direction du ∝ u to zero twist: ∂τ/∂q is the
-derivative of τ(p, u/|u|, …), the function the NumPy reference computes (it normalises u). The
-generated kernels, like Pinocchio, take u as unit without normalising; on unit quaternions their
-values are the same, but a finite difference of a kernel along du ∝ u sees the unnormalised
-formula, so compare gradients along directions tangent to the sphere (or of τ∘normalise). Velocities,
-accelerations and torques are tangent quantities already (nv): no map.
+derivative of τ(p, u/|u|, …), the function the NumPy reference and the generated kernels compute
+(both use the rotation of u/|u|; Pinocchio takes u as unit). Off the unit sphere the angular
+rows carry 1/|u|: the rotation moves by d(u/|u|) = (du − ū ūᵀdu)/|u|. Velocities, accelerations
+and torques are tangent quantities already (nv): no map.
 
 Which kernels are differentiable, and which kernels give their partial derivatives, is part of
 each kernel's declaration (:class:`rbdgen.registry.Gradient`; :func:`differentiable` lists them).
@@ -33,8 +32,6 @@ and the reverse rules are the transposes (g_q = Tᵀ (∂τ/∂δ)ᵀ g, …). :
 kernel's partial derivatives with the q-block already composed with T.
 """
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 
@@ -83,7 +80,8 @@ def tangent_map(model, q) -> np.ndarray:
     T[..., rows, cols] = 1.0
     for v0, p0 in free:
         u = q[..., p0 + 3: p0 + 7]
-        u = u / np.sqrt(np.sum(u * u, axis=-1, keepdims=True))
+        n = np.sqrt(np.sum(u * u, axis=-1, keepdims=True))
+        u = u / n  # the rotation is that of u/|u|: a change du moves it by d(u/|u|), |u|⁻¹ du tangentially
         x, y, z, w = u[..., 0], u[..., 1], u[..., 2], u[..., 3]
         xx, yy, zz, xy, xz, yz, wx, wy, wz = x * x, y * y, z * z, x * y, x * z, y * z, w * x, w * y, w * z
         # δ_lin = Rᵀ dp, R the rotation of the normalised quaternion: (Rᵀ)[r, c] = R[c, r]
@@ -98,6 +96,7 @@ def tangent_map(model, q) -> np.ndarray:
         ang[..., 1, 0], ang[..., 1, 2] = -2 * z, 2 * x
         ang[..., 2, 0], ang[..., 2, 1] = 2 * y, -2 * x
         ang[..., :, 3] = -2 * u[..., :3]
+        ang /= n[..., None]  # δ_ang of d(u/|u|): the radial part is already mapped to zero
     return T
 
 
@@ -139,11 +138,15 @@ def partials(kern, name, *inputs):
 
 def rule(name):
     """``partials`` for kernel ``name`` as ``f(kern, *inputs)``, or None where it has no gradient."""
-    return functools.partial(_rule, name) if name in differentiable() else None
+    if name not in differentiable():
+        return None
 
+    def f(kern, *inputs):
+        return partials(kern, name, *inputs)
 
-def _rule(name, kern, *inputs):
-    return partials(kern, name, *inputs)
+    f.__name__ = f.__qualname__ = f"{name}_partials"
+    f.__doc__ = f"The partial derivatives of {name} (:func:`rbdgen.autodiff.partials`)."
+    return f
 
 
 #: inverse dynamics: (∂τ/∂q (…, nv, nq), ∂τ/∂v, ∂τ/∂a = M) at (q, v, a)

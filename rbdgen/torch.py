@@ -33,7 +33,7 @@ the rules of :mod:`rbdgen.autodiff` (:func:`~rbdgen.autodiff.rnea_partials`,
 :func:`~rbdgen.autodiff.aba_partials`): g_q = (∂y/∂q)ᵀ g, g_v = (∂y/∂v)ᵀ g, and g_a = Mᵀ g
 (rnea) or g_τ = (M⁻¹)ᵀ g (aba), state by state for a batch. ∂y/∂q is taken along q's
 coordinates: for a floating base it is the derivative of y(p, u/|u|, …), the function the NumPy
-reference computes (the kernels take the quaternion u as unit without normalising; see the
+reference and the kernels compute (both use the rotation of the normalised quaternion; see the
 docstring of :mod:`rbdgen.autodiff`).
 
 The partials are computed **in backward, not in forward**: forward saves only its inputs

@@ -81,6 +81,21 @@ def test_partials_equal_finite_differences_along_raw_coordinates(case):
             assert relerr(got, num) <= 1e-6, (partials.__name__, relerr(got, num))
 
 
+@pytest.mark.parametrize("scale", [0.5, 2.0])
+def test_partials_off_the_unit_sphere(scale):
+    """A quaternion of norm 0.5 or 2 (the reference and the kernels use the rotation of u/|u|): ∂/∂q
+    along the quaternion's raw coordinates is |u|⁻¹ of the unit one's, as central differences of
+    the reference say (the tangent map lacked the 1/|u| and gave 2× at |u| = 2)."""
+    m = _model("quadruped", True)
+    kern = _reference_kernels(m)
+    q, v, a, _ = random_state(m, seed=5)
+    q[3:7] *= scale
+    h = 1e-6
+    Jq = rnea_partials(kern, q, v, a)[0]
+    num = np.stack([(ref.rnea(m, q + h * e, v, a) - ref.rnea(m, q - h * e, v, a)) / (2 * h) for e in np.eye(m.nq)], -1)
+    assert relerr(Jq, num) <= 1e-6, relerr(Jq, num)
+
+
 def test_missing_kernels_are_named():
     m = _model("iiwa14", False)
     kern = SimpleNamespace(model=m, kernels=("rnea",))

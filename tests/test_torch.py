@@ -166,9 +166,8 @@ def test_gradcheck_fixed_base(sets, name):
 
 @pytest.mark.parametrize("name", ["rnea", "aba"])
 def test_floating_base_backward_equals_central_differences_of_the_reference(sets, name):
-    """gradcheck would perturb the raw quaternion, which the kernel takes as unit without
-    normalising; our rule differentiates y∘normalise (rbdgen.autodiff), which is what the NumPy
-    reference computes: compare gᵀ∂y/∂x with central differences of gᵀ·reference along every
+    """Our rule differentiates y∘normalise (rbdgen.autodiff), which is what the NumPy reference
+    and the kernels compute: compare gᵀ∂y/∂x with central differences of gᵀ·reference along every
     coordinate of every input (the quaternion's four included)."""
     kern = sets["quadruped-floating"]
     m = kern.model
