@@ -404,12 +404,9 @@ def kernels_cmd():
     click.echo("\n".join(text_table(rows, left=(0, 1, 3, 4))))
 
 
-#: the largest --snap: it absorbs numbers printed with too few digits (rpy 1.5708 leaves 3.7e-6,
-#: 1.57 leaves 8e-4); a larger one changes the geometry (10 snapped every rotation entry)
-MAX_SNAP = 1e-2
-
-
 def _check_snap(ctx, param, value):
+    from .symbolic import MAX_SNAP
+
     if value is not None and not (np.isfinite(value) and 0 < value <= MAX_SNAP):
         raise click.BadParameter(f"expected a positive tolerance up to {MAX_SNAP:g} such as 1e-6 (a rounding of "
                                  f"printed numbers, not a change of geometry), got {value!r}")

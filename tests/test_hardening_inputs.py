@@ -439,3 +439,18 @@ def test_reference_on_no_states():
         got = fn(m, *args)
         for g, o in zip(got if isinstance(got, tuple) else (got,), one if isinstance(one, tuple) else (one,)):
             assert g.shape == (0,) + o.shape, fn.__name__
+
+
+def test_snap_tolerance_is_bounded_in_python_too(tmp_path):
+    """The CLI refuses --snap 10; the Python path took it and snapped every rotation entry."""
+    from rbdgen.package import generate_package
+    from rbdgen.symbolic import snap_model
+
+    m = rbdgen.load_urdf(IIWA)
+    for tol in (10, 0.5, float("nan"), "1e-3"):
+        with pytest.raises(ValueError, match="snap tolerance"):
+            snap_model(m, tol)
+    with pytest.raises(ValueError, match="snap tolerance"):
+        generate_package(m, tmp_path, urdf=IIWA, load_options={}, kernels=("rnea",), snap=10)
+    assert list(tmp_path.iterdir()) == []
+    assert snap_model(m, 1e-3)[0].nb == m.nb  # within range: fine

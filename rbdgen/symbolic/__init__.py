@@ -158,10 +158,23 @@ def _snap_array(a: np.ndarray, tol: float):
     return out, changes
 
 
+#: the largest snap tolerance: it absorbs numbers printed with too few digits (rpy 1.5708 leaves
+#: 3.7e-6, 1.57 leaves 8e-4); a larger one changes the geometry (10 snapped every rotation entry)
+MAX_SNAP = 1e-2
+
+
 def snap_model(model: RobotModel, tol: float):
     """Snap entries of each X_tree's rotation and translation within ``tol`` of 0 or ±1 (URDF
     angles written as 1.5708 leave 3.7e-6 where the designer meant 0). Returns the new model and
-    a :class:`SnapReport`; ``tol <= 0`` changes nothing."""
+    a :class:`SnapReport`; ``tol <= 0`` changes nothing; above :data:`MAX_SNAP`, or not a finite
+    number, a ``ValueError``."""
+    try:
+        ok = math.isfinite(tol) and tol <= MAX_SNAP
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"snap tolerance must be a number up to {MAX_SNAP:g} (a rounding of printed numbers, "
+                         f"not a change of geometry), got {tol!r}")
     if tol <= 0:
         return model, SnapReport(tol, [])
     X_new = np.array(model.X_tree)
