@@ -188,7 +188,7 @@ def goals_markdown(results: dict) -> list[str]:
                 lanes = v.get("kernel_lanes", {}).get("rnea", v["lanes"])
                 lines.append(f"- iiwa14 rnea, batch of {big} on one core, {vn} build ({lanes} lanes): "
                              f"{fmt_ns(t)} per state (goal ≤ {GOAL_IIWA_RNEA_BATCH_NS:g} ns){mark(t <= GOAL_IIWA_RNEA_BATCH_NS)}")
-    return L + lines + ["", "Why each ✗ is a ✗, and what would close it: README, \"Speed\".", ""]
+    return L + lines + ["", "Why each ✗ is a ✗, and what would close it: docs/performance.md, \"Where rbdgen is still slow\".", ""]
 
 
 def markdown(results: dict) -> str:

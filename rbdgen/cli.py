@@ -54,16 +54,28 @@ def _load(path, floating_base, mimic, check_inertia, gravity=DEFAULT_GRAVITY, fr
     return model
 
 
+@contextlib.contextmanager
 def _progress(quiet):
-    if quiet:
-        return None
-    return lambda msg: click.echo(f"rbdgen: {msg}", err=True)
+    """``with _progress(quiet) as progress``: what the work is doing, on stderr: one line rewritten
+    in place on a terminal (cleared when the block ends, before the command prints its results),
+    a plain line per message elsewhere (a log), nothing with --quiet (:mod:`rbdgen.progress`)."""
+    from .progress import reporting
+
+    with reporting(not quiet) as progress:
+        yield False if progress is None else progress  # (None would be rbdgen.build's default: a terminal line)
+
+
+class _MimicChoice(click.Choice):
+    """couple, independent or refuse; ``error``, refuse's old name, is taken but not shown."""
+
+    def convert(self, value, param, ctx):
+        return "refuse" if value == "error" else super().convert(value, param, ctx)
 
 
 def model_options(f):
     f = click.option("--no-check-inertia", "no_check_inertia", is_flag=True,
                      help="Load bodies whose lumped inertia is not physical.")(f)
-    f = click.option("--mimic", type=click.Choice(["couple", "independent", "refuse", "error"]), default="couple",
+    f = click.option("--mimic", type=_MimicChoice(["couple", "independent", "refuse"]), default="couple",
                      show_default=True,
                      help="Mimic joints: move with their leader (couple; nq/nv count the free joints, as "
                           "Pinocchio's mimic=True), ordinary joints (independent), or refuse them.")(f)
@@ -141,7 +153,8 @@ def _selected(model, kernels, skip):
 
 
 #: which target options each command offers (by the stage they act at)
-_COMMAND_STAGES = {"generate": ("generate",), "validate": ("generate", "compile", "run"), "inspect": ("cost",)}
+_COMMAND_STAGES = {"generate": ("generate",), "validate": ("generate", "compile", "run"), "inspect": ("cost",),
+                   "build": ("compile",)}
 
 
 def target_options(command):
@@ -365,11 +378,15 @@ def inspect(urdf, floating_base, mimic, frames, no_check_inertia, show_sparsity,
             click.echo(format_sparsity(model))
         if show_cost:
             click.echo("")
-            click.echo(format_cost(model, kernels, progress=_progress(quiet)))
-            for section in get_target(target).cost_sections(model, kernels, dtype=dtype, progress=_progress(quiet),
-                                                              **topts):
+            with _progress(quiet) as progress:
+                table = format_cost(model, kernels, progress=progress)
+            click.echo(table)
+            with _progress(quiet) as progress:
+                sections = get_target(target).cost_sections(model, kernels, dtype=dtype, progress=progress, **topts)
+            for section in sections:
                 click.echo("")
                 click.echo(section)
+        _echo_snap_hint(model)
         return
     click.echo("")
     click.echo(format_tree(getattr(model, "tree", model)))
@@ -389,6 +406,14 @@ def inspect(urdf, floating_base, mimic, frames, no_check_inertia, show_sparsity,
     click.echo("")
     click.echo("frames (--frames): " + (", ".join(model.frames) or "none selected") +
                "; leaf links: " + (", ".join(model.leaf_links) or "none"))
+    _echo_snap_hint(model)
+
+
+def _echo_snap_hint(model) -> None:
+    hint = snap_hint(model)
+    if hint:
+        click.echo("")
+        click.echo(hint)
 
 
 @cli.command(name="kernels")
@@ -426,6 +451,36 @@ def format_snap(info) -> str:
     if info["count"] > 20:
         lines.append(f"  ... and {info['count'] - 20} more (all listed in manifest.json)")
     return "\n".join(lines)
+
+
+#: rotation entries of the joint transforms this close to 0 without being 0 make the --snap hint
+#: (a quarter turn written as rpy 1.5708 leaves cos = 3.7e-6)
+SNAP_HINT_WITHIN = 1e-3
+
+
+def snap_hint(model) -> str | None:
+    """One line suggesting ``--snap`` when the joint transforms hold rotation entries within
+    :data:`SNAP_HINT_WITHIN` of 0 but not 0 (quarter turns rounded in the URDF, k·π/2 ± 1e-3),
+    and snapping them saves operations: the tolerance that catches them (a power of ten) and
+    rnea's op count without and with it. None otherwise."""
+    import math
+
+    from .registry import trace
+    from .symbolic import MAX_SNAP, snap_model
+
+    _, near = snap_model(model, SNAP_HINT_WITHIN)
+    devs = [abs(old) for _, what, _, old, new in near.snapped if what == "E_tree" and new == 0.0]
+    if not devs:
+        return None
+    tol = min(MAX_SNAP, 10.0 ** math.ceil(math.log10(max(devs))))
+    snapped, report = snap_model(model, tol)
+    before, after = trace(model, "rnea").op_counts()["total"], trace(snapped, "rnea").op_counts()["total"]
+    if after >= before:
+        return None
+    return (f"hint: {len(devs)} rotation entries of the joint transforms are within {max(devs):.2g} of 0 without "
+            f"being 0 (quarter turns written with too few digits, such as rpy=\"1.5708\"): `rbdgen generate … "
+            f"--snap {tol:g}` snaps them ({len(report.snapped)} entries within that of 0 or ±1; it reports how far "
+            f"the dynamics move) and saves operations: rnea {before} → {after} ops")
 
 
 class _Terminated(BaseException):
@@ -503,10 +558,10 @@ def generate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames)
     kernels = _selected(model, kernels, skip_kernels)
     load_options = {"floating_base": floating_base, "mimic": mimic, "check_inertia": not no_check_inertia}
-    with _report_warnings(), _cleanup_then_end_by_signal():
+    with _report_warnings(), _cleanup_then_end_by_signal(), _progress(quiet) as progress:
         pkg = generate_package(model, out, urdf=urdf, load_options=load_options, name=name,
                                dtypes=dtypes or None, kernels=kernels, target=target, snap=snap,
-                               progress=_progress(quiet), **topts)
+                               progress=progress, **topts)
     if pkg.snap is not None:
         click.echo(format_snap(pkg.snap))
     m = pkg.manifest
@@ -542,9 +597,9 @@ def validate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
     topts = _target_kwargs(target, "validate", given)
     model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames)
     kernels = _selected(model, kernels, skip_kernels)
-    with _report_warnings():
+    with _report_warnings(), _progress(quiet) as progress:
         rows = V.validate(model, target=target, dtype=dtype, states=states, seed=seed, kernels=kernels,
-                          pinocchio=not no_pinocchio, progress=_progress(quiet), **topts)
+                          pinocchio=not no_pinocchio, progress=progress, **topts)
     base = "floating" if model.floating_base else "fixed"
     click.echo(f"robot {model.name!r} ({urdf}), {base} base, nq {model.nq} nv {model.nv}: "
                f"{get_target(target).describe({**topts, 'dtype': dtype})}, {dtype}; {states} random states "
@@ -555,6 +610,9 @@ def validate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
     notes = sorted({r.note for r in rows if r.note})
     for n in notes:
         click.echo(f"note: {n}")
+    hint = snap_hint(model)
+    if hint:
+        click.echo(hint)
     failed = [r.kernel for r in rows if not r.passed]
     click.echo("")
     if failed:
@@ -566,9 +624,48 @@ def validate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
     click.echo("the kernel passes" if len(rows) == 1 else f"all {len(rows)} kernels pass")
 
 
+@cli.command(name="build")
+@click.argument("folder", metavar="DIR", type=click.Path(path_type=str))
+@click.option("--dtype", "dtypes", type=click.Choice(["float64", "float32"]), multiple=True,
+              help="Scalar type to compile; repeat for several (default: every one the package holds).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
+@target_options("build")
+def build_cmd(folder, dtypes, quiet, **given):
+    """Compile every kernel of the package in DIR (written by `rbdgen generate`) now, as one
+    library in rbdgen's compile cache: the package's first call then only loads it (without this,
+    a package compiles each kernel on its first call). The options are those of the package's
+    target that act at compile time, as in its load()."""
+    from .package import load_package, read_manifest
+    from .targets import all_options, get_target
+
+    if not os.path.isdir(folder):
+        raise RbdgenError(f"{folder}: no such folder")
+    if not os.path.isfile(os.path.join(folder, "manifest.json")):
+        raise RbdgenError(f"{folder}: not a package written by `rbdgen generate` (no manifest.json there)")
+    m = read_manifest(folder)
+    t = get_target(m["options"]["target"])
+    used = {k: v for k, v in given.items() if v is not None and v is not False}
+    wrong = [k for k in used if k not in t.option_names("compile")]
+    if wrong:
+        flags = {o.name: o.flag for o in all_options()}
+        raise click.UsageError(f"{', '.join(flags[k] for k in wrong)}: not an option of this package's target "
+                               f"({t.name})")
+    with _report_warnings(), _progress(quiet) as progress:
+        built = [(d, load_package(folder, d, progress=progress, **used))
+                 for d in (dtypes or m["options"].get("dtypes") or ["float64"])]
+    for d, kern in built:
+        where = f" in {kern.path}" if getattr(kern, "path", None) else ""
+        click.echo(f"built package '{m['package']}' ({t.name}, {m['target'].get('type') or d}): "
+                   f"{len(kern.kernels)} kernels{where}")
+
+
 @cli.command()
 def demo():
-    """Load the bundled robots, run the reference dynamics and check them against Pinocchio."""
+    """What `make demo` runs: generate and compile the bundled KUKA iiwa 14's C++ kernels (g++
+    -O3, cached), check each against the NumPy reference and Pinocchio, time them (one state, a
+    batch, the reference, Pinocchio), then build two of them for CUDA (run on the GPU, or
+    emulated on the CPU without one) and HLS (C simulation in ap_fixed<32,16>) and check those
+    too. Exit status 1 if a check fails."""
     from .demo import run_demo
 
     run_demo()

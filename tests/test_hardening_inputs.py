@@ -454,3 +454,21 @@ def test_snap_tolerance_is_bounded_in_python_too(tmp_path):
         generate_package(m, tmp_path, urdf=IIWA, load_options={}, kernels=("rnea",), snap=10)
     assert list(tmp_path.iterdir()) == []
     assert snap_model(m, 1e-3)[0].nb == m.nb  # within range: fine
+
+
+def test_snap_on_a_robot_with_coupled_mimic_joints(tmp_path):
+    """--snap on the panda (its fingers coupled by a mimic joint) stopped with a TypeError
+    (dataclasses.replace on the coupled model); it snaps the tree and keeps the coupling, and the
+    snapped kernels still agree with the unsnapped reference to the size of the snap."""
+    from rbdgen.symbolic import snap_model
+
+    m = rbdgen.load_urdf(_erd_dir() / "panda_description/urdf/panda.urdf")
+    s, report = snap_model(m, 1e-5)
+    assert s.coupled and (s.nq, s.nv) == (m.nq, m.nv) and s.followers == m.followers
+    q, v = m.random_q(np.random.default_rng(2)), np.ones(m.nv)
+    assert kernel_err(ref.rnea(s, q, v, v), ref.rnea(m, q, v, v)) <= 1e-4
+    from rbdgen.cli import main
+
+    rc = main(["generate", str(_erd_dir() / "panda_description/urdf/panda.urdf"), "--snap", "1e-5",
+                          "--kernels", "rnea", "--out", str(tmp_path), "--name", "p", "--quiet"])
+    assert rc == 0 and (tmp_path / "p" / "manifest.json").is_file()

@@ -3,14 +3,17 @@
 Regenerate with ``rbdgen generate robots/iiwa14.urdf --dtype float64 --frames iiwa_link_ee --kernels rnea,nle,gravity,crba,aba,minv,rnea_derivatives,aba_derivatives,forward_kinematics,rnea_scan,frame_placement,frame_jacobian_local,frame_jacobian_local_world_aligned,frame_jacobian_world,frame_bias_acceleration_local,frame_bias_acceleration_local_world_aligned,frame_bias_acceleration_world,osim_inverse,rnea_stale,rnea_stale_yamakita,rnea_stale_hamilton --name iiwa14 --out DIR``.
 
     import iiwa14
-    iiwa14.rnea(q, v, a)               # float64, compiled on first use (cached)
-    k = iiwa14.load(dtype="float64")   # rbdgen.kernels.loaded.CompiledKernels
+    iiwa14.rnea(q, v, a)               # float64; this kernel compiles on its first call (cached)
+    k = iiwa14.load(dtype="float64")   # the kernels, each compiled on its first call
+    k = iiwa14.build()   # every kernel compiled now: rbdgen.kernels.loaded.CompiledKernels
     iiwa14.nq, iiwa14.nv, iiwa14.joint_names, iiwa14.body_names
 
 fixed base, nq = 7, nv = 7, 7 bodies; dtypes: float64.
 Kernels: rnea, nle, gravity, crba, aba, minv, rnea_derivatives, aba_derivatives, forward_kinematics, rnea_scan, frame_placement, frame_jacobian_local, frame_jacobian_local_world_aligned, frame_jacobian_world, frame_bias_acceleration_local, frame_bias_acceleration_local_world_aligned, frame_bias_acceleration_world, osim_inverse, rnea_stale, rnea_stale_yamakita, rnea_stale_hamilton.
 Compiling needs rbdgen and a C++ compiler (not the URDF): the sources next to this file are
-built through rbdgen's compile cache. manifest.json records how they were generated.
+built through rbdgen's compile cache, with a progress line on stderr when it is a terminal;
+`rbdgen build <this folder>` compiles every kernel ahead of time. manifest.json records how they
+were generated.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import threading as _threading
 
 from rbdgen.package import load_package as _load_package
 
-__all__ = ["load", "robot", "nq", "nv", "nb", "joint_names", "body_names", "frames", "dtypes", "kernels", "default_options",
+__all__ = ["load", "build", "robot", "nq", "nv", "nb", "joint_names", "body_names", "frames", "dtypes", "kernels", "default_options",
            "rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics", "rnea_scan", "frame_placement", "frame_jacobian_local", "frame_jacobian_local_world_aligned", "frame_jacobian_world", "frame_bias_acceleration_local", "frame_bias_acceleration_local_world_aligned", "frame_bias_acceleration_world", "osim_inverse", "rnea_stale", "rnea_stale_yamakita", "rnea_stale_hamilton"]
 
 robot = "iiwa14"
@@ -36,7 +39,7 @@ dtypes = ("float64",)
 kernels = ("rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics", "rnea_scan", "frame_placement", "frame_jacobian_local", "frame_jacobian_local_world_aligned", "frame_jacobian_world", "frame_bias_acceleration_local", "frame_bias_acceleration_local_world_aligned", "frame_bias_acceleration_world", "osim_inverse", "rnea_stale", "rnea_stale_yamakita", "rnea_stale_hamilton")
 
 #: what the module-level functions compile with (change before their first call); the compile
-#: options of this target: opt, march, cxx
+#: options of this target: opt, march, cxx; "progress": False for no progress line
 default_options = {"dtype": "float64"}
 
 _HERE = _os.path.dirname(_os.path.abspath(__file__))
@@ -44,14 +47,27 @@ _lock = _threading.Lock()
 _loaded: dict = {}
 
 
-def load(dtype="float64", **options):
-    """Compile (cached) and load this package's kernels for ``dtype``; returns an
-    ``rbdgen.kernels.loaded.CompiledKernels`` with one method per kernel. ``options``: opt, march, cxx."""
+def load(dtype="float64", *, progress=None, **options):
+    """This package's kernels for ``dtype``, one method per kernel, each compiled (cached) and
+    loaded on its first call (``rbdgen.package.load.PackageKernels``; where the cache holds the
+    whole library, from ``build()`` or ``rbdgen build``, that is loaded instead).
+    ``options``: opt, march, cxx. ``progress``: None (a line on stderr when it is a
+    terminal), False, True, or a callable of one string."""
     key = (str(dtype), tuple(sorted(options.items())))
     with _lock:
         if key not in _loaded:
-            _loaded[key] = _load_package(_HERE, dtype=dtype, **options)
+            _loaded[key] = _load_package(_HERE, dtype=dtype, lazy=True, progress=progress, **options)
         return _loaded[key]
+
+
+def build(dtype=None, *, progress=None, **options):
+    """Compile every kernel now, as one library (cached), and return them
+    (``rbdgen.kernels.loaded.CompiledKernels``): for ``default_options``, what the functions below call (they
+    then call this library), updated with ``dtype`` and ``options``. ``progress``: as load's."""
+    kw = {**default_options, **({} if dtype is None else {"dtype": dtype}), **options}
+    if progress is not None:
+        kw["progress"] = progress
+    return load(**kw).build(progress=kw.get("progress"))
 
 
 def _default():

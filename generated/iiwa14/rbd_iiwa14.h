@@ -8,6 +8,29 @@
  * of a packed [q v] array, reversed rows, a broadcast row with stride 0 for inputs); the rows of
  * an output must not overlap.
  * Floating base: q = [x y z qx qy qz qw] (unit quaternion), v = [linear; angular] (base frame).
+ *
+ * Coordinates (Pinocchio's layout; a, tau and every nv-sized array follow v). Body i moves with
+ * joint i: the order of the bodies in every per-body output (forward_kinematics: nb x 4 x 4).
+ *      joint         type      body         q     v
+ *   0  iiwa_joint_1  revolute  iiwa_link_1  q[0]  v[0]
+ *   1  iiwa_joint_2  revolute  iiwa_link_2  q[1]  v[1]
+ *   2  iiwa_joint_3  revolute  iiwa_link_3  q[2]  v[2]
+ *   3  iiwa_joint_4  revolute  iiwa_link_4  q[3]  v[3]
+ *   4  iiwa_joint_5  revolute  iiwa_link_5  q[4]  v[4]
+ *   5  iiwa_joint_6  revolute  iiwa_link_6  q[5]  v[5]
+ *   6  iiwa_joint_7  revolute  iiwa_link_7  q[6]  v[6]
+ * Frames of the frame kernels (their f index, URDF link names):
+ *   0  iiwa_link_ee
+ *
+ * Memory: no single-state function (rbd_iiwa14_<kernel>_<type>) allocates, on any call: its
+ * scratch, if any, is an array on its stack (its size is given per kernel below), so it runs
+ * in any thread and is reentrant. The _ws variant takes that scratch from the caller instead
+ * (work: at least the kernel's _WORKSPACE scalars, any alignment of the scalar type, contents
+ * ignored and overwritten; NULL where the size is 0). The batch functions allocate one buffer
+ * per thread and call (new[]) and run on OpenMP threads when the batch is large: not for a
+ * real-time loop. They run _lanes() states per SIMD instruction (as compiled: 2 doubles
+ * without AVX, 4 with, 8 with AVX-512 for some kernels); a batch of n states runs n % lanes of them
+ * one at a time. rbdgen's docs/cpp.md has the details.
  */
 #ifndef RBD_IIWA14_H
 #define RBD_IIWA14_H
@@ -21,134 +44,325 @@ extern "C" {
 #define RBD_IIWA14_NQ 7
 #define RBD_IIWA14_NV 7
 #define RBD_IIWA14_NB 7
+#define RBD_IIWA14_NF 1
 
 /* rnea: inverse dynamics τ = M a + C v + g
  * in:  q[7], v[7], a[7]
- * out: tau[7] */
+ * out: tau[7]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_RNEA_F64_WORKSPACE 0
 void rbd_iiwa14_rnea_f64(const double* q, const double* v, const double* a, double* tau);
+void rbd_iiwa14_rnea_f64_ws(const double* q, const double* v, const double* a, double* tau, double* work);
+long rbd_iiwa14_rnea_f64_workspace_size(void);
 void rbd_iiwa14_rnea_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_iiwa14_rnea_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
+int rbd_iiwa14_rnea_f64_lanes(void);
+
 /* nle: nonlinear effects C v + g
  * in:  q[7], v[7]
- * out: tau[7] */
+ * out: tau[7]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_NLE_F64_WORKSPACE 0
 void rbd_iiwa14_nle_f64(const double* q, const double* v, double* tau);
+void rbd_iiwa14_nle_f64_ws(const double* q, const double* v, double* tau, double* work);
+long rbd_iiwa14_nle_f64_workspace_size(void);
 void rbd_iiwa14_nle_f64_batch(long n, const double* q, const double* v, double* tau);
 void rbd_iiwa14_nle_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* tau, long tau_stride);
+int rbd_iiwa14_nle_f64_lanes(void);
+
 /* gravity: generalised gravity g(q)
  * in:  q[7]
- * out: tau[7] */
+ * out: tau[7]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_GRAVITY_F64_WORKSPACE 0
 void rbd_iiwa14_gravity_f64(const double* q, double* tau);
+void rbd_iiwa14_gravity_f64_ws(const double* q, double* tau, double* work);
+long rbd_iiwa14_gravity_f64_workspace_size(void);
 void rbd_iiwa14_gravity_f64_batch(long n, const double* q, double* tau);
 void rbd_iiwa14_gravity_f64_batch_strided(long n, const double* q, long q_stride, double* tau, long tau_stride);
+int rbd_iiwa14_gravity_f64_lanes(void);
+
 /* crba: joint-space inertia matrix M(q), full (row-major, symmetric)
  * in:  q[7]
- * out: M[49] */
+ * out: M[49]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_CRBA_F64_WORKSPACE 0
 void rbd_iiwa14_crba_f64(const double* q, double* M);
+void rbd_iiwa14_crba_f64_ws(const double* q, double* M, double* work);
+long rbd_iiwa14_crba_f64_workspace_size(void);
 void rbd_iiwa14_crba_f64_batch(long n, const double* q, double* M);
 void rbd_iiwa14_crba_f64_batch_strided(long n, const double* q, long q_stride, double* M, long M_stride);
+int rbd_iiwa14_crba_f64_lanes(void);
+
 /* aba: forward dynamics q̈ (articulated-body algorithm)
  * in:  q[7], v[7], tau[7]
- * out: qdd[7] */
+ * out: qdd[7]
+ * scratch (f64): 86 doubles (688 bytes) on the stack of rbd_iiwa14_aba_f64
+ */
+#define RBD_IIWA14_ABA_F64_WORKSPACE 86
 void rbd_iiwa14_aba_f64(const double* q, const double* v, const double* tau, double* qdd);
+void rbd_iiwa14_aba_f64_ws(const double* q, const double* v, const double* tau, double* qdd, double* work);
+long rbd_iiwa14_aba_f64_workspace_size(void);
 void rbd_iiwa14_aba_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd);
 void rbd_iiwa14_aba_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* tau, long tau_stride, double* qdd, long qdd_stride);
+int rbd_iiwa14_aba_f64_lanes(void);
+
 /* minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
  * in:  q[7]
- * out: Minv[49] */
+ * out: Minv[49]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_MINV_F64_WORKSPACE 0
 void rbd_iiwa14_minv_f64(const double* q, double* Minv);
+void rbd_iiwa14_minv_f64_ws(const double* q, double* Minv, double* work);
+long rbd_iiwa14_minv_f64_workspace_size(void);
 void rbd_iiwa14_minv_f64_batch(long n, const double* q, double* Minv);
 void rbd_iiwa14_minv_f64_batch_strided(long n, const double* q, long q_stride, double* Minv, long Minv_stride);
+int rbd_iiwa14_minv_f64_lanes(void);
+
 /* rnea_derivatives: ∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)
  * in:  q[7], v[7], a[7]
- * out: dtau_dq[49], dtau_dv[49] */
+ * out: dtau_dq[49], dtau_dv[49]
+ * scratch (f64): 332 doubles (2656 bytes) on the stack of rbd_iiwa14_rnea_derivatives_f64
+ */
+#define RBD_IIWA14_RNEA_DERIVATIVES_F64_WORKSPACE 332
 void rbd_iiwa14_rnea_derivatives_f64(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv);
+void rbd_iiwa14_rnea_derivatives_f64_ws(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv, double* work);
+long rbd_iiwa14_rnea_derivatives_f64_workspace_size(void);
 void rbd_iiwa14_rnea_derivatives_f64_batch(long n, const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv);
 void rbd_iiwa14_rnea_derivatives_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* dtau_dq, long dtau_dq_stride, double* dtau_dv, long dtau_dv_stride);
+int rbd_iiwa14_rnea_derivatives_f64_lanes(void);
+
 /* aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
  * in:  q[7], v[7], tau[7]
- * out: dqdd_dq[49], dqdd_dv[49], dqdd_dtau[49] */
+ * out: dqdd_dq[49], dqdd_dv[49], dqdd_dtau[49]
+ * scratch (f64): 479 doubles (3832 bytes) on the stack of rbd_iiwa14_aba_derivatives_f64
+ */
+#define RBD_IIWA14_ABA_DERIVATIVES_F64_WORKSPACE 479
 void rbd_iiwa14_aba_derivatives_f64(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau);
+void rbd_iiwa14_aba_derivatives_f64_ws(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau, double* work);
+long rbd_iiwa14_aba_derivatives_f64_workspace_size(void);
 void rbd_iiwa14_aba_derivatives_f64_batch(long n, const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau);
 void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* tau, long tau_stride, double* dqdd_dq, long dqdd_dq_stride, double* dqdd_dv, long dqdd_dv_stride, double* dqdd_dtau, long dqdd_dtau_stride);
+int rbd_iiwa14_aba_derivatives_f64_lanes(void);
+
 /* forward_kinematics: placement of every body in the world (homogeneous 4×4, body_names order)
  * in:  q[7]
- * out: oMb[112] */
+ * out: oMb[112]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_FORWARD_KINEMATICS_F64_WORKSPACE 0
 void rbd_iiwa14_forward_kinematics_f64(const double* q, double* oMb);
+void rbd_iiwa14_forward_kinematics_f64_ws(const double* q, double* oMb, double* work);
+long rbd_iiwa14_forward_kinematics_f64_workspace_size(void);
 void rbd_iiwa14_forward_kinematics_f64_batch(long n, const double* q, double* oMb);
 void rbd_iiwa14_forward_kinematics_f64_batch_strided(long n, const double* q, long q_stride, double* oMb, long oMb_stride);
+int rbd_iiwa14_forward_kinematics_f64_lanes(void);
+
 /* rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
  * in:  q[7], v[7], a[7]
- * out: tau[7] */
+ * out: tau[7]
+ * scratch (f64): 152 doubles (1216 bytes) on the stack of rbd_iiwa14_rnea_scan_f64
+ */
+#define RBD_IIWA14_RNEA_SCAN_F64_WORKSPACE 152
 void rbd_iiwa14_rnea_scan_f64(const double* q, const double* v, const double* a, double* tau);
+void rbd_iiwa14_rnea_scan_f64_ws(const double* q, const double* v, const double* a, double* tau, double* work);
+long rbd_iiwa14_rnea_scan_f64_workspace_size(void);
 void rbd_iiwa14_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_iiwa14_rnea_scan_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
+int rbd_iiwa14_rnea_scan_f64_lanes(void);
+
 /* frame_placement: placement of every selected frame in the world (homogeneous 4×4)
  * in:  q[7]
- * out: oMf[16] */
+ * out: oMf[16]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_FRAME_PLACEMENT_F64_WORKSPACE 0
 void rbd_iiwa14_frame_placement_f64(const double* q, double* oMf);
+void rbd_iiwa14_frame_placement_f64_ws(const double* q, double* oMf, double* work);
+long rbd_iiwa14_frame_placement_f64_workspace_size(void);
 void rbd_iiwa14_frame_placement_f64_batch(long n, const double* q, double* oMf);
 void rbd_iiwa14_frame_placement_f64_batch_strided(long n, const double* q, long q_stride, double* oMf, long oMf_stride);
+int rbd_iiwa14_frame_placement_f64_lanes(void);
+
 /* frame_jacobian_local: Jacobian of every selected frame, local ([linear; angular] × nv)
  * in:  q[7]
- * out: J[42] */
+ * out: J[42]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_FRAME_JACOBIAN_LOCAL_F64_WORKSPACE 0
 void rbd_iiwa14_frame_jacobian_local_f64(const double* q, double* J);
+void rbd_iiwa14_frame_jacobian_local_f64_ws(const double* q, double* J, double* work);
+long rbd_iiwa14_frame_jacobian_local_f64_workspace_size(void);
 void rbd_iiwa14_frame_jacobian_local_f64_batch(long n, const double* q, double* J);
 void rbd_iiwa14_frame_jacobian_local_f64_batch_strided(long n, const double* q, long q_stride, double* J, long J_stride);
+int rbd_iiwa14_frame_jacobian_local_f64_lanes(void);
+
 /* frame_jacobian_local_world_aligned: Jacobian of every selected frame, local world aligned ([linear; angular] × nv)
  * in:  q[7]
- * out: J[42] */
+ * out: J[42]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_FRAME_JACOBIAN_LOCAL_WORLD_ALIGNED_F64_WORKSPACE 0
 void rbd_iiwa14_frame_jacobian_local_world_aligned_f64(const double* q, double* J);
+void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_ws(const double* q, double* J, double* work);
+long rbd_iiwa14_frame_jacobian_local_world_aligned_f64_workspace_size(void);
 void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch(long n, const double* q, double* J);
 void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_strided(long n, const double* q, long q_stride, double* J, long J_stride);
+int rbd_iiwa14_frame_jacobian_local_world_aligned_f64_lanes(void);
+
 /* frame_jacobian_world: Jacobian of every selected frame, world ([linear; angular] × nv)
  * in:  q[7]
- * out: J[42] */
+ * out: J[42]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_FRAME_JACOBIAN_WORLD_F64_WORKSPACE 0
 void rbd_iiwa14_frame_jacobian_world_f64(const double* q, double* J);
+void rbd_iiwa14_frame_jacobian_world_f64_ws(const double* q, double* J, double* work);
+long rbd_iiwa14_frame_jacobian_world_f64_workspace_size(void);
 void rbd_iiwa14_frame_jacobian_world_f64_batch(long n, const double* q, double* J);
 void rbd_iiwa14_frame_jacobian_world_f64_batch_strided(long n, const double* q, long q_stride, double* J, long J_stride);
+int rbd_iiwa14_frame_jacobian_world_f64_lanes(void);
+
 /* frame_bias_acceleration_local: J̇q̇ of every selected frame, local (spatial acceleration at q̈ = 0, [linear; angular])
  * in:  q[7], v[7]
- * out: a[6] */
+ * out: a[6]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_FRAME_BIAS_ACCELERATION_LOCAL_F64_WORKSPACE 0
 void rbd_iiwa14_frame_bias_acceleration_local_f64(const double* q, const double* v, double* a);
+void rbd_iiwa14_frame_bias_acceleration_local_f64_ws(const double* q, const double* v, double* a, double* work);
+long rbd_iiwa14_frame_bias_acceleration_local_f64_workspace_size(void);
 void rbd_iiwa14_frame_bias_acceleration_local_f64_batch(long n, const double* q, const double* v, double* a);
 void rbd_iiwa14_frame_bias_acceleration_local_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* a, long a_stride);
+int rbd_iiwa14_frame_bias_acceleration_local_f64_lanes(void);
+
 /* frame_bias_acceleration_local_world_aligned: J̇q̇ of every selected frame, local world aligned (spatial acceleration at q̈ = 0, [linear; angular])
  * in:  q[7], v[7]
- * out: a[6] */
+ * out: a[6]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_FRAME_BIAS_ACCELERATION_LOCAL_WORLD_ALIGNED_F64_WORKSPACE 0
 void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64(const double* q, const double* v, double* a);
+void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_ws(const double* q, const double* v, double* a, double* work);
+long rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_workspace_size(void);
 void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch(long n, const double* q, const double* v, double* a);
 void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* a, long a_stride);
+int rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_lanes(void);
+
 /* frame_bias_acceleration_world: J̇q̇ of every selected frame, world (spatial acceleration at q̈ = 0, [linear; angular])
  * in:  q[7], v[7]
- * out: a[6] */
+ * out: a[6]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_FRAME_BIAS_ACCELERATION_WORLD_F64_WORKSPACE 0
 void rbd_iiwa14_frame_bias_acceleration_world_f64(const double* q, const double* v, double* a);
+void rbd_iiwa14_frame_bias_acceleration_world_f64_ws(const double* q, const double* v, double* a, double* work);
+long rbd_iiwa14_frame_bias_acceleration_world_f64_workspace_size(void);
 void rbd_iiwa14_frame_bias_acceleration_world_f64_batch(long n, const double* q, const double* v, double* a);
 void rbd_iiwa14_frame_bias_acceleration_world_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* a, long a_stride);
+int rbd_iiwa14_frame_bias_acceleration_world_f64_lanes(void);
+
 /* osim_inverse: Λ⁻¹ = J M⁻¹ Jᵀ of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion
  * in:  q[7]
- * out: Linv[36] */
+ * out: Linv[36]
+ * scratch (f64): 64 doubles (512 bytes) on the stack of rbd_iiwa14_osim_inverse_f64
+ */
+#define RBD_IIWA14_OSIM_INVERSE_F64_WORKSPACE 64
 void rbd_iiwa14_osim_inverse_f64(const double* q, double* Linv);
+void rbd_iiwa14_osim_inverse_f64_ws(const double* q, double* Linv, double* work);
+long rbd_iiwa14_osim_inverse_f64_workspace_size(void);
 void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv);
 void rbd_iiwa14_osim_inverse_f64_batch_strided(long n, const double* q, long q_stride, double* Linv, long Linv_stride);
+int rbd_iiwa14_osim_inverse_f64_lanes(void);
+
 /* rnea_stale: inverse dynamics τ with one call old neighbour data, Binder–Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
  * in:  q[7], v[7], a[7], stale[168]
- * out: tau[7], stale_next[168] */
+ * out: tau[7], stale_next[168]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_RNEA_STALE_F64_WORKSPACE 0
 void rbd_iiwa14_rnea_stale_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_f64_ws(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next, double* work);
+long rbd_iiwa14_rnea_stale_f64_workspace_size(void);
 void rbd_iiwa14_rnea_stale_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
 void rbd_iiwa14_rnea_stale_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+int rbd_iiwa14_rnea_stale_f64_lanes(void);
+
 /* rnea_stale_yamakita: inverse dynamics τ with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next
  * in:  q[7], v[7], a[7], stale[168]
- * out: tau[7], stale_next[168] */
+ * out: tau[7], stale_next[168]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_RNEA_STALE_YAMAKITA_F64_WORKSPACE 0
 void rbd_iiwa14_rnea_stale_yamakita_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_yamakita_f64_ws(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next, double* work);
+long rbd_iiwa14_rnea_stale_yamakita_f64_workspace_size(void);
 void rbd_iiwa14_rnea_stale_yamakita_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
 void rbd_iiwa14_rnea_stale_yamakita_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+int rbd_iiwa14_rnea_stale_yamakita_f64_lanes(void);
+
 /* rnea_stale_hamilton: inverse dynamics τ with one call old neighbour data, speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale: the previous call's stale_next
  * in:  q[7], v[7], a[7], stale[168]
- * out: tau[7], stale_next[168] */
+ * out: tau[7], stale_next[168]
+ * scratch (f64): 119 doubles (952 bytes) on the stack of rbd_iiwa14_rnea_stale_hamilton_f64
+ */
+#define RBD_IIWA14_RNEA_STALE_HAMILTON_F64_WORKSPACE 119
 void rbd_iiwa14_rnea_stale_hamilton_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_hamilton_f64_ws(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next, double* work);
+long rbd_iiwa14_rnea_stale_hamilton_f64_workspace_size(void);
 void rbd_iiwa14_rnea_stale_hamilton_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
 void rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+int rbd_iiwa14_rnea_stale_hamilton_f64_lanes(void);
+
 #ifdef __cplusplus
 }
+
+/* The robot's names and coordinates for C++ (C++11 and later), as the table above: names as the
+ * URDF spells them (non-ASCII as UTF-8), arrays indexed by body/joint i. */
+namespace rbd_iiwa14 {
+static constexpr int nq = 7, nv = 7, nb = 7, nf = 1;
+static constexpr bool floating_base = false;
+static constexpr const char* robot_name = "iiwa14";
+static constexpr const char* joint_names[nb] = {
+    "iiwa_joint_1",
+    "iiwa_joint_2",
+    "iiwa_joint_3",
+    "iiwa_joint_4",
+    "iiwa_joint_5",
+    "iiwa_joint_6",
+    "iiwa_joint_7",
+};
+static constexpr const char* joint_types[nb] = {
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+};
+static constexpr const char* body_names[nb] = {
+    "iiwa_link_1",
+    "iiwa_link_2",
+    "iiwa_link_3",
+    "iiwa_link_4",
+    "iiwa_link_5",
+    "iiwa_link_6",
+    "iiwa_link_7",
+};
+/* joint i's entries: q[joint_q_index[i] .. joint_q_index[i] + joint_nq[i]), the same in v (0 entries: a mimic follower) */
+static constexpr int joint_q_index[nb] = {0, 1, 2, 3, 4, 5, 6};
+static constexpr int joint_nq[nb] = {1, 1, 1, 1, 1, 1, 1};
+static constexpr int joint_v_index[nb] = {0, 1, 2, 3, 4, 5, 6};
+static constexpr int joint_nv[nb] = {1, 1, 1, 1, 1, 1, 1};
+static constexpr const char* frame_names[nf] = {
+    "iiwa_link_ee",
+};
+}  // namespace rbd_iiwa14
 #endif
 #endif

@@ -201,9 +201,19 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 479 doubles, whatever their values
+void rbd_iiwa14_aba_derivatives_f64_ws(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau, double* work) {
+  rbd_iiwa14_f64::aba_derivatives<double>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, work);
+}
+
+long rbd_iiwa14_aba_derivatives_f64_workspace_size(void) { return 479; }
+
+// one state, the scratch on the stack (3832 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_aba_derivatives_f64(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau) {
-  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(479);
-  rbd_iiwa14_f64::aba_derivatives<double>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w.data());
+  double w[479];
+  rbd_iiwa14_f64::aba_derivatives<double>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
 }
 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)

@@ -378,6 +378,17 @@ static inline void forward_kinematics(const S* __restrict q, S* __restrict oMb) 
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 0 doubles, whatever their values
+void rbd_iiwa14_forward_kinematics_f64_ws(const double* q, double* oMb, double* work) {
+  (void)work;
+  rbd_iiwa14_f64::forward_kinematics<double>(q, oMb);
+}
+
+long rbd_iiwa14_forward_kinematics_f64_workspace_size(void) { return 0; }
+
+// one state, the scratch on the stack (0 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_forward_kinematics_f64(const double* q, double* oMb) {
   rbd_iiwa14_f64::forward_kinematics<double>(q, oMb);
 }

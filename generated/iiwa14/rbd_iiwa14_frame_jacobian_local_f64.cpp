@@ -594,6 +594,17 @@ static inline void frame_jacobian_local(const S* __restrict q, S* __restrict J) 
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 0 doubles, whatever their values
+void rbd_iiwa14_frame_jacobian_local_f64_ws(const double* q, double* J, double* work) {
+  (void)work;
+  rbd_iiwa14_f64::frame_jacobian_local<double>(q, J);
+}
+
+long rbd_iiwa14_frame_jacobian_local_f64_workspace_size(void) { return 0; }
+
+// one state, the scratch on the stack (0 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_frame_jacobian_local_f64(const double* q, double* J) {
   rbd_iiwa14_f64::frame_jacobian_local<double>(q, J);
 }

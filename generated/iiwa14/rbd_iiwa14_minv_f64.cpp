@@ -1628,6 +1628,17 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 0 doubles, whatever their values
+void rbd_iiwa14_minv_f64_ws(const double* q, double* Minv, double* work) {
+  (void)work;
+  rbd_iiwa14_f64::minv<double>(q, Minv);
+}
+
+long rbd_iiwa14_minv_f64_workspace_size(void) { return 0; }
+
+// one state, the scratch on the stack (0 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_minv_f64(const double* q, double* Minv) {
   rbd_iiwa14_f64::minv<double>(q, Minv);
 }

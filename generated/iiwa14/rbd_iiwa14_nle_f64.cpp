@@ -959,6 +959,17 @@ static inline void nle(const S* __restrict q, const S* __restrict v, S* __restri
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 0 doubles, whatever their values
+void rbd_iiwa14_nle_f64_ws(const double* q, const double* v, double* tau, double* work) {
+  (void)work;
+  rbd_iiwa14_f64::nle<double>(q, v, tau);
+}
+
+long rbd_iiwa14_nle_f64_workspace_size(void) { return 0; }
+
+// one state, the scratch on the stack (0 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_nle_f64(const double* q, const double* v, double* tau) {
   rbd_iiwa14_f64::nle<double>(q, v, tau);
 }

@@ -1981,9 +1981,19 @@ static inline void osim_inverse(const S* __restrict q, S* __restrict Linv, S* __
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 64 doubles, whatever their values
+void rbd_iiwa14_osim_inverse_f64_ws(const double* q, double* Linv, double* work) {
+  rbd_iiwa14_f64::osim_inverse<double>(q, Linv, work);
+}
+
+long rbd_iiwa14_osim_inverse_f64_workspace_size(void) { return 64; }
+
+// one state, the scratch on the stack (512 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_osim_inverse_f64(const double* q, double* Linv) {
-  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(64);
-  rbd_iiwa14_f64::osim_inverse<double>(q, Linv, w.data());
+  double w[64];
+  rbd_iiwa14_f64::osim_inverse<double>(q, Linv, w);
 }
 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)

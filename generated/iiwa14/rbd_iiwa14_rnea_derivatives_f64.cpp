@@ -173,9 +173,19 @@ static inline void rnea_derivatives(const S* __restrict q, const S* __restrict v
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 332 doubles, whatever their values
+void rbd_iiwa14_rnea_derivatives_f64_ws(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv, double* work) {
+  rbd_iiwa14_f64::rnea_derivatives<double>(q, v, a, dtau_dq, dtau_dv, work);
+}
+
+long rbd_iiwa14_rnea_derivatives_f64_workspace_size(void) { return 332; }
+
+// one state, the scratch on the stack (2656 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_rnea_derivatives_f64(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv) {
-  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(332);
-  rbd_iiwa14_f64::rnea_derivatives<double>(q, v, a, dtau_dq, dtau_dv, w.data());
+  double w[332];
+  rbd_iiwa14_f64::rnea_derivatives<double>(q, v, a, dtau_dq, dtau_dv, w);
 }
 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)

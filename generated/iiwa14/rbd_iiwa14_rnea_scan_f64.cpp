@@ -2605,9 +2605,19 @@ static inline void rnea_scan(const S* __restrict q, const S* __restrict v, const
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 152 doubles, whatever their values
+void rbd_iiwa14_rnea_scan_f64_ws(const double* q, const double* v, const double* a, double* tau, double* work) {
+  rbd_iiwa14_f64::rnea_scan<double>(q, v, a, tau, work);
+}
+
+long rbd_iiwa14_rnea_scan_f64_workspace_size(void) { return 152; }
+
+// one state, the scratch on the stack (1216 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_rnea_scan_f64(const double* q, const double* v, const double* a, double* tau) {
-  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(152);
-  rbd_iiwa14_f64::rnea_scan<double>(q, v, a, tau, w.data());
+  double w[152];
+  rbd_iiwa14_f64::rnea_scan<double>(q, v, a, tau, w);
 }
 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)

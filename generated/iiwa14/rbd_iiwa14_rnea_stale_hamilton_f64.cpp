@@ -2254,9 +2254,19 @@ static inline void rnea_stale_hamilton(const S* __restrict q, const S* __restric
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 119 doubles, whatever their values
+void rbd_iiwa14_rnea_stale_hamilton_f64_ws(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next, double* work) {
+  rbd_iiwa14_f64::rnea_stale_hamilton<double>(q, v, a, stale, tau, stale_next, work);
+}
+
+long rbd_iiwa14_rnea_stale_hamilton_f64_workspace_size(void) { return 119; }
+
+// one state, the scratch on the stack (952 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_rnea_stale_hamilton_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next) {
-  static thread_local rbd_iiwa14_f64::rbd_buf<double> w(119);
-  rbd_iiwa14_f64::rnea_stale_hamilton<double>(q, v, a, stale, tau, stale_next, w.data());
+  double w[119];
+  rbd_iiwa14_f64::rnea_stale_hamilton<double>(q, v, a, stale, tau, stale_next, w);
 }
 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)

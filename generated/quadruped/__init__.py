@@ -3,14 +3,17 @@
 Regenerate with ``rbdgen generate robots/quadruped.urdf --floating-base --dtype float64 --kernels rnea,nle,gravity,crba,aba,minv,forward_kinematics,rnea_scan --name quadruped --out DIR``.
 
     import quadruped
-    quadruped.rnea(q, v, a)               # float64, compiled on first use (cached)
-    k = quadruped.load(dtype="float64")   # rbdgen.kernels.loaded.CompiledKernels
+    quadruped.rnea(q, v, a)               # float64; this kernel compiles on its first call (cached)
+    k = quadruped.load(dtype="float64")   # the kernels, each compiled on its first call
+    k = quadruped.build()   # every kernel compiled now: rbdgen.kernels.loaded.CompiledKernels
     quadruped.nq, quadruped.nv, quadruped.joint_names, quadruped.body_names
 
 floating base, nq = 19, nv = 18, 13 bodies; dtypes: float64.
 Kernels: rnea, nle, gravity, crba, aba, minv, forward_kinematics, rnea_scan.
 Compiling needs rbdgen and a C++ compiler (not the URDF): the sources next to this file are
-built through rbdgen's compile cache. manifest.json records how they were generated.
+built through rbdgen's compile cache, with a progress line on stderr when it is a terminal;
+`rbdgen build <this folder>` compiles every kernel ahead of time. manifest.json records how they
+were generated.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import threading as _threading
 
 from rbdgen.package import load_package as _load_package
 
-__all__ = ["load", "robot", "nq", "nv", "nb", "joint_names", "body_names", "frames", "dtypes", "kernels", "default_options",
+__all__ = ["load", "build", "robot", "nq", "nv", "nb", "joint_names", "body_names", "frames", "dtypes", "kernels", "default_options",
            "rnea", "nle", "gravity", "crba", "aba", "minv", "forward_kinematics", "rnea_scan"]
 
 robot = "rbd_quadruped"
@@ -36,7 +39,7 @@ dtypes = ("float64",)
 kernels = ("rnea", "nle", "gravity", "crba", "aba", "minv", "forward_kinematics", "rnea_scan")
 
 #: what the module-level functions compile with (change before their first call); the compile
-#: options of this target: opt, march, cxx
+#: options of this target: opt, march, cxx; "progress": False for no progress line
 default_options = {"dtype": "float64"}
 
 _HERE = _os.path.dirname(_os.path.abspath(__file__))
@@ -44,14 +47,27 @@ _lock = _threading.Lock()
 _loaded: dict = {}
 
 
-def load(dtype="float64", **options):
-    """Compile (cached) and load this package's kernels for ``dtype``; returns an
-    ``rbdgen.kernels.loaded.CompiledKernels`` with one method per kernel. ``options``: opt, march, cxx."""
+def load(dtype="float64", *, progress=None, **options):
+    """This package's kernels for ``dtype``, one method per kernel, each compiled (cached) and
+    loaded on its first call (``rbdgen.package.load.PackageKernels``; where the cache holds the
+    whole library, from ``build()`` or ``rbdgen build``, that is loaded instead).
+    ``options``: opt, march, cxx. ``progress``: None (a line on stderr when it is a
+    terminal), False, True, or a callable of one string."""
     key = (str(dtype), tuple(sorted(options.items())))
     with _lock:
         if key not in _loaded:
-            _loaded[key] = _load_package(_HERE, dtype=dtype, **options)
+            _loaded[key] = _load_package(_HERE, dtype=dtype, lazy=True, progress=progress, **options)
         return _loaded[key]
+
+
+def build(dtype=None, *, progress=None, **options):
+    """Compile every kernel now, as one library (cached), and return them
+    (``rbdgen.kernels.loaded.CompiledKernels``): for ``default_options``, what the functions below call (they
+    then call this library), updated with ``dtype`` and ``options``. ``progress``: as load's."""
+    kw = {**default_options, **({} if dtype is None else {"dtype": dtype}), **options}
+    if progress is not None:
+        kw["progress"] = progress
+    return load(**kw).build(progress=kw.get("progress"))
 
 
 def _default():

@@ -8,6 +8,34 @@
  * of a packed [q v] array, reversed rows, a broadcast row with stride 0 for inputs); the rows of
  * an output must not overlap.
  * Floating base: q = [x y z qx qy qz qw] (unit quaternion), v = [linear; angular] (base frame).
+ *
+ * Coordinates (Pinocchio's layout; a, tau and every nv-sized array follow v). Body i moves with
+ * joint i: the order of the bodies in every per-body output (forward_kinematics: nb x 4 x 4).
+ *      joint           type      body      q        v
+ *   0  root_joint      floating  trunk     q[0..7)  v[0..6)  q = [x y z qx qy qz qw] (unit quaternion), v = [linear; angular] in the base frame
+ *   1  FL_hip_joint    revolute  FL_hip    q[7]     v[6]
+ *   2  FL_thigh_joint  revolute  FL_thigh  q[8]     v[7]
+ *   3  FL_calf_joint   revolute  FL_calf   q[9]     v[8]
+ *   4  FR_hip_joint    revolute  FR_hip    q[10]    v[9]
+ *   5  FR_thigh_joint  revolute  FR_thigh  q[11]    v[10]
+ *   6  FR_calf_joint   revolute  FR_calf   q[12]    v[11]
+ *   7  RL_hip_joint    revolute  RL_hip    q[13]    v[12]
+ *   8  RL_thigh_joint  revolute  RL_thigh  q[14]    v[13]
+ *   9  RL_calf_joint   revolute  RL_calf   q[15]    v[14]
+ *  10  RR_hip_joint    revolute  RR_hip    q[16]    v[15]
+ *  11  RR_thigh_joint  revolute  RR_thigh  q[17]    v[16]
+ *  12  RR_calf_joint   revolute  RR_calf   q[18]    v[17]
+ * No frames selected (rbdgen generate --frames adds the frame kernels).
+ *
+ * Memory: no single-state function (rbd_quadruped_<kernel>_<type>) allocates, on any call: its
+ * scratch, if any, is an array on its stack (its size is given per kernel below), so it runs
+ * in any thread and is reentrant. The _ws variant takes that scratch from the caller instead
+ * (work: at least the kernel's _WORKSPACE scalars, any alignment of the scalar type, contents
+ * ignored and overwritten; NULL where the size is 0). The batch functions allocate one buffer
+ * per thread and call (new[]) and run on OpenMP threads when the batch is large: not for a
+ * real-time loop. They run _lanes() states per SIMD instruction (as compiled: 2 doubles
+ * without AVX, 4 with, 8 with AVX-512 for some kernels); a batch of n states runs n % lanes of them
+ * one at a time. rbdgen's docs/cpp.md has the details.
  */
 #ifndef RBD_QUADRUPED_H
 #define RBD_QUADRUPED_H
@@ -21,56 +49,172 @@ extern "C" {
 #define RBD_QUADRUPED_NQ 19
 #define RBD_QUADRUPED_NV 18
 #define RBD_QUADRUPED_NB 13
+#define RBD_QUADRUPED_NF 0
 
 /* rnea: inverse dynamics τ = M a + C v + g
  * in:  q[19], v[18], a[18]
- * out: tau[18] */
+ * out: tau[18]
+ * scratch (f64): 115 doubles (920 bytes) on the stack of rbd_quadruped_rnea_f64
+ */
+#define RBD_QUADRUPED_RNEA_F64_WORKSPACE 115
 void rbd_quadruped_rnea_f64(const double* q, const double* v, const double* a, double* tau);
+void rbd_quadruped_rnea_f64_ws(const double* q, const double* v, const double* a, double* tau, double* work);
+long rbd_quadruped_rnea_f64_workspace_size(void);
 void rbd_quadruped_rnea_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_quadruped_rnea_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
+int rbd_quadruped_rnea_f64_lanes(void);
+
 /* nle: nonlinear effects C v + g
  * in:  q[19], v[18]
- * out: tau[18] */
+ * out: tau[18]
+ * scratch (f64): 107 doubles (856 bytes) on the stack of rbd_quadruped_nle_f64
+ */
+#define RBD_QUADRUPED_NLE_F64_WORKSPACE 107
 void rbd_quadruped_nle_f64(const double* q, const double* v, double* tau);
+void rbd_quadruped_nle_f64_ws(const double* q, const double* v, double* tau, double* work);
+long rbd_quadruped_nle_f64_workspace_size(void);
 void rbd_quadruped_nle_f64_batch(long n, const double* q, const double* v, double* tau);
 void rbd_quadruped_nle_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* tau, long tau_stride);
+int rbd_quadruped_nle_f64_lanes(void);
+
 /* gravity: generalised gravity g(q)
  * in:  q[19]
- * out: tau[18] */
+ * out: tau[18]
+ * scratch (f64): none
+ */
+#define RBD_QUADRUPED_GRAVITY_F64_WORKSPACE 0
 void rbd_quadruped_gravity_f64(const double* q, double* tau);
+void rbd_quadruped_gravity_f64_ws(const double* q, double* tau, double* work);
+long rbd_quadruped_gravity_f64_workspace_size(void);
 void rbd_quadruped_gravity_f64_batch(long n, const double* q, double* tau);
 void rbd_quadruped_gravity_f64_batch_strided(long n, const double* q, long q_stride, double* tau, long tau_stride);
+int rbd_quadruped_gravity_f64_lanes(void);
+
 /* crba: joint-space inertia matrix M(q), full (row-major, symmetric)
  * in:  q[19]
- * out: M[324] */
+ * out: M[324]
+ * scratch (f64): none
+ */
+#define RBD_QUADRUPED_CRBA_F64_WORKSPACE 0
 void rbd_quadruped_crba_f64(const double* q, double* M);
+void rbd_quadruped_crba_f64_ws(const double* q, double* M, double* work);
+long rbd_quadruped_crba_f64_workspace_size(void);
 void rbd_quadruped_crba_f64_batch(long n, const double* q, double* M);
 void rbd_quadruped_crba_f64_batch_strided(long n, const double* q, long q_stride, double* M, long M_stride);
+int rbd_quadruped_crba_f64_lanes(void);
+
 /* aba: forward dynamics q̈ (articulated-body algorithm)
  * in:  q[19], v[18], tau[18]
- * out: qdd[18] */
+ * out: qdd[18]
+ * scratch (f64): 181 doubles (1448 bytes) on the stack of rbd_quadruped_aba_f64
+ */
+#define RBD_QUADRUPED_ABA_F64_WORKSPACE 181
 void rbd_quadruped_aba_f64(const double* q, const double* v, const double* tau, double* qdd);
+void rbd_quadruped_aba_f64_ws(const double* q, const double* v, const double* tau, double* qdd, double* work);
+long rbd_quadruped_aba_f64_workspace_size(void);
 void rbd_quadruped_aba_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd);
 void rbd_quadruped_aba_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* tau, long tau_stride, double* qdd, long qdd_stride);
+int rbd_quadruped_aba_f64_lanes(void);
+
 /* minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
  * in:  q[19]
- * out: Minv[324] */
+ * out: Minv[324]
+ * scratch (f64): 195 doubles (1560 bytes) on the stack of rbd_quadruped_minv_f64
+ */
+#define RBD_QUADRUPED_MINV_F64_WORKSPACE 195
 void rbd_quadruped_minv_f64(const double* q, double* Minv);
+void rbd_quadruped_minv_f64_ws(const double* q, double* Minv, double* work);
+long rbd_quadruped_minv_f64_workspace_size(void);
 void rbd_quadruped_minv_f64_batch(long n, const double* q, double* Minv);
 void rbd_quadruped_minv_f64_batch_strided(long n, const double* q, long q_stride, double* Minv, long Minv_stride);
+int rbd_quadruped_minv_f64_lanes(void);
+
 /* forward_kinematics: placement of every body in the world (homogeneous 4×4, body_names order)
  * in:  q[19]
- * out: oMb[208] */
+ * out: oMb[208]
+ * scratch (f64): none
+ */
+#define RBD_QUADRUPED_FORWARD_KINEMATICS_F64_WORKSPACE 0
 void rbd_quadruped_forward_kinematics_f64(const double* q, double* oMb);
+void rbd_quadruped_forward_kinematics_f64_ws(const double* q, double* oMb, double* work);
+long rbd_quadruped_forward_kinematics_f64_workspace_size(void);
 void rbd_quadruped_forward_kinematics_f64_batch(long n, const double* q, double* oMb);
 void rbd_quadruped_forward_kinematics_f64_batch_strided(long n, const double* q, long q_stride, double* oMb, long oMb_stride);
+int rbd_quadruped_forward_kinematics_f64_lanes(void);
+
 /* rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
  * in:  q[19], v[18], a[18]
- * out: tau[18] */
+ * out: tau[18]
+ * scratch (f64): 268 doubles (2144 bytes) on the stack of rbd_quadruped_rnea_scan_f64
+ */
+#define RBD_QUADRUPED_RNEA_SCAN_F64_WORKSPACE 268
 void rbd_quadruped_rnea_scan_f64(const double* q, const double* v, const double* a, double* tau);
+void rbd_quadruped_rnea_scan_f64_ws(const double* q, const double* v, const double* a, double* tau, double* work);
+long rbd_quadruped_rnea_scan_f64_workspace_size(void);
 void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_quadruped_rnea_scan_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
+int rbd_quadruped_rnea_scan_f64_lanes(void);
+
 #ifdef __cplusplus
 }
+
+/* The robot's names and coordinates for C++ (C++11 and later), as the table above: names as the
+ * URDF spells them (non-ASCII as UTF-8), arrays indexed by body/joint i. */
+namespace rbd_quadruped {
+static constexpr int nq = 19, nv = 18, nb = 13, nf = 0;
+static constexpr bool floating_base = true;
+static constexpr const char* robot_name = "rbd_quadruped";
+static constexpr const char* joint_names[nb] = {
+    "root_joint",
+    "FL_hip_joint",
+    "FL_thigh_joint",
+    "FL_calf_joint",
+    "FR_hip_joint",
+    "FR_thigh_joint",
+    "FR_calf_joint",
+    "RL_hip_joint",
+    "RL_thigh_joint",
+    "RL_calf_joint",
+    "RR_hip_joint",
+    "RR_thigh_joint",
+    "RR_calf_joint",
+};
+static constexpr const char* joint_types[nb] = {
+    "floating",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+    "revolute",
+};
+static constexpr const char* body_names[nb] = {
+    "trunk",
+    "FL_hip",
+    "FL_thigh",
+    "FL_calf",
+    "FR_hip",
+    "FR_thigh",
+    "FR_calf",
+    "RL_hip",
+    "RL_thigh",
+    "RL_calf",
+    "RR_hip",
+    "RR_thigh",
+    "RR_calf",
+};
+/* joint i's entries: q[joint_q_index[i] .. joint_q_index[i] + joint_nq[i]), the same in v (0 entries: a mimic follower) */
+static constexpr int joint_q_index[nb] = {0, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+static constexpr int joint_nq[nb] = {7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static constexpr int joint_v_index[nb] = {0, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+static constexpr int joint_nv[nb] = {6, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+/* no frame_names: no frames were selected */
+}  // namespace rbd_quadruped
 #endif
 #endif

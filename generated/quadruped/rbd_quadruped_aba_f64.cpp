@@ -4895,9 +4895,19 @@ static inline void aba(const S* __restrict q, const S* __restrict v, const S* __
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 181 doubles, whatever their values
+void rbd_quadruped_aba_f64_ws(const double* q, const double* v, const double* tau, double* qdd, double* work) {
+  rbd_quadruped_f64::aba<double>(q, v, tau, qdd, work);
+}
+
+long rbd_quadruped_aba_f64_workspace_size(void) { return 181; }
+
+// one state, the scratch on the stack (1448 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_quadruped_aba_f64(const double* q, const double* v, const double* tau, double* qdd) {
-  static thread_local rbd_quadruped_f64::rbd_buf<double> w(181);
-  rbd_quadruped_f64::aba<double>(q, v, tau, qdd, w.data());
+  double w[181];
+  rbd_quadruped_f64::aba<double>(q, v, tau, qdd, w);
 }
 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)

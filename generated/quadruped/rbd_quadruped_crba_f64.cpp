@@ -1336,6 +1336,17 @@ static inline void crba(const S* __restrict q, S* __restrict M) {
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 0 doubles, whatever their values
+void rbd_quadruped_crba_f64_ws(const double* q, double* M, double* work) {
+  (void)work;
+  rbd_quadruped_f64::crba<double>(q, M);
+}
+
+long rbd_quadruped_crba_f64_workspace_size(void) { return 0; }
+
+// one state, the scratch on the stack (0 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_quadruped_crba_f64(const double* q, double* M) {
   rbd_quadruped_f64::crba<double>(q, M);
 }

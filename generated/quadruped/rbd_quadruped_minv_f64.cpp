@@ -176,9 +176,19 @@ static inline void minv(const S* __restrict q, S* __restrict Minv, S* __restrict
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 195 doubles, whatever their values
+void rbd_quadruped_minv_f64_ws(const double* q, double* Minv, double* work) {
+  rbd_quadruped_f64::minv<double>(q, Minv, work);
+}
+
+long rbd_quadruped_minv_f64_workspace_size(void) { return 195; }
+
+// one state, the scratch on the stack (1560 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_quadruped_minv_f64(const double* q, double* Minv) {
-  static thread_local rbd_quadruped_f64::rbd_buf<double> w(195);
-  rbd_quadruped_f64::minv<double>(q, Minv, w.data());
+  double w[195];
+  rbd_quadruped_f64::minv<double>(q, Minv, w);
 }
 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)

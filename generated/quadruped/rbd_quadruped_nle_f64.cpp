@@ -2425,9 +2425,19 @@ static inline void nle(const S* __restrict q, const S* __restrict v, S* __restri
 
 extern "C" {
 
+// one state, the scratch in the caller's work: at least 107 doubles, whatever their values
+void rbd_quadruped_nle_f64_ws(const double* q, const double* v, double* tau, double* work) {
+  rbd_quadruped_f64::nle<double>(q, v, tau, work);
+}
+
+long rbd_quadruped_nle_f64_workspace_size(void) { return 107; }
+
+// one state, the scratch on the stack (856 bytes): no allocation, on any call, in any thread.
+// (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
+// loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_quadruped_nle_f64(const double* q, const double* v, double* tau) {
-  static thread_local rbd_quadruped_f64::rbd_buf<double> w(107);
-  rbd_quadruped_f64::nle<double>(q, v, tau, w.data());
+  double w[107];
+  rbd_quadruped_f64::nle<double>(q, v, tau, w);
 }
 
 // states per SIMD vector of the batch path, as compiled (the loader checks its own reckoning)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference.contact import REFERENCES, ContactSystem, _check_contacts, check_finite_state
+from ..reference.contact import ContactSystem, _check_contacts, check_finite_state, reference_name
 from .stale import install as install_stale
 
 
 def _need(owner, name, what):
-    f = owner.__dict__.get(f"_raw_{name}") or owner.__dict__.get(name)
+    # owner.__dict__[name] is the by-name wrapper itself where the kernel was not built (frame_placement,
+    # osim_inverse): calling it recursed without end
+    f = owner.__dict__.get(f"_raw_{name}") or (owner.__dict__.get(name) if name in owner.kernels else None)
     if f is None:
         built = ", ".join(owner.kernels)
         raise ValueError(f"{what} needs the kernel {name}, which was not built (built: {built}); "
@@ -51,9 +53,8 @@ def _kw(kw, idx, what):
 
 
 def _reference(reference):
-    if reference not in REFERENCES:
-        raise ValueError(f"reference must be one of {', '.join(map(repr, REFERENCES))}, got {reference!r}")
-    return reference
+    """The reference's canonical name ("LOCAL", "Local", pin.LOCAL → "local")."""
+    return reference_name(reference)
 
 
 def _host(x):
@@ -93,8 +94,9 @@ def install(owner) -> None:
         return out[..., idx[0], :, :] if one else out[..., idx, :, :]
 
     def frame_jacobian(q, frame=None, reference="local", **kw):
-        """Jacobian of ``frame`` in ``reference`` ("local", "local_world_aligned", "world"),
-        rows ``[linear; angular]``: (6, nv); ``None``: every selected frame, (nf, 6, nv)."""
+        """Jacobian of ``frame`` in ``reference`` ("local", "local_world_aligned", "world"; any
+        case, as Pinocchio's LOCAL, or ``pin.LOCAL``), rows ``[linear; angular]``: (6, nv);
+        ``None``: every selected frame, (nf, 6, nv)."""
         idx, one = _index(model, frame)
         out = _need(owner, f"frame_jacobian_{_reference(reference)}", "frame_jacobian")(
             q, **_kw(kw, idx, "frame_jacobian"))

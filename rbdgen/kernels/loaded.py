@@ -246,7 +246,45 @@ def _omp_defaults() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
-class CompiledKernels:
+#: methods installed by name (rbdgen.kernels.frames, .stale) → the kernels they call
+_BY_NAME = {"frame_jacobian": "frame_jacobian_local", "frame_bias_acceleration": "frame_bias_acceleration_local",
+            "contact_fd": "contact_terms", "rnea_stale_start": "rnea_stale"}
+
+
+class MissingKernelError(AttributeError):
+    """``kern.<name>`` for a kernel this build does not have. An AttributeError (``hasattr`` and
+    ``getattr(kern, name, None)`` work as for any attribute), saying which kernels the build has
+    and how to add the one asked for."""
+
+
+class NamesMissingKernels:
+    """``__getattr__`` for loaded kernels (CPU, CUDA, HLS): only reached when normal lookup fails."""
+
+    def __getattr__(self, name):
+        built = self.__dict__.get("kernels")
+        if name.startswith("_") or built is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise MissingKernelError(missing_kernel_message(type(self).__name__, name, built))
+
+
+def missing_kernel_message(owner: str, name: str, built) -> str:
+    import difflib
+
+    from .. import registry
+
+    has = f"(built: {', '.join(built) or 'none'})"
+    kernel = _BY_NAME.get(name, name)
+    if kernel not in registry.kernels():
+        close = difflib.get_close_matches(name, list(built) + list(_BY_NAME), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{owner!r} object has no attribute {name!r} (kernels {has[1:-1]}){hint}"
+    frames = ", frames=['<URDF link>', ...]" if registry.get(kernel).frames else ""
+    what = f"no kernel {name!r}" if kernel == name else f"no kernel {kernel!r} (which {name}() calls)"
+    return (f"this build has {what} {has}; add it: rbdgen.build(model, kernels=[..., {kernel!r}]{frames}), "
+            f"or `rbdgen generate --kernels ...,{kernel}` for a package (`rbdgen kernels` lists them all)")
+
+
+class CompiledKernels(NamesMissingKernels):
     """Kernels of one robot, one target and one dtype, loaded from a shared library."""
 
     def __init__(self, lib_path, model, prefix, dtype, printed: dict, target="cpu", lanes=None, module=None,

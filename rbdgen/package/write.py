@@ -2,8 +2,9 @@
 CPU and CUDA targets an importable Python package::
 
     import iiwa14
-    iiwa14.rnea(q, v, a)              # float64, compiled on first use (content-hash cache)
-    k = iiwa14.load(dtype="float32")  # what rbdgen.build returns for the package's target
+    iiwa14.rnea(q, v, a)              # float64; this kernel compiled on its first call (content-hash cache)
+    k = iiwa14.load(dtype="float32")  # each kernel compiled on its first call (PackageKernels)
+    k = iiwa14.build()                # every kernel now: what rbdgen.build returns for the target
     k.aba(q, v, tau)
 
 The folder holds exactly the files of the target (:meth:`rbdgen.targets.base.Target.generate`),

@@ -32,7 +32,8 @@ from ..errors import RbdgenError
 from ..model import RobotModel
 from .dynamics import _batched, _kinematics, aba, minv
 
-#: Pinocchio's reference frames, by the names rbdgen takes
+#: Pinocchio's reference frames, by the names rbdgen takes (and, in any case, Pinocchio's
+#: spellings LOCAL, WORLD, LOCAL_WORLD_ALIGNED, or its ``pin.ReferenceFrame`` values: :func:`reference_name`)
 REFERENCES = ("local", "local_world_aligned", "world")
 #: [ω; v] ↔ [v; ω]
 _SWAP = np.r_[3:6, 0:3]
@@ -54,10 +55,18 @@ def _frames(model, frames):
     return [model.frame(n) for n in names]
 
 
-def _reference(reference):
-    if reference not in REFERENCES:
-        raise ValueError(f"reference must be one of {', '.join(map(repr, REFERENCES))}, got {reference!r}")
-    return reference
+def reference_name(reference) -> str:
+    """``reference`` as one of :data:`REFERENCES`: a name in any case (Pinocchio's ``"LOCAL"``,
+    ``"WORLD"``, ``"LOCAL_WORLD_ALIGNED"``), or a value with such a ``name`` (``pin.LOCAL``)."""
+    name = reference if isinstance(reference, str) else getattr(reference, "name", None)
+    key = name.lower() if isinstance(name, str) else None
+    if key not in REFERENCES:
+        raise ValueError(f"reference must be one of {', '.join(map(repr, REFERENCES))} (any case, as Pinocchio's "
+                         f"LOCAL, WORLD, LOCAL_WORLD_ALIGNED, or pin.ReferenceFrame values), got {reference!r}")
+    return key
+
+
+_reference = reference_name
 
 
 def _body_kinematics(model: RobotModel, q, v=None):

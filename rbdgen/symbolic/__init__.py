@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import spatial as sp
-from ..model import RobotModel
+from ..model import CoupledModel, RobotModel
 
 ZERO, ONE, CONST, QDEP = "0", "±1", "const", "q"
 
@@ -177,6 +177,9 @@ def snap_model(model: RobotModel, tol: float):
                          f"not a change of geometry), got {tol!r}")
     if tol <= 0:
         return model, SnapReport(tol, [])
+    if getattr(model, "coupled", False):  # mimic joints coupled: snap the tree, keep the coupling
+        tree, report = snap_model(model.tree, tol)
+        return CoupledModel(tree, model.mimic), report
     X_new = np.array(model.X_tree)
     snapped = []
     for i in range(model.nb):

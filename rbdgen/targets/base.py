@@ -123,6 +123,14 @@ class Target:
         generated package's PackageModel (sizes and names only)."""
         raise NotImplementedError
 
+    def subset(self, sources: Sources, kernels, dtype) -> Sources | None:
+        """The sources of a library that holds only ``kernels`` (for ``dtype``), which
+        :meth:`load` compiles and loads as it does the whole: a generated package compiles each
+        kernel on its first call (:class:`rbdgen.package.load.PackageKernels`). None (the
+        default) where the target compiles its kernels only all together: then a package's
+        first call compiles every one."""
+        return None
+
     #: a warm :meth:`build` takes the generated sources from the generation cache
     #: (:mod:`rbdgen.toolchain.gencache`)
     cache_generation: bool = True

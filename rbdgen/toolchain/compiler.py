@@ -26,8 +26,11 @@ setgid bit (``chmod 2775``), used with ``umask 002``, is shared.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -35,6 +38,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -315,13 +319,35 @@ def library_intact(lib: Path) -> str | None:
     return None
 
 
+class NotCached(Exception):
+    """What :func:`build_library` raises inside :func:`cached_only` where the cache does not hold
+    the library (instead of compiling it)."""
+
+
+_CACHED_ONLY = contextvars.ContextVar("rbdgen_cached_only", default=False)
+
+
+@contextlib.contextmanager
+def cached_only():
+    """Within the block (this thread), :func:`build_library` hands back only libraries the cache
+    holds and raises :class:`NotCached` where it would compile: a generated package asks so
+    whether its whole library was built (``rbdgen build DIR``) before it compiles a kernel alone."""
+    token = _CACHED_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _CACHED_ONLY.reset(token)
+
+
 def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
                   progress=None, jobs: int | None = None, source_flags: dict | None = None,
                   on_output=None) -> Path:
     """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path.
     ``source_flags`` maps a source to the flags it is compiled with instead of ``flags`` (which
     also link the library). ``on_output(source, text)`` receives what the compiler printed for
-    each source it compiled successfully (not called on a cache hit)."""
+    each source it compiled successfully (not called on a cache hit). ``progress(message)``, on
+    a miss: ``compiling i/n: <source>`` as each source starts (the longest first), ``linking``,
+    and ``waiting for another process building …`` while another holds the entry's lock."""
     cxx = find_cxx(cxx)
     source_flags = {k: list(v) for k, v in (source_flags or {}).items() if list(v) != list(flags)}
     key = content_key(files, flags, cxx, source_flags)
@@ -334,7 +360,16 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
     lib = final / f"{libname}.so"
     if library_intact(lib) is None:
         return lib
-    with filelock.FileLock(str(root / f"{key}.lock"), mode=0o666):  # group-writable under umask 002
+    if _CACHED_ONLY.get():
+        raise NotCached(str(lib))
+    lock = filelock.FileLock(str(root / f"{key}.lock"), mode=0o666)  # group-writable under umask 002
+    try:
+        held = lock.acquire(timeout=0)
+    except filelock.Timeout:
+        if progress:
+            progress(f"waiting for another process building {libname}.so (lock {lock.lock_file})")
+        held = lock.acquire()
+    with held:
         damage = library_intact(lib)
         if damage is None:
             return lib
@@ -350,11 +385,15 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
             for name, text in files.items():
                 (tmp / name).write_text(text)
 
+            started, count = itertools.count(1), threading.Lock()
+
             def compile_one(src):
                 obj = tmp / (Path(src).stem + ".o")
                 cmd = [cxx, *source_flags.get(src, flags), "-c", str(tmp / src), "-o", str(obj)]
                 if progress:
-                    progress(f"compiling {src}")
+                    with count:
+                        i = next(started)
+                    progress(f"compiling {i}/{len(sources)}: {src}")
                 r = run_compiler(cmd)
                 if r.returncode != 0:
                     msg = (r.stderr or r.stdout).strip().splitlines()
@@ -370,6 +409,8 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
                 built = dict(zip(order, ex.map(compile_one, order)))
             objs = [built[s] for s in sources]
             link = [cxx, *flags, "-shared", *map(str, objs), "-o", str(tmp / f"{libname}.so")]
+            if progress:
+                progress(f"linking {libname}.so ({len(objs)} objects)")
             r = run_compiler(link)
             if r.returncode != 0:
                 raise BuildError(f"linking {libname}.so failed: {(r.stderr or r.stdout).strip()[:500]}")

@@ -1,6 +1,8 @@
 """The CPU target's code: a header and one source per dtype, extern "C" per kernel, for one state
 and for a batch (vectorised across states with GCC vector types, OpenMP across blocks), and
-the compile settings those sources are made for (which kernels go to -Os, lanes per kernel)."""
+the compile settings those sources are made for (which kernels go to -Os, lanes per kernel),
+printed a second time as a CMake project (library, install rules, package config, pkg-config
+file, example program) for C++ users who never run Python (issue 45, docs/cpp.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,9 +12,10 @@ from ...codegen import escape as esc
 from ...codegen import trig
 from ...codegen.printer import DEFAULT_PART_SIZE, Dialect, print_kernel, tiled
 from ...codegen.render import render
-from ...codegen.sources import DTYPES, prefix_for
+from ...codegen.sources import DTYPES, c_identifier, prefix_for
 from ...errors import RbdgenError
 from ...model import RobotModel
+from ...toolchain.compiler import cxx_flags
 
 CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, spread_constants=True, const_runs=3,
               const_runs_below=5000, epilogue="tiles")  # = LARGE_STATEMENTS (asserted below)
@@ -60,6 +63,7 @@ class Generated:
     large: dict = None    # dtype → the part sources of large kernels (LARGE_STATEMENTS)
     looped: dict = None   # dtype → the sources with a looped product (∇FD's epilogue)
     kernel_lanes: dict = None  # dtype → {kernel: lanes of its batch path}
+    cmake: tuple = ()     # the CMake project's files (CMakeLists.txt, package config, pkg-config, example)
 
 
 def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: bool = True,
@@ -111,7 +115,8 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             contig = ", ".join(f"{a.name}, {a.size}L" for a in ins + outs)
             ks.append({
                 "name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "parts": pk.parts, "body": pk.body,
-                "scratch": pk.scratch, "counts": pk.counts, "dense": dense.get(k),
+                "scratch": pk.scratch, "scratch_bytes": pk.scratch * (8 if dtype == "float64" else 4),
+                "counts": pk.counts, "dense": dense.get(k),
                 "n_statements": pk.n_statements, "t_args": t_args, "part_args": part_args, "c_args": c_args,
                 "call_args": call, "vcall_args": vcall, "offset_args": offs, "c_strided_args": c_strided,
                 "contig_args": contig,
@@ -120,10 +125,12 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             })
             if dtype == dtypes[0]:
                 header_kernels.append({"name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "c_args": {},
-                                       "c_strided_args": {}})
+                                       "c_strided_args": {}, "scratch": {}})
         for hk, kk in zip(header_kernels, ks):
             hk["c_args"][tag] = kk["c_args"]
             hk["c_strided_args"][tag] = kk["c_strided_args"]
+            hk["scratch"][tag] = {"n": kk["scratch"], "bytes": kk["scratch_bytes"],
+                                  "macro": f"{prefix}_{kk['name']}_{tag}_WORKSPACE".upper()}
         sources[dtype], large[dtype], looped[dtype] = [], [], []
         kernel_lane[dtype] = {}
         for kk in ks:
@@ -185,10 +192,124 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             py_sources[dtype] = (src, modname)
     files[header] = render("cpu/kernels.h.j2", banner=banner, robot=robot, nb=model.nb, nq=model.nq,
                            nv=model.nv, base=base, guard=prefix.upper() + "_H", prefix=prefix,
-                           kernels=header_kernels, dtypes=[{"tag": DTYPES[d][0]} for d in dtypes])
+                           kernels=header_kernels, dtypes=[{"tag": DTYPES[d][0], "ctype": DTYPES[d][1]} for d in dtypes],
+                           floating=model.floating_base, robot_str=esc.c_string(model.name), simd=simd,
+                           **_layout(model))
     files[trig_header] = render("cpu/sincos.hpp.j2", banner=banner, robot=robot, prefix=prefix,
                                 guard=prefix.upper() + "_SINCOS_HPP", **trig.template_constants())
-    return Generated(prefix, files, printed_all, header, sources, lane_map, py_sources, large, looped, kernel_lane)
+    cmake = _cmake_project(files, model, name or model.name, prefix, banner, robot, header, trig_header, dtypes,
+                           sources, large, looped, py_sources, header_kernels)
+    return Generated(prefix, files, printed_all, header, sources, lane_map, py_sources, large, looped, kernel_lane,
+                     cmake)
+
+
+# ---- the header's names and coordinates ---------------------------------------------------------
+
+def _layout(model) -> dict:
+    """What the header says of the robot's coordinates: per joint (one per body, in the kernels'
+    body order) its name, type, body, where its entries start in q and v and how many there are,
+    as rows of a comment table (names through :func:`rbdgen.codegen.escape.comment`) and as C
+    string bodies (:func:`rbdgen.codegen.escape.c_string`): a C++ user needs no manifest."""
+    mimic = getattr(model, "mimic", None) or {}
+    rows = []
+    for b in range(model.nb):
+        nq, nv = model.nq_joint(b), model.nv_joint(b)
+        q0, v0 = model.q_start[b], model.v_start[b]
+        qs = "-" if nq == 0 else f"q[{q0}]" if nq == 1 else f"q[{q0}..{q0 + nq})"
+        vs = "-" if nv == 0 else f"v[{v0}]" if nv == 1 else f"v[{v0}..{v0 + nv})"
+        if b in mimic:
+            lead, mult, off = mimic[b]
+            note = f"mimic: {mult!r} * {esc.comment(model.joint_names[lead])} + {off!r}, no coordinates of its own"
+        elif model.joint_types[b] == "floating":
+            note = "q = [x y z qx qy qz qw] (unit quaternion), v = [linear; angular] in the base frame"
+        else:
+            note = ""
+        rows.append({"joint": esc.comment(model.joint_names[b]), "type": model.joint_types[b],
+                     "body": esc.comment(model.body_names[b]), "q": qs, "v": vs, "note": note,
+                     "joint_str": esc.c_string(model.joint_names[b]), "body_str": esc.c_string(model.body_names[b]),
+                     "q0": q0, "nq": nq, "v0": v0, "nv": nv})
+    # a table whose columns line up; the widths come from names, so a name changes comment
+    # lines only (tests/test_names.py)
+    wj = max([len("joint"), *(len(r["joint"]) for r in rows)])
+    wt = max([len("type"), *(len(r["type"]) for r in rows)])
+    wb = max([len("body"), *(len(r["body"]) for r in rows)])
+    wq = max([len("q"), *(len(r["q"]) for r in rows)])
+    wv = max([len("v"), *(len(r["v"]) for r in rows)])
+
+    def line(i, j, t, bd, q, v, note):
+        return f"{i:>3}  {j:<{wj}}  {t:<{wt}}  {bd:<{wb}}  {q:<{wq}}  {v:<{wv}}  {note}".rstrip()
+
+    table = [line("", "joint", "type", "body", "q", "v", "")]
+    table += [line(str(b), r["joint"], r["type"], r["body"], r["q"], r["v"], r["note"]) for b, r in enumerate(rows)]
+    frames = [{"comment": esc.comment(f), "str": esc.c_string(f)} for f in getattr(model, "frames", ())]
+    return {"joints": rows, "layout_table": table, "frames": frames}
+
+
+# ---- the CMake project --------------------------------------------------------------------------
+
+#: rbdgen's compile flags that CMake spells its own way (the standard, position-independent code)
+#: or that depend on the source (the optimisation level, SLP vectorisation): every other flag of
+#: :func:`rbdgen.toolchain.compiler.cxx_flags` is passed to every source as it is
+_CMAKE_OWN = ("-std=c++17", "-fPIC", DEFAULT_OPT, NO_SLP)
+
+
+def _cmake_flags() -> list:
+    flags = cxx_flags(opt=DEFAULT_OPT, march=None, openmp=False)
+    missing = [f for f in _CMAKE_OWN if f not in flags]
+    assert not missing, f"rbdgen.toolchain.compiler.cxx_flags no longer has {missing}: update the CMake project"
+    return [f for f in flags if f not in _CMAKE_OWN]
+
+
+def _example_inputs(model, kernel: dict, ctype: str) -> list:
+    """Inputs of the example program: a configuration near the neutral one (q: the quaternion of a
+    floating base is the identity, every 1-DoF joint at 0.1·(its index + 1)), other arrays a ramp."""
+    out = []
+    for a in kernel["inputs"]:
+        if a.name == "q" and a.size == model.nq:
+            vals = [0.0] * model.nq
+            for b in range(model.nb):
+                q0, nq = model.q_start[b], model.nq_joint(b)
+                if model.joint_types[b] == "floating":
+                    vals[q0 + 6] = 1.0
+                elif nq == 1:
+                    vals[q0] = round(0.1 * (q0 + 1), 10)
+        else:
+            vals = [round(0.05 * ((i % 7) + 1), 10) for i in range(a.size)]
+        suffix = "f" if ctype == "float" else ""
+        out.append({"name": a.name, "size": a.size, "init": ", ".join(f"{x!r}{suffix}" for x in vals)})
+    return out
+
+
+def _cmake_project(files: dict, model, name: str, prefix: str, banner: str, robot: str, header: str, trig_header: str,
+                   dtypes, sources: dict, large: dict, looped: dict, py_sources: dict, header_kernels: list) -> tuple:
+    """Add the CMake project's files to ``files`` and return their names: ``CMakeLists.txt``
+    (library ``rbdgen::<name>`` from the kernel sources with rbdgen's flags per source, options,
+    install rules), the package config and pkg-config templates it configures, and an example
+    program. Only the package's name and file names reach code here; the robot's name, comments."""
+    pkg = c_identifier(name)  # a package's name already is one (rbdgen.package.write.check_package_name)
+    upper = prefix.upper()
+    groups = {"default": [], "large": [], "looped": []}
+    for d in dtypes:
+        for src in sources[d]:
+            kind = "large" if src in large[d] else "looped" if src in looped[d] else "default"
+            groups[kind].append(src)
+    python = [py_sources[d][0] for d in dtypes if d in py_sources]
+    names = {"cmake": "CMakeLists.txt", "config": f"{prefix}-config.cmake.in", "pc": f"{prefix}.pc.in",
+             "example": f"{prefix}_example.cpp"}
+    dtype = dtypes[0]
+    tag, ctype = DTYPES[dtype]
+    first = next((k for k in header_kernels if k["name"] == "rnea"), header_kernels[0])
+    ctx = dict(banner=banner, robot=robot, prefix=prefix, upper=upper, package=pkg, header=header,
+               trig_header=trig_header, groups=groups, python=python, flags=_cmake_flags(), default_opt=DEFAULT_OPT,
+               large_opt=LARGE_OPT, no_slp=NO_SLP, names=names, large_statements=LARGE_STATEMENTS)
+    files[names["cmake"]] = render("cpu/CMakeLists.txt.j2", **ctx)
+    files[names["config"]] = render("cpu/config.cmake.in.j2", **ctx)
+    files[names["pc"]] = render("cpu/pkgconfig.pc.in.j2", **ctx)
+    files[names["example"]] = render(
+        "cpu/example.cpp.j2", **ctx, tag=tag, ctype=ctype, kernel=first, inputs=_example_inputs(model, first, ctype),
+        call_in=", ".join(a.name for a in first["inputs"]), call_out=", ".join(a.name for a in first["outputs"]),
+        scratch=first["scratch"][tag])
+    return tuple(names.values())
 
 
 def _group_parts(parts, size: int) -> list:

@@ -47,7 +47,9 @@ class CudaTarget(Target):
                 "launch": {k: {d: {x: i[d][x] for x in ("lanes", "states_per_block", "stages", "width",
                                                          "thread_tile", "workspace", "default_shape",
                                                          "thread_shape", "speedup")}
-                               for d in dtypes} for k, i in gen.kernels.items()}}
+                               for d in dtypes} for k, i in gen.kernels.items()},
+                # the CMake project of the same sources, for C++ without Python (docs/cpp.md); not read by load
+                "cmake": list(gen.cmake)}
         return Sources(self.name, gen.prefix, dict(gen.files), entries, info, tuple(dtypes))
 
     def load(self, sources, model, dtype, *, progress=None, opt="-O3", arch=None, nvcc=None, werror=False):

@@ -25,6 +25,9 @@ kernel is only a sequence of calls to such functions separated by barriers. The 
 is also generated as a host function (``…_emulate_thread`` / ``…_emulate_block``) that runs
 every thread of every block in turn, so the GPU program — index arithmetic, staging, the
 stage/thread split and the workspace — executes and is checked on a machine without a GPU.
+
+The same sources are also a CMake project (``rbdgen::<name>_cuda``, CMake's CUDA language;
+issue 45, ``docs/cpp.md``) for C++ users who never run Python.
 """
 from __future__ import annotations
 
@@ -35,10 +38,11 @@ from ... import registry
 from ...codegen import escape as esc
 from ...codegen.printer import DEFAULT_PART_SIZE, SPLIT_ABOVE, Dialect, print_epilogue_shared, print_kernel
 from ...codegen.render import render
-from ...codegen.sources import DTYPES, prefix_for
+from ...codegen.sources import DTYPES, c_identifier, prefix_for
 from ...ir.schedule import level_schedule
 from ...model import RobotModel
 from ...textutil import text_table
+from .nvcc import DEFAULT_ARCHS, DEVICE_FLAGS
 from .resources import H100, occupancy
 
 #: the thread shape's products keep their span loops rolled: fully unrolled, nvcc held the
@@ -77,6 +81,7 @@ class GeneratedCuda:
     headers: dict    # dtype → the headers those include (the API header first)
     header: str      # the API header
     kernels: dict    # kernel name → info dict (shapes, lanes, …)
+    cmake: tuple = ()  # the CMake project's files (CMakeLists.txt, package config, pkg-config, example)
 
 
 def _signature(ins, outs, scalar, maybe_unused=False):
@@ -260,7 +265,54 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
     files[header] = render("cuda/api.cuh.j2", banner=banner, robot=robot, nb=model.nb, nq=model.nq,
                            nv=model.nv, base=base, guard=prefix.upper() + "_CUH", prefix=prefix, kernels=api,
                            dtypes=[{"tag": DTYPES[d][0], "ctype": DTYPES[d][1]} for d in dtypes])
-    return GeneratedCuda(prefix, files, sources, headers, header, info)
+    cmake = _cmake_project(files, model, name or model.name, prefix, banner, robot, header, dtypes, sources,
+                           headers, api)
+    return GeneratedCuda(prefix, files, sources, headers, header, info, cmake)
+
+
+def _cmake_project(files: dict, model, name: str, prefix: str, banner: str, robot: str, header: str, dtypes,
+                   sources: dict, headers: dict, api: list) -> tuple:
+    """Add the CMake project of the CUDA sources to ``files`` (issue 45, docs/cpp.md): the library
+    ``rbdgen::<name>_cuda`` (CMake's CUDA language, nvcc's flags as
+    :func:`rbdgen.targets.cuda.nvcc.nvcc_flags` sets them), install rules, package config,
+    pkg-config file and an example program; returns their names. Only the package's name and
+    file names reach code here; the robot's name, comments."""
+    # nvcc_flags: DEVICE_FLAGS, -O3, -Xcompiler -fPIC,-Wall,-Wextra, one -gencode per architecture
+    # plus the newest's PTX; CMake says -std=c++17 as CUDA_STANDARD and the gencodes as CUDA_ARCHITECTURES
+    assert DEVICE_FLAGS == ("-std=c++17",), "nvcc's device flags changed: update templates/cuda/CMakeLists.txt.j2"
+    archs = ";".join([f"{a}-real" for a in DEFAULT_ARCHS[:-1]] + [DEFAULT_ARCHS[-1]])
+    lib = f"{prefix}_cuda"
+    pkg = c_identifier(name) + "_cuda"
+    srcs = [s for d in dtypes for s in sources[d]]
+    srcs = list(dict.fromkeys(srcs))  # the runtime source is every dtype's
+    hdrs = list(dict.fromkeys(h for d in dtypes for h in headers[d]))
+    names = {"cmake": "CMakeLists.txt", "config": f"{lib}-config.cmake.in", "pc": f"{lib}.pc.in",
+             "example": f"{lib}_example.cpp"}
+    dtype = dtypes[0]
+    tag, ctype = DTYPES[dtype]
+    first = next((k for k in api if k["name"] == "rnea"), api[0])
+    ctx = dict(banner=banner, robot=robot, prefix=prefix, lib=lib, upper=lib.upper(), package=pkg, header=header,
+               sources=srcs, headers=hdrs, archs=archs, names=names)
+    files[names["cmake"]] = render("cuda/CMakeLists.txt.j2", **ctx)
+    files[names["config"]] = render("cuda/config.cmake.in.j2", **ctx)
+    files[names["pc"]] = render("cuda/pkgconfig.pc.in.j2", **ctx)
+    inputs = []  # as the CPU example's (rbdgen.targets.cpu.emit._example_inputs; targets import no other target)
+    for a in first["inputs"]:
+        if a.name == "q" and a.size == model.nq:
+            vals = [0.0] * model.nq
+            for b in range(model.nb):
+                q0 = model.q_start[b]
+                if model.joint_types[b] == "floating":
+                    vals[q0 + 6] = 1.0
+                elif model.nq_joint(b) == 1:
+                    vals[q0] = round(0.1 * (q0 + 1), 10)
+        else:
+            vals = [round(0.05 * ((i % 7) + 1), 10) for i in range(a.size)]
+        inputs.append({"name": a.name, "size": a.size,
+                       "init": ", ".join(f"{x!r}{'f' if ctype == 'float' else ''}" for x in vals)})
+    files[names["example"]] = render("cuda/example.cpp.j2", **ctx, tag=tag, ctype=ctype, kernel=first, inputs=inputs,
+                                     shown=min(first["outputs"][0].size, 7))  # values printed
+    return tuple(names.values())
 
 
 def schedule_table(model: RobotModel, kernels=None, max_lanes: int = MAX_LANES, progress=None,

@@ -28,7 +28,7 @@ import numpy as np
 from ...errors import BuildError, RbdgenError
 from ...kernels import interop as _interop
 from ...kernels.frames import install as _install_frames
-from ...kernels.loaded import _Method
+from ...kernels.loaded import NamesMissingKernels, _Method
 from ...toolchain.rebuild import reduce as _reduce
 from .emit import SHAPES
 from .nvcc import compile_library, parse_archs
@@ -50,7 +50,7 @@ def compile_and_load(files: dict, sources: list, libname: str, model, prefix: st
     return CudaKernels(lib, model, prefix, dtype, info, archs)
 
 
-class CudaKernels:
+class CudaKernels(NamesMissingKernels):
     """Kernels of one robot on the GPU. Each method takes the inputs as the CPU kernels do — one
     state ``(size,)`` or a batch ``(N, size)`` — and
 
@@ -167,7 +167,7 @@ class CudaKernels:
                 f"nq={self.nq}, nv={self.nv}): {', '.join(self.kernels)}>")
 
 
-class _Emulated:
+class _Emulated(NamesMissingKernels):
     def __reduce__(self):  # the owner's recipe, emulated again where it is loaded
         return (CudaKernels.emulated, (self.owner, self.shape))
 

@@ -47,8 +47,8 @@ class HlsTarget(Target):
         Option("part", "--part", f"hls: FPGA part for the synthesis script (default {DEFAULT_PART}), or a preset "
                f"that also sets --dsp-budget to its DSPs for ap_fixed: {', '.join(PARTS)}", ("generate", "cost"),
                {"metavar": "PART"}),
-        Option("dsp_budget", "--dsp-budget", "hls (ap_fixed): each kernel within N DSP48E2 slices: a list schedule "
-               "picks the shared multipliers and CORDIC units, ALLOCATION pragmas hold the tool to them "
+        Option("dsp_budget", "--dsp-budget", "hls: each kernel within N DSP48E2 slices (ap_fixed datapaths): a list "
+               "schedule picks the shared multipliers and CORDIC units, ALLOCATION pragmas hold the tool to them "
                "(docs/hls.md)", ("generate", "cost"), {"type": int, "metavar": "N"}, check=_check_dsp_budget),
         Option("interface", "--interface", "hls: port protocol of the top functions (default ap_memory: ports "
                "partitioned into registers; see docs/hls.md)", ("generate",), {"choices": INTERFACES}),
