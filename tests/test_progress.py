@@ -242,3 +242,37 @@ def test_rbdgen_build_refuses_an_option_of_another_target(package, capsys, tmp_p
     _, err = capsys.readouterr()
     assert rc == 2
     assert_one_error_line(err, "", "--arch", "cpu")
+
+
+def _first_call(f, *args):
+    """Call a CUDA package's kernel: its library compiles; without a GPU the launch then says so
+    (the call on a machine with one just runs)."""
+    try:
+        f(*args)
+    except rbdgen.RbdgenError as e:
+        assert "no CUDA GPU available" in str(e), e
+
+
+def test_a_cuda_package_compiles_only_the_kernel_called(iiwa, cache, tmp_path):
+    """The CUDA target splits too (Target.subset): a package's first call of gravity builds a
+    library holding gravity's code and the shared runtime only, and its emulation (the GPU program
+    run on the CPU) matches the reference; crba's first call builds a library of its own."""
+    from rbdgen.targets.cuda.runtime import CudaKernels
+
+    generate_package(iiwa, tmp_path / "out", urdf=str(IIWA), load_options={}, name="cp", target="cuda",
+                     kernels=["gravity", "crba", "rnea"], dtypes=["float64"])
+    k = load_package(tmp_path / "out" / "cp", lazy=True, opt=OPT, arch="sm_90", progress=False)
+    q = iiwa.random_q(np.random.default_rng(4), 3)
+    _first_call(k.gravity, q)
+    (owner,) = k._parts.values()
+    assert isinstance(owner, CudaKernels) and owner.kernels == ("gravity",)
+    lib = ctypes.CDLL(str(owner.path))
+    assert hasattr(lib, "rbd_cp_gravity_f64_emulate_thread") and not hasattr(lib, "rbd_cp_crba_f64_emulate_thread")
+    assert kernel_err(owner.emulated("thread").gravity(q), ref.gravity(iiwa, q)) <= TOL64
+    _first_call(k.crba, q)
+    assert set(k._parts) == {"gravity", "crba"} and k._full is None and len(libraries_any(cache)) == 2
+
+
+def libraries_any(cache) -> list:
+    """The compile cache's entries holding a library, whatever its sources' language."""
+    return [d for d in cache.iterdir() if re.fullmatch(r"[0-9a-f]{24}", d.name) and any(d.glob("*.so"))]

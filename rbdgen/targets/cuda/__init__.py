@@ -9,7 +9,7 @@ report (``inspect --cost --target cuda``, CI's resource bounds), ``runtime`` the
 """
 from __future__ import annotations
 
-from ...codegen.sources import Sources, check_dtype
+from ...codegen.sources import DTYPES, Sources, check_dtype
 from ..base import OPT, Option, Target, check_opt, register
 from .emit import format_schedule_table, generate_cuda, schedule_table
 from .resources import format_resources, gpu_for, kernel_resources
@@ -51,6 +51,25 @@ class CudaTarget(Target):
                 # the CMake project of the same sources, for C++ without Python (docs/cpp.md); not read by load
                 "cmake": list(gen.cmake)}
         return Sources(self.name, gen.prefix, dict(gen.files), entries, info, tuple(dtypes))
+
+    def subset(self, sources, kernels, dtype):
+        """The sources of a library with only ``kernels``: each one's ``.cu`` and ``.cuh``, with the
+        package's shared header and runtime (streams, pools), which name no kernel. None where a
+        kernel's files are not where the generator puts them."""
+        dt = check_dtype(sources, dtype)
+        info, prefix, tag = sources.info, sources.prefix, DTYPES[dt][0]
+        keep = [k for k in sources.kernels if k in set(kernels)]
+        if len(keep) != len(set(kernels)):
+            return None
+        own = {f"{prefix}_{k}_{tag}{ext}": k for k in sources.kernels for ext in (".cu", ".cuh")}
+        if not all(f"{prefix}_{k}_{tag}.cu" in info["sources"][dt] for k in sources.kernels):
+            return None
+        srcs = [f for f in info["sources"][dt] if own.get(f, keep[0]) in keep]
+        hdrs = [f for f in info["headers"][dt] if own.get(f, keep[0]) in keep]
+        files = {f: sources.files[f] for f in [*hdrs, *srcs]}
+        sub = {**info, "sources": {dt: srcs}, "headers": {dt: hdrs},
+               "launch": {k: v for k, v in info["launch"].items() if k in keep}}
+        return Sources(sources.target, prefix, files, {k: sources.kernels[k] for k in keep}, sub, (dt,))
 
     def load(self, sources, model, dtype, *, progress=None, opt="-O3", arch=None, nvcc=None, werror=False):
         dt = check_dtype(sources, dtype)
