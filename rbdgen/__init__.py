@@ -1,6 +1,6 @@
 """rbdgen: robot-specific rigid-body-dynamics kernels generated from URDF."""
 from .errors import BuildError, CompilerNotFoundError, RbdgenError, UnsupportedError, URDFError
-from .model import RobotModel, load_urdf
+from .model import ModelBuilder, RobotModel, load_urdf
 from .reference.contact import Contact, ContactError
 
 
@@ -20,6 +20,7 @@ __all__ = [
     "CompilerNotFoundError",
     "Contact",
     "ContactError",
+    "ModelBuilder",
     "RbdgenError",
     "RobotModel",
     "UnsupportedError",

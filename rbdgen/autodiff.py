@@ -13,7 +13,12 @@ each wrapper composes our tangent derivative with the tangent map T(q) (nv × nq
 
 * linear: δ_lin = Rᵀ dp (R the base rotation);
 * angular: δ_ang = 2 vec(ū ⊗ du) = 2 (w du_xyz − dw u_xyz − u_xyz × du_xyz);
-* every joint coordinate: the identity.
+* every revolute, continuous or prismatic joint's coordinate: the identity.
+
+A spherical joint stores a quaternion u (4) and its tangent is the body-frame rotation ω (3):
+its block of T is the free-flyer's angular one. A planar joint stores (x, y, θ), x and y along
+its joint frame's axes, and its tangent is the body-frame (vx, vy, ω) (Pinocchio's SE(2)
+integration): δ_xy = R(θ)ᵀ (dx, dy), δ_ω = dθ; nq = nv there, yet T is not the identity.
 
 So ∂τ/∂q = (∂τ/∂δ) · T(q). T maps the radial direction du ∝ u to zero twist: ∂τ/∂q is the
 derivative of τ(p, u/|u|, …), the function the NumPy reference and the generated kernels compute
@@ -36,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import registry
+from .model.model import CURVED_JOINTS
 
 __all__ = ["tangent_map", "differentiable", "partials", "rule", "rnea_partials", "aba_partials"]
 
@@ -46,19 +52,25 @@ def differentiable() -> dict:
 
 
 def _layout(model):
-    """(identity rows, identity cols, [(v0, q0) of each floating joint]) of ``model``, cached."""
+    """(identity rows, identity cols, [(v0, q0) of each floating joint], [(v0, q0) of each
+    spherical joint], [(v0, q0) of each planar joint]) of ``model``, cached."""
     key = id(model)
     hit = _LAYOUTS.get(key)
     if hit is None or hit[0] is not model:
-        rows, cols, free = [], [], []
+        rows, cols, free, ball, planar = [], [], [], [], []
         for i, t in enumerate(model.joint_types):
-            qs, vs = model.q_slice(i), model.v_slice(i)
+            # q_start/nq_joint, not q_slice: a mimic-coupled model has them (a follower: none)
+            q0, v0 = model.q_start[i], model.v_start[i]
             if t == "floating":
-                free.append((vs.start, qs.start))
+                free.append((v0, q0))
+            elif t == "spherical":
+                ball.append((v0, q0))
+            elif t == "planar":
+                planar.append((v0, q0))
             else:
-                rows += range(vs.start, vs.stop)
-                cols += range(qs.start, qs.stop)
-        hit = (model, np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp), free)
+                rows += range(v0, v0 + model.nv_joint(i))
+                cols += range(q0, q0 + model.nq_joint(i))
+        hit = (model, np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp), free, ball, planar)
         if len(_LAYOUTS) > 64:
             _LAYOUTS.clear()
         _LAYOUTS[key] = hit
@@ -70,11 +82,12 @@ _LAYOUTS: dict = {}
 
 def tangent_map(model, q) -> np.ndarray:
     """T(q), (…, nv, nq): the body-frame tangent δ = T·dq of a change dq of q's coordinates
-    (first order; see the module's docstring). The identity where nq = nv."""
+    (first order; see the module's docstring). The identity where every joint is revolute,
+    continuous or prismatic."""
     q = np.asarray(q, dtype=float)
     if q.shape[-1] != model.nq:
         raise ValueError(f"tangent_map: q has {q.shape[-1]} coordinates, the model {model.nq}")
-    rows, cols, free = _layout(model)
+    rows, cols, free, ball, planar = _layout(model)
     lead = q.shape[:-1]
     T = np.zeros(lead + (model.nv, model.nq))
     T[..., rows, cols] = 1.0
@@ -89,15 +102,31 @@ def tangent_map(model, q) -> np.ndarray:
         lin[..., 0, 0], lin[..., 1, 0], lin[..., 2, 0] = 1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy)
         lin[..., 0, 1], lin[..., 1, 1], lin[..., 2, 1] = 2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx)
         lin[..., 0, 2], lin[..., 1, 2], lin[..., 2, 2] = 2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy)
-        # δ_ang = 2 (w du − dw u − u × du): 2 (w I − [u]×) on du_xyz, −2 u on dw
-        ang = T[..., v0 + 3:v0 + 6, p0 + 3:p0 + 7]
-        ang[..., 0, 0] = ang[..., 1, 1] = ang[..., 2, 2] = 2 * w
-        ang[..., 0, 1], ang[..., 0, 2] = 2 * z, -2 * y
-        ang[..., 1, 0], ang[..., 1, 2] = -2 * z, 2 * x
-        ang[..., 2, 0], ang[..., 2, 1] = 2 * y, -2 * x
-        ang[..., :, 3] = -2 * u[..., :3]
-        ang /= n[..., None]  # δ_ang of d(u/|u|): the radial part is already mapped to zero
+        _angular(T[..., v0 + 3:v0 + 6, p0 + 3:p0 + 7], q[..., p0 + 3: p0 + 7])
+    for v0, p0 in ball:  # the free-flyer's angular block
+        _angular(T[..., v0:v0 + 3, p0:p0 + 4], q[..., p0:p0 + 4])
+    for v0, p0 in planar:
+        # (dx, dy) along the joint frame's axes → the body frame's: R(θ)ᵀ; dθ → ω
+        c, s = np.cos(q[..., p0 + 2]), np.sin(q[..., p0 + 2])
+        T[..., v0, p0], T[..., v0, p0 + 1] = c, s
+        T[..., v0 + 1, p0], T[..., v0 + 1, p0 + 1] = -s, c
+        T[..., v0 + 2, p0 + 2] = 1.0
     return T
+
+
+def _angular(ang, u):
+    """Fill ``ang`` (…, 3, 4), the body-frame rotation δ_ang of a change du of the quaternion u
+    (x y z w, any norm)."""
+    n = np.sqrt(np.sum(u * u, axis=-1, keepdims=True))
+    u = u / n  # the rotation is that of u/|u|: a change du moves it by d(u/|u|), |u|⁻¹ du tangentially
+    x, y, z, w = u[..., 0], u[..., 1], u[..., 2], u[..., 3]
+    # δ_ang = 2 (w du − dw u − u × du): 2 (w I − [u]×) on du_xyz, −2 u on dw
+    ang[..., 0, 0] = ang[..., 1, 1] = ang[..., 2, 2] = 2 * w
+    ang[..., 0, 1], ang[..., 0, 2] = 2 * z, -2 * y
+    ang[..., 1, 0], ang[..., 1, 2] = -2 * z, 2 * x
+    ang[..., 2, 0], ang[..., 2, 1] = 2 * y, -2 * x
+    ang[..., :, 3] = -2 * u[..., :3]
+    ang /= n[..., None]  # δ_ang of d(u/|u|): the radial part is already mapped to zero
 
 
 def need(kern, name):
@@ -118,7 +147,14 @@ def _host(x):
 
 def _compose_q(model, J_tangent, q):
     """(…, nv, nv) derivative along the tangent → (…, nv, nq) along q's coordinates."""
-    if model.nq == model.nv:
+    types = getattr(model, "joint_types", None)
+    if not types:  # a model that does not say its joints (a package of an older manifest)
+        if model.nq != model.nv:
+            raise ValueError(f"{model!r}: its joint kinds are not known, so ∂/∂q cannot be mapped onto q's "
+                             "coordinates; regenerate the package, or differentiate rbdgen.build(model)'s kernels")
+        raise ValueError(f"{model!r}: its joint kinds are not known (a planar joint's q is not its tangent "
+                         "either); regenerate the package, or differentiate rbdgen.build(model)'s kernels")
+    if not any(t in CURVED_JOINTS for t in types):
         return J_tangent  # T is the identity: no copy, no product
     return J_tangent @ tangent_map(model, q)
 

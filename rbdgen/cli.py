@@ -139,7 +139,7 @@ def kernels_option(f):
                      help="Comma-separated kernels to leave out of the selection (a new kernel is still included).")(f)
     return click.option("--kernels", callback=_parse_kernels, metavar="K1,K2,...",
                         help=f"Comma-separated kernels (default: every one the model can have; the frame kernels need "
-                             f"--frames. All: {', '.join(registry.kernels())}; "
+                             f"--frames, the *_fext variants are built only when named. All: {', '.join(registry.kernels())}; "
                              "`rbdgen kernels` describes each).")(f)
 
 
@@ -224,8 +224,10 @@ def cli():
 
 
 def _fmt_axis(model, i):
-    if model.joint_types[i] == "floating":
+    if model.joint_types[i] in ("floating", "spherical"):
         return "-"
+    if model.joint_types[i] == "planar":
+        return "x-y plane"
     return "(" + ", ".join(f"{x:+.3g}" for x in model.axis[i]) + ")"
 
 
@@ -425,7 +427,8 @@ def kernels_cmd():
     for k in registry.kernels():
         d = registry.get(k)
         outs = ", ".join(f"{a.name}{'(' + ','.join(map(str, a.shape)) + ')'}" for a in d.outputs)
-        rows.append((k, f"{', '.join(d.input_names)} -> {outs}", f"{d.float32_tol:.0e}", d.gpu_shape, d.doc))
+        doc = d.doc if d.variant_of is None else f"{d.doc} [{d.variant_of[0]} with {d.variant_of[1]}; built when named]"
+        rows.append((k, f"{', '.join(d.input_names)} -> {outs}", f"{d.float32_tol:.0e}", d.gpu_shape, doc))
     click.echo("\n".join(text_table(rows, left=(0, 1, 3, 4))))
 
 

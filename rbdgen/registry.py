@@ -78,6 +78,10 @@ INPUTS = {
     "tau": Arg("tau", ("nv",), "joint torques", sample=_normal()),
     "stale": Arg("stale", ("24*nb",), "the previous call's stale_next (rnea_stale*: per body v, a, f_own, f)",
                  sample=lambda model, rng, n: _sample_stale(model, rng, n)),
+    # last: drawing it after the others leaves their values as they were before it existed
+    "f_ext": Arg("f_ext", ("nb", 6), "external spatial force on each body, [force; torque] in the body's frame "
+                 "about its origin (rbdgen.reference's and Pinocchio's fext; *_fext kernels)",
+                 sample=lambda model, rng, n: 5.0 * rng.normal(size=(n, 6 * model.nb))),
 }
 
 
@@ -152,6 +156,11 @@ class KernelDecl:
     pinocchio_env: Callable | None = None
     #: how the kernel is differentiated (:class:`Gradient`); None: it is not
     gradient: Gradient | None = None
+    #: (base kernel, input): this kernel is ``base`` with one more input (``("rnea", "f_ext")``:
+    #: rnea_fext). Such a variant is built only when asked for by name (it is left out of the
+    #: default selection, so builds and packages without it keep their size and speed), and a
+    #: loaded ``kern.base(…, input=x)`` calls it (:func:`variants`). None: an ordinary kernel
+    variant_of: tuple | None = None
 
     @property
     def input_names(self) -> tuple:
@@ -169,7 +178,8 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
             float32_tol: float, fixed_tol: dict | None = None, gpu_shape: str = "block",
             pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False,
             coupled: Callable | None = None, frames: bool = False,
-            pinocchio_env: Callable | None = None, gradient: Gradient | None = None) -> KernelDecl:
+            pinocchio_env: Callable | None = None, gradient: Gradient | None = None,
+            variant_of: tuple | None = None) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -180,9 +190,14 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
         raise ValueError(f"kernel {name!r}: argument names repeat: {names}")
     if gpu_shape not in ("thread", "block"):
         raise ValueError(f"kernel {name!r}: gpu_shape must be 'thread' or 'block'")
+    if variant_of is not None:
+        base, extra = variant_of
+        want = _REGISTRY[base].input_names + (extra,) if base in _REGISTRY else None
+        if want != tuple(a.name for a in ins):
+            raise ValueError(f"kernel {name!r}: a variant of {base!r} takes its inputs and then {extra!r}")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
                    gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv),
-                   coupled, bool(frames), pinocchio_env, gradient)
+                   coupled, bool(frames), pinocchio_env, gradient, None if variant_of is None else tuple(variant_of))
     _REGISTRY[name] = d
     return d
 
@@ -195,6 +210,13 @@ def kernels() -> tuple:
     """Names of every declared kernel, in canonical (declaration) order."""
     _ensure_loaded()
     return tuple(_REGISTRY)
+
+
+def variants(name: str) -> dict:
+    """Input name → kernel, for the variants of kernel ``name`` that take one more input
+    (``variants("rnea") == {"f_ext": "rnea_fext"}``): what ``kern.rnea(q, v, a, f_ext=…)`` calls."""
+    _ensure_loaded()
+    return {d.variant_of[1]: k for k, d in _REGISTRY.items() if d.variant_of and d.variant_of[0] == name}
 
 
 def differentiable() -> dict:
@@ -236,10 +258,11 @@ def resolve(names=None) -> tuple:
 
 def applicable(model, names=None) -> tuple:
     """:func:`resolve` for ``model``: with ``names=None``, every kernel the model can have (the
-    frame kernels only when frames are selected); asked-for kernels are checked with
-    :func:`check_frames`."""
+    frame kernels only when frames are selected), but the variants (``*_fext``: built when asked
+    for by name); asked-for kernels are checked with :func:`check_frames`."""
     if names is None:
-        return tuple(k for k in resolve(None) if not _REGISTRY[k].frames or getattr(model, "nf", 0))
+        return tuple(k for k in resolve(None) if (not _REGISTRY[k].frames or getattr(model, "nf", 0))
+                     and _REGISTRY[k].variant_of is None)
     out = resolve(names)
     check_frames(model, out)
     return out

@@ -129,6 +129,9 @@ def pinocchio_model(model):
     if list(pm.names[1:]) != list(model.joint_names) or pm.nv != model.nv or pm.nq != model.nq_pinocchio:
         return None, "pinocchio's joints differ from rbdgen's (order or sizes): not compared"
     pm.gravity.linear = np.asarray(model.gravity, dtype=float)
+    arm = getattr(model, "armature", None)
+    if arm is not None and np.any(arm):  # each DOF's rotor inertia: Pinocchio's model.armature
+        pm.armature = np.asarray(arm, dtype=float)
     pm.rbdgen_frames = tuple(getattr(model, "frames", ()))  # what the frame kernels' counterparts read
     missing = [f for f in pm.rbdgen_frames if not pm.existFrame(f)]
     if missing:

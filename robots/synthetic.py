@@ -11,7 +11,8 @@ form), so a parser recovers exactly the values that were generated.
 What the generated robots exercise:
 
 * joint axes cycling through aligned (``x``, ``y``, ``z``, ``-z``) and
-  general non-axis-aligned unit vectors;
+  general non-axis-aligned unit vectors (a ``planar`` joint's normal is its
+  frame's z, as Pinocchio's; its plane turns with the joint's origin);
 * joint origins with non-zero translation and a mix of identity, exact
   quarter/half-turn rotations (e.g. ``rpy="0 0 1.5707963267948966"``) and
   generic rotations;
@@ -39,8 +40,11 @@ from collections.abc import Sequence
 
 __all__ = ["JOINT_TYPES", "chain_urdf", "tree_urdf"]
 
-#: Movable joint types the generators can emit.
-JOINT_TYPES: tuple[str, ...] = ("revolute", "continuous", "prismatic")
+#: Movable joint types the generators can emit. A ``planar`` joint moves in its frame's x-y plane
+#: (``<axis xyz="0 0 1"/>``, Pinocchio's JointModelPlanar); its frame is placed like any other
+#: joint's (generic rotations included), so the plane is general. URDF has no ball joint: build
+#: spherical joints with :class:`rbdgen.ModelBuilder`.
+JOINT_TYPES: tuple[str, ...] = ("revolute", "continuous", "prismatic", "planar")
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _HALF_PI = math.pi / 2
@@ -215,7 +219,9 @@ def _axis(rng: random.Random, index: int) -> list[float]:
 def _movable_joint_xml(rng: random.Random, index: int, jtype: str, parent: str, child: str) -> str:
     xyz = _origin_xyz(rng)
     rpy = _origin_rpy(rng, index)
-    axis = _axis(rng, index)
+    axis = _axis(rng, index)  # drawn for every type: the other joints' numbers do not depend on the types
+    if jtype == "planar":
+        axis = [0.0, 0.0, 1.0]  # the plane's normal: the joint frame's z
     lines = [
         f'  <joint name="j{index}" type="{jtype}">',
         f'    <parent link="{parent}"/>',

@@ -208,10 +208,13 @@ QUICK_MODULES = {
     "test_layout", "test_model", "test_registry", "test_symbolic", "test_autodiff", "test_ir", "test_cli",
     "test_reference_properties", "test_reference_vs_pinocchio", "test_reference_derivatives", "test_gencache",
     "test_generated", "test_sincos", "test_scan", "test_fuzz_loader", "test_stale", "test_contact", "test_mimic",
+    "test_joint_kinds",  # spherical and planar joints: every layer on small synthetic trees, ~20 s cold
+    "test_armature_fext",  # armature and the f_ext variants: IR, C++ (two small builds), Pinocchio, FD
 }
 #: tests of those modules that are left out all the same (seconds each, and covered by the rest)
 QUICK_EXCLUDE = {"test_traced_scans_on_long_chains", "test_scan_depth_grows_like_log_n",
-                 "test_the_documented_simulations_hold_their_stated_bounds", "test_cuda_emulated_coupled"}
+                 "test_the_documented_simulations_hold_their_stated_bounds", "test_cuda_emulated_coupled",
+                 "test_fext_variants_on_the_cuda_and_hls_targets"}
 #: these tests of the other modules (robot-parametrised ones on QUICK_CASES only)
 QUICK_TESTS = {
     "test_cpu_kernels": {"test_float64_kernels_match_reference", "test_float32_kernels_match_reference",

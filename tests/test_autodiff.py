@@ -103,3 +103,27 @@ def test_missing_kernels_are_named():
     with pytest.raises(ValueError, match="differentiating rnea needs the kernels rnea_derivatives, crba; not built: "
                                          "rnea_derivatives, crba"):
         rnea_partials(kern, q, v, a)
+
+
+def test_partials_of_a_generated_package_map_its_curved_joints(tmp_path):
+    """A generated package's kernels know their joints' kinds (the manifest's): the q-block of a
+    floating base and of a planar joint goes through the tangent map, as for rbdgen.build's
+    kernels. (A package's model had sizes only: a floating package raised AttributeError, and a
+    planar one, nq = nv, silently took ∂/∂q along the tangent for ∂/∂q along q.)"""
+    import rbdgen
+    from rbdgen.package import generate_package, load_package
+    from rbdgen.robots import chain_urdf
+
+    urdf = tmp_path / "c.urdf"
+    urdf.write_text(chain_urdf(3, seed=4, joint_types=("planar", "revolute")))
+    m = rbdgen.load_urdf(urdf, floating_base=True)
+    assert {"floating", "planar"} <= set(m.joint_types)
+    generate_package(m, tmp_path / "out", urdf=str(urdf), load_options={"floating_base": True}, name="cp",
+                     kernels=["rnea_derivatives", "crba"], dtypes=["float64"], simd=False)
+    kern = load_package(tmp_path / "out" / "cp", opt="-O0", progress=False)
+    assert kern.model.joint_types == m.joint_types
+    q, v, a, _ = random_state(m, seed=6)
+    got = rnea_partials(kern, q, v, a)
+    want = rnea_partials(_reference_kernels(m), q, v, a)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and relerr(g, w) <= 1e-9

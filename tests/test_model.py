@@ -169,9 +169,10 @@ BAD_URDFS = {
     "unknown-joint-type": (
         urdf(BASE, link("l1"), joint("j1", "base", "l1", type="ball")),
         UnsupportedError, ("joint 'j1'", "unknown joint type 'ball'"), {}),
-    "planar": (
-        urdf(BASE, link("l1"), joint("j1", "base", "l1", type="planar")),
-        UnsupportedError, ("joint 'j1'", "planar"), {}),
+    # a planar joint moves in its frame's x-y plane (Pinocchio's); another normal is refused, not ignored
+    "planar-axis": (
+        urdf(BASE, link("l1"), joint("j1", "base", "l1", type="planar", axis="1 0 0")),
+        UnsupportedError, ("joint 'j1'", "planar", "must be 0 0 1, not 1 0 0"), {}),
     "non-root-floating": (
         urdf(BASE, link("l1"), link("l2"), joint("j1", "base", "l1"), joint("j2", "l1", "l2", type="floating")),
         UnsupportedError, ("joint 'j2'", "non-root floating joint"), {}),

@@ -43,7 +43,8 @@ def _pin(robot, floating, cache):
 #: what Pinocchio 4 refuses for coupled mimic joints ("does not support Joint Mimic"); rbdgen's
 #: coupled references for these are checked by identities (test_mimic.py) and finite
 #: differences (test_reference_derivatives.py) instead
-PIN_NO_MIMIC = {"aba", "aba_scan", "minv", "rnea_derivatives", "aba_derivatives", "osim_inverse", "contact_terms"}
+PIN_NO_MIMIC = {"aba", "aba_scan", "minv", "rnea_derivatives", "aba_derivatives", "osim_inverse", "contact_terms",
+                "aba_fext", "rnea_derivatives_fext", "aba_derivatives_fext"}
 
 
 @pytest.mark.parametrize("robot,floating", ROBOT_CASES)
@@ -61,7 +62,8 @@ def test_reference_matches_pinocchio(robot, floating, pin_models):
     # changed from run to run). Some states are ill-conditioned: on icub_reduced 4 seeds in 1000
     # put M⁻¹ 1e-9 … 9e-8 away from Pinocchio's (error ∝ cond(M)); see the issue 17 closing note
     q, v, a, tau = random_state(model, seed=zlib.crc32(robot.name.encode()) % 1000, n=NSTATES)
-    env = {"q": q, "v": v, "a": a, "tau": tau}
+    # the other inputs (f_ext, …) drawn as the registry draws them
+    env = registry.complete_inputs(model, {"q": q, "v": v, "a": a, "tau": tau})
     errs = {}
     for name in registry.kernels():
         decl = registry.get(name)

@@ -30,7 +30,7 @@ from .. import reference as ref
 from ..reference import contact as rc
 from ..registry import Arg, declare
 from . import spatial as S
-from .dynamics import _aba_values, _c_qdd, _crba_values
+from .dynamics import _D, _aba_values, _c_qdd, _crba_values
 from .kinematics import placements
 from .trace import Trace
 
@@ -171,7 +171,7 @@ def _articulated(t: Trace, q):
         t.block("articulated inertias", i)
         Si = t.Smat(i)
         U[i] = S.mat_mat(g, IA[i], Si)
-        Dinv[i] = S.spd_inverse(g, S.mat_mat(g, S.transpose(Si), U[i]))
+        Dinv[i] = S.spd_inverse(g, _D(t, i, Si, U[i]))  # the joint's armature on D's diagonal
         par = m.parent[i]
         if par >= 0:
             Ia = t.articulated(i, IA[i], U[i], S.mat_mat(g, U[i], Dinv[i]))

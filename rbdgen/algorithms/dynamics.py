@@ -19,14 +19,31 @@ def _flat(M):
     return [x for row in M for x in row]
 
 
+def _D(t: Trace, i: int, Si, U):
+    """D_i = S_iᵀ U_i (U_i = I^A_i S_i) with body i's armature on its diagonal: the joint's
+    rotor inertia (none where the armature is zero: then no node changes)."""
+    D = S.mat_mat(t.g, S.transpose(Si), U)
+    arm = t.m.joint_armature(i)
+    return [[x + float(arm[r]) if r == c and arm[r] else x for c, x in enumerate(row)] for r, row in enumerate(D)]
+
+
+def _fext_values(f_ext, i: int):
+    """Body i's external force from the flat ``f_ext`` input ([force; torque] per body, the
+    reference's and Pinocchio's order) in Featherstone's [torque; force]."""
+    fe = f_ext[6 * i:6 * i + 6]
+    return list(fe[3:]) + list(fe[:3])
+
+
 # ---- RNEA ----------------------------------------------------------------------------------------
 
-def _rnea_values(t: Trace, q, v, a, gravity=True, aba_order=False):
+def _rnea_values(t: Trace, q, v, a, gravity=True, aba_order=False, f_ext=None):
     """Forward and backward RNEA passes; returns (tau Values, per-body v, a, f, total f).
 
     ``aba_order``: sum each body's acceleration as the articulated-body pass does,
     (X a_λ + v × vJ) + S a, so that ∇FD's RNEA at a = q̈ reuses the accelerations ABA has
-    already formed rather than recomputing them in another order."""
+    already formed rather than recomputing them in another order. ``f_ext``: the flat input
+    (per body [force; torque] in its frame), subtracted from each body's force. The model's
+    armature adds armature·a to τ (not to the transmitted forces: it is each joint's rotor)."""
     m, g = t.m, t.g
     nb = m.nb
     vel, acc, f, vJ = [None] * nb, [None] * nb, [None] * nb, [None] * nb
@@ -48,12 +65,17 @@ def _rnea_values(t: Trace, q, v, a, gravity=True, aba_order=False):
                 acc[i] = S.vadd(S.vadd(X.motion(g, acc[p]), t.S_times(i, a[vs])), S.crm(g, vel[i], vJ[i]))
         I = t.I(i)
         f[i] = S.vadd(S.mat_vec(g, I, acc[i]), S.crf(g, vel[i], S.mat_vec(g, I, vel[i])))
+        if f_ext is not None:
+            f[i] = S.vsub(f[i], _fext_values(f_ext, i))
     ftot = list(f)
     tau = [None] * m.nv
     for i in reversed(range(nb)):
         t.block("rnea backward", i)
         vs = m.v_slice(i)
         tau[vs] = t.ST_times(i, ftot[i])
+        arm = m.joint_armature(i)
+        if np.any(arm):  # the joint's rotor: armature·q̈
+            tau[vs] = [x + float(c) * a[vs.start + r] if c else x for r, (x, c) in enumerate(zip(tau[vs], arm))]
         p = m.parent[i]
         if p >= 0:
             ftot[p] = S.vadd(ftot[p], t.X(i, q).force_T(g, ftot[i]))
@@ -77,7 +99,7 @@ def _crba_values(t: Trace, q):
         t.block("crba columns", i)
         F = S.transpose([Ic[i].apply(g, s) for s in S.transpose(t.Smat(i))])  # 6 × nv_i
         si = m.v_slice(i)
-        Mii = S.mat_mat(g, S.transpose(t.Smat(i)), F)
+        Mii = _D(t, i, t.Smat(i), F)  # Sᵀ I^c S, the joint's armature on the diagonal
         for a_, ra in enumerate(range(si.start, si.stop)):
             for b_, rb in enumerate(range(si.start, si.stop)):
                 M[ra][rb] = Mii[a_][b_]
@@ -116,9 +138,10 @@ def _reference_frames(t: Trace, q, phase: str):
 
 # ---- ABA and M⁻¹ -------------------------------------------------------------------------------
 
-def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric=False):
+def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric=False, f_ext=None):
     """Articulated-body algorithm with k right-hand sides. ``tau_cols``: nv lists of k Values.
-    Returns q̈ as nv lists of k Values.
+    Returns q̈ as nv lists of k Values. ``f_ext``: the flat input (per body [force; torque] in
+    its frame), subtracted from each body's bias force. The armature is on D_i's diagonal.
 
     ``symmetric`` (M⁻¹: τ = identity, so q̈ is symmetric): the forward pass computes, for body
     i, only the columns from i's first DoF on — all its descendants need — and mirrors the
@@ -144,13 +167,15 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
         else:
             c[i] = [zero] * 6
             pb = [zero] * 6
+        if f_ext is not None:
+            pb = S.vsub(pb, _fext_values(f_ext, i))
         pA[i] = [[x] * k for x in pb]  # 6 × k
     U, Dinv, u = [None] * nb, [None] * nb, [None] * nb
     for i in reversed(range(nb)):
         t.block("aba backward", i)
         Si = t.Smat(i)
         U[i] = S.mat_mat(g, IA[i], Si)
-        Dinv[i] = S.spd_inverse(g, S.mat_mat(g, S.transpose(Si), U[i]))
+        Dinv[i] = S.spd_inverse(g, _D(t, i, Si, U[i]))
         vs = m.v_slice(i)
         p = m.parent[i]
         if p >= 0:
@@ -213,7 +238,7 @@ def _minv_values(t: Trace, q):
 
 # ---- derivatives -------------------------------------------------------------------------------------
 
-def _rnea_derivative_values(t: Trace, q, v, a, aba_order=False):
+def _rnea_derivative_values(t: Trace, q, v, a, aba_order=False, f_ext=None):
     """∂τ/∂q and ∂τ/∂v in O(n·d): one forward and one backward sweep over the bodies, then a
     few dot products per pair of joints on one root-to-leaf path (Carpentier and Mansard's
     analytical RNEA derivatives, here with body-local composites).
@@ -234,10 +259,13 @@ def _rnea_derivative_values(t: Trace, q, v, a, aba_order=False):
     and for i a strict ancestor of j
         ∂τ_i/∂q_j = J_i·(Ic_j c_j + B_j dV_j + J_j ×* Fc_j),   ∂τ_i/∂v_j = J_i·(B_j J_j + Ic_j dAdv_j).
     Each vector is formed in its body's frame (where S_j is a sparse constant) and carried to
-    the reference frame once; the composites are accumulated body to parent like CRBA's."""
+    the reference frame once; the composites are accumulated body to parent like CRBA's.
+
+    ``f_ext`` (fixed in the bodies' frames, so they move with their subtree) enters through Fc
+    alone: the transmitted forces ``ftot`` include it. The armature does not depend on q or v."""
     m, g = t.m, t.g
     nb, nv = m.nb, m.nv
-    _, vel, acc, _, ftot = _rnea_values(t, q, v, a, aba_order=aba_order)
+    _, vel, acc, _, ftot = _rnea_values(t, q, v, a, aba_order=aba_order, f_ext=f_ext)
     a0 = t.a_gravity()
     zero6 = t.zeros(6)
     zero = g.const(0.0)  # pairs of joints on different branches: structural zeros
@@ -344,14 +372,33 @@ def _rnea_derivatives(t: Trace, q, v, a):
     return {"dtau_dq": _flat(dq), "dtau_dv": _flat(dv)}
 
 
-def _aba_derivatives(t: Trace, q, v, tau):
-    qdd = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau])]
-    dq, dv = _rnea_derivative_values(t, q, v, qdd, aba_order=True)
+def _aba_derivatives(t: Trace, q, v, tau, f_ext=None):
+    qdd = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau], f_ext=f_ext)]
+    dq, dv = _rnea_derivative_values(t, q, v, qdd, aba_order=True, f_ext=f_ext)
     Mi = _minv_values(t, q)
     # −M⁻¹ ∂τ/∂u: dense, nothing to prune, so a loop rather than n³ unrolled lines
     return {"dqdd_dq": Product("dqdd_dtau", ("dtau_dq", _flat(dq)), -1.0),
             "dqdd_dv": Product("dqdd_dtau", ("dtau_dv", _flat(dv)), -1.0),
             "dqdd_dtau": _flat(Mi)}
+
+
+# ---- with external forces (the *_fext variants: f_ext, (nb, 6), one more input) ----------------
+
+def _rnea_fext(t: Trace, q, v, a, f_ext):
+    return {"tau": _rnea_values(t, q, v, a, f_ext=f_ext)[0]}
+
+
+def _aba_fext(t: Trace, q, v, tau, f_ext):
+    return {"qdd": [r[0] for r in _aba_values(t, q, v, [[x] for x in tau], f_ext=f_ext)]}
+
+
+def _rnea_derivatives_fext(t: Trace, q, v, a, f_ext):
+    dq, dv = _rnea_derivative_values(t, q, v, a, f_ext=f_ext)
+    return {"dtau_dq": _flat(dq), "dtau_dv": _flat(dv)}
+
+
+def _aba_derivatives_fext(t: Trace, q, v, tau, f_ext):
+    return _aba_derivatives(t, q, v, tau, f_ext)
 
 
 # ---- mimic joints coupled: the tree's algorithms on expanded inputs, outputs contracted --------
@@ -374,9 +421,9 @@ def _c_crba(t, c, q):
     return {"M": _flat(c.mat(_crba_values(t, c.q(q))))}
 
 
-def _c_qdd(t, c, q, v, tau):
+def _c_qdd(t, c, q, v, tau, f_ext=None):
     qt = c.q(q)
-    bias = c.tau(_rnea_values(t, qt, c.v(v), t.zeros(t.m.nv))[0])
+    bias = c.tau(_rnea_values(t, qt, c.v(v), t.zeros(t.m.nv), f_ext=f_ext)[0])
     M = c.mat(_crba_values(t, qt))
     return [r[0] for r in c.solve(M, [[tau[i] - bias[i]] for i in range(c.n)])], M
 
@@ -398,13 +445,28 @@ def _c_rnea_derivatives(t, c, q, v, a):
     return {"dtau_dq": _flat(c.mat(dq)), "dtau_dv": _flat(c.mat(dv))}
 
 
-def _c_aba_derivatives(t, c, q, v, tau):
-    qdd, M = _c_qdd(t, c, q, v, tau)
-    dq, dv = _rnea_derivative_values(t, c.q(q), c.v(v), c.v(qdd))
+def _c_aba_derivatives(t, c, q, v, tau, f_ext=None):
+    qdd, M = _c_qdd(t, c, q, v, tau, f_ext)
+    dq, dv = _rnea_derivative_values(t, c.q(q), c.v(v), c.v(qdd), f_ext=f_ext)
     Mi = c.solve(M, _identity(t, c.n))
     return {"dqdd_dq": Product("dqdd_dtau", ("dtau_dq", _flat(c.mat(dq))), -1.0),
             "dqdd_dv": Product("dqdd_dtau", ("dtau_dv", _flat(c.mat(dv))), -1.0),
             "dqdd_dtau": _flat(Mi)}
+
+
+# the f_ext variants (f_ext: the tree's bodies, as the reference's coupled forms take it)
+
+def _c_rnea_fext(t, c, q, v, a, f_ext):
+    return {"tau": c.tau(_rnea_values(t, c.q(q), c.v(v), c.v(a), f_ext=f_ext)[0])}
+
+
+def _c_aba_fext(t, c, q, v, tau, f_ext):
+    return {"qdd": _c_qdd(t, c, q, v, tau, f_ext)[0]}
+
+
+def _c_rnea_derivatives_fext(t, c, q, v, a, f_ext):
+    dq, dv = _rnea_derivative_values(t, c.q(q), c.v(v), c.v(a), f_ext=f_ext)
+    return {"dtau_dq": _flat(c.mat(dq)), "dtau_dv": _flat(c.mat(dv))}
 
 
 # ---- Pinocchio's names for the same quantities ------------------------------------------------
@@ -432,6 +494,38 @@ def _pin_rnea_derivatives(pin, pm, data, q, v, a):
 def _pin_aba_derivatives(pin, pm, data, q, v, tau):
     ddq, ddv, dtau = pin.computeABADerivatives(pm, data, q, v, tau)
     return ddq.copy(), ddv.copy(), _sym(dtau)
+
+
+def _pin_fext(pin, pm, f_ext):
+    """Our f_ext (flat or (nb, 6): per body [force; torque] in its frame) as Pinocchio's fext: a
+    pin.Force per joint in its local frame, the universe's zero (our body i is joint i + 1)."""
+    f = np.reshape(np.asarray(f_ext, dtype=float), (-1, 6))
+    return [pin.Force.Zero()] + [pin.Force(x[:3].copy(), x[3:].copy()) for x in f]
+
+
+def _pin_rnea_fext(pin, pm, data, q, v, a, f_ext):
+    return (pin.rnea(pm, data, q, v, a, _pin_fext(pin, pm, f_ext)).copy(),)
+
+
+def _pin_aba_fext(pin, pm, data, q, v, tau, f_ext):
+    return (pin.aba(pm, data, q, v, tau, _pin_fext(pin, pm, f_ext)).copy(),)
+
+
+def _pin_rnea_derivatives_fext(pin, pm, data, q, v, a, f_ext):
+    dq, dv, _ = pin.computeRNEADerivatives(pm, data, q, v, a, _pin_fext(pin, pm, f_ext))
+    return dq.copy(), dv.copy()
+
+
+def _pin_aba_derivatives_fext(pin, pm, data, q, v, tau, f_ext):
+    ddq, ddv, dtau = pin.computeABADerivatives(pm, data, q, v, tau, _pin_fext(pin, pm, f_ext))
+    return ddq.copy(), ddv.copy(), _sym(dtau)
+
+
+def _bodies(model, f_ext):
+    """The flat f_ext input ((6·nb,) or (N, 6·nb), as the registry draws every input) as the
+    reference takes it: (nb, 6) or (N, nb, 6)."""
+    f = np.asarray(f_ext, dtype=float)
+    return f.reshape(f.shape[:-1] + (model.nb, 6))
 
 
 # ---- declarations ---------------------------------------------------------------------------------
@@ -514,3 +608,43 @@ declare("aba_derivatives", "∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ o
         float32_tol=1.2e-4, fixed_tol={(32, 16): 0.12, (48, 24): 4e-4}, gpu_shape="block",
         needs_minv=True,
         pinocchio_cpp=("pinocchio/algorithm/aba-derivatives.hpp", "pin::computeABADerivatives(model, data, q[i], v[i], tau[i])"))
+
+# ---- with external forces: f_ext (nb, 6), per body [force; torque] in its frame (the reference's
+# and Pinocchio's fext, our body i being Pinocchio's joint i + 1). Variants of the kernels above
+# (variant_of): built only when named, so builds without them keep their size and speed, and
+# kern.rnea(q, v, a, f_ext=…) calls rnea_fext where it was built. The bounds are their base
+# kernels', which the measurements keep: float32 (IR interpreter, every robot case of the suite,
+# f_ext as the registry draws it) worst rnea_fext 3.4e-7, aba_fext 5.8e-7, rnea_derivatives_fext
+# 3.3e-7, aba_derivatives_fext 3.7e-5 (icub floating); HLS C simulation on iiwa14 (128 states,
+# seeds 7 and 31) Q16.16 2.4e-5, 7.7e-4, 8.1e-5, 1.0e-2 and Q24.24 7.9e-8, 1.4e-6, 2.9e-7, 3.3e-5,
+# at most 1.3× its base kernel's on the same states. Pinocchio's C++ calls take an fext
+# the benchmark's table does not draw: no C++ peer.
+
+declare("rnea_fext", "inverse dynamics with external forces τ = M a + C v + g − Σ Jᵢᵀ f_ext,i",
+        inputs=("q", "v", "a", "f_ext"), outputs=(TAU,), variant_of=("rnea", "f_ext"),
+        algorithm=_rnea_fext, coupled=_c_rnea_fext,
+        reference=lambda model, q, v, a, f_ext: ref.rnea(model, q, v, a, f_ext=_bodies(model, f_ext)),
+        pinocchio=_pin_rnea_fext, pinocchio_note="Pinocchio's rnea(…, fext), fext[i + 1] = body i's force",
+        float32_tol=4e-6, fixed_tol=_RECURSION_FIXED, gpu_shape="thread")
+declare("aba_fext", "forward dynamics with external forces q̈ = M⁻¹ (τ − C v − g + Σ Jᵢᵀ f_ext,i)",
+        inputs=("q", "v", "tau", "f_ext"), outputs=(Arg("qdd", ("nv",), "joint accelerations"),),
+        variant_of=("aba", "f_ext"), algorithm=_aba_fext, coupled=_c_aba_fext,
+        reference=lambda model, q, v, tau, f_ext: ref.aba(model, q, v, tau, f_ext=_bodies(model, f_ext)),
+        pinocchio=_pin_aba_fext, pinocchio_note="Pinocchio's aba(…, fext), fext[i + 1] = body i's force",
+        float32_tol=2e-5, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="thread", needs_minv=True)
+declare("rnea_derivatives_fext", "∂τ/∂q and ∂τ/∂v of inverse dynamics with external forces (fixed in the bodies' frames)",
+        inputs=("q", "v", "a", "f_ext"),
+        outputs=(Arg("dtau_dq", ("nv", "nv")), Arg("dtau_dv", ("nv", "nv"))),
+        variant_of=("rnea_derivatives", "f_ext"), algorithm=_rnea_derivatives_fext, coupled=_c_rnea_derivatives_fext,
+        reference=lambda model, q, v, a, f_ext: ref.rnea_derivatives(model, q, v, a, f_ext=_bodies(model, f_ext)),
+        pinocchio=_pin_rnea_derivatives_fext, pinocchio_note="Pinocchio's computeRNEADerivatives(…, fext)",
+        float32_tol=4e-6, fixed_tol={(32, 16): 6e-4, (48, 24): 2e-6}, gpu_shape="block")
+declare("aba_derivatives_fext", "∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics with external forces "
+        "(fixed in the bodies' frames)",
+        inputs=("q", "v", "tau", "f_ext"),
+        outputs=(Arg("dqdd_dq", ("nv", "nv")), Arg("dqdd_dv", ("nv", "nv")), Arg("dqdd_dtau", ("nv", "nv"))),
+        variant_of=("aba_derivatives", "f_ext"), algorithm=_aba_derivatives_fext,
+        coupled=lambda t, c, q, v, tau, f_ext: _c_aba_derivatives(t, c, q, v, tau, f_ext),
+        reference=lambda model, q, v, tau, f_ext: ref.aba_derivatives(model, q, v, tau, f_ext=_bodies(model, f_ext)),
+        pinocchio=_pin_aba_derivatives_fext, pinocchio_note="Pinocchio's computeABADerivatives(…, fext)",
+        float32_tol=1.2e-4, fixed_tol={(32, 16): 0.12, (48, 24): 4e-4}, gpu_shape="block", needs_minv=True)

@@ -14,10 +14,13 @@ the fewest rounds (⌈log₂(depth + 1)⌉ for the forward pass). :func:`traced`
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import reference as ref
 from ..registry import Arg, declare
 from ..scan import paths, subtree_sums, tree_scan, with_world
 from . import spatial as S
+from .dynamics import _D
 from .trace import Trace
 
 #: evaluation order of the registered rnea_scan / aba_scan kernels
@@ -96,7 +99,11 @@ def _rnea_scan_values(t: Trace, q, v, a, method=METHOD):
     tau = [None] * m.nv
     for i, (X0, _, _) in enumerate(fwd):
         t.block("joint torques: world force back to the body, S_iᵀ", i)
-        tau[m.v_slice(i)] = t.ST_times(i, X0.force(g, F0[i]))
+        vs = m.v_slice(i)
+        tau[vs] = t.ST_times(i, X0.force(g, F0[i]))
+        arm = m.joint_armature(i)
+        if np.any(arm):  # the joint's rotor: armature·q̈
+            tau[vs] = [x + float(c) * a[vs.start + r] if c else x for r, (x, c) in enumerate(zip(tau[vs], arm))]
     return tau
 
 
@@ -131,7 +138,7 @@ def _aba_scan(t: Trace, q, v, tau, method=METHOD):
         t.block("articulated inertias (sequential)", i)
         Si = t.Smat(i)
         U[i] = S.mat_mat(g, IA[i], Si)
-        Dinv[i] = S.spd_inverse(g, S.mat_mat(g, S.transpose(Si), U[i]))
+        Dinv[i] = S.spd_inverse(g, _D(t, i, Si, U[i]))  # the joint's armature on D's diagonal
         UDinv[i] = S.mat_mat(g, U[i], Dinv[i])
         Ia[i] = t.articulated(i, IA[i], U[i], UDinv[i])
         if parent[i] >= 0:

@@ -86,6 +86,9 @@ def _step(t: Trace, q, v, a, stale, scheme: str, label: str, first: bool = True)
         for c in m.children(i):
             fi = S.vadd(fi, t.X(c, q).force_T(g, old(c, 3)))
         tau[vs] = t.ST_times(i, fi)
+        arm = m.joint_armature(i)
+        if np.any(arm):  # the joint's rotor: armature·q̈, its own joint's (nothing stale)
+            tau[vs] = [x + float(c) * a[vs.start + r] if c else x for r, (x, c) in enumerate(zip(tau[vs], arm))]
         nxt[_PER_BODY * i + 18:_PER_BODY * (i + 1)] = fi
     return tau, nxt
 

@@ -61,30 +61,43 @@ class Trace:
         elif jt.kind == "prismatic":
             E = self.consts(jt.E0)
             r = [g.lift(jt.r0[k] + jt.rq[k] * q[qs]) for k in range(3)]
+        elif jt.kind == "planar":
+            # q = (x, y, θ): E as a revolute joint's about the joint frame's z (linear in c, s),
+            # r = r_tree + x·E_treeᵀe_x + y·E_treeᵀe_y (symbolic.joint_transform)
+            c, s = g.op("cos", q[qs + 2]), g.op("sin", q[qs + 2])
+            E = [[g.lift(jt.Ec[a, b] * c + jt.Es[a, b] * s + jt.E0[a, b]) for b in range(3)] for a in range(3)]
+            r = [g.lift(jt.r0[k] + jt.rq[k] * q[qs] + jt.ry[k] * q[qs + 1]) for k in range(3)]
+        elif jt.kind == "spherical":
+            # q = quaternion u = (x y z w), any norm: the free-flyer's rotation (below), r constant
+            RT = S.transpose(self._quat_rotation(*q[qs : qs + 4]))
+            E = S.mat_mat(g, RT, self.consts(jt.E0))
+            r = self.consts(jt.r0)
         else:  # free-flyer: q = [p; quaternion u = (x y z w)], any norm (issue 46)
-            # R is the rotation of u/|u|, as the reference's (spatial.quat_to_rot normalises u),
-            # without a square root: the unit-quaternion formula with s = 2/|u|² in place of 2,
-            # exact in real arithmetic for every u ≠ 0. One division and, against the unit-only
-            # formula, at most two multiplies (w², z²) and two adds for |u|² (x² + y² is shared:
-            # +4 or +5 ops per free-flyer, by which entries of R a kernel uses). s multiplies
-            # each entry's sum last, so an entry is one multiply (and a diagonal one a
-            # subtraction) behind the division: the shortest path after it (an HLS ap_fixed
-            # divider is tens of cycles). u = 0: s = 2/0 = inf and every entry 0·inf = NaN, as the
-            # reference's 0/0 (an ap_fixed rbd_div saturates instead and sets dz: R = I).
             p = q[qs : qs + 3]
-            x, y, z, w = q[qs + 3 : qs + 7]
-            s = 2.0 / ((x * x + y * y) + (z * z + w * w))
-            R = [
-                [1.0 - s * (y * y + z * z), s * (x * y - z * w), s * (x * z + y * w)],
-                [s * (x * y + z * w), 1.0 - s * (x * x + z * z), s * (y * z - x * w)],
-                [s * (x * z - y * w), s * (y * z + x * w), 1.0 - s * (x * x + y * y)],
-            ]
+            RT = S.transpose(self._quat_rotation(*q[qs + 3 : qs + 7]))
             E0 = self.consts(jt.E0)
-            RT = S.transpose(R)
             E = S.mat_mat(g, RT, E0)
             r = S.vadd(self.consts(jt.r0), S.mat3T_vec(g, E0, p))
         self._X[i] = S.XForm(E, r)
         return self._X[i]
+
+    def _quat_rotation(self, x, y, z, w):
+        """R (3×3 Values) of the quaternion u = (x y z w), Pinocchio's order, of any norm."""
+        # R is the rotation of u/|u|, as the reference's (spatial.quat_to_rot normalises u),
+        # without a square root: the unit-quaternion formula with s = 2/|u|² in place of 2,
+        # exact in real arithmetic for every u ≠ 0. One division and, against the unit-only
+        # formula, at most two multiplies (w², z²) and two adds for |u|² (x² + y² is shared:
+        # +4 or +5 ops per free-flyer, by which entries of R a kernel uses). s multiplies
+        # each entry's sum last, so an entry is one multiply (and a diagonal one a
+        # subtraction) behind the division: the shortest path after it (an HLS ap_fixed
+        # divider is tens of cycles). u = 0: s = 2/0 = inf and every entry 0·inf = NaN, as the
+        # reference's 0/0 (an ap_fixed rbd_div saturates instead and sets dz: R = I).
+        s = 2.0 / ((x * x + y * y) + (z * z + w * w))
+        return [
+            [1.0 - s * (y * y + z * z), s * (x * y - z * w), s * (x * z + y * w)],
+            [s * (x * y + z * w), 1.0 - s * (x * x + z * z), s * (y * z - x * w)],
+            [s * (x * z - y * w), s * (y * z + x * w), 1.0 - s * (x * x + y * y)],
+        ]
 
     def Smat(self, i: int):
         """S_i as a 6×nv_i list of constant Values."""
@@ -97,8 +110,12 @@ class Trace:
         (Ia S = U − U D⁻¹ D = 0), and so has row k of P = 1 − U D⁻¹ Sᵀ (e_kᵀ = yᵀ Sᵀ gives
         e_kᵀ P = yᵀ Sᵀ − yᵀ D D⁻¹ Sᵀ = 0). Traced, those entries are differences such as
         IA_kj − (IA_kk · D⁻¹) · IA_jk that the graph cannot fold: zero only up to rounding, yet
-        carried through every congruence to the root. :meth:`articulated` makes them zeros."""
+        carried through every congruence to the root. :meth:`articulated` makes them zeros.
+        With armature on the joint, D = Sᵀ U + diag(armature), Ia S = U D⁻¹ diag(armature) ≠ 0:
+        none (the model's ``armature``; zeros leave this as it was)."""
         cached = self._null.get(i)
+        if cached is None and getattr(self.m, "armature", None) is not None and np.any(self.m.joint_armature(i)):
+            cached = self._null[i] = ()
         if cached is None:
             Si = np.asarray(self.m.motion_subspace(i), dtype=float)
             out = []

@@ -68,6 +68,72 @@ class KernelSpec:
     counts: dict
 
 
+def structured_inputs(model, inputs) -> dict:
+    """Input name → one state's shape, for the inputs among ``inputs`` ((name, size) pairs)
+    declared with more than one dimension (``f_ext``: (nb, 6)). The kernels' C signature takes
+    them flat; a method takes them in that shape (the C binding's own) or flat, ``(size,)``."""
+    from .. import registry
+
+    out = {}
+    for name, size in inputs:
+        a = registry.INPUTS.get(name)
+        if a is None or len(a.shape) < 2:
+            continue
+        try:
+            dims = a.dims(model)
+        except (AttributeError, TypeError, ValueError):  # a model without the size: flat only
+            continue
+        if int(np.prod(dims, dtype=int)) == int(size):
+            out[name] = dims
+    return out
+
+
+def _inner_view(x, keep: int, shape: tuple):
+    """``x`` with its dimensions after the first ``keep`` reshaped to ``shape``, as a view (each
+    state's values C-contiguous, the leading stride kept); None where that would copy."""
+    expect = x.itemsize
+    for d in range(x.ndim - 1, keep - 1, -1):
+        if x.shape[d] != 1 and x.strides[d] != expect:
+            return None
+        expect *= x.shape[d]
+    if x.flags.c_contiguous:
+        return x.reshape(x.shape[:keep] + tuple(shape))
+    strides = x.strides[:keep]
+    for d in range(len(shape)):
+        strides += (int(np.prod(shape[d + 1:], dtype=int)) * x.itemsize,)
+    return np.lib.stride_tricks.as_strided(x, x.shape[:keep] + tuple(shape), strides, writeable=False)
+
+
+def call_variant(owner, name: str, args, kw: dict, **passed):
+    """``kern.<name>(…, f_ext=x)``: kernel ``name``'s variant that takes the keyword's input
+    (:func:`rbdgen.registry.variants`: rnea → rnea_fext) called on ``args`` and ``x``, with the
+    keywords in ``passed`` (``out=``, and on the GPU ``stream=``, ``shape=``). None where every
+    such keyword is None: the plain kernel is meant. A variant this build lacks is a ValueError
+    saying how to add it; a keyword no variant takes, a TypeError as for any function."""
+    from .. import registry
+
+    known = registry.variants(name)
+    for k in kw:
+        if k not in known:
+            takes = f" (it takes {', '.join(f'{v}=' for v in known)} besides out=)" if known else ""
+            raise TypeError(f"{name}() got an unexpected keyword argument {k!r}{takes}")
+    given = {k: x for k, x in kw.items() if x is not None}
+    if not given:
+        return None
+    if len(given) > 1:
+        raise TypeError(f"{name}(): give one of {', '.join(f'{k}=' for k in given)}; no kernel takes them together")
+    (key, value), = given.items()
+    variant = known[key]
+    front = owner.__dict__.get("_front")  # a package's per-kernel library: the package decides
+    front = front() if front is not None else None
+    front = owner if front is None else front
+    if variant not in front.kernels:
+        raise ValueError(f"{name}(…, {key}=…) calls the kernel {variant}, which this build does not have (built: "
+                         f"{', '.join(front.kernels)}); add it: rbdgen.build(model, kernels=[..., {variant!r}]) or "
+                         f"`rbdgen generate --kernels ...,{variant}` (it is left out unless named)")
+    return front.kernel(variant)(*args, value, **passed)
+
+
 def kernel_specs(entries: dict) -> dict:
     """Kernel specs from manifest entries (:func:`rbdgen.codegen.sources.kernel_entry`)."""
     return {k: KernelSpec(k, e["doc"], tuple(_Arg(a["name"], (int(a["size"]),)) for a in e["inputs"]),
@@ -93,6 +159,23 @@ class _Method:
         self._nin = len(inputs)
         self._one = len(self._shapes) == 1
         self._shape0 = self._shapes[0] if self._shapes else ()
+        #: inputs declared with more than one dimension (f_ext: (nb, 6)) → that shape
+        self._structured = structured_inputs(owner.model, inputs)
+
+    def _as_structured(self, args):
+        """``args`` with each structured input given flat ((size,) or (N, size), as the registry
+        draws inputs) reshaped to its declared shape, as the C binding takes it (a view)."""
+        if not self._structured or not args or not isinstance(args[0], np.ndarray):
+            return args
+        batch = args[0].ndim - 1
+        out = list(args)
+        for k, ((name, size), x) in enumerate(zip(self.inputs, args)):
+            shape = self._structured.get(name)
+            if shape is not None and isinstance(x, np.ndarray) and x.ndim == batch + 1 and x.shape[-1] == size \
+                    and x.shape[batch:] != shape:
+                view = _inner_view(x, batch, shape)
+                out[k] = x if view is None else view
+        return tuple(out)
 
     def _coerce(self, name, x):
         """An argument as an ndarray without copying its data: ndarray subclasses (np.memmap, …)
@@ -115,9 +198,17 @@ class _Method:
                              f"got {type(x).__name__}") from None
         return np.asarray(x)
 
-    def _arg(self, name, x, size):
+    def _arg(self, name, x, size, batch=None):
         dt = self.owner.dtype
         x = self._coerce(name, x)
+        shape = self._structured.get(name)
+        lead = x.ndim - len(shape) if shape is not None else -1
+        if lead in (0, 1) and x.shape[lead:] == shape and (batch is None or lead == int(batch)):
+            flat = _inner_view(x, lead, (size,))  # as the C signature takes it
+            if flat is None:
+                raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous within a state "
+                                 "(use np.ascontiguousarray)")
+            x = flat
         if x.dtype != dt:
             if x.dtype.newbyteorder("=") == dt:
                 raise ValueError(f"{self.name}: argument '{name}' is {dt} in non-native byte order "
@@ -126,6 +217,10 @@ class _Method:
             raise ValueError(f"{self.name}: argument '{name}' has dtype {x.dtype}, this kernel takes {dt} "
                              f"(convert with .astype(np.{dt}) or build with dtype='{x.dtype}')")
         if x.ndim not in (1, 2) or x.shape[-1] != size:
+            if shape is not None:
+                dims = ", ".join(map(str, shape))
+                raise ValueError(f"{self.name}: argument '{name}' has shape {x.shape}, expected ({dims}) or (N, {dims}) "
+                                 f"(or flat: ({size},), (N, {size}))")
             raise ValueError(f"{self.name}: argument '{name}' has shape {x.shape}, expected ({size},) or (N, {size})")
         if not x.flags.c_contiguous:
             if x.ndim == 2 and self.batch_strided is not None:
@@ -137,7 +232,11 @@ class _Method:
                 raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous (use np.ascontiguousarray)")
         return x
 
-    def __call__(self, *args, out=None):
+    def __call__(self, *args, out=None, **kw):
+        if kw:  # kern.rnea(q, v, a, f_ext=…): the variant that takes it (f_ext=None: rnea itself)
+            res = call_variant(self.owner, self.name, args, kw, out=out)
+            if res is not None:
+                return res
         fast = self.fast
         if fast is None or len(args) != self._nin:
             return self._slow(*args, out=out)
@@ -158,7 +257,7 @@ class _Method:
         except (ValueError, TypeError, AttributeError):
             pass  # nothing ran: the binding refuses before it calls the kernel
         # lists, or a mistake: normalise and try again, with Python's clearer messages
-        args = tuple(self._coerce(n, x) for (n, _), x in zip(self.inputs, args))
+        args = self._as_structured(tuple(self._coerce(n, x) for (n, _), x in zip(self.inputs, args)))
         try:
             return self._fast(fast, args, out)
         except ValueError:
@@ -168,8 +267,10 @@ class _Method:
     def _diagnose(self, args, out):
         """Re-check the arguments in Python (only after the binding refused them) for the cases
         its one-line C check words badly (byte order, ...)."""
+        batch = None
         for (n, s), x in zip(self.inputs, args):
-            self._arg(n, x, s)
+            a = self._arg(n, x, s, batch)
+            batch = a.ndim == 2 if batch is None else batch
 
     def _fast(self, fast, args, out):
         if out is None:
@@ -198,7 +299,8 @@ class _Method:
             raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
         if _interop.any_foreign(args, out):  # DLPack tensors (JAX, PyTorch, …): views, results in their kind
             return _interop.call(self, args, out)
-        arrs = [self._arg(n, x, s) for (n, s), x in zip(self.inputs, args)]
+        arrs = [self._arg(self.inputs[0][0], args[0], self.inputs[0][1])]
+        arrs += [self._arg(n, x, s, arrs[0].ndim == 2) for (n, s), x in zip(self.inputs[1:], args[1:])]
         batch = arrs[0].ndim == 2
         n = arrs[0].shape[0] if batch else None
         for (name, _), a in zip(self.inputs, arrs):

@@ -69,6 +69,40 @@ class CoupledModel:
         """This model with other selected frames (:meth:`RobotModel.with_frames`)."""
         return CoupledModel(self.tree.with_frames(names), self.mimic)
 
+    @property
+    def armature(self) -> np.ndarray:
+        """The armature of the reduced DOFs (nv,): the diagonal of Gᵀ diag(tree.armature) G (a
+        follower's rotor counts m² times on its leader's DOF), what the contracted M gets. The
+        kernels trace the tree's (:attr:`tree` ``.armature``), contracted like everything else."""
+        a = np.asarray(self.tree.armature, dtype=float)
+        return (self.G * self.G * a[:, None]).sum(axis=0)
+
+    def with_armature(self, armature) -> "CoupledModel":
+        """This model with another armature (as :meth:`RobotModel.with_armature`): a dict names
+        any joint of the tree (a follower's rotor too); one number or an (nv,) array sets the
+        free joints' DOFs (reduced coordinates; one number leaves a free-flyer's out), and the
+        followers' to zero."""
+        tree = self.tree
+        if isinstance(armature, dict):
+            return CoupledModel(tree.with_armature(armature), self.mimic)
+        if isinstance(armature, (int, float, np.integer, np.floating)) and not isinstance(armature, (bool, np.bool_)):
+            reduced = np.zeros(self.nv)
+            for b in self._free:
+                if tree.joint_types[b] != "floating":
+                    reduced[self.v_start[b]:self.v_start[b] + self.nv_joint(b)] = float(armature)
+        else:
+            try:
+                reduced = np.array(armature, dtype=float)
+            except (TypeError, ValueError):
+                raise ValueError(f"armature must be {self.nv} numbers (one per DOF), got {armature!r}") from None
+            if reduced.shape != (self.nv,):
+                raise ValueError(f"armature must have shape ({self.nv},) (one value per DOF of the coupled "
+                                 f"model, q̇'s layout), got {reduced.shape}")
+        full = np.zeros(tree.nv)
+        for b in self._free:
+            full[tree.v_slice(b)] = reduced[self.v_start[b]:self.v_start[b] + self.nv_joint(b)]
+        return CoupledModel(tree.with_armature(full), self.mimic)
+
     # ---- reduced coordinates -------------------------------------------------------------------
     def nq_joint(self, b: int) -> int:
         """Reduced coordinates of body ``b``'s joint: the tree's for a free joint, 0 for a follower
@@ -108,8 +142,8 @@ class CoupledModel:
         entries, a continuous joint's angle as (cos, sin))."""
         qp = self.tree.to_pinocchio_q(self.expand_q(q))
         idx, k = [], 0
-        for b, t in enumerate(self.tree.joint_types):
-            n = 2 if t == "continuous" else self.tree.nq_joint(b)
+        for b in range(self.tree.nb):
+            n = self.tree.nq_pinocchio_joint(b)
             if b not in self.mimic:
                 idx += range(k, k + n)
             k += n
@@ -117,7 +151,7 @@ class CoupledModel:
 
     @property
     def nq_pinocchio(self) -> int:
-        return self.nq + sum(1 for b, t in enumerate(self.tree.joint_types) if t == "continuous" and b not in self.mimic)
+        return sum(self.tree.nq_pinocchio_joint(b) for b in self._free)
 
     @property
     def followers(self) -> tuple:

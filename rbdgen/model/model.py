@@ -10,10 +10,19 @@ import numpy as np
 from .. import spatial as sp
 from ..errors import RbdgenWarning, UnsupportedError, URDFError
 from .coupled import CoupledModel
-from .urdf import MAX_MIMIC_MULTIPLIER, MAX_MIMIC_OFFSET, URDF, inertia_problem, read_urdf
+from .urdf import MAX_INERTIA, MAX_MIMIC_MULTIPLIER, MAX_MIMIC_OFFSET, URDF, inertia_problem, read_urdf
 
-#: joint types a body can have, with (nq, nv)
-JOINT_DIMS = {"revolute": (1, 1), "continuous": (1, 1), "prismatic": (1, 1), "floating": (7, 6)}
+#: joint types a body can have, with (nq, nv). ``spherical``: a ball joint, q a quaternion
+#: (x y z w), v the angular velocity in the body frame (Pinocchio's JointModelSpherical).
+#: ``planar``: motion in the joint frame's x-y plane, q = (x, y, θ), v = (vx, vy, ω) in the body
+#: frame (Pinocchio's JointModelPlanar, whose q stores (x, y, cos θ, sin θ): see to_pinocchio_q).
+JOINT_DIMS = {"revolute": (1, 1), "continuous": (1, 1), "prismatic": (1, 1), "floating": (7, 6),
+              "spherical": (4, 3), "planar": (3, 3)}
+#: joint types whose q is not their tangent space's coordinates (a quaternion, or a position in the
+#: parent's axes moved by a body-frame velocity): derivatives along q differ from the kernels'
+#: tangent derivatives by :func:`rbdgen.autodiff.tangent_map`
+CURVED_JOINTS = ("floating", "spherical", "planar")
+_Z = np.array([0.0, 0.0, 1.0])
 
 
 def _frozen(a) -> np.ndarray:
@@ -46,7 +55,11 @@ class RobotModel:
     Body ``i`` moves with joint ``i``; its frame is the frame of the joint's child link. The
     layout of q, v, a and τ matches Pinocchio: fixed base, joints in depth-first order of the URDF
     tree; floating base, a free-flyer first with ``q = [x y z qx qy qz qw]`` and
-    ``v = [linear; angular]`` in the base frame. A ``continuous`` joint takes one angle.
+    ``v = [linear; angular]`` in the base frame. A ``continuous`` joint takes one angle. A
+    ``spherical`` joint takes a quaternion ``[qx qy qz qw]`` and its v is the angular velocity in
+    the body frame; a ``planar`` joint takes ``[x y θ]`` (one angle, as a continuous joint: the
+    only place where our q differs from Pinocchio's, which stores ``cos θ, sin θ``) and its v is
+    ``[vx vy ω]`` in the body frame. :mod:`rbdgen.model.builder` adds joints of every type.
     """
 
     name: str
@@ -56,7 +69,7 @@ class RobotModel:
     joint_names: tuple[str, ...]
     joint_types: tuple[str, ...]
     parent: tuple[int, ...]
-    axis: np.ndarray          # (nb, 3) unit joint axes in the body frame (zeros for floating)
+    axis: np.ndarray          # (nb, 3) unit joint axes in the body frame (zeros for floating, spherical, planar)
     X_tree: np.ndarray        # (nb, 6, 6) parent-body frame → joint frame at q = 0
     inertia: np.ndarray       # (nb, 6, 6) spatial inertia about the body frame origin
     q_start: tuple[int, ...]
@@ -78,6 +91,27 @@ class RobotModel:
     #: the frames the frame and contact kernels are generated for (link names; none by default,
     #: and then those kernels are left out). See :meth:`with_frames`.
     frames: tuple[str, ...] = ()
+    #: (nv,) rotor inertia of each DOF ("armature", kg m² or kg), added to M's diagonal by every
+    #: kernel, as Pinocchio's ``model.armature`` and MuJoCo's ``armature``: rnea adds
+    #: armature·q̈ to τ, aba/minv add it to the articulated-body D_i. Zeros (the default) leave
+    #: every kernel as it was. See :meth:`with_armature` and ``load_urdf(armature=...)``.
+    armature: np.ndarray | None = None
+
+    def __post_init__(self):
+        # None (the default, and models pickled before the field existed: the class default) → zeros
+        object.__setattr__(self, "armature", _checked_armature(self.armature, self.nv))
+
+    # ---- armature ------------------------------------------------------------------------
+    def with_armature(self, armature) -> "RobotModel":
+        """This model with another armature: an ``(nv,)`` array (q̇'s layout, a free-flyer's six
+        entries included), one number for every DOF but a free-flyer's, or a dict joint name →
+        value (the joints named; the others keep theirs). See :func:`load_urdf`."""
+        return replace(self, armature=armature_vector(self, armature, base=self.armature))
+
+    def joint_armature(self, i: int) -> np.ndarray:
+        """The armature of body ``i``'s DOFs, ``(nv_i,)``."""
+        arm = self.armature if self.armature is not None else np.zeros(self.nv)
+        return arm[self.v_slice(i)]
 
     # ---- frames --------------------------------------------------------------------------
     @property
@@ -176,6 +210,21 @@ class RobotModel:
             S[:3, 3:] = np.eye(3)
             S[3:, :3] = np.eye(3)
             return S
+        if t == "spherical":
+            # v = ω in the body frame (Pinocchio's JointMotionSubspaceSphericalTpl: [0; I] in its
+            # [linear; angular] order) → [I; 0] in Featherstone's [ω; v]
+            S = np.zeros((6, 3))
+            S[:3, :] = np.eye(3)
+            return S
+        if t == "planar":
+            # v = (vx, vy, ω): the body's velocity along its own x and y and its rate about z, all
+            # in the body frame (Pinocchio's JointMotionSubspacePlanarTpl, [e_x e_y 0; 0 0 e_z] in
+            # its [linear; angular] order). Featherstone's planar joint (RBDA Table 4.1) takes
+            # v = q̇ with x, y along the joint frame's axes, so its S turns with θ; in the body
+            # frame S is constant: structural zeros and ones the kernels prune
+            S = np.zeros((6, 3))
+            S[3, 0] = S[4, 1] = S[2, 2] = 1.0
+            return S
         S = np.zeros((6, 1))
         if t == "prismatic":
             S[3:, 0] = self.axis[i]
@@ -188,6 +237,12 @@ class RobotModel:
         t = self.joint_types[i]
         if t == "floating":
             return sp.pose_to_X(sp.quat_to_rot(qi[3:7]), qi[0:3])
+        if t == "spherical":
+            return sp.pose_to_X(sp.quat_to_rot(qi[0:4]), np.zeros(3))
+        if t == "planar":
+            # the body frame at (x, y, 0) in the joint frame, turned by θ about z (Pinocchio's
+            # JointDataPlanar: M = (Rz(θ), (x, y, 0)))
+            return sp.pose_to_X(sp.axis_angle_to_rot(_Z, qi[2]), np.array([qi[0], qi[1], 0.0]))
         if t == "prismatic":
             return sp.plux(np.eye(3), self.axis[i] * qi[0])
         return sp.pose_to_X(sp.axis_angle_to_rot(self.axis[i], qi[0]), np.zeros(3))
@@ -204,10 +259,13 @@ class RobotModel:
         for i, t in enumerate(self.joint_types):
             if t == "floating":  # identity quaternion (x, y, z, w) = (0, 0, 0, 1)
                 q[self.q_start[i] + 6] = 1.0
+            elif t == "spherical":
+                q[self.q_start[i] + 3] = 1.0
         return q
 
     def random_q(self, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
-        """Random configurations within the joint limits (unit quaternion for a floating base)."""
+        """Random configurations within the joint limits (unit quaternion for a floating base and
+        a spherical joint; a planar joint's x, y in (−1, 1) m and θ in (−π, π))."""
         shape = () if n is None else (n,)
         q = np.zeros(shape + (self.nq,))
         for i, t in enumerate(self.joint_types):
@@ -216,6 +274,12 @@ class RobotModel:
                 q[..., s : s + 3] = rng.uniform(-1.0, 1.0, shape + (3,))
                 quat = rng.normal(size=shape + (4,))
                 q[..., s + 3 : s + 7] = quat / np.asarray(sp.norm(quat))[..., None]
+            elif t == "spherical":
+                quat = rng.normal(size=shape + (4,))
+                q[..., s : s + 4] = quat / np.asarray(sp.norm(quat))[..., None]
+            elif t == "planar":
+                q[..., s : s + 2] = rng.uniform(-1.0, 1.0, shape + (2,))
+                q[..., s + 2] = rng.uniform(-math.pi, math.pi, shape)
             else:
                 lo, hi = float(self.lower[i]), float(self.upper[i])
                 if t == "continuous" or not (math.isfinite(lo) and math.isfinite(hi)):
@@ -231,7 +295,10 @@ class RobotModel:
 
     def integrate(self, q, dv) -> np.ndarray:
         """q ⊕ dv, Pinocchio's ``integrate``: joints add, the free-flyer moves by the body-frame
-        twist ``dv[:6] = [linear; angular]`` through the SE(3) exponential (q · exp(dv))."""
+        twist ``dv[:6] = [linear; angular]`` through the SE(3) exponential (q · exp(dv)), a
+        spherical joint by the body-frame rotation exp(ω) (R · exp(ω)), a planar joint by the
+        SE(2) exponential of its body-frame (vx, vy, ω) (Pinocchio's SpecialEuclideanOperation<2>:
+        θ + ω, and the position moves by R(θ)·V(ω)·(vx, vy))."""
         q = np.asarray(q, dtype=float)
         dv = np.asarray(dv, dtype=float)
         if q.ndim == 2:
@@ -243,30 +310,52 @@ class RobotModel:
                 R0 = sp.quat_to_rot(q[qs][3:7])
                 dR, dp = sp.se3_exp(dv[vs][:3], dv[vs][3:])
                 out[qs] = np.concatenate([q[qs][:3] + sp.mm(R0, dp), sp.rot_to_quat(sp.mm(R0, dR))])
+            elif t == "spherical":
+                # u/|u| ⊗ exp(ω/2) as quaternions, Pinocchio's SpecialOrthogonalOperation<3>: the
+                # same sign as Pinocchio's result (the free-flyer's, through rot_to_quat, has w ≥ 0)
+                out[qs] = _quat_mul(q[qs] / sp.norm(q[qs]), _quat_exp(dv[vs]))
+            elif t == "planar":
+                # SE(2) ⊂ SE(3): the twist (vx, vy, 0; 0, 0, ω) moves the body by (Rz(ω), V·(vx, vy, 0))
+                x, y, th = q[qs]
+                _, dp = sp.se3_exp(np.array([dv[vs][0], dv[vs][1], 0.0]), np.array([0.0, 0.0, dv[vs][2]]))
+                c, s = math.cos(th), math.sin(th)
+                out[qs] = [x + c * dp[0] - s * dp[1], y + s * dp[0] + c * dp[1], th + dv[vs][2]]
             else:
                 out[qs] = q[qs] + dv[vs]
         return out
 
+    def nq_pinocchio_joint(self, i: int) -> int:
+        """Pinocchio's nq of joint ``i``: ours, but a continuous joint's angle is a (cos, sin) pair
+        there, and a planar joint's (x, y, θ) is (x, y, cos θ, sin θ)."""
+        return self.nq_joint(i) + (1 if self.joint_types[i] in ("continuous", "planar") else 0)
+
     def to_pinocchio_q(self, q) -> np.ndarray:
-        """Our q → Pinocchio's (a continuous joint's angle becomes its (cos, sin) pair)."""
+        """Our q → Pinocchio's (a continuous joint's angle becomes its (cos, sin) pair, a planar
+        joint's (x, y, θ) becomes (x, y, cos θ, sin θ))."""
         q = np.asarray(q, dtype=float)
         parts = []
         for i, t in enumerate(self.joint_types):
             qi = q[..., self.q_slice(i)]
             if t == "continuous":
                 parts += [np.cos(qi), np.sin(qi)]
+            elif t == "planar":
+                parts += [qi[..., :2], np.cos(qi[..., 2:]), np.sin(qi[..., 2:])]
             else:
                 parts.append(qi)
         return np.concatenate(parts, axis=-1)
 
     def from_pinocchio_q(self, qp) -> np.ndarray:
-        """Pinocchio's q → ours (a continuous joint's (cos, sin) pair becomes its angle)."""
+        """Pinocchio's q → ours (a continuous joint's (cos, sin) pair becomes its angle, and so
+        does a planar joint's)."""
         qp = np.asarray(qp, dtype=float)
         parts, k = [], 0
         for i, t in enumerate(self.joint_types):
             if t == "continuous":
                 parts.append(np.arctan2(qp[..., k + 1 : k + 2], qp[..., k : k + 1]))
                 k += 2
+            elif t == "planar":
+                parts += [qp[..., k : k + 2], np.arctan2(qp[..., k + 3 : k + 4], qp[..., k + 2 : k + 3])]
+                k += 4
             else:
                 n = self.nq_joint(i)
                 parts.append(qp[..., k : k + n])
@@ -275,11 +364,29 @@ class RobotModel:
 
     @property
     def nq_pinocchio(self) -> int:
-        return self.nq + sum(1 for t in self.joint_types if t == "continuous")
+        return sum(self.nq_pinocchio_joint(i) for i in range(self.nb))
 
     def __repr__(self) -> str:
         base = "floating" if self.floating_base else "fixed"
         return f"RobotModel({self.name!r}, {base} base, nb={self.nb}, nq={self.nq}, nv={self.nv})"
+
+
+def _quat_mul(a, b) -> np.ndarray:
+    """The Hamilton product a ⊗ b of quaternions stored (x, y, z, w)."""
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return np.array([aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw,
+                     aw * bw - ax * bx - ay * by - az * bz])
+
+
+def _quat_exp(w) -> np.ndarray:
+    """The unit quaternion (x, y, z, w) of the rotation by the vector w (angle |w| about w/|w|)."""
+    th = float(sp.norm(w))
+    # sin(θ/2)/θ, its Taylor series near 0 (error below 1e-33 there)
+    k = 0.5 - th * th / 48.0 if th < 1e-8 else math.sin(0.5 * th) / th
+    return np.array([k * w[0], k * w[1], k * w[2], math.cos(0.5 * th)])
 
 
 def _unknown_frame(model, name) -> str:
@@ -315,6 +422,7 @@ def load_urdf(
     gravity=(0.0, 0.0, -9.81),
     mimic: str = "couple",
     check_inertia: bool = True,
+    armature=None,
 ):
     """Load a URDF into a :class:`RobotModel`.
 
@@ -338,6 +446,15 @@ def load_urdf(
     ``check_inertia=False``; a link whose own inertia is not physical but whose body's lumped
     inertia is (common in real URDFs: sensor frames with placeholder values) gives an
     :class:`RbdgenWarning` naming the link.
+
+    ``armature``: the rotor inertia of each DOF, added to the mass matrix's diagonal by every
+    kernel (:attr:`RobotModel.armature`; Pinocchio's ``model.armature``, MuJoCo's ``armature``).
+    Either a dict joint name → value (those joints' DOFs; the others keep the URDF's), one number
+    (every DOF but a free-flyer's), or an array of the model's nv (q̇'s layout, a free-flyer's six
+    entries included; with coupled mimic joints the free joints' DOFs, as nv counts them). Values
+    are finite and ≥ 0. The URDF may give a joint's armature itself, as an extension
+    ``<dynamics armature="0.1"/>`` in its ``<joint>`` (urdfdom and Pinocchio ignore the attribute);
+    the argument overrides it.
     """
     if mimic == "error":
         mimic = "refuse"
@@ -358,15 +475,70 @@ def load_urdf(
                          f"are not a robot's (and would overflow the kernels' arithmetic)")
     urdf = read_urdf(path)
     tree = _build(urdf, floating_base, g, mimic, check_inertia)
+    tree = _urdf_armature(urdf, tree)
     if mimic != "couple" or not tree.ignored_mimic:
-        return tree
-    return _couple(urdf, tree)
+        return tree if armature is None else tree.with_armature(armature)
+    cm = _couple(urdf, tree)
+    return cm if armature is None else cm.with_armature(armature)
 
 
 MIMIC_MODES = ("couple", "independent", "refuse")
 #: the largest gravity component accepted (m/s²): 1e5 g, beyond any robot's world, and small
 #: enough that no product of the kernels (mass × gravity × length, …) overflows float64
 MAX_GRAVITY = 1e6
+
+
+# ---- armature -----------------------------------------------------------------------------------
+
+def is_number(x) -> bool:
+    """A single real number (not a bool, not an array of one)."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _checked_armature(arm, nv: int) -> np.ndarray:
+    """``arm`` as a frozen (nv,) array of finite values in [0, MAX_INERTIA]; None → zeros."""
+    if arm is None:
+        return _frozen(np.zeros(nv))
+    try:
+        a = np.array(arm, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"armature must be {nv} numbers (one per DOF), got {arm!r}") from None
+    if a.shape != (nv,):
+        raise ValueError(f"armature must have shape ({nv},) (one value per DOF, q̇'s layout), got {a.shape}")
+    bad = [k for k in range(nv) if not (np.isfinite(a[k]) and 0.0 <= a[k] <= MAX_INERTIA)]
+    if bad:
+        raise ValueError(f"armature[{bad[0]}] = {float(a[bad[0]])!r}: a rotor inertia is finite, ≥ 0 and at most "
+                         f"{MAX_INERTIA:g} (kg m²)")
+    return _frozen(a + 0.0)  # -0.0 → 0.0
+
+
+def armature_vector(model, armature, base=None) -> np.ndarray:
+    """The (nv,) armature of ``model`` (a RobotModel) that ``armature`` asks for: an array of nv,
+    one number for every DOF but a free-flyer's, or a dict joint name → value (the joints named;
+    the other DOFs keep ``base``'s, zeros if None)."""
+    out = np.zeros(model.nv) if base is None else np.array(base, dtype=float)
+    if isinstance(armature, dict):
+        names = {n: b for b, n in enumerate(model.joint_names)}
+        for name, value in armature.items():
+            if name not in names:
+                shown = ", ".join(model.joint_names[:12]) + (", …" if model.nb > 12 else "")
+                raise ValueError(f"armature: unknown joint {name!r} (the model's joints with DOFs: {shown})")
+            if not is_number(value):
+                raise ValueError(f"armature[{name!r}] must be a number, got {value!r}")
+            out[model.v_slice(names[name])] = float(value)
+    elif is_number(armature):
+        for b, t in enumerate(model.joint_types):
+            if t != "floating":
+                out[model.v_slice(b)] = float(armature)
+    else:
+        out = armature
+    return _checked_armature(out, model.nv)
+
+
+def _urdf_armature(urdf: URDF, tree: RobotModel) -> RobotModel:
+    """``tree`` with the armatures the URDF gives (``<joint><dynamics armature="…"/>``), if any."""
+    given = {n: j.armature for n, j in urdf.joints.items() if j.armature and n in tree.joint_names}
+    return tree.with_armature(given) if given else tree
 
 
 def _couple(urdf: URDF, tree: RobotModel):
@@ -426,8 +598,6 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
 
     ignored_mimic = []
     for j in urdf.joints.values():
-        if j.type == "planar":
-            fail(f"joint '{j.name}': planar joints are not supported", UnsupportedError)
         if j.type == "floating" and (j.parent != root or floating_base):
             where = "a non-root" if j.parent != root else "a root"
             extra = "" if j.parent != root else " while floating_base=True also adds one"
@@ -493,8 +663,10 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
             merged.append((j.child, j.name, body_names[body] if body >= 0 else "world"))
             stack.append(("link", j.child, body, X_joint))
         else:
-            if j.type == "floating":
-                b = add_body(j.child, j.name, "floating", body, np.zeros(3), X_joint, NOLIM)
+            if j.type in ("floating", "planar"):
+                # a planar joint moves in its joint frame's x-y plane (read_urdf checked <axis>);
+                # URDF's scalar limits do not bound its three coordinates, as in Pinocchio
+                b = add_body(j.child, j.name, j.type, body, np.zeros(3), X_joint, NOLIM)
             else:
                 b = add_body(j.child, j.name, j.type, body, j.axis, X_joint, (j.lower, j.upper, j.velocity, j.effort))
             stack.append(("link", j.child, b, np.eye(6)))

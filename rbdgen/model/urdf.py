@@ -51,6 +51,8 @@ class Joint:
     effort: float = math.nan
     mimic: tuple[str, float, float] | None = None  # (leader joint, multiplier, offset)
     line: int | None = None
+    #: rotor inertia of each of the joint's DOFs: rbdgen's extension ``<dynamics armature="…"/>``
+    armature: float = 0.0
 
 
 @dataclass
@@ -226,6 +228,19 @@ def read_urdf(path) -> URDF:
             if n < 1e-12:
                 r.fail(f"{where}: zero axis {tuple(float(a) for a in axis)}")
             axis = axis / n
+        elif jtype == "planar":
+            # Pinocchio's JointModelPlanar moves in its joint frame's x-y plane (normal z), and its
+            # URDF parser does not read <axis>. rbdgen takes the same plane: without <axis> (whose
+            # URDF default, x, Pinocchio ignores too) or with the normal along +z; another normal
+            # is refused rather than ignored (turn the joint's <origin> so that z is the normal)
+            if r.one(el, "axis", where) is not None:
+                n = sp.norm(axis)
+                if n < 1e-12 or np.max(np.abs(axis / n - (0.0, 0.0, 1.0))) > 1e-12:
+                    r.fail(f"{where}: a planar joint moves in its frame's x-y plane (Pinocchio's convention), "
+                           f"so its <axis> (the plane's normal) must be 0 0 1, not "
+                           f"{' '.join(f'{a:g}' for a in axis)}; rotate the joint's <origin> so that its z axis "
+                           f"is the normal", UnsupportedError)
+            axis = np.array([0.0, 0.0, 1.0])
         j = Joint(name, jtype, parent, child, xyz, rpy, axis, line=_line(el))
         lim = r.one(el, "limit", where)
         if lim is not None:
@@ -236,6 +251,11 @@ def read_urdf(path) -> URDF:
                     setattr(j, k, r.scalar(lim, k, f"{where} <limit>", bound=bound))
             if jtype in ("revolute", "prismatic") and j.lower > j.upper:
                 r.fail(f"{where}: <limit> lower {j.lower:g} > upper {j.upper:g}")
+        dyn = r.one(el, "dynamics", where)
+        if dyn is not None and dyn.get("armature") is not None:  # rbdgen's extension (urdfdom ignores it)
+            j.armature = r.scalar(dyn, "armature", f"{where} <dynamics>", bound=(MAX_INERTIA, "kg m²"))
+            if j.armature < 0:
+                r.fail(f"{where}: negative armature {j.armature:g} (a rotor inertia is ≥ 0)")
         mim = r.one(el, "mimic", where)
         if mim is not None:
             leader = mim.get("joint")

@@ -12,6 +12,7 @@ import hashlib
 import json
 import threading
 import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..codegen.sources import Sources, check_dtype
 from ..kernels.frames import install as install_by_name
+from ..model.model import JOINT_DIMS
 from ..kernels.loaded import MissingKernelError
 from ..progress import labelled, reporting
 from ..targets import get_target
@@ -55,10 +57,36 @@ class PackageModel:
     joint_names: tuple
     body_names: tuple = ()
     frames: tuple = ()
+    #: each body's joint kind (the manifest's joint_types): the gradient rules of rbdgen.autodiff
+    #: read them to map tangent derivatives onto q's coordinates (a floating, spherical or planar
+    #: joint's q is not its tangent)
+    joint_types: tuple = ()
 
     @property
     def nf(self) -> int:
         return len(self.frames)
+
+    def _starts(self):
+        dims = [JOINT_DIMS.get(t) for t in self.joint_types]
+        if not dims or None in dims or sum(d[0] for d in dims) != self.nq or sum(d[1] for d in dims) != self.nv:
+            raise ValueError(f"package {self.name!r}: its joints' layout in q and v is not known here (mimic joints "
+                             "coupled, or an older manifest); differentiate the kernels of rbdgen.build(model) instead")
+        q0, v0 = np.cumsum([0] + [d[0] for d in dims]), np.cumsum([0] + [d[1] for d in dims])
+        return tuple(int(x) for x in q0[:-1]), tuple(int(x) for x in v0[:-1])
+
+    def nq_joint(self, i: int) -> int:
+        return JOINT_DIMS[self.joint_types[i]][0]
+
+    def nv_joint(self, i: int) -> int:
+        return JOINT_DIMS[self.joint_types[i]][1]
+
+    @property
+    def q_start(self) -> tuple:
+        return self._starts()[0]
+
+    @property
+    def v_start(self) -> tuple:
+        return self._starts()[1]
 
     def frame_index(self, name: str) -> int:
         if not isinstance(name, str):
@@ -139,7 +167,7 @@ def load_package(pkg_dir, dtype="float64", *, kernels=None, lazy: bool = False, 
         raise RbdgenError(f"load_package: {', '.join(extra)} are not compile options of target {target.name!r}")
     src = read_sources(pkg_dir, m)
     model = PackageModel(m["robot"], m["nq"], m["nv"], m["nb"], m["floating_base"], tuple(m["joint_names"]),
-                         tuple(m.get("body_names", ())), tuple(m.get("frames", ())))
+                         tuple(m.get("body_names", ())), tuple(m.get("frames", ())), tuple(m.get("joint_types", ())))
     label = str(m.get("package") or m["robot"])
     if lazy:
         if kernels is not None:
@@ -232,6 +260,8 @@ class PackageKernels:
                     self.__dict__["_full"] = self._load(self._sources, self._label, self._progress)
                 else:
                     self._parts[name] = self._load(sub, f"{self._label}.{name}", self._progress)
+                    # kern.rnea(…, f_ext=…) in this one-kernel library asks the package for rnea_fext
+                    self._parts[name].__dict__["_front"] = weakref.ref(self)
         return (self._full if self._full is not None else self._parts[name]).kernel(name)
 
     def _resolve(self, name):

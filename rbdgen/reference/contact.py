@@ -219,7 +219,7 @@ def _articulated(model, Xs, Ss):
     Psi, K = [None] * nb, [None] * nb
     for i in reversed(range(nb)):
         U = IA[i] @ Ss[i]
-        Dinv = np.linalg.inv(Ss[i].T @ U)
+        Dinv = np.linalg.inv(Ss[i].T @ U + np.diag(model.joint_armature(i)))  # armature: D_i's diagonal
         K[i] = Ss[i] @ Dinv @ Ss[i].T
         Psi[i] = (np.eye(6) - Ss[i] @ Dinv @ U.T) @ Xs[i]
         p = model.parent[i]

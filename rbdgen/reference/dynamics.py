@@ -71,6 +71,13 @@ def _fext_featherstone(f):
     return np.concatenate([f[3:], f[:3]])
 
 
+def _armature(model):
+    """The model's armature (nv,), or None where it is all zeros (then nothing is added, so the
+    numbers are those of a model without it, to the bit)."""
+    arm = getattr(model, "armature", None)
+    return arm if arm is not None and np.any(arm) else None
+
+
 # ---- inverse dynamics ---------------------------------------------------------------------------
 
 def _rnea(model, q, v, a, f_ext=None, with_gravity=True):
@@ -97,6 +104,9 @@ def _rnea(model, q, v, a, f_ext=None, with_gravity=True):
         p = model.parent[i]
         if p >= 0:
             f[p] = f[p] + mm(Xs[i].T, f[i])
+    arm = _armature(model)
+    if arm is not None:  # each DOF's rotor: τ += armature·q̈ (M's diagonal)
+        tau = tau + arm * a
     return tau
 
 
@@ -145,6 +155,9 @@ def _crba(model, q):
             sj = model.v_slice(j)
             M[sj, si] = mm(Ss[j].T, F)
             M[si, sj] = M[sj, si].T
+    arm = _armature(model)
+    if arm is not None:
+        M[np.diag_indices(model.nv)] += arm
     return M
 
 
@@ -181,7 +194,7 @@ def _aba(model, q, v, tau, f_ext=None, with_gravity=True):
     U, Dinv, u = [None] * nb, [None] * nb, [None] * nb
     for i in reversed(range(nb)):
         U[i] = IA[i] @ Ss[i]
-        Dinv[i] = np.linalg.inv(Ss[i].T @ U[i])
+        Dinv[i] = np.linalg.inv(Ss[i].T @ U[i] + np.diag(model.joint_armature(i)))  # armature: D_i's diagonal
         u[i] = tau[model.v_slice(i)] - Ss[i].T @ pA[i]
         p = model.parent[i]
         if p >= 0:
@@ -227,12 +240,16 @@ def minv(model: RobotModel, q):
 
 # ---- derivatives ------------------------------------------------------------------------------
 
-def _rnea_derivatives(model, q, v, a):
+def _rnea_derivatives(model, q, v, a, f_ext=None):
     """(∂τ/∂q, ∂τ/∂v) by differentiating RNEA one tangent direction at a time.
 
     Perturbing joint j along its motion subspace column s (in body j's frame) changes only
-    X_j, with ∂X_j = −(s×) X_j — for revolute and prismatic joints and for the free-flyer
-    with Pinocchio's right-multiplied integration q ⊕ δ = q · exp(δ) alike.
+    X_j, with ∂X_j = −(s×) X_j — for revolute and prismatic joints and for the free-flyer,
+    spherical and planar joints with Pinocchio's right-multiplied integration q ⊕ δ = q · exp(δ)
+    (S constant in the body frame) alike. External forces are
+    fixed in their bodies' frames (they move with the body), so they enter only through the
+    forces transmitted across the joints (the ``extra`` term); the armature, through ∂τ/∂a = M
+    alone.
     """
     Xs, Ss = _kinematics(model, q)
     nb, nv = model.nb, model.nv
@@ -246,6 +263,8 @@ def _rnea_derivatives(model, q, v, a):
         vel[i] = Xs[i] @ vp + vJ[i]
         acc[i] = Xs[i] @ ap + Ss[i] @ a[model.v_slice(i)] + sp.crm(vel[i]) @ vJ[i]
         f[i] = model.inertia[i] @ acc[i] + sp.crf(vel[i]) @ model.inertia[i] @ vel[i]
+        if f_ext is not None:
+            f[i] = f[i] - _fext_featherstone(f_ext[i])
     # total forces transmitted across each joint (after children are added)
     ftot = [x.copy() for x in f]
     for i in reversed(range(nb)):
@@ -284,28 +303,31 @@ def _rnea_derivatives(model, q, v, a):
     return dtau_dq, dtau_dv
 
 
-def rnea_derivatives(model: RobotModel, q, v, a):
+def rnea_derivatives(model: RobotModel, q, v, a, f_ext=None):
     """(∂τ/∂q, ∂τ/∂v) of inverse dynamics; ∂τ/∂a is M(q). Floating base: with respect to the
-    tangent space, as Pinocchio defines them."""
+    tangent space, as Pinocchio defines them. ``f_ext``: as :func:`rnea`'s, held fixed in the
+    bodies' frames (Pinocchio's ``computeRNEADerivatives(…, fext)``)."""
     if getattr(model, "coupled", False):
-        return _coupled_rnea_derivatives(model, q, v, a)
-    return _batched(model, lambda q, v, a: _rnea_derivatives(model, q, v, a),
-                    [("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)])
+        return _coupled_rnea_derivatives(model, q, v, a, f_ext)
+    return _batched(model, lambda q, v, a, *fe: _rnea_derivatives(model, q, v, a, *fe),
+                    [("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)], f_ext)
 
 
-def _aba_derivatives(model, q, v, tau):
-    qdd = _aba(model, q, v, tau)
-    dtau_dq, dtau_dv = _rnea_derivatives(model, q, v, qdd)
+def _aba_derivatives(model, q, v, tau, f_ext=None):
+    qdd = _aba(model, q, v, tau, f_ext)
+    dtau_dq, dtau_dv = _rnea_derivatives(model, q, v, qdd, f_ext)
     Mi = _minv(model, q)
     return -Mi @ dtau_dq, -Mi @ dtau_dv, Mi
 
 
-def aba_derivatives(model: RobotModel, q, v, tau):
-    """(∂q̈/∂q, ∂q̈/∂v, ∂q̈/∂τ = M⁻¹), analytically: ∂q̈/∂u = −M⁻¹ ∂τ/∂u at (q, v, q̈)."""
+def aba_derivatives(model: RobotModel, q, v, tau, f_ext=None):
+    """(∂q̈/∂q, ∂q̈/∂v, ∂q̈/∂τ = M⁻¹), analytically: ∂q̈/∂u = −M⁻¹ ∂τ/∂u at (q, v, q̈). ``f_ext``:
+    as :func:`aba`'s, held fixed in the bodies' frames (Pinocchio's
+    ``computeABADerivatives(…, fext)``)."""
     if getattr(model, "coupled", False):
-        return _coupled_aba_derivatives(model, q, v, tau)
-    return _batched(model, lambda q, v, t: _aba_derivatives(model, q, v, t),
-                    [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)])
+        return _coupled_aba_derivatives(model, q, v, tau, f_ext)
+    return _batched(model, lambda q, v, t, *fe: _aba_derivatives(model, q, v, t, *fe),
+                    [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)], f_ext)
 
 
 # ---- kinematics ---------------------------------------------------------------------------------
@@ -376,14 +398,14 @@ def _coupled_aba(cm, q, v, tau, f_ext=None):
     return np.linalg.solve(_coupled_crba(cm, q), (np.asarray(tau, dtype=float) - bias)[..., None])[..., 0]
 
 
-def _coupled_rnea_derivatives(cm, q, v, a):
-    dq, dv = rnea_derivatives(cm.tree, cm.expand_q(q), cm.expand_v(v), cm.expand_v(a))
+def _coupled_rnea_derivatives(cm, q, v, a, f_ext=None):
+    dq, dv = rnea_derivatives(cm.tree, cm.expand_q(q), cm.expand_v(v), cm.expand_v(a), f_ext)
     return _gtg(cm, dq), _gtg(cm, dv)
 
 
-def _coupled_aba_derivatives(cm, q, v, tau):
-    qdd = _coupled_aba(cm, q, v, tau)
-    dq, dv = _coupled_rnea_derivatives(cm, q, v, qdd)
+def _coupled_aba_derivatives(cm, q, v, tau, f_ext=None):
+    qdd = _coupled_aba(cm, q, v, tau, f_ext)
+    dq, dv = _coupled_rnea_derivatives(cm, q, v, qdd, f_ext)
     Mi = _coupled_minv(cm, q)
     return -Mi @ dq, -Mi @ dv, Mi
 

@@ -39,7 +39,7 @@ import numpy as np
 from .. import spatial as sp
 from ..model import RobotModel
 from ..scan import METHODS, paths, subtree_sums, tree_scan, with_world
-from .dynamics import _a_gravity, _batched, _kinematics, crba
+from .dynamics import _a_gravity, _armature, _batched, _kinematics, crba
 
 __all__ = ["rnea_scan", "aba_scan", "forward_op", "forward_identity", "affine_op", "affine_identity", "METHODS"]
 
@@ -92,7 +92,8 @@ def _rnea_scan(model, q, v, a, method):
     tau = np.zeros(model.nv)
     for i, (X0, _, _) in enumerate(fwd):
         tau[model.v_slice(i)] = Ss[i].T @ (np.linalg.inv(X0).T @ F0[i])
-    return tau
+    arm = _armature(model)
+    return tau if arm is None else tau + arm * a  # each DOF's rotor: armature·q̈
 
 
 def rnea_scan(model: RobotModel, q, v, a, method: str = "hillis_steele"):
@@ -130,7 +131,7 @@ def _aba_scan(model, q, v, tau, method):
     U, Dinv, Ia = [None] * nb, [None] * nb, [None] * nb
     for i in reversed(range(nb)):
         U[i] = IA[i] @ Ss[i]
-        Dinv[i] = np.linalg.inv(Ss[i].T @ U[i])
+        Dinv[i] = np.linalg.inv(Ss[i].T @ U[i] + np.diag(model.joint_armature(i)))  # armature: D_i's diagonal
         Ia[i] = IA[i] - U[i] @ Dinv[i] @ U[i].T
         if parent[i] >= 0:
             IA[parent[i]] = IA[parent[i]] + Xs[i].T @ Ia[i] @ Xs[i]

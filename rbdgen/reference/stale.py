@@ -49,7 +49,7 @@ import numpy as np
 from .. import spatial as sp
 from ..spatial import mm
 from ..model import RobotModel
-from .dynamics import _a_gravity, _arg, _kinematics
+from .dynamics import _a_gravity, _arg, _armature, _kinematics
 
 STALE_SCHEMES = ("binder_herzog", "yamakita", "hamilton")
 #: the generated kernel of each scheme (rbdgen.algorithms.stale declares them from this table)
@@ -141,6 +141,9 @@ def _one(model: RobotModel, q, v, a, old: StaleState | None, scheme: str):
             fi = own + sum((mm(Xs[c].T, old.f[c]) for c in model.children(i)), np.zeros(6))
         f[i] = fi
         tau[model.v_slice(i)] = mm(Ss[i].T, fi)
+    arm = _armature(model)
+    if arm is not None:  # each DOF's rotor: armature·q̈, its own joint's only (nothing stale)
+        tau = tau + arm * a
     return tau, (vel, acc, f_own, f)
 
 

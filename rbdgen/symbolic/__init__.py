@@ -4,7 +4,9 @@ symbolically, and the class of every entry of X_i, S_i and I_i.
 A Plücker transform is kept as a rotation E (3×3) and a translation r (3): ``X = plux(E, r)``.
 For a revolute joint about unit axis a, Rodrigues gives ``R_Jᵀ = c (1 − a aᵀ) − s [a]× + a aᵀ``,
 so ``E = R_Jᵀ E_tree`` is *linear* in (c, s, 1) with constant 3×3 coefficient matrices and r is
-constant. For a prismatic joint E is constant and r is linear in q. The coefficients are
+constant. For a prismatic joint E is constant and r is linear in q. A planar joint is both at
+once: E that of a revolute joint about its frame's z, r linear in (x, y). A spherical joint's E
+comes from its quaternion, as the free-flyer's, with r constant. The coefficients are
 computed once in float64 (so generated constants are bit-identical to the reference's
 transforms, and only exact zeros vanish), with :func:`rbdgen.spatial.mm`'s fixed-order products
 (the same bits on every machine); sympy holds the symbolic form — entries as
@@ -31,8 +33,10 @@ ZERO, ONE, CONST, QDEP = "0", "±1", "const", "q"
 class JointTransform:
     """E(q) = c·Ec + s·Es + E0 and r(q) = r0 + q·rq (revolute: rq = 0; prismatic: Ec = Es = 0).
 
-    ``kind``: "revolute" (also continuous), "prismatic" or "floating" (E, r from the
-    quaternion and position: every entry depends on q; E0, r0 hold X_tree's part)."""
+    ``kind``: "revolute" (also continuous), "prismatic", "planar" (q = (x, y, θ): c, s of θ, and
+    r = r0 + x·rq + y·ry), "spherical" (E = Rᵀ·E0 with R the quaternion's rotation, r = r0) or
+    "floating" (E, r from the quaternion and position: every entry depends on q; E0, r0 hold
+    X_tree's part)."""
 
     kind: str
     Ec: np.ndarray
@@ -40,6 +44,7 @@ class JointTransform:
     E0: np.ndarray
     r0: np.ndarray
     rq: np.ndarray
+    ry: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
 
 
 def joint_transform(model: RobotModel, i: int) -> JointTransform:
@@ -50,8 +55,14 @@ def joint_transform(model: RobotModel, i: int) -> JointTransform:
     rt = np.array([rx[2, 1], rx[0, 2], rx[1, 0]])
     t = model.joint_types[i]
     Z = np.zeros((3, 3))
-    if t == "floating":
-        return JointTransform("floating", Z, Z, Et.copy(), rt, np.zeros(3))
+    if t in ("floating", "spherical"):
+        return JointTransform(t, Z, Z, Et.copy(), rt, np.zeros(3))
+    if t == "planar":
+        # X_J = plux(Rz(θ)ᵀ, (x, y, 0)) after X_tree = plux(E_t, r_t): E = Rz(θ)ᵀ E_t, linear in
+        # (c, s, 1) as a revolute joint's about z; r = r_t + E_tᵀ (x, y, 0) = r_t + x E_tᵀe_x + y E_tᵀe_y
+        zzT = np.diag([0.0, 0.0, 1.0])
+        return JointTransform("planar", sp.mm(np.eye(3) - zzT, Et), sp.mm(-sp.skew([0.0, 0.0, 1.0]), Et),
+                              sp.mm(zzT, Et), rt, Et[0].copy(), Et[1].copy())
     a = model.axis[i]
     if t == "prismatic":
         return JointTransform("prismatic", Z, Z, Et.copy(), rt, sp.mm(Et.T, a))
@@ -64,6 +75,11 @@ def numeric_X(jt: JointTransform, qi) -> np.ndarray:
     if jt.kind == "floating":
         R = sp.quat_to_rot(qi[3:7])
         return sp.plux(sp.mm(R.T, jt.E0), jt.r0 + sp.mm(jt.E0.T, np.asarray(qi[:3])))
+    if jt.kind == "spherical":
+        return sp.plux(sp.mm(sp.quat_to_rot(qi[0:4]).T, jt.E0), jt.r0)
+    if jt.kind == "planar":
+        c, s = math.cos(qi[2]), math.sin(qi[2])
+        return sp.plux(c * jt.Ec + s * jt.Es + jt.E0, jt.r0 + qi[0] * jt.rq + qi[1] * jt.ry)
     if jt.kind == "prismatic":
         return sp.plux(jt.E0, jt.r0 + qi[0] * jt.rq)
     c, s = math.cos(qi[0]), math.sin(qi[0])
@@ -71,13 +87,22 @@ def numeric_X(jt: JointTransform, qi) -> np.ndarray:
 
 
 def symbolic_X(model: RobotModel, i: int) -> sympy.Matrix:
-    """X_i(q_i) as a 6×6 sympy matrix in the symbols c_i, s_i (revolute) or q_i (prismatic)."""
+    """X_i(q_i) as a 6×6 sympy matrix in the symbols c_i, s_i (revolute), q_i (prismatic), c_i, s_i,
+    x_i, y_i (planar), or the rotation's entries E{i}_rc (spherical, and the floating base's
+    translation p{i}_k)."""
     import sympy  # here, not at import: sympy takes 0.3 s to import, and a warm build needs none of it
     jt = joint_transform(model, i)
     F = lambda x: sympy.Float(float(x)) if x != 0 else sympy.S.Zero  # noqa: E731
     if jt.kind == "floating":
         E = sympy.Matrix(3, 3, lambda r, c: sympy.Symbol(f"E{i}_{r}{c}"))
         r = sympy.Matrix(3, 1, lambda k, _: sympy.Symbol(f"p{i}_{k}"))
+    elif jt.kind == "spherical":
+        E = sympy.Matrix(3, 3, lambda r, c: sympy.Symbol(f"E{i}_{r}{c}"))
+        r = sympy.Matrix(3, 1, lambda k, _: F(jt.r0[k]))
+    elif jt.kind == "planar":
+        c, s, x, y = sympy.symbols(f"c{i} s{i} x{i} y{i}")
+        E = sympy.Matrix(3, 3, lambda a, b: F(jt.Ec[a, b]) * c + F(jt.Es[a, b]) * s + F(jt.E0[a, b]))
+        r = sympy.Matrix(3, 1, lambda k, _: F(jt.r0[k]) + F(jt.rq[k]) * x + F(jt.ry[k]) * y)
     elif jt.kind == "prismatic":
         q = sympy.Symbol(f"q{i}")
         E = sympy.Matrix(3, 3, lambda a, b: F(jt.E0[a, b]))

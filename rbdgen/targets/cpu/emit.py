@@ -222,6 +222,10 @@ def _layout(model) -> dict:
             note = f"mimic: {mult!r} * {esc.comment(model.joint_names[lead])} + {off!r}, no coordinates of its own"
         elif model.joint_types[b] == "floating":
             note = "q = [x y z qx qy qz qw] (unit quaternion), v = [linear; angular] in the base frame"
+        elif model.joint_types[b] == "spherical":
+            note = "q = [qx qy qz qw] (unit quaternion), v = angular velocity in the body frame"
+        elif model.joint_types[b] == "planar":
+            note = "q = [x y theta] in the joint frame's x-y plane, v = [vx vy omega] in the body frame"
         else:
             note = ""
         rows.append({"joint": esc.comment(model.joint_names[b]), "type": model.joint_types[b],
@@ -271,6 +275,8 @@ def _example_inputs(model, kernel: dict, ctype: str) -> list:
                 q0, nq = model.q_start[b], model.nq_joint(b)
                 if model.joint_types[b] == "floating":
                     vals[q0 + 6] = 1.0
+                elif model.joint_types[b] == "spherical":  # the identity quaternion
+                    vals[q0 + 3] = 1.0
                 elif nq == 1:
                     vals[q0] = round(0.1 * (q0 + 1), 10)
         else:

@@ -304,6 +304,8 @@ def _cmake_project(files: dict, model, name: str, prefix: str, banner: str, robo
                 q0 = model.q_start[b]
                 if model.joint_types[b] == "floating":
                     vals[q0 + 6] = 1.0
+                elif model.joint_types[b] == "spherical":  # the identity quaternion
+                    vals[q0 + 3] = 1.0
                 elif model.nq_joint(b) == 1:
                     vals[q0] = round(0.1 * (q0 + 1), 10)
         else:

@@ -28,7 +28,7 @@ import numpy as np
 from ...errors import BuildError, RbdgenError
 from ...kernels import interop as _interop
 from ...kernels.frames import install as _install_frames
-from ...kernels.loaded import NamesMissingKernels, _Method
+from ...kernels.loaded import NamesMissingKernels, _Method, call_variant, structured_inputs
 from ...toolchain.rebuild import reduce as _reduce
 from .emit import SHAPES
 from .nvcc import compile_library, parse_archs
@@ -285,6 +285,8 @@ class _CudaMethod:
         self.inputs = ki["inputs"]
         self.outputs = ki["outputs"]
         self.has_thread_shape = ki.get("thread_shape", True)
+        #: inputs declared with more than one dimension (f_ext: (nb, 6)): taken so or flat
+        self._structured = structured_inputs(owner.model, self.inputs)
         tag, pre = owner._tag, owner.prefix
         self._launch = getattr(owner._lib, f"{pre}_{name}_{tag}_launch")
         host = getattr(owner._lib, f"{pre}_{name}_{tag}_host")
@@ -301,7 +303,11 @@ class _CudaMethod:
         self._numpy = {code: numpy_method(code) for code in SHAPES.values()}
         self.__doc__ = ki["doc"]
 
-    def __call__(self, *args, out=None, stream=None, shape: str = "auto"):
+    def __call__(self, *args, out=None, stream=None, shape: str = "auto", **kw):
+        if kw:  # kern.rnea(q, v, a, f_ext=…): the variant that takes it (f_ext=None: rnea itself)
+            res = call_variant(self.owner, self.name, args, kw, out=out, stream=stream, shape=shape)
+            if res is not None:
+                return res
         if shape not in SHAPES:
             raise ValueError(f"{self.name}: shape must be one of {', '.join(SHAPES)}, got {shape!r}")
         if shape == "thread" and not self.has_thread_shape:
@@ -333,6 +339,9 @@ class _CudaMethod:
             raise ValueError(f"{self.name}: argument '{what}' has dtype {np.dtype(cai['typestr'])}, "
                              f"this kernel takes {dt}")
         shape = tuple(cai["shape"])
+        dims = None if is_out else self._structured.get(what)
+        if dims is not None and len(shape) in (len(dims), len(dims) + 1) and shape[len(shape) - len(dims):] == dims:
+            shape = shape[:len(shape) - len(dims)] + (size_or_shape,)  # (nb, 6) → its flat size (strides below)
         if is_out:
             want = lead + tuple(size_or_shape)
             if shape != want:
@@ -346,7 +355,7 @@ class _CudaMethod:
         if strides is not None:
             item = dt.itemsize
             expect, acc = [], item
-            for s in reversed(shape):
+            for s in reversed(tuple(cai["shape"])):
                 expect.append(acc)
                 acc *= s
             if tuple(strides) != tuple(reversed(expect)) and int(np.prod(shape)) > 1:

@@ -304,8 +304,10 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     env = {"q": q, "v": rng.normal(size=(tb_states, model.nv)), "a": rng.normal(size=(tb_states, model.nv)),
            "tau": 10.0 * rng.normal(size=(tb_states, model.nv))}
     env = registry.complete_inputs(model, env, seed=12345)  # inputs beyond these (stale): as the registry draws them
+    # q, v, a, tau always (as before other inputs existed), the others where a kernel here takes them
+    used = {n for kk in ks for n in registry.get(kk["name"]).input_names}
     tb_inputs = [{"name": n, "size": x.shape[1], "data": ", ".join(_c_float(v) for v in x.ravel())}
-                 for n, x in env.items()]
+                 for n, x in env.items() if n in ("q", "v", "a", "tau") or n in used]
     for kk in ks:
         # twice the measured bound of this kernel and type (as `rbdgen validate` holds it), or tb_tol
         kk["tb_tol"] = _c_float(tb_tol if tb_tol is not None else testbench_tolerance(registry.get(kk["name"]), numtype))
