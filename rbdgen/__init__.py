@@ -1,6 +1,7 @@
-"""rbdgen: robot-specific rigid-body-dynamics kernels generated from URDF."""
-from .errors import BuildError, CompilerNotFoundError, RbdgenError, UnsupportedError, URDFError
-from .model import ModelBuilder, RobotModel, load_urdf
+"""rbdgen: robot-specific rigid-body-dynamics kernels generated from URDF or MJCF (MuJoCo) files."""
+from .errors import BuildError, CompilerNotFoundError, MJCFError, RbdgenError, UnsupportedError, URDFError
+from .model import (ModelBuilder, RobotModel, load_mjcf, load_model, load_urdf, mujoco_qpos_to_q, mujoco_qvel_to_v,
+                    q_to_mujoco_qpos, v_to_mujoco_qvel)
 from .reference.contact import Contact, ContactError
 
 
@@ -20,12 +21,19 @@ __all__ = [
     "CompilerNotFoundError",
     "Contact",
     "ContactError",
+    "MJCFError",
     "ModelBuilder",
     "RbdgenError",
     "RobotModel",
     "UnsupportedError",
     "URDFError",
     "build",
+    "load_mjcf",
+    "load_model",
     "load_urdf",
+    "mujoco_qpos_to_q",
+    "mujoco_qvel_to_v",
+    "q_to_mujoco_qpos",
+    "v_to_mujoco_qvel",
     "__version__",
 ]

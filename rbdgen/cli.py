@@ -39,13 +39,15 @@ def _report_warnings():
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def _load(path, floating_base, mimic, check_inertia, gravity=DEFAULT_GRAVITY, frames=None):
-    from .model import load_urdf
+def _load(path, floating_base, mimic, check_inertia, gravity=None, frames=None):
+    """A URDF or an MJCF file, by its content (:func:`rbdgen.load_model`); ``gravity`` None: the
+    loader's default (URDF: 0 0 -9.81; MJCF: the file's ``<option gravity>``)."""
+    from .model import load_model
 
     with _report_warnings():
         try:
-            model = load_urdf(path, floating_base=floating_base, mimic=mimic, check_inertia=check_inertia,
-                              gravity=gravity)
+            model = load_model(path, floating_base=floating_base, mimic=mimic, check_inertia=check_inertia,
+                               **({} if gravity is None else {"gravity": gravity}))
             if frames:
                 model = model.with_frames("leaves" if frames == "leaves" else
                                           [n.strip() for n in frames.split(",") if n.strip()])
@@ -83,14 +85,17 @@ def model_options(f):
                      help="URDF links to generate the frame and contact kernels for (frame_placement, "
                           "frame_jacobian_*, frame_bias_acceleration_*, osim_inverse, contact_terms); "
                           "'leaves': the URDF's leaf links. Default: none, and those kernels are left out.")(f)
-    f = click.option("--floating-base", is_flag=True, help="Add a free-flyer joint at the URDF root.")(f)
-    f = click.argument("urdf", type=click.Path(dir_okay=False, path_type=str))(f)
+    f = click.option("--floating-base", is_flag=True,
+                     help="Add a free-flyer joint at the URDF root (MJCF: on the first top-level body, "
+                          "which must have no joint).")(f)
+    # a URDF (<robot>) or an MJCF file (<mujoco>), told apart by content (rbdgen.load_model)
+    f = click.argument("urdf", metavar="URDF|MJCF", type=click.Path(dir_okay=False, path_type=str))(f)
     return f
 
 
 def _parse_gravity(ctx, param, value):
     if value is None:
-        return DEFAULT_GRAVITY
+        return None  # the loader's default: 0 0 -9.81, or an MJCF file's <option gravity>
     try:
         g = tuple(float(x) for x in value.replace(",", " ").split())
     except ValueError:
@@ -107,7 +112,8 @@ def _parse_gravity(ctx, param, value):
 
 def gravity_option(f):
     return click.option("--gravity", callback=_parse_gravity, metavar='"X Y Z"',
-                        help="Gravity in world coordinates [m/s²] (default: 0 0 -9.81).")(f)
+                        help="Gravity in world coordinates [m/s²] (default: 0 0 -9.81; an MJCF file's "
+                             "<option gravity>).")(f)
 
 
 def _parse_kernels(ctx, param, value):
@@ -220,7 +226,7 @@ def _target_kwargs(target: str, command: str, given: dict) -> dict:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rbdgen")
 def cli():
-    """Generate robot-specific rigid-body-dynamics kernels from a URDF."""
+    """Generate robot-specific rigid-body-dynamics kernels from a URDF or an MJCF (MuJoCo) file."""
 
 
 def _fmt_axis(model, i):

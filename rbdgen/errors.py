@@ -19,6 +19,11 @@ class URDFError(RbdgenError):
     """The URDF cannot be read, or describes something that is not a valid robot."""
 
 
+class MJCFError(RbdgenError):
+    """The MJCF (MuJoCo XML) file cannot be read, or describes something that is not a valid
+    robot (the message names the line and element)."""
+
+
 class UnsupportedError(RbdgenError):
     """Valid input that rbdgen deliberately does not handle (the message says what to do)."""
 

@@ -117,16 +117,30 @@ def pinocchio_model(model):
     except ImportError:
         return None, "pinocchio not installed"
     path = str(model.source)
+    said: dict = {}
+    try:
+        from .model.mjcf import model_format
+
+        mjcf = model_format(path) == "mjcf"
+    except Exception:  # noqa: BLE001 — not a file any more (a model built in Python): Pinocchio's parser says why
+        mjcf = False
     try:
         # coupled mimic joints: Pinocchio's mimic=True counts the same coordinates
         mimic = {"mimic": True} if getattr(model, "coupled", False) else {}
         with _captured_stderr() as said:  # Pinocchio's parser prints its own "Error:" lines
-            pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer(), **mimic) if model.floating_base \
-                else pin.buildModelFromUrdf(path, **mimic)
+            if mjcf:
+                pm, note = _pinocchio_mjcf(pin, model, path)
+            else:
+                pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer(), **mimic) if model.floating_base \
+                    else pin.buildModelFromUrdf(path, **mimic)
     except Exception as e:  # noqa: BLE001 — any failure of the oracle only drops the comparison
         why = " ".join((str(e) + " " + said.get("text", "")).split())
         return None, f"pinocchio cannot load {model.source}: {why[:200]}"
-    if list(pm.names[1:]) != list(model.joint_names) or pm.nv != model.nv or pm.nq != model.nq_pinocchio:
+    if mjcf:
+        if pm is None:
+            return None, note
+        pm.rbdgen_note = note
+    elif list(pm.names[1:]) != list(model.joint_names) or pm.nv != model.nv or pm.nq != model.nq_pinocchio:
         return None, "pinocchio's joints differ from rbdgen's (order or sizes): not compared"
     pm.gravity.linear = np.asarray(model.gravity, dtype=float)
     arm = getattr(model, "armature", None)
@@ -137,6 +151,96 @@ def pinocchio_model(model):
     if missing:
         return None, f"pinocchio has no frame {missing[0]!r}"
     return pin, pm
+
+
+#: Pinocchio's joint models → rbdgen's joint types (the MJCF comparison's structure check)
+_PIN_KINDS = {"JointModelRX": "revolute", "JointModelRY": "revolute", "JointModelRZ": "revolute",
+              "JointModelRevoluteUnaligned": "revolute", "JointModelPX": "prismatic", "JointModelPY": "prismatic",
+              "JointModelPZ": "prismatic", "JointModelPrismaticUnaligned": "prismatic",
+              "JointModelSpherical": "spherical", "JointModelFreeFlyer": "floating"}
+
+
+def _se3(pin, R, p):
+    return pin.SE3(np.array(R, dtype=float), np.array(p, dtype=float))
+
+
+def _x_pose(X):
+    """(R, p) of a motion transform X = pose_to_X(R, p)."""
+    E = X[:3, :3]
+    rx = -E.T @ X[3:, :3]
+    return E.T, np.array([rx[2, 1], rx[0, 2], rx[1, 0]])
+
+
+def _pinocchio_mjcf(pin, model, path):
+    """(Pinocchio's model of an MJCF file with rbdgen's numbers, note) or (None, why not).
+
+    Pinocchio's MJCF parser makes one composite joint of a body's several joints (rbdgen: a chain
+    of bodies), reads only the first top-level body, and reads some files differently from MuJoCo
+    (docs/mjcf.md: a joint ``pos`` from a default class, geoms without collision and meshes in
+    the inertia, ``settotalmass``, a welded root body's pose, …). The structure — joint types in
+    order, nq, nv — must be the same; the numbers (joint placements, inertias, frames) are then
+    rbdgen's, so that the comparison checks the kernels, and the note says how many differed."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # buildModelFromMJCF(path, root) is deprecated in Pinocchio 4
+        pm = pin.buildModelFromMJCF(path)
+        if model.joint_types and model.joint_types[0] == "floating" and model.joint_names[0] == "root_joint" \
+                and pm.njoints > 1 and pm.joints[1].shortname() != "JointModelFreeFlyer":
+            pm = pin.buildModelFromMJCF(path, pin.JointModelFreeFlyer(), "root_joint")
+            pm = pm[0] if isinstance(pm, tuple) else pm
+    if pm.nv != model.nv:
+        return None, (f"pinocchio's MJCF parser makes nv {pm.nv}, rbdgen {model.nv} (it reads the first top-level "
+                      f"body only): not compared")
+    groups, owner = [], {}
+    for j in range(1, pm.njoints):
+        jm = pm.joints[j]
+        subs = list(jm.extract().joints) if jm.shortname() == "JointModelComposite" else [jm]
+        grp = [b for b in range(model.nb) if jm.idx_v <= model.v_start[b] < jm.idx_v + jm.nv]
+        if [_PIN_KINDS.get(x.shortname()) for x in subs] != [model.joint_types[b] for b in grp]:
+            return None, "pinocchio's joints differ from rbdgen's (order or types): not compared"
+        groups.append((j, grp))
+        owner[grp[-1]] = j
+    placed = inert = 0
+    for j, grp in groups:
+        pose = [_x_pose(model.X_tree[b]) for b in grp]
+        if len(grp) == 1:
+            new = _se3(pin, *pose[0])
+            placed += not new.isApprox(pm.jointPlacements[j], 1e-12)
+            pm.jointPlacements[j] = new
+        else:
+            jm = pm.joints[j].extract()
+            first = _se3(pin, *pose[0])
+            placed += not first.isApprox(pm.jointPlacements[j] * jm.jointPlacements[0], 1e-12)
+            pm.jointPlacements[j] = first
+            jm.jointPlacements[0] = pin.SE3.Identity()
+            for k in range(1, len(grp)):
+                new = _se3(pin, *pose[k])
+                placed += not new.isApprox(jm.jointPlacements[k], 1e-12)
+                jm.jointPlacements[k] = new
+            pm.joints[j] = pin.JointModel(jm)
+        from . import spatial as sp
+
+        m, c, Ic = sp.inertia_parts(model.inertia[grp[-1]])
+        new = pin.Inertia(float(m), np.array(c), 0.5 * (Ic + Ic.T))
+        inert += not np.allclose(new.matrix(), pm.inertias[j].matrix(), rtol=1e-12, atol=1e-15)
+        pm.inertias[j] = new
+    # MJCF names bodies and joints separately, and Pinocchio makes a frame of each: where a joint
+    # frame has a body's (or site's) name, it is renamed, so that a frame name finds the body
+    links = {f.name: f for f in model.link_frames}
+    for k, fr in enumerate(pm.frames):
+        if fr.name in links and fr.type not in (pin.FrameType.BODY, pin.FrameType.OP_FRAME):
+            pm.frames[k].name = fr.name + "#joint"
+    for k, fr in enumerate(pm.frames):
+        f = links.get(fr.name)
+        if f is not None and f.body in owner:
+            pm.frames[k].placement = _se3(pin, f.R, f.p)
+            pm.frames[k].parentJoint = owner[f.body]
+    note = ""
+    if placed or inert:
+        note = (f"pinocchio's MJCF parser reads {placed} joint placement(s) and {inert} inertia(s) of this file "
+                f"differently from MuJoCo (docs/mjcf.md); its algorithms ran on rbdgen's numbers")
+    return pm, note
 
 
 # ---- validation -------------------------------------------------------------------------------
@@ -179,7 +283,7 @@ def _validate(model, k_, t, dt, st, states, seed, kernels, pinocchio, progress) 
     st_ref = {n: x.astype(np.float64) for n, x in st_dt.items()}
 
     pin, pm = (None, "not compared (--no-pinocchio)") if not pinocchio else pinocchio_model(model)
-    pin_note = "" if pin is not None else pm
+    pin_note = getattr(pm, "rbdgen_note", "") if pin is not None else pm
     data = pm.createData() if pin is not None else None
 
     rows = []
