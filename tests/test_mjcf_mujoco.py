@@ -20,7 +20,9 @@ includes (as Pinocchio's).
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import warnings
 
 import numpy as np
@@ -53,7 +55,9 @@ def _mujoco_model(path):
         spec.delete(t)
     for m in spec.materials:
         m.textures = [""] * len(m.textures)
-    with warnings.catch_warnings():
+    # MuJoCo writes its warnings (cheetah's deprecated settotalmass) to MUJOCO_LOG.TXT in the
+    # working directory: compile elsewhere
+    with warnings.catch_warnings(), tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
         warnings.simplefilter("ignore")
         mj = spec.compile()
     # not rigid-body dynamics: constraints (contacts, limits, equalities), actuators, springs and
