@@ -147,5 +147,14 @@ DASK_ARGS ?=
 bench-dask: $(STAMP)
 	$(PY) benchmarks/dask_throughput.py $(DASK_ARGS)
 
+# the dm_control humanoid and dog from their MJCF files (issue 43; not a test): load, cold build of
+# the dynamics kernels and one-state ns per call against Pinocchio's C++ on the same tree; writes
+# benchmarks/results/mjcf.{json,md} (~6 min here; the native Pinocchio harness as `make bench`'s).
+# MJCF_BENCH_ARGS=--quick for a smoke run
+.PHONY: bench-mjcf
+MJCF_BENCH_ARGS ?=
+bench-mjcf: $(STAMP) $(MJCF_CORPUS)
+	$(PY) benchmarks/mjcf.py $(MJCF_BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
