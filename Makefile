@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-control clean venv generated
+.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-lathrop bench-seed001 bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -86,17 +86,17 @@ sanitize-gpu: $(STAMP)
 # float64 only; the unrolled derivative kernels (~0.7-1 MB each) only in iiwa14's CPU and HLS
 # packages, aba_scan only in iiwa14's HLS package, rnea_scan in iiwa14's CPU and HLS packages (the
 # quadruped keeps rnea_scan: the scan on a tree), the stale-data kernels in iiwa14's CPU package
-# and rnea_stale in its HLS package (the others are
-# the same step with one input changed, or run twice): generated/
+# and rnea_stale in its HLS package (yamakita is the same step with one input changed, the two
+# Luh–Walker–Paul ones the same passes over 3-vectors): generated/
 # stays small enough to review (< 4 MiB) and every kernel is there on some target (iiwa14 CPU:
 # the flange's frame kernels and osim_inverse; contact_terms is left out for size, tests build it).
 GEN_SKIP := --skip-kernels rnea_derivatives,aba_derivatives
-GEN_STALE := rnea_stale,rnea_stale_yamakita,rnea_stale_hamilton
+GEN_STALE := rnea_stale,rnea_stale_yamakita,rnea_stale_hamilton,rnea_stale_binder_herzog_lwp
 generated: $(STAMP)
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --dtype float64 --frames iiwa_link_ee --skip-kernels contact_terms,aba_scan --out generated --name iiwa14 --quiet
 	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --dtype float64 $(GEN_SKIP),aba_scan,$(GEN_STALE) --out generated --name quadruped --quiet
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 $(GEN_SKIP),rnea_scan,aba_scan,$(GEN_STALE) --out generated --name iiwa14_cuda --quiet
-	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --skip-kernels rnea_stale_yamakita,rnea_stale_hamilton --out generated --name iiwa14_hls --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --skip-kernels rnea_stale_yamakita,rnea_stale_hamilton,rnea_stale_binder_herzog_lwp --out generated --name iiwa14_hls --quiet
 
 # benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++), ~13 min; writes
 # benchmarks/results/. BENCH_ARGS="--robots iiwa14 --quick" for a smoke run (see benchmarks/README.md)
@@ -132,9 +132,21 @@ bench-scan: $(STAMP)
 	$(PY) -m pip install --quiet matplotlib
 	$(PY) benchmarks/scan.py $(SCAN_ARGS)
 
+# Lathrop's Tables 1 and 4 (seed 003, transcribed with line numbers) beside our op counts and
+# critical paths (not a test): traced IR only, ~5 s; writes benchmarks/results/lathrop.{json,md}
+bench-lathrop: $(STAMP)
+	$(PY) benchmarks/lathrop.py
+
+# seed 001's experiment (Plancher et al., ∇FD of the iiwa on CPU, GPU, FPGA) with our kernels (not a
+# test): CPU measured, FPGA from the HLS cost model, the GPU left to seeds_gpu.py; ~1 min; writes
+# benchmarks/results/seed001.{json,md,png}. matplotlib for the plot, as bench-scan
+bench-seed001: $(STAMP)
+	$(PY) -m pip install --quiet matplotlib
+	$(PY) benchmarks/seed001.py
+
 # stale-data inverse dynamics in closed loop (not a test): tracking error vs control period and
 # where each scheme goes unstable, planar 3-link arm and iiwa; writes
-# benchmarks/results/control.{json,md,png} (11 min on the 2-core VM, shared). matplotlib for the plot, as
+# benchmarks/results/control.{json,md,png} (5 min on the 2-core VM, shared; the controllers are the generated kernels, --id reference: the NumPy reference, ~30× longer). matplotlib for the plot, as
 # bench-scan. CONTROL_ARGS=--quick for a smoke run.
 CONTROL_ARGS ?=
 bench-control: $(STAMP)

@@ -2,18 +2,22 @@
 """Stale-data inverse dynamics in closed loop (`make bench-control`, issue 14): tracking error
 against the control period, and where each scheme goes unstable.
 
-    python benchmarks/control.py               # everything (11 min on the shared 2-core VM)
+    python benchmarks/control.py               # everything (5 min on the shared 2-core VM)
     python benchmarks/control.py --quick       # a smoke run (~1.5 min), to a temporary folder
     python benchmarks/control.py --render      # rewrite control.md / control.png from control.json
 
 For the 3-link planar arm (rbdgen.control.planar_arm) and the iiwa (robots/iiwa14.urdf), each
 motion preset (slow, fast, very fast: rbdgen.control.SPEEDS), each controller (exact RNEA and
-every stale scheme) and each computation delay (none, one control period): computed-torque
+every stale scheme: Binder–Herzog in spatial vectors and as Hamilton et al.'s Table 1 marks it,
+Yamakita, Hamilton et al.'s Table 1) and each computation delay (none, one control period): computed-torque
 control (ω_n = 20 rad/s, ζ = 1) for 3 s at each control period T of the grid, starting on the
 trajectory. Recorded: max and RMS tracking error, and whether and when the run diverged (an error
 over 1 rad, or a non-finite state). The plant is RK4 at 0.25 ms on the generated `aba` kernel
 (the NumPy reference gives the same numbers ~1000× slower: its per-call time is measured and
-written down); the controller's inverse dynamics is the NumPy reference (`rnea`, `rnea_stale`).
+written down); the controller's inverse dynamics is the generated kernel of each controller
+(`rnea`, `rnea_stale`, …: rbdgen.control.KERNEL_FOR; tests/test_control.py checks that these runs
+are the NumPy reference's step for step), or with --id reference the NumPy reference itself
+(the same numbers, ~30× longer: ~1 ms per call).
 
 Writes control.json (every run), control.md (tables) and control.png to --out (default
 benchmarks/results/). Runs are spread over --jobs processes (default: the CPUs available).
@@ -66,17 +70,19 @@ _CACHE: dict = {}
 def _worker_model(robot):
     if robot not in _CACHE:
         m = load(robot)
-        _CACHE[robot] = (m, rbdgen.build(m, kernels=["aba"], simd=False).aba)
-    return _CACHE[robot]
+        kern = rbdgen.build(m, kernels=["aba", *sorted(set(ctl.KERNEL_FOR.values()))], simd=False)
+        _CACHE[robot] = (m, kern.aba, kern)
+    return _CACHE[robot][:2]
 
 
 def one_run(task):
-    robot, motion, controller, delay_periods, T_ms, duration = task
+    robot, motion, controller, delay_periods, T_ms, duration, id_backend = task
     m, aba = _worker_model(robot)
     T = T_ms * 1e-3
+    ident = None if id_backend == "reference" else ctl.kernel_inverse_dynamics(_CACHE[robot][2], controller)
     t0 = time.perf_counter()
     r = ctl.simulate(m, motion, controller=controller, period=T, delay=delay_periods * T, duration=duration,
-                     plant_step=PLANT_STEP, plant=aba)
+                     plant_step=PLANT_STEP, plant=aba, inverse_dynamics=ident)
     wall = time.perf_counter() - t0
     err = np.abs(r.error)
     return {"robot": robot, "motion": motion, "controller": controller, "delay_periods": delay_periods,
@@ -101,10 +107,12 @@ def per_call_times(robot) -> dict:
         return (time.perf_counter() - t0) / n * 1e6
 
     st = ref.rnea_stale(m, q, v, x)[1]
+    sh = ref.rnea_stale(m, q, v, x, scheme="hamilton")[1]
     return {"aba_reference_us": round(t(lambda: ref.aba(m, q, v, x), 200), 2),
             "aba_generated_us": round(t(lambda: aba(q, v, x), 20000), 3),
             "rnea_reference_us": round(t(lambda: ref.rnea(m, q, v, x), 200), 2),
-            "rnea_stale_reference_us": round(t(lambda: ref.rnea_stale(m, q, v, x, st), 200), 2)}
+            "rnea_stale_reference_us": round(t(lambda: ref.rnea_stale(m, q, v, x, st), 200), 2),
+            "rnea_stale_hamilton_reference_us": round(t(lambda: ref.rnea_stale(m, q, v, x, sh, scheme="hamilton"), 200), 2)}
 
 
 # ---- what the shorter critical path buys ------------------------------------------------------
@@ -212,7 +220,9 @@ def markdown(res: dict) -> str:
          f"(benchmarks/control.py) in {res['wall_s']:.0f} s; method and discussion in docs/control.md.", "",
          f"Computed-torque PD control (ω_n = {s['natural_frequency']} rad/s, ζ = {s['damping']}), {s['duration_s']} s "
          f"per run, starting on the trajectory; plant RK4 at {s['plant_step_ms']} ms on the generated aba; "
-         f"controller ID the NumPy reference. Motions (base frequency): "
+         + ("controller ID the NumPy reference. " if s.get("id", "reference") == "reference" else
+            "controller ID the generated kernels (the NumPy reference's runs, step for step: tests/test_control.py). ")
+         + "Motions (base frequency): "
          + ", ".join(f"{k} {v} Hz" for k, v in s["speeds_hz"].items())
          + f", amplitude {s['amplitude']} of each joint's half range. *div.*: the error passed "
          f"{s['diverge_at_rad']} rad (or the state went non-finite) within the run.", ""]
@@ -259,11 +269,12 @@ def markdown(res: dict) -> str:
             L.append(f"| {x['robot']} | {x['motion']} | {x['controller']} | "
                      + " | ".join(_fmt(x["rms_error_rad"].get(str(t))) for t in s["rms_periods_ms"]) + " |")
     L += ["", "## Cost per call (µs, this machine, one thread)", "",
-          "| robot | aba, NumPy reference | aba, generated | rnea, NumPy reference | rnea_stale, NumPy reference |",
-          "|---|---:|---:|---:|---:|"]
+          "| robot | aba, NumPy reference | aba, generated | rnea, NumPy reference | rnea_stale, NumPy reference | "
+          "rnea_stale (hamilton), NumPy reference |",
+          "|---|---:|---:|---:|---:|---:|"]
     for robot, c in res["per_call_us"].items():
         L.append(f"| {robot} | {c['aba_reference_us']:.0f} | {c['aba_generated_us']:.2f} | {c['rnea_reference_us']:.0f} | "
-                 f"{c['rnea_stale_reference_us']:.0f} |")
+                 f"{c['rnea_stale_reference_us']:.0f} | {c.get('rnea_stale_hamilton_reference_us', float('nan')):.0f} |")
     L.append("")
     if "latencies" in res:
         L += rates_markdown(res)
@@ -320,7 +331,8 @@ def plot(res: dict, path: Path) -> bool:
     s = res["settings"]
     robots, motions = s["robots"], list(s["speeds_hz"])
     fig, axes = plt.subplots(len(robots), len(motions), figsize=(4.2 * len(motions), 3.6 * len(robots)), squeeze=False)
-    colors = {"exact": "k", "binder_herzog": "tab:blue", "yamakita": "tab:orange", "hamilton": "tab:green"}
+    colors = {"exact": "k", "binder_herzog": "tab:blue", "yamakita": "tab:orange", "hamilton": "tab:green",
+              "binder_herzog_lwp": "tab:purple"}
     for i, robot in enumerate(robots):
         for j, motion in enumerate(motions):
             ax = axes[i][j]
@@ -366,6 +378,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results; --quick: a temporary one)")
     p.add_argument("--render", action="store_true", help="only rewrite control.md and control.png from control.json in --out")
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: the CPUs available)")
+    p.add_argument("--id", choices=("kernel", "reference"), default="kernel",
+                   help="the controller's inverse dynamics: the generated kernels (default) or the NumPy reference")
     p.add_argument("--latencies", action="store_true",
                    help="only (re)measure the kernels' latencies and the computation-bound comparison, into the "
                         "control.json in --out, and rewrite control.md")
@@ -391,11 +405,11 @@ def main(argv=None) -> int:
                         "rms_periods_ms": [t for t in (0.5, 1, 2, 4, 8) if t in periods],
                         "duration_s": duration, "plant_step_ms": PLANT_STEP * 1e3, "integrator": "RK4",
                         "natural_frequency": ctl.DEFAULT_NATURAL_FREQUENCY, "damping": ctl.DEFAULT_DAMPING,
-                        "diverge_at_rad": 1.0, "jobs": jobs}}
+                        "diverge_at_rad": 1.0, "jobs": jobs, "id": args.id}}
     bench.log("building the plants' aba kernels (cached)")
     res["per_call_us"] = {robot: per_call_times(robot) for robot in ROBOTS}
-    tasks = [(robot, motion, c, d, T, duration) for robot in ROBOTS for motion in ctl.SPEEDS for c in ctl.CONTROLLERS
-             for d in DELAYS for T in periods]
+    tasks = [(robot, motion, c, d, T, duration, args.id) for robot in ROBOTS for motion in ctl.SPEEDS
+             for c in ctl.CONTROLLERS for d in DELAYS for T in periods]
     # the expensive runs (short periods, many controller calls) first, so the pool ends evenly
     tasks.sort(key=lambda t: t[4])
     bench.log(f"{len(tasks)} runs on {jobs} processes")

@@ -59,9 +59,9 @@ ROBOTS = {
 FRAMES = {"iiwa14": ["iiwa_link_ee"], "quadruped": ["FL_foot", "FR_foot", "RL_foot", "RR_foot"],
           "talos_reduced": ["left_sole_link", "right_sole_link"]}
 ALIASES = {"iiwa": "iiwa14", "talos": "talos_reduced", "humanoid": "talos_reduced"}
-INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T", "stale": "ST", "f_ext": "FE"}  # kernel input name → pool array in the driver
+INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T", "stale": "ST", "f_ext": "FE", "stale_lwp": "SL"}  # kernel input name → pool array in the driver
 # every kernel in the registry, with its declared inputs
-KERNELS = registry.kernels()
+KERNELS = tuple(k for k in registry.kernels() if registry.get(k).variant_of is None)  # the *_fext variants: built only when named
 SIGS = {k: registry.get(k).input_names for k in KERNELS}
 assert set(INPUT_POOL) == set(registry.INPUTS), "the driver's input pool must cover every declared input"
 

@@ -10,7 +10,8 @@ Three parts, all in one run so the numbers sit side by side:
 1. **Op counts against the literature**: our generated RNEA for a *general* 6-joint arm (random
    joint axes and link frames: no zero or unit entry to exploit), for a real 6-DoF arm (UR5, from
    example-robot-data) and the same traced without pruning, next to Luh–Walker–Paul's count as
-   Lathrop's Table 1 gives it and Lathrop's parallel step counts.
+   Lathrop's Table 1 gives it and Lathrop's parallel step counts (the whole of his Table 1 and
+   Table 4: benchmarks/lathrop.py, `make bench-lathrop`).
 2. **Depth against n** for synthetic chains n = 4 … 1024: the critical path of the kernel IR
    (unlimited processors) for rnea and for rnea_scan in each evaluation order, aba and aba_scan,
    and Lathrop's step counts. Traced only, nothing compiled.
@@ -48,8 +49,10 @@ from rbdgen.registry import trace  # noqa: E402
 from rbdgen.robots import chain_urdf  # noqa: E402
 from rbdgen.scan import METHODS  # noqa: E402
 
-#: Lathrop, "Parallelism in manipulator dynamics" (IJRR 1985), Table 1 as issue 12 quotes it
-LWP = {"label": "Luh–Walker–Paul recursive Newton–Euler (Lathrop's Table 1, general 6-joint arm)",
+#: Lathrop, "Parallelism in manipulator dynamics" (IJRR 1985), Table 1's Luh–Walker–Paul row (seed 003,
+#: line 98: 150n − 48 mults, 131n − 48 addns; 852 and 738 at n = 6). Every row of Table 1, and Table 4,
+#: with the seed's line numbers: benchmarks/lathrop.py → benchmarks/results/lathrop.md
+LWP = {"label": "Luh–Walker–Paul recursive Newton–Euler (Lathrop's Table 1, general 6-joint arm; every row: lathrop.md)",
        "mul": 852, "add": 738}
 
 

@@ -43,8 +43,8 @@ tracking errors are set by the controller, not by the gains.
 replaces it: ``f(q, v, a) -> tau`` for ``controller="exact"``; ``f(q, v, a, state) ->
 (tau, state)`` for a stale scheme, ``state`` opaque to the simulator (``None`` on the first call,
 then whatever ``f`` returned). :func:`kernel_inverse_dynamics` makes one from generated kernels
-(``kern.rnea``, ``kern.rnea_stale``, ``kern.rnea_stale_yamakita``, ``kern.rnea_stale_hamilton``:
-:data:`KERNEL_FOR`).
+(``kern.rnea``, ``kern.rnea_stale``, ``kern.rnea_stale_yamakita``, ``kern.rnea_stale_hamilton``,
+``kern.rnea_stale_binder_herzog_lwp``: :data:`KERNEL_FOR`).
 
 **Trajectories** (:func:`trajectory`): per joint, two sinusoids about the middle of the joint's
 range, ``q = c + A (0.6 sin(ωt + φ₁) + 0.4 sin(1.7ωt + φ₂))``, so |q − c| ≤ A and the joint
@@ -445,8 +445,8 @@ KERNEL_FOR = {"exact": "rnea", **SCHEME_KERNELS}
 def kernel_inverse_dynamics(kern, controller: str):
     """The ``inverse_dynamics=`` callable for ``controller`` from built kernels ``kern``
     (``rbdgen.build(model, kernels=[...])`` with :data:`KERNEL_FOR`'s kernel): ``kern.rnea``, or
-    the stale kernel started, on the first call, from ``kern.rnea_stale_start`` (the exact state,
-    as the reference's ``state=None``)."""
+    the stale kernel started, on the first call, from ``kern.rnea_stale_start(…, kernel=…)`` (the
+    exact state of that kernel's layout, as the reference's ``state=None``)."""
     if controller not in KERNEL_FOR:
         raise ValueError(f"controller must be one of {', '.join(map(repr, CONTROLLERS))}, got {controller!r}")
     name = KERNEL_FOR[controller]
@@ -459,7 +459,7 @@ def kernel_inverse_dynamics(kern, controller: str):
 
     def stale_id(q, v, a, state):
         if state is None:
-            state = kern.rnea_stale_start(q, v, a)
+            state = kern.rnea_stale_start(q, v, a, kernel=name)
         return f(q, v, a, state)
 
     return stale_id

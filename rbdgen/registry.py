@@ -76,26 +76,32 @@ INPUTS = {
     "v": Arg("v", ("nv",), "joint velocities", sample=_normal()),
     "a": Arg("a", ("nv",), "joint accelerations", sample=_normal()),
     "tau": Arg("tau", ("nv",), "joint torques", sample=_normal()),
-    "stale": Arg("stale", ("24*nb",), "the previous call's stale_next (rnea_stale*: per body v, a, f_own, f)",
+    "stale": Arg("stale", ("24*nb",), "the previous call's stale_next (rnea_stale, rnea_stale_yamakita: per body "
+                 "v, a, f_own, f)",
                  sample=lambda model, rng, n: _sample_stale(model, rng, n)),
-    # last: drawing it after the others leaves their values as they were before it existed
+    # after the others: drawing it after them leaves their values as they were before it existed
     "f_ext": Arg("f_ext", ("nb", 6), "external spatial force on each body, [force; torque] in the body's frame "
                  "about its origin (rbdgen.reference's and Pinocchio's fext; *_fext kernels)",
                  sample=lambda model, rng, n: 5.0 * rng.normal(size=(n, 6 * model.nb))),
+    # last, for the same reason
+    "stale_lwp": Arg("stale_lwp", ("18*nb",), "the previous call's stale_next (rnea_stale_hamilton, "
+                     "rnea_stale_binder_herzog_lwp: per body Luh–Walker–Paul ω, ω̇, α, a_e, f, n)",
+                     sample=lambda model, rng, n: _sample_stale(model, rng, n, "hamilton")),
 }
 
 
-def _sample_stale(model, rng, n: int):
-    """States the stale-data kernels may be given: the exact state (rbdgen.reference.rnea_stale)
-    at other random (q, v, a) — what a previous call at another state leaves, and with the
-    structural constants the kernels assume (rbdgen.algorithms.stale.structural_constants).
-    Above 64 states, 64 distinct ones repeat (the NumPy reference takes ~1 ms per state)."""
+def _sample_stale(model, rng, n: int, scheme: str = "binder_herzog"):
+    """States the stale-data kernels may be given: the exact state (rbdgen.reference.rnea_stale;
+    of a spatial scheme for ``stale``, of a Luh–Walker–Paul one for ``stale_lwp``) at other
+    random (q, v, a) — what a previous call at another state leaves, and with the structural
+    constants the kernels assume (rbdgen.algorithms.stale.structural_constants). Above 64
+    states, 64 distinct ones repeat (the NumPy reference takes ~1 ms per state)."""
     from .reference import rnea_stale
 
     k = min(n, 64)
     q = model.random_q(rng, k)
     v, a = rng.normal(size=(k, model.nv)), rng.normal(size=(k, model.nv))
-    flat = rnea_stale(model, q, v, a)[1].flat()
+    flat = rnea_stale(model, q, v, a, scheme=scheme)[1].flat()
     return np.resize(flat, (n, flat.shape[1]))
 
 

@@ -159,8 +159,8 @@ def test_manifest_describes_the_files(iiwa_pkg, iiwa_model):
         assert spec["ops"] == trace(iiwa_model, k).op_counts(), k
         assert [i["name"] for i in spec["inputs"]][0] == "q"
         assert [i["name"] for i in spec["inputs"]] == list(registry.get(k).input_names)
-        assert [i["size"] for i in spec["inputs"]] == [{"q": 7, "v": 7, "a": 7, "tau": 7, "stale": 24 * 7}[i["name"]]
-                                                       for i in spec["inputs"]]
+        sizes = {"q": 7, "v": 7, "a": 7, "tau": 7, "stale": 24 * 7, "stale_lwp": 18 * 7}
+        assert [i["size"] for i in spec["inputs"]] == [sizes[i["name"]] for i in spec["inputs"]]
         for d, tag in (("float64", "f64"), ("float32", "f32")):
             src = f"{m['prefix']}_{k}_{tag}.cpp"
             assert src in m["files"] and src in m["target"]["sources"][d]

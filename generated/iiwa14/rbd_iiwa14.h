@@ -280,7 +280,7 @@ void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv);
 void rbd_iiwa14_osim_inverse_f64_batch_strided(long n, const double* q, long q_stride, double* Linv, long Linv_stride);
 int rbd_iiwa14_osim_inverse_f64_lanes(void);
 
-/* rnea_stale: inverse dynamics τ with one call old neighbour data, Binder–Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
+/* rnea_stale: inverse dynamics τ with one call old data, Binder–Herzog's scheme in spatial vectors (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
  * in:  q[7], v[7], a[7], stale[168]
  * out: tau[7], stale_next[168]
  * scratch (f64): none
@@ -293,7 +293,7 @@ void rbd_iiwa14_rnea_stale_f64_batch(long n, const double* q, const double* v, c
 void rbd_iiwa14_rnea_stale_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
 int rbd_iiwa14_rnea_stale_f64_lanes(void);
 
-/* rnea_stale_yamakita: inverse dynamics τ with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next
+/* rnea_stale_yamakita: inverse dynamics τ with one call old data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next
  * in:  q[7], v[7], a[7], stale[168]
  * out: tau[7], stale_next[168]
  * scratch (f64): none
@@ -306,18 +306,31 @@ void rbd_iiwa14_rnea_stale_yamakita_f64_batch(long n, const double* q, const dou
 void rbd_iiwa14_rnea_stale_yamakita_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
 int rbd_iiwa14_rnea_stale_yamakita_f64_lanes(void);
 
-/* rnea_stale_hamilton: inverse dynamics τ with one call old neighbour data, speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale: the previous call's stale_next
- * in:  q[7], v[7], a[7], stale[168]
- * out: tau[7], stale_next[168]
- * scratch (f64): 119 doubles (952 bytes) on the stack of rbd_iiwa14_rnea_stale_hamilton_f64
+/* rnea_stale_hamilton: inverse dynamics τ with one call old data, every recursion variable one call old, Hamilton, Walker & Bennett's Table 1 (Luh–Walker–Paul link-frame vectors) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale_lwp: the previous call's stale_next
+ * in:  q[7], v[7], a[7], stale_lwp[126]
+ * out: tau[7], stale_next[126]
+ * scratch (f64): none
  */
-#define RBD_IIWA14_RNEA_STALE_HAMILTON_F64_WORKSPACE 119
-void rbd_iiwa14_rnea_stale_hamilton_f64(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
-void rbd_iiwa14_rnea_stale_hamilton_f64_ws(const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next, double* work);
+#define RBD_IIWA14_RNEA_STALE_HAMILTON_F64_WORKSPACE 0
+void rbd_iiwa14_rnea_stale_hamilton_f64(const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_hamilton_f64_ws(const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next, double* work);
 long rbd_iiwa14_rnea_stale_hamilton_f64_workspace_size(void);
-void rbd_iiwa14_rnea_stale_hamilton_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
-void rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+void rbd_iiwa14_rnea_stale_hamilton_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale_lwp, long stale_lwp_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
 int rbd_iiwa14_rnea_stale_hamilton_f64_lanes(void);
+
+/* rnea_stale_binder_herzog_lwp: inverse dynamics τ with one call old data, the neighbours' recursion variables one call old, Binder–Herzog as Hamilton, Walker & Bennett's Table 1 marks it (Luh–Walker–Paul link-frame vectors) (rbdgen.reference.rnea_stale, scheme='binder_herzog_lwp'); stale_lwp: the previous call's stale_next
+ * in:  q[7], v[7], a[7], stale_lwp[126]
+ * out: tau[7], stale_next[126]
+ * scratch (f64): none
+ */
+#define RBD_IIWA14_RNEA_STALE_BINDER_HERZOG_LWP_F64_WORKSPACE 0
+void rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64(const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_ws(const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next, double* work);
+long rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_workspace_size(void);
+void rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next);
+void rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale_lwp, long stale_lwp_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+int rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_lanes(void);
 
 #ifdef __cplusplus
 }

@@ -1640,15 +1640,15 @@ static const ArgSpec rnea_stale_hamilton_args[] = {
   {"q", 1, { 7, 0, 0, 0 }, 0},
   {"v", 1, { 7, 0, 0, 0 }, 0},
   {"a", 1, { 7, 0, 0, 0 }, 0},
-  {"stale", 1, { 168, 0, 0, 0 }, 0},
+  {"stale_lwp", 1, { 126, 0, 0, 0 }, 0},
   {"tau", 1, { 7, 0, 0, 0 }, 1},
-  {"stale_next", 1, { 168, 0, 0, 0 }, 1},
+  {"stale_next", 1, { 126, 0, 0, 0 }, 1},
 };
 
 static PyObject* py_rnea_stale_hamilton(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const int NA = 6;
   if (nargs != NA) {
-    PyErr_Format(PyExc_TypeError, "rnea_stale_hamilton() takes %d arrays (q, v, a, stale, tau, stale_next), got %zd", NA, nargs);
+    PyErr_Format(PyExc_TypeError, "rnea_stale_hamilton() takes %d arrays (q, v, a, stale_lwp, tau, stale_next), got %zd", NA, nargs);
     return nullptr;
   }
   Py_buffer b[NA];
@@ -1670,7 +1670,7 @@ static PyObject* py_rnea_stale_hamilton(PyObject*, PyObject* const* args, Py_ssi
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale_hamilton(q, v, a, stale, out=None); self: the Python fallback
+// kern.rnea_stale_hamilton(q, v, a, stale_lwp, out=None); self: the Python fallback
 static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 4, NO = 2;
   const int kw = is_out_keyword(kwnames);
@@ -1720,6 +1720,90 @@ static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args,
   return result;
 }
 
+static const ArgSpec rnea_stale_binder_herzog_lwp_args[] = {
+  {"q", 1, { 7, 0, 0, 0 }, 0},
+  {"v", 1, { 7, 0, 0, 0 }, 0},
+  {"a", 1, { 7, 0, 0, 0 }, 0},
+  {"stale_lwp", 1, { 126, 0, 0, 0 }, 0},
+  {"tau", 1, { 7, 0, 0, 0 }, 1},
+  {"stale_next", 1, { 126, 0, 0, 0 }, 1},
+};
+
+static PyObject* py_rnea_stale_binder_herzog_lwp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const int NA = 6;
+  if (nargs != NA) {
+    PyErr_Format(PyExc_TypeError, "rnea_stale_binder_herzog_lwp() takes %d arrays (q, v, a, stale_lwp, tau, stale_next), got %zd", NA, nargs);
+    return nullptr;
+  }
+  Py_buffer b[NA];
+  long n = -2, st[NA];
+  int got = 0;
+  for (; got < NA; ++got)
+    if (get_arg("rnea_stale_binder_herzog_lwp", args[got], rnea_stale_binder_herzog_lwp_args[got], &b[got], &n, &st[got]) != 0) break;
+  if (got == NA) {
+    if (n < 0) {
+      rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64((const double*)b[0].buf, (const double*)b[1].buf, (const double*)b[2].buf, (const double*)b[3].buf, (double*)b[4].buf, (double*)b[5].buf);  // one state: too short to be worth releasing the GIL
+    } else if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch_strided(n, (const double*)b[0].buf, st[0], (const double*)b[1].buf, st[1], (const double*)b[2].buf, st[2], (const double*)b[3].buf, st[3], (double*)b[4].buf, st[4], (double*)b[5].buf, st[5]);
+      Py_END_ALLOW_THREADS
+    }
+  }
+  for (int i = 0; i < got; ++i) PyBuffer_Release(&b[i]);
+  if (got != NA) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// kern.rnea_stale_binder_herzog_lwp(q, v, a, stale_lwp, out=None); self: the Python fallback
+static PyObject* fast_rnea_stale_binder_herzog_lwp(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const int NI = 4, NO = 2;
+  const int kw = is_out_keyword(kwnames);
+  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  double* p[NI + NO];
+  long n = -2, s[NI + NO];
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = plain_array(args[i], rnea_stale_binder_herzog_lwp_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out = kw ? args[NI] : Py_None;
+  PyObject* result;
+  if (out == Py_None) {
+    PyObject* made[NO];
+    for (int j = 0; j < NO; ++j) {
+      made[j] = new_output(rnea_stale_binder_herzog_lwp_args[NI + j], n);
+      if (made[j] == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+      p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
+      s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
+    }
+    result = PyTuple_New(NO);
+    if (result == nullptr) {
+      for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
+      return nullptr;
+    }
+    for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
+  } else {
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    for (int j = 0; j < NO; ++j) {
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_binder_herzog_lwp_args[NI + j], &n, &s[NI + j])) == nullptr)
+        return PyObject_Vectorcall(self, args, nargs, kwnames);
+      for (int i = 0; i < j; ++i)
+        if (spans_overlap(p[NI + i], s[NI + i], rnea_stale_binder_herzog_lwp_args[NI + i], p[NI + j], s[NI + j], rnea_stale_binder_herzog_lwp_args[NI + j], n))
+          return PyObject_Vectorcall(self, args, nargs, kwnames);
+    }
+    Py_INCREF(out);
+    result = out;
+  }
+  if (n < 0) {
+    rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64(p[0], p[1], p[2], p[3], p[4], p[5]);  // one state: too short to be worth releasing the GIL
+  } else if (n > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
+    Py_END_ALLOW_THREADS
+  }
+  return result;
+}
+
 static PyMethodDef fast_methods[] = {
   {"rnea", (PyCFunction)(void (*)(void))fast_rnea, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 = M a + C v + g"},
   {"nle", (PyCFunction)(void (*)(void))fast_nle, METH_FASTCALL | METH_KEYWORDS, "nonlinear effects C v + g"},
@@ -1739,9 +1823,10 @@ static PyMethodDef fast_methods[] = {
   {"frame_bias_acceleration_local_world_aligned", (PyCFunction)(void (*)(void))fast_frame_bias_acceleration_local_world_aligned, METH_FASTCALL | METH_KEYWORDS, "J\314\207q\314\207 of every selected frame, local world aligned (spatial acceleration at q\314\210 = 0, [linear; angular])"},
   {"frame_bias_acceleration_world", (PyCFunction)(void (*)(void))fast_frame_bias_acceleration_world, METH_FASTCALL | METH_KEYWORDS, "J\314\207q\314\207 of every selected frame, world (spatial acceleration at q\314\210 = 0, [linear; angular])"},
   {"osim_inverse", (PyCFunction)(void (*)(void))fast_osim_inverse, METH_FASTCALL | METH_KEYWORDS, "\316\233\342\201\273\302\271 = J M\342\201\273\302\271 J\341\265\200 of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion"},
-  {"rnea_stale", (PyCFunction)(void (*)(void))fast_rnea_stale, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old neighbour data, Binder\342\200\223Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next"},
-  {"rnea_stale_yamakita", (PyCFunction)(void (*)(void))fast_rnea_stale_yamakita, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next"},
-  {"rnea_stale_hamilton", (PyCFunction)(void (*)(void))fast_rnea_stale_hamilton, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old neighbour data, speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale: the previous call's stale_next"},
+  {"rnea_stale", (PyCFunction)(void (*)(void))fast_rnea_stale, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old data, Binder\342\200\223Herzog's scheme in spatial vectors (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next"},
+  {"rnea_stale_yamakita", (PyCFunction)(void (*)(void))fast_rnea_stale_yamakita, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next"},
+  {"rnea_stale_hamilton", (PyCFunction)(void (*)(void))fast_rnea_stale_hamilton, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old data, every recursion variable one call old, Hamilton, Walker & Bennett's Table 1 (Luh\342\200\223Walker\342\200\223Paul link-frame vectors) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale_lwp: the previous call's stale_next"},
+  {"rnea_stale_binder_herzog_lwp", (PyCFunction)(void (*)(void))fast_rnea_stale_binder_herzog_lwp, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 with one call old data, the neighbours' recursion variables one call old, Binder\342\200\223Herzog as Hamilton, Walker & Bennett's Table 1 marks it (Luh\342\200\223Walker\342\200\223Paul link-frame vectors) (rbdgen.reference.rnea_stale, scheme='binder_herzog_lwp'); stale_lwp: the previous call's stale_next"},
 };
 
 // bind(name, fallback): the kernel's fast entry point, with ``fallback`` for every other call
@@ -1777,9 +1862,10 @@ static PyMethodDef methods[] = {
   {"frame_bias_acceleration_local_world_aligned", (PyCFunction)(void (*)(void))py_frame_bias_acceleration_local_world_aligned, METH_FASTCALL, "J\314\207q\314\207 of every selected frame, local world aligned (spatial acceleration at q\314\210 = 0, [linear; angular])"},
   {"frame_bias_acceleration_world", (PyCFunction)(void (*)(void))py_frame_bias_acceleration_world, METH_FASTCALL, "J\314\207q\314\207 of every selected frame, world (spatial acceleration at q\314\210 = 0, [linear; angular])"},
   {"osim_inverse", (PyCFunction)(void (*)(void))py_osim_inverse, METH_FASTCALL, "\316\233\342\201\273\302\271 = J M\342\201\273\302\271 J\341\265\200 of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion"},
-  {"rnea_stale", (PyCFunction)(void (*)(void))py_rnea_stale, METH_FASTCALL, "inverse dynamics \317\204 with one call old neighbour data, Binder\342\200\223Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next"},
-  {"rnea_stale_yamakita", (PyCFunction)(void (*)(void))py_rnea_stale_yamakita, METH_FASTCALL, "inverse dynamics \317\204 with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next"},
-  {"rnea_stale_hamilton", (PyCFunction)(void (*)(void))py_rnea_stale_hamilton, METH_FASTCALL, "inverse dynamics \317\204 with one call old neighbour data, speculated, then one verification sweep each way (Hamilton et al. as rbdgen reads them) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale: the previous call's stale_next"},
+  {"rnea_stale", (PyCFunction)(void (*)(void))py_rnea_stale, METH_FASTCALL, "inverse dynamics \317\204 with one call old data, Binder\342\200\223Herzog's scheme in spatial vectors (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next"},
+  {"rnea_stale_yamakita", (PyCFunction)(void (*)(void))py_rnea_stale_yamakita, METH_FASTCALL, "inverse dynamics \317\204 with one call old data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next"},
+  {"rnea_stale_hamilton", (PyCFunction)(void (*)(void))py_rnea_stale_hamilton, METH_FASTCALL, "inverse dynamics \317\204 with one call old data, every recursion variable one call old, Hamilton, Walker & Bennett's Table 1 (Luh\342\200\223Walker\342\200\223Paul link-frame vectors) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale_lwp: the previous call's stale_next"},
+  {"rnea_stale_binder_herzog_lwp", (PyCFunction)(void (*)(void))py_rnea_stale_binder_herzog_lwp, METH_FASTCALL, "inverse dynamics \317\204 with one call old data, the neighbours' recursion variables one call old, Binder\342\200\223Herzog as Hamilton, Walker & Bennett's Table 1 marks it (Luh\342\200\223Walker\342\200\223Paul link-frame vectors) (rbdgen.reference.rnea_stale, scheme='binder_herzog_lwp'); stale_lwp: the previous call's stale_next"},
   {nullptr, nullptr, 0, nullptr},
 };
 

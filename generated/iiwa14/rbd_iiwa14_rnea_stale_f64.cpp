@@ -135,7 +135,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, long stride, int 
 
 
 // ======================================================================================
-// rnea_stale: inverse dynamics τ with one call old neighbour data, Binder–Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
+// rnea_stale: inverse dynamics τ with one call old data, Binder–Herzog's scheme in spatial vectors (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
 // ops: 491 mul, 393 add/sub, 0 div, 12 sin/cos; critical path 13 ops
 // 1070 statements
 // ======================================================================================

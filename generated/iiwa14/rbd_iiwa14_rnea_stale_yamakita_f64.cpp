@@ -135,7 +135,7 @@ static inline void rbd_to_lanes(const double* __restrict rows, long stride, int 
 
 
 // ======================================================================================
-// rnea_stale_yamakita: inverse dynamics τ with one call old neighbour data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next
+// rnea_stale_yamakita: inverse dynamics τ with one call old data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next
 // ops: 491 mul, 393 add/sub, 0 div, 12 sin/cos; critical path 12 ops
 // 1070 statements
 // ======================================================================================

@@ -405,7 +405,7 @@ void rbd_iiwa14_hls_aba_scan_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const 
 void rbd_iiwa14_hls_aba_scan_double(const double* q, const double* v, const double* tau, double* qdd);
 #endif
 
-// rnea_stale: inverse dynamics τ with one call old neighbour data, Binder–Herzog's scheme (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
+// rnea_stale: inverse dynamics τ with one call old data, Binder–Herzog's scheme in spatial vectors (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
 //   in:  q[7], v[7], a[7], stale[168]
 //   out: tau[7], stale_next[168]
 #ifdef RBD_IIWA14_HLS_AP_TYPES

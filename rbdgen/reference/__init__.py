@@ -12,7 +12,8 @@ External forces ``f_ext`` are ``(nb, 6)`` (or ``(N, nb, 6)``) spatial forces
 
 ``dynamics`` holds RNEA, CRBA, ABA, M⁻¹, the derivatives and forward kinematics (and the
 helpers the other modules build on), ``scan`` the same dynamics as prefix scans, ``contact``
-frames, Λ⁻¹ and contact dynamics, ``stale`` inverse dynamics with one period old data.
+frames, Λ⁻¹ and contact dynamics, ``stale`` inverse dynamics with one period old data
+(spatial schemes, and Hamilton, Walker & Bennett's Table 1 in Luh–Walker–Paul 3-vectors).
 
 Products are written ``@`` except in the kinematics, RNEA and CRBA (and the coupled contractions
 on them), which use :func:`rbdgen.spatial.mm`, a fixed-order product: their numbers reach
@@ -27,7 +28,7 @@ from .contact import (REFERENCES, Contact, ContactError, contact_fd, frame_bias_
 from .dynamics import (aba, aba_derivatives, crba, forward_kinematics, gravity, minv, nle, rnea,
                        rnea_derivatives)
 from .scan import aba_scan, rnea_scan
-from .stale import STALE_SCHEMES, StaleState, rnea_stale
+from .stale import STALE_SCHEMES, LWPState, StaleState, rnea_stale
 
 __all__ = ["rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives",
            "forward_kinematics",
@@ -37,4 +38,4 @@ __all__ = ["rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", 
            "frame_placement", "frame_jacobian", "frame_velocity", "frame_bias_acceleration", "osim_inverse",
            "contact_fd", "Contact", "ContactError", "REFERENCES",
            # inverse dynamics with one period old neighbour data (issue 14; rbdgen/reference/stale.py)
-           "rnea_stale", "StaleState", "STALE_SCHEMES"]
+           "rnea_stale", "StaleState", "LWPState", "STALE_SCHEMES"]
