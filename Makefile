@@ -98,10 +98,14 @@ generated: $(STAMP)
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 $(GEN_SKIP),rnea_scan,aba_scan,$(GEN_STALE) --out generated --name iiwa14_cuda --quiet
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --skip-kernels rnea_stale_yamakita,rnea_stale_hamilton,rnea_stale_binder_herzog_lwp --out generated --name iiwa14_hls --quiet
 
-# benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++), ~13 min; writes
-# benchmarks/results/. BENCH_ARGS="--robots iiwa14 --quick" for a smoke run (see benchmarks/README.md)
+# benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++) vs Pinocchio + CppADCodeGen,
+# ~13 min (+ one-off builds of the peers, cached under benchmarks/.build/); writes benchmarks/results/.
+# BENCH_ARGS="--robots iiwa14 --quick" for a smoke run (see benchmarks/README.md). The codegen peer's
+# wheels at the versions issue 49 measured (benchmarks/codegen_peer.py, CG_WHEELS, checks the same pins)
 BENCH_ARGS ?=
+BENCH_CG_WHEELS := cmeel-cppad==20250000.2 cmeel-cppadcodegen==2.4.3
 bench: $(STAMP)
+	$(PY) -m pip install --quiet $(BENCH_CG_WHEELS)
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 # on a machine with an NVIDIA GPU: CUDA kernels vs batch size next to the CPU kernels (installs

@@ -1,11 +1,13 @@
 """rbdgen benchmarks, the report: results.md from a run's results (the dict written as results.json).
 
 How a timing cell is shown (median, † when its runs disagree, ratios), which Pinocchio build each
-rbdgen build is set against, the speed goals of issue 11 and their table, and the whole Markdown.
+rbdgen build is set against, the table against Pinocchio + CppADCodeGen (issue 49), the speed goals
+of issues 11 and 49 and their table, and the whole Markdown.
 """
 from __future__ import annotations
 
 import measure
+from codegen_peer import AGREE_TOL, CG_KERNELS
 from peers import PIN_KEY
 from rbdgen.targets.cpu import LARGE_OPT, LARGE_STATEMENTS, NO_SLP
 
@@ -81,6 +83,8 @@ GOAL_BUILD_S = {"iiwa14": 5.0, "talos_reduced": 40.0}
 #: next to the build of all kernels
 GOAL_BUILD_KERNELS = ("rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives")
 GOAL_PY_OVERHEAD_NS = 500.0
+#: issue 49: one state against Pinocchio + CppADCodeGen (the same run), every kernel it has
+GOAL_ONE_STATE_CODEGEN = {"iiwa14": 2.5, "quadruped": 2.5, "talos_reduced": 2.0}
 GOAL_IIWA_RNEA_BATCH_NS = 60.0
 #: the batch size whose outputs stay in the core's caches (L2) for every robot here: the batch
 #: path's speed without the memory traffic of 16384 states (docs/performance.md §12)
@@ -121,7 +125,8 @@ def goals_markdown(results: dict) -> list[str]:
                  "loads and stores not counted: 100% is out of reach).")
     if peak or mul_peak:
         L.append("")
-    hdr = ["robot", "kernel", "one state vs Pinocchio (its faster build)", "one state: multiply bound",
+    hdr = ["robot", "kernel", "one state vs Pinocchio (its faster build)", "one state vs Pinocchio + CppADCodeGen",
+           "one state: multiply bound",
            "default batch vs its single state (1 thread)",
            f"the same, N = {IN_CACHE_N} (in cache)", "values written per state", "roofline, default batch (1 thread)",
            "roofline, portable batch (1 thread)", "Python overhead (default)"]
@@ -134,6 +139,9 @@ def goals_markdown(results: dict) -> list[str]:
             row = [name, k]
             row.append(ratio_text(theirs / one, goal) + mark(theirs / one >= goal if goal else None)
                        if one and theirs else "–")
+            cg = med(r, "pinocchio_codegen", "ns_per_call", k)
+            cgoal = GOAL_ONE_STATE_CODEGEN.get(name)
+            row.append(ratio_text(cg / one, cgoal) + mark(cg / one >= cgoal if cgoal else None) if one and cg else "–")
             pm = r.get("product_muls", {}).get(k, 0)
             slots = r["op_counts"][k]["mul"] - pm + pm / wide
             row.append(f"{100 * slots / (one * 1e-9 * mul_peak):.0f}%" if one and mul_peak else "–")
@@ -162,6 +170,8 @@ def goals_markdown(results: dict) -> list[str]:
     L += ["", f"Goals: one state ≥ {GOAL_ONE_STATE['iiwa14']:g}× Pinocchio on iiwa14 and the quadruped, "
           f"≥ {GOAL_ONE_STATE['talos_reduced']:g}× on TALOS (rbdgen's default build, which is for this machine, against "
           "the faster of Pinocchio's two harness builds, portable and -march=native, kernel by kernel); "
+          f"one state ≥ {GOAL_ONE_STATE_CODEGEN['iiwa14']:g}× Pinocchio + CppADCodeGen on iiwa14 and the quadruped, "
+          f"≥ {GOAL_ONE_STATE_CODEGEN['talos_reduced']:g}× on TALOS (issue 49; the section above); "
           f"the default build's batch (4 doubles per vector with AVX; with AVX-512, 8 for the kernels whose "
           f"arithmetic pays for them, rbdgen.targets.cpu.kernel_lanes) ≥ {GOAL_BATCH_SPEEDUP:g}× faster "
           f"per state than the same build's single-state call; Python overhead (Python call − C++ call, one state) "
@@ -189,6 +199,96 @@ def goals_markdown(results: dict) -> list[str]:
                 lines.append(f"- iiwa14 rnea, batch of {big} on one core, {vn} build ({lanes} lanes): "
                              f"{fmt_ns(t)} per state (goal ≤ {GOAL_IIWA_RNEA_BATCH_NS:g} ns){mark(t <= GOAL_IIWA_RNEA_BATCH_NS)}")
     return L + lines + ["", "Why each ✗ is a ✗, and what would close it: docs/performance.md, \"Where rbdgen is still slow\".", ""]
+
+
+def codegen_markdown(results: dict) -> list[str]:
+    """Per robot: Pinocchio, Pinocchio + CppADCodeGen and rbdgen, one state and batch, with the
+    peer's agreement with rbdgen and its build times."""
+    robots = {n: r for n, r in results["robots"].items() if "pinocchio_codegen" in r or "pinocchio_codegen_error" in r}
+    if not robots:
+        why = results.get("pinocchio_codegen_skipped")
+        return ["## Against Pinocchio + CppADCodeGen", "", f"Not measured: {why}.", ""] if why else []
+    gen = results.get("pinocchio_codegen_generator", {})
+    L = ["## Against Pinocchio + CppADCodeGen", "",
+         "Pinocchio's algorithms recorded on CppAD's `AD<CG<double>>` scalars and written as C by CppADCodeGen "
+         f"(pin {gen.get('versions', {}).get('pin', '?')}, cmeel-cppadcodegen "
+         f"{gen.get('versions', {}).get('cmeel-cppadcodegen', '?')}, cmeel-cppad {gen.get('versions', {}).get('cmeel-cppad', '?')}"
+         f"; generator `benchmarks/pinocchio_codegen.cpp`, compiled once in {gen.get('compile_s', '?')} s"
+         f"{' (cached)' if gen.get('cached') else ''}), each kernel's C compiled with `gcc "
+         f"{next((r['pinocchio_codegen'].get('cflags') for r in robots.values() if 'pinocchio_codegen' in r), '?')}` and "
+         "its generated function called on packed inputs over the same 256 states as rbdgen's driver, same method "
+         "and rounds (benchmarks/README.md). *cg / rbdgen* = the peer's time / rbdgen's. Batch: rbdgen's batch path "
+         "(default build, one thread, the largest N) against the peer one state at a time. *agreement*: max |peer − "
+         f"rbdgen| over each state's output / max(1, its largest entry), all 256 states; FAIL above {AGREE_TOL:g} "
+         "(the NumPy reference on 4 states is in results.json). crba and aba: the faster of Pinocchio's LOCAL and "
+         "WORLD conventions (W: WORLD); crba and minv write the upper triangle only (as Pinocchio fills it), "
+         "∇ID without ∂τ/∂a = M (rbdgen's does not return it either).", ""]
+    for name, r in robots.items():
+        c = r.get("pinocchio_codegen", {})
+        L += [f"### {name}", ""]
+        if "pinocchio_codegen_error" in r:
+            L += [f"Failed: {r['pinocchio_codegen_error'][:500]}", ""]
+        if not c:
+            continue
+        nat = r.get("variants", {}).get("default", {})
+        big = max((int(n) for n in nat.get("batch_ns_per_state", {}).get("1", {}).get("rnea", {})), default=None)
+        hdr = ["kernel", "Pinocchio", "Pinocchio + CppADCodeGen", "rbdgen", "cg / rbdgen", "Pinocchio / rbdgen",
+               f"rbdgen batch (N={big}, 1 thread)", "cg / rbdgen batch", "agreement", "peer build: gcc wall (CPU)"]
+        L += ["| " + " | ".join(hdr) + " |", "|---|" + "---:|" * (len(hdr) - 1)]
+        for k in measure.KERNELS:
+            if k not in CG_KERNELS:
+                continue
+            cell_cg = cell(c, "ns_per_call", k)
+            ours = med(r, "variants", "default", "cpp_single_ns", k)
+            pk = best_pin(r, k)
+            theirs = med(r, pk, "ns_per_call", k)
+            ob = med(nat, "batch_ns_per_state", "1", k, str(big)) if big else None
+            funcs = [f for f in CG_KERNELS[k] if f in c.get("build", {})]
+            skipped = [f"{f}: {c['build'][f]['skipped']}" for f in funcs if c["build"][f].get("skipped")]
+            if cell_cg:
+                f = cell_cg.get("function", k)
+                a = c.get("agreement", {}).get(f, {})
+                err = a.get("max_rel_err_vs_rbdgen")
+                agree = "–" if err is None else f"{err:.1e}" + ("" if a.get("ok") else " FAIL")
+                b = c["build"].get(f, {})
+                build = (f"{b['compile_s']:.1f} s" + (f" ({b['cpu_s']:.1f} s CPU)" if b.get("cpu_s") is not None else "")
+                         if b.get("compile_s") is not None else "–")
+                cgv = cell_cg["median"]
+                row = [k, fmt(r, pk, "ns_per_call", k) + ("" if pk == "pinocchio_native" else " (p)"),
+                       fmt(c, "ns_per_call", k) + (" (W)" if c.get("conventions", {}).get(k) == "WORLD" else ""),
+                       fmt(r, "variants", "default", "cpp_single_ns", k), ratio(cgv, ours), ratio(theirs, ours),
+                       fmt(nat, "batch_ns_per_state", "1", k, str(big)) if big else "–", ratio(cgv, ob), agree, build]
+            else:
+                row = [k, fmt(r, pk, "ns_per_call", k), "skipped" if skipped else "–",
+                       fmt(r, "variants", "default", "cpp_single_ns", k), "–", ratio(theirs, ours), "–", "–", "–", "–"]
+            L.append("| " + " | ".join(row) + " |")
+        notes = []
+        for f, b in c.get("build", {}).items():
+            if b.get("skipped"):
+                notes.append(f"- {f} left out: {b['skipped']}")
+        other = {f: a for f, a in c.get("agreement", {}).items()
+                 if f not in {x.get("function") for x in c.get("ns_per_call", {}).values()}}
+        for f, a in other.items():
+            cf = cell(c, "functions", f)
+            notes.append(f"- {f} ({'WORLD' if f.endswith('_world') else 'LOCAL'}, the slower convention here): "
+                         f"{fmt_ns(cf['median']) if cf else '–'}, agreement {a['max_rel_err_vs_rbdgen']:.1e}"
+                         + ("" if a.get("ok") else " FAIL"))
+        bad = [f for f, a in c.get("agreement", {}).items() if not a.get("ok")]
+        if bad:
+            notes.append(f"- **FAIL**: {', '.join(bad)} differ from rbdgen or the reference by more than {AGREE_TOL:g}")
+        total = sum(b.get("compile_s") or 0 for b in c.get("build", {}).values())
+        cached = all(b.get("cached") for b in c.get("build", {}).values())
+        loads = [b["load_average"][0] for b in c.get("build", {}).values() if b.get("load_average")]
+        built = sorted({b["built"] for b in c.get("build", {}).values() if b.get("built")})
+        cpu = sum(b.get("cpu_s") or 0 for b in c.get("build", {}).values())
+        notes.append(f"- Peer build: {total:.0f} s of gcc wall time ({cpu:.0f} s CPU) for all {len(c.get('build', {}))} functions "
+                     f"({'cached from an earlier run' if cached else 'compiled in this run'}"
+                     + (f", built {built[0]}" if built else "")
+                     + (f", 1-min load average {min(loads):.1f}–{max(loads):.1f} while compiling" if loads else "")
+                     + "; the tapes are recorded and written as C in under a second; the generator, once for every "
+                     "robot, is not counted)")
+        L += [""] + notes + [""]
+    return L
 
 
 def markdown(results: dict) -> str:
@@ -224,6 +324,13 @@ def markdown(results: dict) -> str:
                     if nat else f"for this machine: not built ({results.get('pinocchio_native_skipped', '?')})"))
     elif results.get("pinocchio_skipped"):
         L.append(f"- Pinocchio: skipped ({results['pinocchio_skipped']})")
+    if results.get("pinocchio_codegen_generator"):
+        g = results["pinocchio_codegen_generator"]
+        L.append(f"- Pinocchio + CppADCodeGen: cmeel-cppadcodegen {g['versions'].get('cmeel-cppadcodegen')}, "
+                 f"cmeel-cppad {g['versions'].get('cmeel-cppad')}; generator `benchmarks/pinocchio_codegen.cpp` "
+                 f"(compile: {g.get('compile_s', '?')} s, one-off, cached); see \"Against Pinocchio + CppADCodeGen\"")
+    elif results.get("pinocchio_codegen_skipped"):
+        L.append(f"- Pinocchio + CppADCodeGen: skipped ({results['pinocchio_codegen_skipped']})")
     L += ["", "All times are medians (thread CPU time unless said otherwise). *ratio* = Pinocchio time / rbdgen "
           "time: above 1× rbdgen is faster. † marks a figure whose runs spread by more than "
           f"{NOISY:.0%} of the median: another process disturbed it (see the runs in results.json).", ""]
@@ -261,6 +368,7 @@ def markdown(results: dict) -> str:
         L += ["", "Each cell: rbdgen's batch path (default build, one OpenMP thread, one Python call for N states) "
               "vs Pinocchio's faster build, one state at a time (ratio).", ""]
 
+    L += codegen_markdown(results)
     L += goals_markdown(results)
 
     for name, r in results["robots"].items():

@@ -7,8 +7,10 @@
 For each robot: generation time, cold-cache build time, per-call time of every kernel for one
 state (from C++ through a small driver linked to the generated library, and from Python through
 ``kern.<kernel>(…, out=…)``), time per state of batched calls (N states per call), the NumPy
-reference per state, and Pinocchio's C++ per call (benchmarks/pinocchio_bench.cpp, compiled
-once against the headers and libraries of the pin wheel and cached under benchmarks/.build/).
+reference per state, Pinocchio's C++ per call (benchmarks/pinocchio_bench.cpp, compiled
+once against the headers and libraries of the pin wheel and cached under benchmarks/.build/), and
+Pinocchio + CppADCodeGen's generated code per call (benchmarks/codegen_peer.py: the strongest CPU
+peer, built from wheels and cached the same way; its outputs checked against rbdgen's).
 Writes results.json and results.md (and results.png when matplotlib is importable) to --out.
 See benchmarks/README.md for the method and its caveats.
 """
@@ -40,18 +42,19 @@ from rbdgen.toolchain.compiler import CACHE_ENV, cxx_flags, find_cxx, resolve_ma
 
 from peers import (PIN_BUILDS, PIN_KEY, bench_reference, build_pinocchio_harness, dump_pinocchio_model,
                    ensure_pinocchio_headers, run_pinocchio)
+import codegen_peer
 from plot import plot
 from report import GOAL_BUILD_KERNELS, GOAL_BUILD_S, markdown
 
 # This file is the command line and, per robot, the order in which things are built and timed; the
 # rest lives beside it: measure.py (the robots and kernels, the machine, timing helpers, the C++
 # driver, rbdgen's single-state, batch and build timings), peers.py (the Pinocchio harness and the
-# NumPy reference), report.py (results.md: cells, ratios, the goals table) and plot.py (results.png).
+# NumPy reference), codegen_peer.py (Pinocchio + CppADCodeGen), report.py (results.md: cells, ratios, the goals table) and plot.py (results.png).
 
 
 # ---- one robot --------------------------------------------------------------------------------
 
-def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict) -> dict:
+def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict, cg_gen: dict | None = None) -> dict:
     path_fn, floating, desc = ROBOTS[name]
     urdf = path_fn()
     log(f"== {name}: {urdf}")
@@ -136,6 +139,25 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict) -> dict:
             res["variants"][variant] = v
             kerns[variant] = kern
 
+        # Pinocchio + CppADCodeGen: its libraries (cached; a cold build compiles for minutes) and
+        # its harness over the same pool
+        cg = None
+        if cg_gen is not None:
+            try:
+                t = time.perf_counter()
+                peer = codegen_peer.build_peer(cg_gen, cxx, urdf, floating, measure.KERNELS, args.codegen_timeout)
+                log(f"{name}: Pinocchio + CppADCodeGen peer ready in {time.perf_counter() - t:.1f} s")
+                built = codegen_peer.build_harness(cxx, peer, work)
+                if built:
+                    cg = {"peer": peer, "exe": built[0], "funcs": built[1], "in": work / "cg_in.bin",
+                          "out": work / "cg_out.bin", "rounds": []}
+                    codegen_peer.write_inputs(pool, cg["funcs"], cg["in"])
+                else:
+                    res["pinocchio_codegen"] = codegen_peer.summarise(peer, [], {})
+            except Exception as e:  # reported, not fatal
+                res["pinocchio_codegen_error"] = str(e)[-1500:]
+                log(f"{name}: Pinocchio + CppADCodeGen left out: {e}")
+
         log(f"{name}: NumPy reference N={','.join(map(str, args.ref_sizes))} …")
         res["reference_ns_per_state"] = bench_reference(model, rng, args.ref_sizes, args.quick)
 
@@ -156,7 +178,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict) -> dict:
         pin = {build: [] for build in pin_exes}
         for i in range(rounds):
             log(f"{name}: one state, round {i + 1}/{rounds}: rbdgen {', '.join(drivers)} (C++, Python)"
-                + (f", Pinocchio {', '.join(pin)}" if pin else ""))
+                + (f", Pinocchio {', '.join(pin)}" if pin else "") + (", Pinocchio + CppADCodeGen" if cg else ""))
             for variant, exe in drivers.items():
                 cpp[variant].append(run_driver(exe, pool_file, args.quick))
                 py[variant].append(bench_python_single(kerns[variant], pool, args.quick))
@@ -168,6 +190,21 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict) -> dict:
                     res[PIN_KEY[build] + "_error"] = str(e)
                     log(f"{name}: Pinocchio ({build}) failed: {e}")
                     del pin[build]
+            if cg:
+                try:
+                    cg["rounds"].append(codegen_peer.run_harness(cg["exe"], cg["in"], cg["out"], args.quick))
+                except Exception as e:  # reported, not fatal
+                    res["pinocchio_codegen_error"] = str(e)
+                    log(f"{name}: Pinocchio + CppADCodeGen failed: {e}")
+                    cg = None
+        if cg and cg["rounds"]:
+            # the same states through rbdgen (default build) and the NumPy reference
+            outs = codegen_peer.read_outputs(cg["peer"], cg["funcs"], cg["out"])
+            agree = codegen_peer.agreement(model, kerns.get("default") or next(iter(kerns.values())), pool, outs)
+            res["pinocchio_codegen"] = codegen_peer.summarise(cg["peer"], cg["rounds"], agree)
+            for f, a in agree.items():
+                log(f"{name}: Pinocchio + CppADCodeGen {f}: max relative difference {a['max_rel_err_vs_rbdgen']:.1e} "
+                    f"vs rbdgen, {a['max_rel_err_vs_reference']:.1e} vs the reference{'' if a['ok'] else '  FAIL'}")
         for variant in drivers:
             res["variants"][variant]["cpp_single_ns"] = best_round(cpp[variant])
             res["variants"][variant]["python_single_ns"] = best_round(py[variant])
@@ -202,7 +239,11 @@ def main(argv=None) -> int:
                    "-march=native), portable (any x86-64) (default: both; --quick: default)")
     p.add_argument("--sizes", default=None, help="batch sizes (default 1,64,256,1024,16384; --quick: 1,64,1024)")
     p.add_argument("--ref-sizes", default=None, help="reference batch sizes (default 1,16; --quick: 1)")
-    p.add_argument("--no-pinocchio", action="store_true", help="skip Pinocchio")
+    p.add_argument("--no-pinocchio", action="store_true", help="skip Pinocchio (and Pinocchio + CppADCodeGen)")
+    p.add_argument("--no-codegen", action="store_true", help="skip Pinocchio + CppADCodeGen")
+    p.add_argument("--codegen-timeout", type=float, default=codegen_peer.DEFAULT_TIMEOUT_S,
+                   help="seconds: a Pinocchio + CppADCodeGen kernel whose compile takes longer is left out, the "
+                   f"reason reported (and cached) (default {codegen_peer.DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--kernels", default=None, help="comma-separated kernels to time (default: all; the "
                    "goals table then covers only these)")
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results; --quick: "
@@ -268,8 +309,23 @@ def main(argv=None) -> int:
                 results["pinocchio_harness" + ("" if build == "portable" else "_native")] = info
                 pin_exes[build] = info["binary"]
 
+    cg_gen = None
+    if args.no_pinocchio or args.no_codegen:
+        results["pinocchio_codegen_skipped"] = "--no-pinocchio" if args.no_pinocchio else "--no-codegen"
+    else:
+        why = codegen_peer.ensure_codegen_wheels()
+        if why is None:
+            try:
+                cg_gen = codegen_peer.build_generator(cxx)
+                results["pinocchio_codegen_generator"] = cg_gen
+            except RuntimeError as e:
+                why = str(e)[-500:]
+        if why:
+            results["pinocchio_codegen_skipped"] = why
+            log(f"Pinocchio + CppADCodeGen skipped: {why}")
+
     for name in names:
-        results["robots"][name] = bench_robot(name, args, cxx, omp, pin_exes)
+        results["robots"][name] = bench_robot(name, args, cxx, omp, pin_exes, cg_gen)
 
     results["wall_s"] = round(time.perf_counter() - T0, 1)
     out.mkdir(parents=True, exist_ok=True)
