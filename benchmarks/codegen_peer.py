@@ -257,41 +257,7 @@ struct LangCAtomicFun {{
 extern "C" {{
 {decls}
 }}
-using Clock = std::chrono::steady_clock;
-static double thread_cpu_ns() {{
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}}
-static double median(std::vector<double> s) {{
-  std::sort(s.begin(), s.end());
-  return s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
-}}
-static void print_list(const std::vector<double>& x) {{
-  std::printf("[");
-  for (size_t r = 0; r < x.size(); ++r) std::printf("%s%.2f", r ? ", " : "", x[r]);
-  std::printf("]");
-}}
-// benchmarks/measure.py's driver method: runs of about target_ms over the pool
-static void time_per_call(const std::function<void(int)>& body, int pool, int runs, double target_ms,
-                          std::vector<double>& cpu, std::vector<double>& wall) {{
-  auto pass = [&]() {{ for (int i = 0; i < pool; ++i) body(i); }};
-  pass();
-  double c0 = thread_cpu_ns();
-  pass();
-  double one = thread_cpu_ns() - c0;
-  long passes = std::max(1L, (long)(target_ms * 1e6 / std::max(one, 1.0)));
-  for (int r = 0; r < runs; ++r) {{
-    auto w0 = Clock::now();
-    c0 = thread_cpu_ns();
-    for (long p = 0; p < passes; ++p) pass();
-    double c = thread_cpu_ns() - c0;
-    double w = std::chrono::duration<double, std::nano>(Clock::now() - w0).count();
-    cpu.push_back(c / (double)(passes * pool));
-    wall.push_back(w / (double)(passes * pool));
-  }}
-}}
-struct Kernel {{ const char* name; void (*fn)(double const* const*, double* const*, LangCAtomicFun); int n_in, n_out; }};
+{timing}struct Kernel {{ const char* name; void (*fn)(double const* const*, double* const*, LangCAtomicFun); int n_in, n_out; }};
 int main(int argc, char** argv) {{
   // argv: inputs.bin outputs.bin pool runs target_ms
   if (argc < 6) return 2;
@@ -356,7 +322,7 @@ def build_harness(cxx: str, peer: dict, work: Path) -> tuple[Path, list] | None:
     decls = "\n".join(f"void {f}_forward_zero(double const* const*, double* const*, LangCAtomicFun);" for f, _ in funcs)
     table = "\n".join(f'    {{"{f}", {f}_forward_zero, {i["n_in"]}, {i["n_out"]}}},' for f, i in funcs)
     src = work / "codegen_harness.cpp"
-    src.write_text(HARNESS.format(decls=decls, table=table))
+    src.write_text(HARNESS.format(timing=measure.TIMING_CPP, decls=decls, table=table))
     exe = work / "codegen_harness"
     folder = Path(peer["dir"])
     cmd = [cxx, "-std=c++17", "-O2", str(src), "-o", str(exe), f"-L{folder}",
