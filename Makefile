@@ -82,6 +82,26 @@ sanitize-gpu: $(STAMP)
 	  RBDGEN_REQUIRE_GPU=1 $(SANITIZER) --tool $$tool --error-exitcode 1 $(PY) -m pytest -p no:xdist -q $(SANITIZE_TESTS) || exit 1; \
 	done
 
+# issue 47, build here, run there: a GPU is lent for minutes, on a machine with no network and its
+# own Python. gpu-check-prepare compiles HERE (no GPU needed) every CUDA library the GPU run needs
+# (every robot case's GPU tests, the benchmarks, the seeds' experiments; sm_90) into .cache/gpu-check/
+# and packs what travels into .cache/gpu-check-carry/ (libraries xz-packed, the test URDFs, an nvcc
+# stub, the C++ launch benchmark), then checks it as DRY=1 does. On the GPU machine, gpu-check runs
+# the steps (tests on every robot case, sanitizers, torch/JAX/cupy paths, benchmarks, seeds; ≤ 8 min)
+# with that machine's python3, writing benchmarks/results/ after each step (GPU_CHECK_ARGS="--out DIR":
+# packed there too). DRY=1: here, plan the run, check every library it needs is prebuilt and packed
+# (fails if not), and print it. docs/cuda.md "GPU check" has the device tool's call.
+GPU_CHECK_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+GPU_CHECK_ARGS ?=
+gpu-check-prepare: $(STAMP)
+	$(PY) benchmarks/gpu_check.py prepare
+gpu-check: $(if $(filter 1,$(DRY)),$(STAMP))
+ifeq ($(DRY),1)
+	$(PY) benchmarks/gpu_check.py dry
+else
+	$(GPU_CHECK_PY) benchmarks/gpu_check.py run $(GPU_CHECK_ARGS)
+endif
+
 # the generated packages kept in the repository (tests/test_generated.py checks they are current).
 # float64 only; the unrolled derivative kernels (~0.7-1 MB each) only in iiwa14's CPU and HLS
 # packages, aba_scan only in iiwa14's HLS package, rnea_scan in iiwa14's CPU and HLS packages (the

@@ -46,7 +46,10 @@ SIGS = {k: registry.get(k).input_names for k in registry.kernels()}  # declared 
 def robots():
     import sysconfig
 
-    erd = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+    # RBDGEN_ERD_DIR: the URDFs where example-robot-data is not installed (as tests/conftest.py;
+    # benchmarks/gpu_check.py carries them to the GPU machine)
+    erd = Path(os.environ.get("RBDGEN_ERD_DIR")
+               or Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots")
     return {
         "iiwa14": (Path(rbdgen.robots.path("iiwa14")), False),
         "quadruped": (Path(rbdgen.robots.path("quadruped")), True),
@@ -140,7 +143,7 @@ def bench_robot(name, path, floating, args, cp):
     gk = rbdgen.build(model, target="cuda", arch="native")
     t_gpu_build = time.perf_counter() - t0
     log(f"{name}: building CPU kernels")
-    ck = rbdgen.build(model, march="native")
+    ck = rbdgen.build(model, march="native", kernels=[k for k in args.kernels if k in gk.kernels])
     rng = np.random.default_rng(0)
     res = {"nq": model.nq, "nv": model.nv, "build_s": round(t_gpu_build, 1), "kernels": {},
            "launch": {k: {x: gk.info[k][x] for x in ("lanes", "states_per_block", "stages", "thread_tile",
@@ -184,7 +187,8 @@ def markdown(r):
         for k, rows in rr["kernels"].items():
             lines += [f"### {k}", "", "| N | gpu auto | gpu thread | gpu block | gpu+copy | cpu | cpu / gpu |",
                       "|---:|---:|---:|---:|---:|---:|---:|"]
-            for n, row in rows.items():
+            # the JSON keys are strings (sorted as such when written: 1, 1024, 132, 16, …): N in numeric order
+            for n, row in sorted(rows.items(), key=lambda item: int(item[0])):
                 gpu = [row[c] for c in ("gpu_auto", "gpu_thread", "gpu_block") if c in row]
                 thread = f"{row['gpu_thread']:.1f}" if "gpu_thread" in row else "—"
                 lines.append(f"| {n} | {row['gpu_auto']:.1f} | {thread} | {row['gpu_block']:.1f} | "

@@ -84,7 +84,14 @@ def relerr(a, b) -> float:
     return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
 
 
+#: where the example-robot-data URDFs are when not in this Python's site-packages: a folder laid
+#: out as the package's robots/ (benchmarks/gpu_check.py carries the URDFs the tests name there)
+ERD_ENV = "RBDGEN_ERD_DIR"
+
+
 def _erd_dir() -> Path:
+    if os.environ.get(ERD_ENV):
+        return Path(os.environ[ERD_ENV])
     return Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix" / "share" / "example-robot-data" / "robots"
 
 

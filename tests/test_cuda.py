@@ -518,12 +518,18 @@ def test_gpu_tests_fail_where_a_gpu_is_listed_but_unusable(monkeypatch):
         _require_cupy()
 
 
+#: the GPU tests' builds (no arch: the GPUs found). benchmarks/gpu_check.py compiles these beforehand
+#: on a machine without a GPU (`make gpu-check-prepare`), so that a lent GPU only runs them: a
+#: build added to a gpu-marked test belongs in its plan too
+GPU_BUILD = dict(target="cuda", opt="-O3")  # every kernel of a robot case
+GPU_KERN_BUILD = dict(target="cuda", kernels=("rnea", "rnea_derivatives"), opt="-O1", werror=True)
+
+
 def _gpu_kern():
     """iiwa14's rnea and ∇ID built for the GPUs found here (the builds above are for sm_80 and
     sm_90 whatever the machine)."""
     if "gpu" not in _built:
-        _built["gpu"] = rbdgen.build(_model("iiwa14-fixed"), target="cuda", kernels=("rnea", "rnea_derivatives"),
-                                     opt="-O1", werror=True)
+        _built["gpu"] = rbdgen.build(_model("iiwa14-fixed"), **GPU_KERN_BUILD)
     return _built["gpu"]
 
 
@@ -534,26 +540,29 @@ def _iiwa_batch(cp, n, seed=4):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", ["auto", "thread", "block"])
 @pytest.mark.parametrize("robot,floating", ROBOT_CASES)
-def test_gpu_every_kernel_matches_reference(robot, floating, shape):
+def test_gpu_every_kernel_matches_reference(robot, floating):
+    """Every kernel in every launch shape (auto, thread, block), numpy and cupy arrays. One test
+    per robot case, the shapes in a loop: the NumPy reference of the humanoids' and tiago's
+    derivatives takes tens of seconds, computed once for the three shapes."""
     cupy = _require_cupy()
     model = load_case(robot, floating)
-    kern = rbdgen.build(model, target="cuda", opt="-O3")
+    kern = rbdgen.build(model, **GPU_BUILD)
     q, v, a, tau = random_state(model, seed=9, n=N)
     for k in kern.kernels:
         args = kernel_args(k, q, v, a, tau, model)
-        if shape == "thread" and not kern.info[k]["thread_shape"]:
-            # not generated (per-thread scratch over the limit: TALOS' derivatives): a clear error
-            with pytest.raises(ValueError, match="no thread shape"):
-                kern.kernel(k)(*args, shape=shape)
-            continue
         exp = ref_out(model, k, *args)
-        got = kern.kernel(k)(*args, shape=shape)  # numpy in: explicit transfers
-        assert kernel_err(got, exp) <= TOL64, (k, shape)
-        dev = kern.kernel(k)(*map(cupy.asarray, args), shape=shape)
-        dev = tuple(cupy.asnumpy(x) for x in dev) if isinstance(dev, tuple) else cupy.asnumpy(dev)
-        assert kernel_err(dev, exp) <= TOL64, (k, shape, "cupy")
+        for shape in ("auto", "thread", "block"):
+            if shape == "thread" and not kern.info[k]["thread_shape"]:
+                # not generated (per-thread scratch over the limit: TALOS' derivatives): a clear error
+                with pytest.raises(ValueError, match="no thread shape"):
+                    kern.kernel(k)(*args, shape=shape)
+                continue
+            got = kern.kernel(k)(*args, shape=shape)  # numpy in: explicit transfers
+            assert kernel_err(got, exp) <= TOL64, (k, shape)
+            dev = kern.kernel(k)(*map(cupy.asarray, args), shape=shape)
+            dev = tuple(cupy.asnumpy(x) for x in dev) if isinstance(dev, tuple) else cupy.asnumpy(dev)
+            assert kernel_err(dev, exp) <= TOL64, (k, shape, "cupy")
 
 
 @pytest.mark.gpu

@@ -357,7 +357,9 @@ def _cuda_method(monkeypatch):
 
     calls = []
     lib = SimpleNamespace(p_rnea_f64_launch=lambda n, *a: calls.append(("launch", n, a[-2].value or 0)) or 0,
-                          p_rnea_f64_host=lambda *a: 0)
+                          p_rnea_f64_host=lambda *a: 0,
+                          # the graph-capturable entry and its workspace size (issue 47): not called here
+                          p_rnea_f64_cuda=lambda *a: 0, p_rnea_f64_workspace=lambda *a: 0)
     owner = SimpleNamespace(_lib=lib, model=None, _tag="f64", prefix="p", dtype=np.dtype(np.float64), sync=False,
                             _stream_wait=lambda s, p: 0)
     ki = {"inputs": [("q", 7), ("v", 7), ("a", 7)], "outputs": [("tau", (7,))], "doc": "rnea"}

@@ -6,12 +6,26 @@
  * Floating base: q = [x y z qx qy qz qw] (unit quaternion), v = [linear; angular] (base frame).
  *
  * Per kernel and scalar type:
- *   <prefix>_<kernel>_<tag>_launch(n, device pointers…, stream, shape)  enqueue on `stream`
+ *   <prefix>_<kernel>_<tag>_cuda(stream, n, device pointers…, shape, workspace)
+ *       enqueue on `stream` and nothing else: no allocation, no synchronisation, no copy — it can
+ *       be captured into a CUDA graph (<prefix>_graph_begin/_end/_launch). `workspace`: device
+ *       memory of <prefix>_<kernel>_<tag>_workspace(n, shape, &bytes) bytes, which is 0 (NULL
+ *       will do) for every kernel whose block shape keeps its workspace in shared memory
+ *   <prefix>_<kernel>_<tag>_cuda_v(stream, n, arrays, shape, workspace)  the same, the pointers
+ *       in one array (inputs, then outputs): one signature for every kernel, for dlsym
+ *   <prefix>_<kernel>_<tag>_arrays   "q:7 v:7 a:7 -> tau:7": the scalars of each array per state
+ *   <prefix>_<kernel>_<tag>_launch(n, device pointers…, stream, shape)  enqueue on `stream`,
+ *       the workspace (if any) from the device's stream-ordered memory pool
  *   <prefix>_<kernel>_<tag>_host(n, host pointers…, shape)   copy in, run, copy out, wait
+ *       (up to <PREFIX>_PINNED_MAX bytes through this thread's pinned buffer: one copy each way)
+ *   <prefix>_<kernel>_<tag>_host_v(n, arrays, shape)   the same, the pointers in one array
  *   <prefix>_<kernel>_<tag>_emulate_thread / _emulate_block(n, host pointers…)
  *       run the GPU program on the CPU, one thread after the other (for tests, no GPU needed)
  * shape: 0 = auto, 1 = one thread per state, 2 = a block of threads per state.
  * Functions return a cudaError_t as int (0 = success; text from <prefix>_error_string).
+ *
+ * Argument errors (a NULL array with n > 0, n < 0, a shape other than 0, 1, 2, a missing
+ * workspace) return cudaErrorInvalidValue before anything reaches the device.
  *
  * Errors: _launch returns what prevented the kernel from starting (bad configuration, no
  * device, workspace allocation) and only that: the code belongs to this launch, not to an
@@ -23,6 +37,8 @@
  */
 #ifndef RBD_IIWA14_CUDA_CUH
 #define RBD_IIWA14_CUDA_CUH
+
+#include <stddef.h>
 
 #include <cuda_runtime_api.h>
 
@@ -47,54 +63,108 @@ int rbd_iiwa14_cuda_stream_sync(cudaStream_t stream);
 int rbd_iiwa14_cuda_prepare_pool(cudaStream_t stream);
 /* give the memory the current device's pool holds unused back to the driver */
 int rbd_iiwa14_cuda_release_pool(void);
+/* this thread's pinned (page-locked) host buffer of at least `bytes` bytes (grown, never shrunk,
+ * freed when the thread ends or by _release_pinned): the staging buffer of the _host functions */
+#define RBD_IIWA14_CUDA_PINNED_MAX ((size_t)64 << 20)
+int rbd_iiwa14_cuda_pinned(size_t bytes, void** buffer);
+int rbd_iiwa14_cuda_release_pinned(void);
+/* CUDA graphs of repeated launches of a fixed shape: capture what is enqueued on `stream`
+ * (a stream made with _stream_create: the legacy default stream cannot be captured) between
+ * _graph_begin and _graph_end into an executable graph; _graph_launch enqueues it all at once */
+int rbd_iiwa14_cuda_graph_begin(cudaStream_t stream);
+int rbd_iiwa14_cuda_graph_end(cudaStream_t stream, cudaGraphExec_t* graph);
+int rbd_iiwa14_cuda_graph_launch(cudaGraphExec_t graph, cudaStream_t stream);
+int rbd_iiwa14_cuda_graph_destroy(cudaGraphExec_t graph);
+/* the few runtime calls a program needs that links only this library (no CUDA toolkit): a
+ * non-blocking stream, device memory, copies in either direction (unified addressing) */
+int rbd_iiwa14_cuda_stream_create(cudaStream_t* stream);
+int rbd_iiwa14_cuda_stream_destroy(cudaStream_t stream);
+int rbd_iiwa14_cuda_malloc(void** ptr, size_t bytes);
+int rbd_iiwa14_cuda_free(void* ptr);
+int rbd_iiwa14_cuda_memcpy(void* dst, const void* src, size_t bytes);
 
 /* rnea: inverse dynamics τ = M a + C v + g
  * in:  q[7], v[7], a[7]
  * out: tau[7] */
+extern const char rbd_iiwa14_cuda_rnea_f64_arrays[];
+int rbd_iiwa14_cuda_rnea_f64_workspace(long n, int shape, size_t* bytes);
+int rbd_iiwa14_cuda_rnea_f64_cuda(cudaStream_t stream, long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau, int shape, void* workspace);
+int rbd_iiwa14_cuda_rnea_f64_cuda_v(cudaStream_t stream, long n, void* const* arrays, int shape, void* workspace);
 int rbd_iiwa14_cuda_rnea_f64_launch(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau, cudaStream_t stream, int shape);
 int rbd_iiwa14_cuda_rnea_f64_host(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau, int shape);
+int rbd_iiwa14_cuda_rnea_f64_host_v(long n, void* const* arrays, int shape);
 void rbd_iiwa14_cuda_rnea_f64_emulate_thread(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau);
 void rbd_iiwa14_cuda_rnea_f64_emulate_block(long n, const double* __restrict q, const double* __restrict v, const double* __restrict a, double* __restrict tau);
 /* nle: nonlinear effects C v + g
  * in:  q[7], v[7]
  * out: tau[7] */
+extern const char rbd_iiwa14_cuda_nle_f64_arrays[];
+int rbd_iiwa14_cuda_nle_f64_workspace(long n, int shape, size_t* bytes);
+int rbd_iiwa14_cuda_nle_f64_cuda(cudaStream_t stream, long n, const double* __restrict q, const double* __restrict v, double* __restrict tau, int shape, void* workspace);
+int rbd_iiwa14_cuda_nle_f64_cuda_v(cudaStream_t stream, long n, void* const* arrays, int shape, void* workspace);
 int rbd_iiwa14_cuda_nle_f64_launch(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau, cudaStream_t stream, int shape);
 int rbd_iiwa14_cuda_nle_f64_host(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau, int shape);
+int rbd_iiwa14_cuda_nle_f64_host_v(long n, void* const* arrays, int shape);
 void rbd_iiwa14_cuda_nle_f64_emulate_thread(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau);
 void rbd_iiwa14_cuda_nle_f64_emulate_block(long n, const double* __restrict q, const double* __restrict v, double* __restrict tau);
 /* gravity: generalised gravity g(q)
  * in:  q[7]
  * out: tau[7] */
+extern const char rbd_iiwa14_cuda_gravity_f64_arrays[];
+int rbd_iiwa14_cuda_gravity_f64_workspace(long n, int shape, size_t* bytes);
+int rbd_iiwa14_cuda_gravity_f64_cuda(cudaStream_t stream, long n, const double* __restrict q, double* __restrict tau, int shape, void* workspace);
+int rbd_iiwa14_cuda_gravity_f64_cuda_v(cudaStream_t stream, long n, void* const* arrays, int shape, void* workspace);
 int rbd_iiwa14_cuda_gravity_f64_launch(long n, const double* __restrict q, double* __restrict tau, cudaStream_t stream, int shape);
 int rbd_iiwa14_cuda_gravity_f64_host(long n, const double* __restrict q, double* __restrict tau, int shape);
+int rbd_iiwa14_cuda_gravity_f64_host_v(long n, void* const* arrays, int shape);
 void rbd_iiwa14_cuda_gravity_f64_emulate_thread(long n, const double* __restrict q, double* __restrict tau);
 void rbd_iiwa14_cuda_gravity_f64_emulate_block(long n, const double* __restrict q, double* __restrict tau);
 /* crba: joint-space inertia matrix M(q), full (row-major, symmetric)
  * in:  q[7]
  * out: M[49] */
+extern const char rbd_iiwa14_cuda_crba_f64_arrays[];
+int rbd_iiwa14_cuda_crba_f64_workspace(long n, int shape, size_t* bytes);
+int rbd_iiwa14_cuda_crba_f64_cuda(cudaStream_t stream, long n, const double* __restrict q, double* __restrict M, int shape, void* workspace);
+int rbd_iiwa14_cuda_crba_f64_cuda_v(cudaStream_t stream, long n, void* const* arrays, int shape, void* workspace);
 int rbd_iiwa14_cuda_crba_f64_launch(long n, const double* __restrict q, double* __restrict M, cudaStream_t stream, int shape);
 int rbd_iiwa14_cuda_crba_f64_host(long n, const double* __restrict q, double* __restrict M, int shape);
+int rbd_iiwa14_cuda_crba_f64_host_v(long n, void* const* arrays, int shape);
 void rbd_iiwa14_cuda_crba_f64_emulate_thread(long n, const double* __restrict q, double* __restrict M);
 void rbd_iiwa14_cuda_crba_f64_emulate_block(long n, const double* __restrict q, double* __restrict M);
 /* aba: forward dynamics q̈ (articulated-body algorithm)
  * in:  q[7], v[7], tau[7]
  * out: qdd[7] */
+extern const char rbd_iiwa14_cuda_aba_f64_arrays[];
+int rbd_iiwa14_cuda_aba_f64_workspace(long n, int shape, size_t* bytes);
+int rbd_iiwa14_cuda_aba_f64_cuda(cudaStream_t stream, long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, int shape, void* workspace);
+int rbd_iiwa14_cuda_aba_f64_cuda_v(cudaStream_t stream, long n, void* const* arrays, int shape, void* workspace);
 int rbd_iiwa14_cuda_aba_f64_launch(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, cudaStream_t stream, int shape);
 int rbd_iiwa14_cuda_aba_f64_host(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, int shape);
+int rbd_iiwa14_cuda_aba_f64_host_v(long n, void* const* arrays, int shape);
 void rbd_iiwa14_cuda_aba_f64_emulate_thread(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd);
 void rbd_iiwa14_cuda_aba_f64_emulate_block(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd);
 /* minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
  * in:  q[7]
  * out: Minv[49] */
+extern const char rbd_iiwa14_cuda_minv_f64_arrays[];
+int rbd_iiwa14_cuda_minv_f64_workspace(long n, int shape, size_t* bytes);
+int rbd_iiwa14_cuda_minv_f64_cuda(cudaStream_t stream, long n, const double* __restrict q, double* __restrict Minv, int shape, void* workspace);
+int rbd_iiwa14_cuda_minv_f64_cuda_v(cudaStream_t stream, long n, void* const* arrays, int shape, void* workspace);
 int rbd_iiwa14_cuda_minv_f64_launch(long n, const double* __restrict q, double* __restrict Minv, cudaStream_t stream, int shape);
 int rbd_iiwa14_cuda_minv_f64_host(long n, const double* __restrict q, double* __restrict Minv, int shape);
+int rbd_iiwa14_cuda_minv_f64_host_v(long n, void* const* arrays, int shape);
 void rbd_iiwa14_cuda_minv_f64_emulate_thread(long n, const double* __restrict q, double* __restrict Minv);
 void rbd_iiwa14_cuda_minv_f64_emulate_block(long n, const double* __restrict q, double* __restrict Minv);
 /* forward_kinematics: placement of every body in the world (homogeneous 4×4, body_names order)
  * in:  q[7]
  * out: oMb[112] */
+extern const char rbd_iiwa14_cuda_forward_kinematics_f64_arrays[];
+int rbd_iiwa14_cuda_forward_kinematics_f64_workspace(long n, int shape, size_t* bytes);
+int rbd_iiwa14_cuda_forward_kinematics_f64_cuda(cudaStream_t stream, long n, const double* __restrict q, double* __restrict oMb, int shape, void* workspace);
+int rbd_iiwa14_cuda_forward_kinematics_f64_cuda_v(cudaStream_t stream, long n, void* const* arrays, int shape, void* workspace);
 int rbd_iiwa14_cuda_forward_kinematics_f64_launch(long n, const double* __restrict q, double* __restrict oMb, cudaStream_t stream, int shape);
 int rbd_iiwa14_cuda_forward_kinematics_f64_host(long n, const double* __restrict q, double* __restrict oMb, int shape);
+int rbd_iiwa14_cuda_forward_kinematics_f64_host_v(long n, void* const* arrays, int shape);
 void rbd_iiwa14_cuda_forward_kinematics_f64_emulate_thread(long n, const double* __restrict q, double* __restrict oMb);
 void rbd_iiwa14_cuda_forward_kinematics_f64_emulate_block(long n, const double* __restrict q, double* __restrict oMb);
 #ifdef __cplusplus

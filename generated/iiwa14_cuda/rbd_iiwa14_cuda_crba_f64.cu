@@ -17,6 +17,7 @@
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_crba_f64.cuh"
 
+#include <cstring>
 #include <vector>
 
 namespace rbd_iiwa14_cuda_f64 {
@@ -88,21 +89,44 @@ __global__ void __launch_bounds__(160) crba_block_kernel(long n, const double* _
   if (live) crba_s6<double>(lane, w + 43, M + c * 49, w);
 }
 
+// the launch shape a call takes: 1 (thread) or 2 (block), shape 0 (auto) resolved for a batch of
+// n (<prefix>_auto_shape); -1 for a shape that is none of 0, 1, 2
+inline int crba_resolve(long n, int shape) {
+  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 129);
+  return shape == 1 || shape == 2 ? shape : -1;
+}
+
 }  // namespace rbd_iiwa14_cuda_f64
 
 extern "C" {
 
-// Launches go through cudaLaunchKernelEx, which returns the status of this launch itself. A
-// <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also returns (and
-// clears) an earlier failure of another call that set the last error (with the static runtime
-// this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch could
-// report an error. Clearing it beforehand would instead discard an error that the caller of a
+// what the arrays of one state are, for programs that find the kernel by name (dlsym)
+const char rbd_iiwa14_cuda_crba_f64_arrays[] = "q:7 -> M:49";
+
+int rbd_iiwa14_cuda_crba_f64_workspace(long n, int shape, size_t* bytes) {
+  using namespace rbd_iiwa14_cuda_f64;
+  if (bytes == nullptr || n < 0) return static_cast<int>(cudaErrorInvalidValue);
+  *bytes = 0;
+  // the block shape's workspace is in shared memory: none to provide
+  return shape >= 0 && shape <= 2 ? 0 : static_cast<int>(cudaErrorInvalidValue);
+}
+
+// The graph-capturable launch: enqueues the kernel on `stream` and nothing else (no allocation,
+// no synchronisation, no copy, no event), so it can be captured into a CUDA graph and costs one
+// cudaLaunchKernelEx. Launches go through cudaLaunchKernelEx, which returns the status of this
+// launch itself. A <<<…>>> launch returns nothing, and reading cudaGetLastError() after it also
+// returns (and clears) an earlier failure of another call that set the last error (with the static
+// runtime this library links, e.g. a failed cudaMallocAsync of a previous call): a good launch
+// could report an error. Clearing it beforehand would instead discard an error that the caller of a
 // C++ project has not read yet. Faults inside the kernel appear only when the stream is
 // synchronised (<prefix>_stream_sync).
-int rbd_iiwa14_cuda_crba_f64_launch(long n, const double* __restrict q, double* __restrict M, cudaStream_t stream, int shape) {
+int rbd_iiwa14_cuda_crba_f64_cuda(cudaStream_t stream, long n, const double* __restrict q, double* __restrict M, int shape, [[maybe_unused]] void* workspace) {
   using namespace rbd_iiwa14_cuda_f64;
-  if (n <= 0) return 0;
-  if (shape == 0) shape = rbd_iiwa14_cuda_auto_shape(n, 1, 129);
+  if (n < 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (n == 0) return 0;
+  if (q == nullptr || M == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  shape = crba_resolve(n, shape);
+  if (shape < 0) return static_cast<int>(cudaErrorInvalidValue);
   cudaLaunchConfig_t cfg = {};
   cfg.stream = stream;
   if (shape == 1) {
@@ -112,38 +136,81 @@ int rbd_iiwa14_cuda_crba_f64_launch(long n, const double* __restrict q, double* 
     cfg.dynamicSmemBytes = 7168;
     return static_cast<int>(cudaLaunchKernelEx(&cfg, crba_thread_kernel, n, q, M));
   }
-  if (shape == 2) {
-    const long grid = (n + crba_SPB - 1) / crba_SPB;
-    cfg.gridDim = dim3(static_cast<unsigned>(grid));
-    cfg.blockDim = dim3(crba_SPB, crba_LANES);  // x: states, y: lanes
-    cfg.dynamicSmemBytes = 1632 * sizeof(double);
-    return static_cast<int>(cudaLaunchKernelEx(&cfg, crba_block_kernel, n, q, M, static_cast<double*>(nullptr)));
-  }
-  return static_cast<int>(cudaErrorInvalidValue);
+  cfg.blockDim = dim3(crba_SPB, crba_LANES);  // x: states, y: lanes
+  cfg.gridDim = dim3(static_cast<unsigned>((n + crba_SPB - 1) / crba_SPB));
+  cfg.dynamicSmemBytes = 1632 * sizeof(double);
+  return static_cast<int>(cudaLaunchKernelEx(&cfg, crba_block_kernel, n, q, M, static_cast<double*>(nullptr)));
 }
 
-// numpy-style host arrays: one stream-ordered allocation from the device's memory pool (which
-// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size),
-// copies in, the launch, copies out, all on the per-thread default stream, then a wait — which
-// also returns a fault inside the kernel
+// the same with the arrays in one list (inputs, then outputs: the order of _cuda's arguments),
+// one signature for every kernel: for callers that find the kernel by name
+int rbd_iiwa14_cuda_crba_f64_cuda_v(cudaStream_t stream, long n, void* const* arrays, int shape, void* workspace) {
+  if (arrays == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  return rbd_iiwa14_cuda_crba_f64_cuda(stream, n, static_cast<const double*>(arrays[0]), static_cast<double*>(arrays[1]), shape, workspace);
+}
+
+// _cuda with the workspace it needs (if any) taken from the device's stream-ordered pool, which
+// keeps the memory once freed (<prefix>_prepare_pool): after the first call of a given size this
+// is cheap; it is freed, in stream order, after the kernel
+int rbd_iiwa14_cuda_crba_f64_launch(long n, const double* __restrict q, double* __restrict M, cudaStream_t stream, int shape) {
+  if (n <= 0) return 0;
+  return rbd_iiwa14_cuda_crba_f64_cuda(stream, n, q, M, shape, nullptr);
+}
+
+// numpy-style host arrays: one stream-ordered device buffer from the device's memory pool (which
+// keeps freed memory, see <prefix>_prepare_pool: cheap after the first call of a given size), all
+// on the per-thread default stream, then a wait — which also returns a fault inside the kernel.
+// Up to <prefix>_PINNED_MAX bytes, the inputs are gathered into this thread's pinned (page-locked)
+// buffer and go over in one asynchronous copy, the outputs come back in one and are scattered
+// from it after the wait; larger batches are copied array by array from where they are (pageable
+// memory: the driver stages those copies itself, and a pinned copy of a large batch would
+// double its memory)
 int rbd_iiwa14_cuda_crba_f64_host(long n, const double* __restrict q, double* __restrict M, int shape) {
   if (n <= 0) return 0;
   const cudaStream_t s = cudaStreamPerThread;
   cudaError_t e = static_cast<cudaError_t>(rbd_iiwa14_cuda_prepare_pool(s));
   if (e != cudaSuccess) return static_cast<int>(e);
+  const size_t bytes = static_cast<size_t>(n) * sizeof(double);
   double* d = nullptr;
-  e = cudaMallocAsync(reinterpret_cast<void**>(&d), static_cast<size_t>(n) * 56 * sizeof(double), s);
+  e = cudaMallocAsync(reinterpret_cast<void**>(&d), bytes * 56, s);
   if (e != cudaSuccess) return static_cast<int>(e);
+  if (q == nullptr || M == nullptr) {
+    (void)cudaFreeAsync(d, s);
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
   double* d_q = d + static_cast<size_t>(n) * 0;
   double* d_M = d + static_cast<size_t>(n) * 7;
-  const size_t bytes = static_cast<size_t>(n) * sizeof(double);
-  if (e == cudaSuccess) e = cudaMemcpyAsync(d_q, q, bytes * 7, cudaMemcpyHostToDevice, s);
+  // the inputs are d[0, n * 7) and the outputs d[n * 7, n * 56): one stretch each
+  // (where the pinned buffer cannot be had, the copies go from where the arrays are)
+  double* h = nullptr;
+  if (bytes * 56 <= RBD_IIWA14_CUDA_PINNED_MAX &&
+      rbd_iiwa14_cuda_pinned(bytes * 56, reinterpret_cast<void**>(&h)) != 0)
+    h = nullptr;
+  if (h != nullptr) {
+    std::memcpy(h + static_cast<size_t>(n) * 0, q, bytes * 7);
+    e = cudaMemcpyAsync(d, h, bytes * 7, cudaMemcpyHostToDevice, s);
+  } else {
+    if (e == cudaSuccess) e = cudaMemcpyAsync(d_q, q, bytes * 7, cudaMemcpyHostToDevice, s);
+  }
   if (e == cudaSuccess)
     e = static_cast<cudaError_t>(rbd_iiwa14_cuda_crba_f64_launch(n, d_q, d_M, s, shape));
-  if (e == cudaSuccess) e = cudaMemcpyAsync(M, d_M, bytes * 49, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess && h != nullptr) {
+    e = cudaMemcpyAsync(h + static_cast<size_t>(n) * 7, d + static_cast<size_t>(n) * 7, bytes * 49, cudaMemcpyDeviceToHost, s);
+  } else if (e == cudaSuccess) {
+    if (e == cudaSuccess) e = cudaMemcpyAsync(M, d_M, bytes * 49, cudaMemcpyDeviceToHost, s);
+  }
   const cudaError_t f = cudaFreeAsync(d, s);
   const cudaError_t g = cudaStreamSynchronize(s);
+  if (e == cudaSuccess && f == cudaSuccess && g == cudaSuccess && h != nullptr) {
+    std::memcpy(M, h + static_cast<size_t>(n) * 7, bytes * 49);
+  }
   return static_cast<int>(e != cudaSuccess ? e : (f != cudaSuccess ? f : g));
+}
+
+// _host with the arrays in one list (inputs, then outputs), one signature for every kernel
+int rbd_iiwa14_cuda_crba_f64_host_v(long n, void* const* arrays, int shape) {
+  if (arrays == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  return rbd_iiwa14_cuda_crba_f64_host(n, static_cast<const double*>(arrays[0]), static_cast<double*>(arrays[1]), shape);
 }
 
 void rbd_iiwa14_cuda_crba_f64_emulate_thread(long n, const double* __restrict q, double* __restrict M) {

@@ -227,7 +227,8 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
                 "stages": stages, "epilogue": epi, "phases": phases, "lanes": lanes, "spb": spb,
                 "b_scratch": scr_b, "ws_shared": ws_shared, "n_stages": sched.n_stages, "width": sched.width,
                 "block_threads": lanes * spb, "block_scratch": spb * scr_b,
-                "state_size": sum(a.size for a in arrays),
+                "state_size": sum(a.size for a in arrays), "in_size": sum(a.size for a in ins),
+                "out_size": sum(a.size for a in outs),
                 "speedup": model_w["speedup"], "speedup_pct": int(round(100 * model_w["speedup"])),
                 # long stage functions stay out of line, as the printer splits long kernels
                 "stage_inline": "__noinline__" if pt.n_statements > SPLIT_ABOVE else "inline",

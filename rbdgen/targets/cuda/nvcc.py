@@ -54,9 +54,18 @@ def find_nvcc(nvcc: str | None = None) -> str:
     return path
 
 
+#: build as if these GPUs were found here (compute capabilities: "90", "80,90"), nvidia-smi not
+#: asked: for compiling, on a machine without a GPU, the libraries a GPU machine's builds will look
+#: for in the cache (benchmarks/gpu_check.py prepare, issue 47)
+GPUS_ENV = "RBDGEN_CUDA_GPUS"
+
+
 @functools.lru_cache(maxsize=None)
 def detect_archs() -> tuple:
-    """Compute capabilities of the GPUs on this machine (via nvidia-smi), or () when none."""
+    """Compute capabilities of the GPUs on this machine (via nvidia-smi; ``$RBDGEN_CUDA_GPUS``
+    instead where set), or () when none."""
+    if os.environ.get(GPUS_ENV, "").strip():
+        return parse_archs(os.environ[GPUS_ENV])
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return ()
@@ -97,26 +106,36 @@ def parse_archs(arch) -> tuple:
     return tuple(sorted(set(out), key=int))
 
 
-def nvcc_flags(archs, opt: str = "-O3", werror: bool = False) -> list[str]:
-    """Device code for each architecture plus PTX of the newest, which the driver can compile
-    for GPUs newer than any listed. ptxas prints its resource report (``-Xptxas -v``), which the
-    build keeps for ``rbdgen inspect --cost --target cuda``."""
+def nvcc_flags(archs, opt: str = "-O3", werror: bool = False, ptx: bool = True) -> list[str]:
+    """Device code for each architecture plus (``ptx``) PTX of the newest, which the driver can
+    compile for GPUs newer than any listed. ptxas prints its resource report (``-Xptxas -v``),
+    which the build keeps for ``rbdgen inspect --cost --target cuda``."""
     flags = [*DEVICE_FLAGS, opt, "-Xcompiler", "-fPIC,-Wall,-Wextra" + (",-Werror" if werror else ""),
              "-Xptxas", "-v"]
     if werror:
         flags += ["--Werror", "all-warnings"]
     for a in archs:
         flags += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
-    flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+    if ptx:
+        flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
     return flags
 
 
+def builds_for_found_gpus(arch) -> bool:
+    """Whether ``arch`` (as given to a build) means the GPUs found here, and some are: then the
+    library carries their machine code only, no PTX — PTX is for GPUs newer than those a build
+    names, and it was half of a compressed library (issue 47: the GPU tests' libraries are carried
+    to a lent GPU, where every megabyte counts); on another GPU the architectures found differ, and
+    so does the compile cache's key."""
+    return arch in (None, "native") and bool(detect_archs())
+
+
 def compile_library(files: dict, sources: list, libname: str, archs: tuple, *, opt: str = "-O3",
-                    nvcc: str | None = None, werror: bool = False, progress=None) -> str:
+                    nvcc: str | None = None, werror: bool = False, progress=None, ptx: bool = True) -> str:
     """nvcc ``sources`` into one shared library (cached like the CPU kernels), keeping each
     source's ptxas report; returns the library's path."""
     nvcc = find_nvcc(nvcc)
-    return compiler.build_library(files, sources, libname, nvcc_flags(archs, opt=opt, werror=werror), cxx=nvcc,
+    return compiler.build_library(files, sources, libname, nvcc_flags(archs, opt=opt, werror=werror, ptx=ptx), cxx=nvcc,
                                   progress=progress, on_output=lambda src, text: record_build_reports(files, src, text, nvcc))
 
 

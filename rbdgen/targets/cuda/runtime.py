@@ -31,7 +31,7 @@ from ...kernels.frames import install as _install_frames
 from ...kernels.loaded import NamesMissingKernels, _Method, call_variant, structured_inputs
 from ...toolchain.rebuild import reduce as _reduce
 from .emit import SHAPES
-from .nvcc import compile_library, parse_archs
+from .nvcc import builds_for_found_gpus, compile_library, parse_archs
 
 #: set to 1 for the debug mode: synchronise after every launch and report faults inside kernels
 SYNC_ENV = "RBDGEN_CUDA_SYNC"
@@ -46,7 +46,8 @@ def compile_and_load(files: dict, sources: list, libname: str, model, prefix: st
     """nvcc ``sources`` (cached like the CPU kernels) and load them: what :func:`rbdgen.build`
     and :func:`rbdgen.package.load_package` share for the CUDA target."""
     archs = parse_archs(arch)
-    lib = compile_library(files, sources, libname, archs, opt=opt, nvcc=nvcc, werror=werror, progress=progress)
+    lib = compile_library(files, sources, libname, archs, opt=opt, nvcc=nvcc, werror=werror, progress=progress,
+                          ptx=not builds_for_found_gpus(arch))
     return CudaKernels(lib, model, prefix, dtype, info, archs)
 
 
@@ -100,6 +101,12 @@ class CudaKernels(NamesMissingKernels):
         self._stream_sync.argtypes = [p]
         self._stream_sync.restype = ctypes.c_int
         getattr(lib, f"{prefix}_release_pool").restype = ctypes.c_int
+        # graphs and the few runtime calls of prepared launches (runtime.cu.j2)
+        for f, args in (("graph_begin", [p]), ("graph_end", [p, ctypes.POINTER(p)]), ("graph_launch", [p, p]),
+                        ("graph_destroy", [p]), ("malloc", [ctypes.POINTER(p), ctypes.c_size_t]), ("free", [p]),
+                        ("release_pinned", [])):
+            fn = getattr(lib, f"{prefix}_{f}")
+            fn.argtypes, fn.restype = args, ctypes.c_int
         self.sync = _env_flag(SYNC_ENV)  # debug mode: synchronise and check after every launch
         self._gpu = None  # (count, why none), asked once
         self.methods = {}  # kernel name → method (as in rbdgen.kernels.loaded.CompiledKernels)
@@ -109,6 +116,13 @@ class CudaKernels(NamesMissingKernels):
                 f = getattr(lib, f"{prefix}_{name}_{self._tag}_{suffix}")
                 f.argtypes = [ctypes.c_long] + [p] * nargs + extra
                 f.restype = ctypes.c_int
+            # the graph-capturable launch (stream, n, pointers…, shape, workspace) and its workspace
+            f = getattr(lib, f"{prefix}_{name}_{self._tag}_cuda")
+            f.argtypes = [p, ctypes.c_long] + [p] * nargs + [ctypes.c_int, p]
+            f.restype = ctypes.c_int
+            f = getattr(lib, f"{prefix}_{name}_{self._tag}_workspace")
+            f.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)]
+            f.restype = ctypes.c_int
             for suffix in ("emulate_thread", "emulate_block"):
                 f = getattr(lib, f"{prefix}_{name}_{self._tag}_{suffix}")
                 f.argtypes = [ctypes.c_long] + [p] * nargs
@@ -118,6 +132,10 @@ class CudaKernels(NamesMissingKernels):
         _install_frames(self)  # by-name frame and contact methods
 
     # -- device handling ----------------------------------------------------------------
+    def _lib_fn(self, name: str):
+        """The runtime function ``<prefix>_<name>`` of the library (argument types set at load)."""
+        return getattr(self._lib, f"{self.prefix}_{name}")
+
     def error_string(self, code: int) -> str:
         return getattr(self._lib, f"{self.prefix}_error_string")(code).decode()
 
@@ -289,6 +307,8 @@ class _CudaMethod:
         self._structured = structured_inputs(owner.model, self.inputs)
         tag, pre = owner._tag, owner.prefix
         self._launch = getattr(owner._lib, f"{pre}_{name}_{tag}_launch")
+        self._cuda = getattr(owner._lib, f"{pre}_{name}_{tag}_cuda")
+        self._workspace = getattr(owner._lib, f"{pre}_{name}_{tag}_workspace")
         host = getattr(owner._lib, f"{pre}_{name}_{tag}_host")
 
         def numpy_method(code):
@@ -321,6 +341,19 @@ class _CudaMethod:
             raise ValueError(f"{self.name}: stream= applies to GPU arrays; numpy arrays are copied and waited for")
         self.owner.require_gpu(self.name)
         return self._numpy[SHAPES[shape]](*args, out=out)
+
+    def prepare(self, *args, out, stream=None, shape: str = "auto") -> "PreparedLaunch":
+        """A launch of this kernel on these GPU arrays, checked once: calling the result enqueues
+        the kernel again, with one C call (``<prefix>_<kernel>_<tag>_cuda``) and no Python-level
+        checks, allocation or stream query — for the repeated calls of a fixed shape (MPC, sampling)
+        where a per-call check costs more than the kernel. ``.graph()`` captures it into a CUDA graph.
+
+        ``out=`` is required (the fast path allocates nothing); the arrays must stay alive and in
+        place (the result keeps references to them). The streams their interfaces name are waited
+        for once, now; ordering later writes to the inputs before a call is the caller's (as in the
+        C API). The workspace some block-shape kernels need (see ``_workspace``) is allocated here,
+        once, and kept."""
+        return PreparedLaunch(self, args, out, stream, shape)
 
     def _fail(self, err: int, n: int, shape_code: int, what: str, hint: str = ""):
         """Raise for CUDA error ``err``, naming the kernel, the batch and the launch shape asked for."""
@@ -451,3 +484,153 @@ class _CudaMethod:
         # as the caller's kind, with the launch stream current in cupy: the DLPack exchange then
         # orders the consumer's stream after the kernel
         return _interop.deliver(self.name, kind, outs, on_launch_stream)
+
+
+class PreparedLaunch:
+    """One kernel's launch on fixed GPU arrays, checked once (``kern.rnea.prepare(q, v, a, out=tau)``):
+    ``launch()`` (or calling it) enqueues the kernel with one ctypes call and nothing else;
+    ``graph()`` captures it into a CUDA graph whose replay costs one ``cudaGraphLaunch``."""
+
+    def __init__(self, method: _CudaMethod, args, out, stream, shape: str):
+        name, owner = method.name, method.owner
+        self.method, self.name = method, name
+        if shape not in SHAPES:
+            raise ValueError(f"{name}: shape must be one of {', '.join(SHAPES)}, got {shape!r}")
+        if shape == "thread" and not method.has_thread_shape:
+            raise ValueError(_NO_THREAD.format(name=name))
+        if len(args) != len(method.inputs):
+            names = ", ".join(n for n, _ in method.inputs)
+            raise TypeError(f"{name}.prepare() takes {len(method.inputs)} arrays ({names}), got {len(args)}")
+        if out is None:
+            raise ValueError(f"{name}.prepare: out= is required (a prepared launch allocates nothing)")
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != len(method.outputs):
+            raise ValueError(f"{name}: out= needs {len(method.outputs)} array(s)")
+        self.shape_code = SHAPES[shape]
+        ptrs, producers, first = [], [], None
+        for (nm, size), x in zip(method.inputs, args):
+            if _cai(x) is None:
+                raise ValueError(f"{name}.prepare: argument '{nm}' must be a GPU array with __cuda_array_interface__ "
+                                 f"(cupy, PyTorch, numba; got {type(x).__name__}); JAX arrays: pass "
+                                 "cupy.from_dlpack(x)")
+            shp, ptr, prod = method._check_dev(nm, x, _cai(x), size, None, False)
+            if first is None:
+                first = shp
+            elif len(shp) != len(first) or shp[:-1] != first[:-1]:
+                raise ValueError(f"{name}: argument '{nm}' has shape {shp}, but '{method.inputs[0][0]}' has shape {first}")
+            ptrs.append(ptr)
+            producers.append(prod)
+        lead = first[:-1]
+        self.n = n = lead[0] if lead else 1
+        for (nm, s), o in zip(method.outputs, outs):
+            _, ptr, prod = method._check_dev(nm, o, _cai(o), s, lead, True)
+            ptrs.append(ptr)
+            producers.append(prod)
+        if n and any(p == 0 for p in ptrs):
+            raise ValueError(f"{name}.prepare: an array has a NULL device pointer")
+        if stream is None:
+            cupy = _cupy()
+            handle = cupy.cuda.get_current_stream().ptr if cupy is not None else 0
+        else:
+            handle = _stream_handle(stream)
+        self.stream = handle
+        self.arrays = (tuple(args), tuple(outs))  # kept alive while this launch may run
+        self.outputs = outs[0] if len(outs) == 1 else tuple(outs)
+        self._graphs: list = []
+        self._ws = None
+        # the workspace: 0 bytes for most kernels (checked without a GPU), else allocated once
+        size = ctypes.c_size_t(0)
+        err = method._workspace(n, self.shape_code, ctypes.byref(size))
+        if err:
+            method._fail(err, n, self.shape_code, "asking for the size of the workspace failed")
+        self.workspace_bytes = size.value
+        if size.value:
+            owner.require_gpu(f"{name}.prepare")
+            ws = ctypes.c_void_p()
+            err = owner._lib_fn("malloc")(ctypes.byref(ws), size.value)
+            if err:
+                method._fail(err, n, self.shape_code, f"allocating the workspace ({size.value} bytes) failed")
+            self._ws = ws
+        launch_stream = ctypes.c_void_p(handle)
+        waited = []
+        for prod in producers:
+            if prod is None or _same_stream(prod, handle) or prod in waited:
+                continue
+            err = owner._stream_wait(launch_stream, ctypes.c_void_p(prod))
+            if err:
+                method._fail(err, n, self.shape_code, f"making the launch stream wait for stream {prod:#x} failed")
+            waited.append(prod)
+        self._fn = method._cuda
+        self._args = (launch_stream, ctypes.c_long(n), *[ctypes.c_void_p(x) for x in ptrs],
+                      ctypes.c_int(self.shape_code), self._ws if self._ws is not None else ctypes.c_void_p(0))
+
+    def launch(self):
+        """Enqueue the kernel on the prepared stream; returns the outputs (the ``out=`` arrays)."""
+        err = self._fn(*self._args)
+        if err:
+            self.method.owner.require_gpu(self.name)  # without a GPU, that is what to say
+            self.method._fail(err, self.n, self.shape_code, "the launch failed")
+        return self.outputs
+
+    __call__ = launch
+
+    def graph(self, launches: int = 1) -> "CudaGraph":
+        """``launches`` back-to-back launches captured into a CUDA graph on the prepared stream,
+        which must be a stream of its own (a cupy or PyTorch stream, or a handle): the legacy and
+        per-thread default streams cannot be captured."""
+        if self.stream in (0, 1, 2):
+            raise ValueError(f"{self.name}.graph: capture needs a stream of its own (stream= a cupy or PyTorch "
+                             "stream); the default streams cannot be captured")
+        if launches < 1:
+            raise ValueError(f"{self.name}.graph: launches must be at least 1, got {launches}")
+        owner = self.method.owner
+        owner.require_gpu(f"{self.name}.graph")
+        err = owner._lib_fn("graph_begin")(self._args[0])
+        if err:
+            self.method._fail(err, self.n, self.shape_code, "beginning the graph capture failed")
+        first = 0
+        for _ in range(launches):
+            first = first or self._fn(*self._args)
+        exe = ctypes.c_void_p()
+        end = owner._lib_fn("graph_end")(self._args[0], ctypes.byref(exe))
+        if first or end:
+            self.method._fail(first or end, self.n, self.shape_code, "capturing the launch into a graph failed")
+        g = CudaGraph(self, exe)
+        self._graphs.append(g)
+        return g
+
+    def __del__(self):
+        ws, self._ws = getattr(self, "_ws", None), None
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                self.method.owner._lib_fn("free")(ws)
+
+
+class CudaGraph:
+    """An instantiated CUDA graph of prepared launches: ``launch()`` (or calling it) enqueues
+    them all with one ``cudaGraphLaunch`` on the prepared stream."""
+
+    def __init__(self, prepared: PreparedLaunch, exe):
+        self.prepared, self._exe = prepared, exe
+        lib = prepared.method.owner
+        self._launch, self._destroy = lib._lib_fn("graph_launch"), lib._lib_fn("graph_destroy")
+
+    def launch(self):
+        if self._exe is None:
+            raise RbdgenError(f"{self.prepared.name}: this graph was closed")
+        err = self._launch(self._exe, self.prepared._args[0])
+        if err:
+            p = self.prepared
+            p.method._fail(err, p.n, p.shape_code, "launching the graph failed")
+        return self.prepared.outputs
+
+    __call__ = launch
+
+    def close(self):
+        exe, self._exe = self._exe, None
+        if exe is not None:
+            self._destroy(exe)
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
