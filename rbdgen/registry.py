@@ -291,20 +291,22 @@ _cache_lock = threading.Lock()
 _CACHE_SIZE = 24
 
 
-def trace(model, name: str, fold: bool = True, cached: bool = True):
+def trace(model, name: str, fold: bool = True, cached: bool = True, generic: bool = False):
     """The :class:`~rbdgen.ir.graph.Kernel` of ``name`` for ``model``: the algorithm traced over
-    the declared inputs, its outputs laid out as declared. Traced once per (model, kernel, fold)
-    and shared by every backend (traced kernels are not modified after tracing)."""
+    the declared inputs, its outputs laid out as declared. Traced once per (model, kernel, fold,
+    generic) and shared by every backend (traced kernels are not modified after tracing).
+    ``generic``: the model's per-body numbers as parameters that are never folded (the rolled
+    lowering's trace, :class:`~rbdgen.algorithms.trace.Trace`)."""
     d = get(name)
     if not cached:
-        return _trace(model, d, fold)
-    key = (id(model), name, bool(fold))
+        return _trace(model, d, fold, generic)
+    key = (id(model), name, bool(fold), bool(generic))
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None and hit[0]() is model:
             _cache.move_to_end(key)
             return hit[1]
-    kernel = _trace(model, d, fold)
+    kernel = _trace(model, d, fold, generic)
     try:
         ref = weakref.ref(model)
     except TypeError:  # not weak-referenceable: do not cache
@@ -316,7 +318,7 @@ def trace(model, name: str, fold: bool = True, cached: bool = True):
     return kernel
 
 
-def _trace(model, d: KernelDecl, fold: bool):
+def _trace(model, d: KernelDecl, fold: bool, generic: bool = False):
     from .algorithms.trace import Coupling, Trace
     from .ir.graph import Array, MatMul
 
@@ -328,7 +330,7 @@ def _trace(model, d: KernelDecl, fold: bool):
         raise UnsupportedError(f"kernel {d.name} has no form for coupled mimic joints "
                                f"({', '.join(model.followers)}); load with mimic='independent'",
                                file=getattr(model, "source", None))
-    t = Trace(model.tree if coupled else model, fold)
+    t = Trace(model.tree if coupled else model, fold, generic)
     ins = [t.inputs(a.name, a.size(model)) for a in d.inputs]
     try:
         values = d.coupled(t, Coupling(t, model), *ins) if coupled else d.algorithm(t, *ins)
@@ -371,6 +373,8 @@ def _trace(model, d: KernelDecl, fold: bool):
     kern.temps, kern.post, kern.epilogue_outputs = temps, post, epi
     if post:
         kern.output_order = list(d.output_names)
+    if generic:
+        t.g.params_to_consts()
     return kern
 
 
@@ -394,7 +398,7 @@ def check_invertible(model, kernel: str) -> None:
     qs = [model.random_q(rng) for _ in range(2)]
     zero = None
     for q in qs:
-        d = np.diag(ref.crba(model, q))
+        d = ref.crba_diagonal(model, q)
         z = {i for i in range(model.nv) if not d[i] > 0.0}
         zero = z if zero is None else zero & z
     if not zero:

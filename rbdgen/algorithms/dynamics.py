@@ -105,6 +105,9 @@ def _crba_values(t: Trace, q):
                 M[ra][rb] = Mii[a_][b_]
         j = i
         while m.parent[j] >= 0:
+            # each step up a block of its own (the same comment): one kind of code per joint
+            # kind in the rolled lowering, not one per depth (rbdgen.ir.roll)
+            t.block("crba columns", i)
             Xj = t.X(j, q)
             F = S.transpose([Xj.force_T(g, col) for col in S.transpose(F)])
             j = m.parent[j]

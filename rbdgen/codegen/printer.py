@@ -150,6 +150,10 @@ class PrintedKernel:
     scratch: int
     counts: dict
     temp_base: dict = field(default_factory=dict)  # temp array name → its offset in w
+    #: lines at namespace scope before the kernel (the rolled lowering's per-body tables)
+    tables: list = field(default_factory=list)
+    #: "unrolled" (straight-line, :func:`print_kernel`) or "rolled" (:mod:`rbdgen.codegen.rolled`)
+    lowering: str = "unrolled"
 
     @property
     def n_statements(self) -> int:
@@ -382,6 +386,31 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                     lines.append(f"{slot} = {zero} + {literal(n.value, dtype, dialect)};")
                 else:
                     lines.append(f"{slot} = {n.name}[{n.index}];")
+    epilogue = epilogue_lines(kernel, post, temp_base, mirror_base, dtype, dialect, scalar, zero)
+    if nparts == 1 and partition is None:
+        body, parts = parts[0].lines + epilogue, []
+    else:
+        args = ", ".join([a.name for a in kernel.inputs] + [a.name for a in kernel.all_outputs])
+        body = [f"{p.name}<{scalar}>({args}, w{dialect.extra_args});" for p in parts] + epilogue
+    return PrintedKernel(
+        name=kernel.name,
+        doc=kernel.doc,
+        inputs=kernel.inputs,
+        outputs=kernel.all_outputs,
+        parts=parts,
+        body=body,
+        scratch=scratch,
+        counts=kernel.op_counts(dense_epilogue=dialect.epilogue == "dot"),
+        temp_base=temp_base,
+    )
+
+
+def epilogue_lines(kernel: Kernel, post, temp_base: dict, mirror_base: dict, dtype: str, dialect: Dialect,
+                   scalar: str, zero: str) -> list[str]:
+    """The statements of the ``post`` products, which read the kernel's outputs, its temps (at
+    ``w + temp_base[name]``) and, for the "dot" epilogue, the mirrored outputs
+    (``w + mirror_base[name]``); shared by :func:`print_kernel` and the rolled printer
+    (:mod:`rbdgen.codegen.rolled`)."""
     arrays = {a.name: a.name for a in kernel.all_outputs}
     arrays.update({name: f"(w + {base})" for name, base in temp_base.items()})
     arrays.update({name: f"(w + {base})" for name, base in mirror_base.items()})
@@ -426,22 +455,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                          "} else {", *("  " + x for x in rows), "}"]
         else:
             epilogue += _rows_epilogue(mm, A, B, acc_op, what, dtype, dialect, scalar, zero)
-    if nparts == 1 and partition is None:
-        body, parts = parts[0].lines + epilogue, []
-    else:
-        args = ", ".join([a.name for a in kernel.inputs] + [a.name for a in kernel.all_outputs])
-        body = [f"{p.name}<{scalar}>({args}, w{dialect.extra_args});" for p in parts] + epilogue
-    return PrintedKernel(
-        name=kernel.name,
-        doc=kernel.doc,
-        inputs=kernel.inputs,
-        outputs=kernel.all_outputs,
-        parts=parts,
-        body=body,
-        scratch=scratch,
-        counts=kernel.op_counts(dense_epilogue=dialect.epilogue == "dot"),
-        temp_base=temp_base,
-    )
+    return epilogue
 
 
 def _sparsity_note(mm) -> str:

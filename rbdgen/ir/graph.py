@@ -147,6 +147,27 @@ class Graph:
             self._consts[key] = n
         return Value(self, n)
 
+    def param(self, x, key) -> Value:
+        """A number of the model that the graph must not fold: a leaf ``"param"`` while tracing
+        (its value in ``index``, ``value`` None, so no folding rule sees a constant), made a
+        constant by :meth:`params_to_consts` when the trace is done. One node per ``key``. The
+        rolled lowering traces the model's per-body numbers (X_tree, inertias) so: each body's
+        code then depends on its joint's kind only, not on which of its numbers happen to be
+        0 or ±1 (:mod:`rbdgen.ir.roll`)."""
+        key = ("param", key)
+        n = self._inputs.get(key)
+        if n is None:
+            x = float(x)
+            n = self._new("param", index=0.0 if x == 0.0 else x)
+            self._inputs[key] = n
+        return Value(self, n)
+
+    def params_to_consts(self) -> None:
+        """Every ``param`` leaf becomes a constant of its value (distinct nodes, not shared)."""
+        for n in self.nodes:
+            if n.op == "param":
+                n.op, n.value, n.index = "const", n.index, None
+
     def input(self, name: str, index: int) -> Value:
         key = (name, index)
         n = self._inputs.get(key)

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from .contact import (REFERENCES, Contact, ContactError, contact_fd, frame_bias_acceleration, frame_jacobian,
                       frame_placement, frame_velocity, osim_inverse)
-from .dynamics import (aba, aba_derivatives, crba, forward_kinematics, gravity, minv, nle, rnea,
+from .dynamics import (aba, aba_derivatives, crba, crba_diagonal, forward_kinematics, gravity, minv, nle, rnea,
                        rnea_derivatives)
 from .scan import aba_scan, rnea_scan
 from .stale import STALE_SCHEMES, LWPState, StaleState, rnea_stale
 
-__all__ = ["rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives",
+__all__ = ["rnea", "nle", "gravity", "crba", "crba_diagonal", "aba", "minv", "rnea_derivatives", "aba_derivatives",
            "forward_kinematics",
            # the same dynamics as parallel prefix scans (issue 12; rbdgen/reference/scan.py)
            "rnea_scan", "aba_scan",

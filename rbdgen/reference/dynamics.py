@@ -161,6 +161,25 @@ def _crba(model, q):
     return M
 
 
+def crba_diagonal(model: RobotModel, q) -> np.ndarray:
+    """diag M(q), one q (nv,): M_ii's blocks S_iᵀ I^c_i S_i from the composite inertias alone, O(n)
+    where :func:`crba` is O(n·depth) (a 1000-link chain: ms instead of seconds). What
+    :func:`rbdgen.registry.check_invertible` needs; coupled models take the full matrix."""
+    if getattr(model, "coupled", False):
+        return np.diag(crba(model, q)).copy()
+    Xs, Ss = _kinematics(model, q)
+    Ic = [model.inertia[i].copy() for i in range(model.nb)]
+    for i in reversed(range(model.nb)):
+        p = model.parent[i]
+        if p >= 0:
+            Ic[p] = Ic[p] + mm(mm(Xs[i].T, Ic[i]), Xs[i])
+    d = np.zeros(model.nv)
+    for i in range(model.nb):
+        d[model.v_slice(i)] = np.diag(mm(Ss[i].T, mm(Ic[i], Ss[i])))
+    arm = _armature(model)
+    return d if arm is None else d + arm
+
+
 def crba(model: RobotModel, q):
     """Joint-space inertia matrix M(q), full and symmetric (composite-rigid-body algorithm)."""
     if getattr(model, "coupled", False):

@@ -47,12 +47,17 @@ class JointTransform:
     ry: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
 
 
-def joint_transform(model: RobotModel, i: int) -> JointTransform:
+def tree_parts(model: RobotModel, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(E_tree, r_tree) of body i's X_tree = plux(E_tree, r_tree)."""
     Xt = model.X_tree[i]
     Et = Xt[:3, :3]
     # r_tree from the lower-left block −E·[r]×
     rx = -sp.mm(Et.T, Xt[3:, :3])
-    rt = np.array([rx[2, 1], rx[0, 2], rx[1, 0]])
+    return Et, np.array([rx[2, 1], rx[0, 2], rx[1, 0]])
+
+
+def joint_transform(model: RobotModel, i: int) -> JointTransform:
+    Et, rt = tree_parts(model, i)
     t = model.joint_types[i]
     Z = np.zeros((3, 3))
     if t in ("floating", "spherical"):

@@ -61,6 +61,26 @@ def _left_out(binding: str, text: str, prefix: str, tag: str, kernels: list) -> 
             f'extern "C" {{\n{calls}}}\n')
 
 
+def _check_unroll(value):
+    """unroll: True/False/"auto", or on the command line yes/no/auto (also true/false/on/off/1/0)."""
+    if isinstance(value, str) and not isinstance(value, bool):
+        v = value.strip().lower()
+        table = {"yes": True, "true": True, "on": True, "1": True, "no": False, "false": False, "off": False,
+                 "0": False, "auto": "auto"}
+        if v not in table:
+            raise RbdgenError(f"unroll must be yes, no or auto, got {value!r}")
+        return table[v]
+    if value is True or value is False:
+        return value
+    raise RbdgenError(f"unroll must be True, False or 'auto', got {value!r}")
+
+
+def _unroll_option(value) -> str:
+    """The option's checked value, spelled "yes", "no" or "auto" (a False would read as "not
+    given" on the command line); :meth:`CpuTarget.generate` turns it back."""
+    return {True: "yes", False: "no", "auto": "auto"}[_check_unroll(value)]
+
+
 class CpuTarget(Target):
     name = "cpu"
     help = "C++17 and a Python package (g++/clang++; SIMD across states, OpenMP across blocks)"
@@ -77,14 +97,20 @@ class CpuTarget(Target):
                "sources (default: one register of the instruction set the sources are compiled for, with AVX-512 "
                "8 doubles for the kernels whose arithmetic pays for them)",
                ("generate",), {"type": int, "metavar": "N"}, check=_check_lanes),
+        Option("unroll", "--unroll", "cpu: yes (default): straight-line code, every body unrolled; no: loops over "
+               "the bodies, one piece of code per kind of body (big robots: seconds to build, small machine code); "
+               "auto: rolled for the kernels of at least rbdgen.ir.roll.AUTO_OPS operations",
+               ("generate",), {"metavar": "yes|no|auto"}, check=_unroll_option),
     )
 
-    def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, simd=True, lanes=None):
+    def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, simd=True, lanes=None,
+                 unroll=True):
         # lanes: one number for every kernel, or (narrow, wide) for each kernel to take one
         # (kernel_lanes; rbdgen.build passes that where there is AVX-512); None: "auto"
         lane_map = None if lanes is None else {d: _check_lanes(lanes) for d in dtypes}
         gen = generate_cpu(model, dtypes=dtypes, kernels=kernels, fold=fold, name=name, progress=progress,
-                           simd=simd, python=python_include() is not None, lanes=lane_map)
+                           simd=simd, python=python_include() is not None, lanes=lane_map,
+                           unroll=_check_unroll(unroll))
         info = {
             "header": gen.header,
             # included by the kernel sources only (C++: the sine/cosine shared by every kernel)

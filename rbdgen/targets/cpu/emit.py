@@ -12,6 +12,8 @@ from ...codegen import escape as esc
 from ...codegen import trig
 from ...codegen.printer import DEFAULT_PART_SIZE, Dialect, print_kernel, tiled
 from ...codegen.render import render
+from ...codegen.rolled import print_rolled
+from ...ir.roll import check_unroll, rolled_lowering
 from ...codegen.sources import DTYPES, c_identifier, prefix_for
 from ...errors import RbdgenError
 from ...model import RobotModel
@@ -23,6 +25,9 @@ CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, sprea
 #: a batch runs in parallel only when it carries at least this many operations (~50 µs of
 #: work): waking OpenMP threads costs microseconds, more than small batches take
 PARALLEL_OPS = 200_000
+#: a single-state call keeps its scratch on the stack up to this size; above it (rolled kernels of big
+#: robots: every value that crosses a body's block is in the scratch) in a buffer per thread
+STACK_SCRATCH_BYTES = 256 * 1024
 #: most dimensions of one state's array in the CPython binding (forward kinematics: nb × 4 × 4)
 MAX_NDIM = 4
 
@@ -69,15 +74,27 @@ class Generated:
 def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: bool = True,
                  part_size: int = DEFAULT_PART_SIZE, lanes: dict | None = None, name: str | None = None,
                  dense_counts: bool = False, simd: bool = True, python: bool = True,
-                 progress=None) -> Generated:
-    """Render the CPU sources of ``kernels`` for ``model``. Deterministic: same input → same bytes."""
+                 progress=None, unroll=True) -> Generated:
+    """Render the CPU sources of ``kernels`` for ``model``. Deterministic: same input → same bytes.
+    ``unroll``: True (straight-line code), False (loops over bodies, :mod:`rbdgen.codegen.rolled`)
+    or "auto" (:func:`rbdgen.ir.roll.choose`, per kernel)."""
+    check_unroll(unroll)
     kernels = registry.applicable(model, kernels)
     prefix = prefix_for(name or model.name)
-    traced = {}
+    traced, rolled = {}, set()
     for k in kernels:
         if progress:
             progress(f"tracing {k}")
-        traced[k] = registry.trace(model, k, fold=fold)
+        if unroll is False:
+            rolled.add(k)
+        else:
+            traced[k] = registry.trace(model, k, fold=fold)
+            if rolled_lowering(unroll, traced[k]):
+                rolled.add(k)
+        if k in rolled:
+            # the same algorithm traced with the model's per-body numbers as parameters (not
+            # folded): one piece of code per joint kind (rbdgen.ir.roll)
+            traced[k] = registry.trace(model, k, fold=fold, generic=True)
     dense = {}
     if dense_counts:
         for k in kernels:
@@ -99,7 +116,10 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
         for k in kernels:
             if progress:
                 progress(f"printing {k} ({dtype})")
-            pk = print_kernel(traced[k], dtype, CPU, part_size=part_size)
+            if k in rolled:
+                pk = print_rolled(traced[k], dtype, CPU)
+            else:
+                pk = print_kernel(traced[k], dtype, CPU, part_size=part_size)
             printed_all[k] = pk
             ins, outs = pk.inputs, pk.outputs
             t_args = ", ".join([f"const S* __restrict {a.name}" for a in ins] + [f"S* __restrict {a.name}" for a in outs])
@@ -116,6 +136,8 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             ks.append({
                 "name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "parts": pk.parts, "body": pk.body,
                 "scratch": pk.scratch, "scratch_bytes": pk.scratch * (8 if dtype == "float64" else 4),
+                "heap_scratch": pk.scratch * (8 if dtype == "float64" else 4) > STACK_SCRATCH_BYTES,
+                "tables": pk.tables, "lowering": pk.lowering,
                 "counts": pk.counts, "dense": dense.get(k),
                 "n_statements": pk.n_statements, "t_args": t_args, "part_args": part_args, "c_args": c_args,
                 "call_args": call, "vcall_args": vcall, "offset_args": offs, "c_strided_args": c_strided,

@@ -1,0 +1,264 @@
+"""The rolled lowering's analysis (issue 44): a traced kernel as loops over bodies.
+
+The unrolled printers emit every live node of a kernel as its own statement: the right code for
+an arm, and a ceiling for a 3 000-link chain or a humanoid's ∇FD (megabytes of machine code,
+minutes of compilation). The same trace holds the loop structure: the algorithms open a block
+(:class:`~rbdgen.ir.graph.Block`) for each body's share of each phase, and every body of the
+same joint kind does the same pruned work there, on other constants and other slots.
+
+:func:`roll` finds it. The live nodes, in creation (topological) order, are cut into
+*segments*: maximal runs created under one block. Each segment gets a *signature*: its ops,
+each operand named relative to the segment — a node of the segment (by its place), a constant
+(each occurrence its own), an input element (array, by first use) or a value of an earlier segment (an
+*external*, by first use); commutative operands in a canonical order. Segments with equal
+signatures are one *kind*: one piece of code, run once per member with the member's row of
+the kind's tables — the constants that differ between members (those equal in all members stay
+literals, so a kind of one member is the unrolled code), the input indices, and the workspace
+slots of its externals. Sparsity pruning is untouched: a structural zero folded away in one
+body changes its signature, so a body whose X, S or I have other zeros is another kind, with
+its own pruned code — per kind instead of per body.
+
+Values that cross segments, and the outputs, live in a workspace ``w``: each member of a kind
+writes its *exports* (the union over the kind's members of the nodes another segment or an
+output reads) at ``w + base``. Outputs and epilogue temps are gathered from ``w`` at the end.
+
+Correctness is shared with the unrolled lowering: same graph, same ops in the same order on the
+same operands, so the same bits (tests/test_rolled.py checks both against the reference).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import RbdgenError
+from .graph import Kernel, Node
+from .ops import OPS
+
+#: ``unroll="auto"``: a kernel with at least this many live operations is printed rolled
+#: (benchmarks/rolled.py measures where rolled code starts to win; docs/performance.md §24)
+AUTO_OPS = 50_000
+
+_COMMUTATIVE = frozenset(name for name, o in OPS.items() if o.commutative)
+#: operand kinds, in the order commutative operands are sorted by
+_RANK = {"l": 0, "x": 1, "i": 2, "c": 3}
+
+
+@dataclass
+class Kind:
+    """One piece of rolled code: the ops of every member segment, relative to it."""
+
+    id: int
+    #: per op: (op name, operands); an operand is ("l", k) the segment's k-th op, ("c", j) its j-th
+    #: constant, ("i", j) its j-th input element, ("x", j) its j-th external
+    ops: tuple
+    inputs: tuple                   # per input operand j: the array's name
+    n_const: int
+    n_ext: int
+    members: list = field(default_factory=list)   # segment indices, in order
+    #: per constant j: its value when every member has the same, else its column in ``ctab``
+    const_lit: dict = field(default_factory=dict)
+    const_col: dict = field(default_factory=dict)
+    input_lit: dict = field(default_factory=dict)  # per input operand j: the index when shared
+    input_col: dict = field(default_factory=dict)  # … else its column in ``itab``
+    ext_col: dict = field(default_factory=dict)    # per external j: its column in ``itab``
+    exports: list = field(default_factory=list)    # op places written to w + base, in order
+    export_pos: dict = field(default_factory=dict)  # op place → offset from base
+    base_col: int = 0                               # itab column of the member's base
+    ctab: list = field(default_factory=list)       # per member: constants (floats)
+    itab: list = field(default_factory=list)       # per member: ints (base, inputs, externals)
+    block: object = None                            # the first member's block (for comments)
+
+
+@dataclass
+class Segment:
+    block: object
+    nodes: list      # op nodes, creation order
+
+
+@dataclass
+class Rolled:
+    kernel: Kernel
+    segments: list          # Segment
+    kinds: list             # Kind
+    seg_kind: list          # segment index → kind id
+    seg_row: list           # segment index → member row in its kind
+    runs: list              # (kind id, first row, end row): consecutive segments of one kind
+    w_size: int             # workspace slots of the exports
+    slot: dict              # node id → w slot (exported nodes)
+    #: per traced array (outputs, temps): per element ("w", slot) | ("c", value) | ("i", name, index)
+    gather: list
+
+    @property
+    def n_ops(self) -> int:
+        return sum(len(k.ops) for k in self.kinds)
+
+
+def _segments(kernel: Kernel) -> list[Segment]:
+    segs: list[Segment] = []
+    cur = None
+    for n in kernel.live_nodes():
+        if n.op in ("const", "input"):
+            continue
+        if cur is None or n.block is not cur.block:
+            cur = Segment(n.block, [])
+            segs.append(cur)
+        cur.nodes.append(n)
+    return segs
+
+
+def _signature(seg: Segment, seg_of: dict, si: int):
+    """(signature, constants, inputs (name, index), externals (node)) of one segment."""
+    local = {n.id: k for k, n in enumerate(seg.nodes)}
+    cvals: list[float] = []
+    ins: dict[int, int] = {}
+    ivals: list[tuple] = []
+    exts: dict[int, int] = {}
+    enodes: list[Node] = []
+
+    def operand(a: Node):
+        k = local.get(a.id)
+        if k is not None and seg_of[a.id] == si:
+            return ("l", k)
+        if a.op == "const":
+            # every occurrence a constant of its own: whether two constants of a body happen to
+            # be the same number (two equal moments of inertia) must not make it another kind
+            return ("c", None)
+        if a.op == "input":
+            j = ins.get(a.id)
+            return ("i", j) if j is not None else ("i", None)
+        j = exts.get(a.id)
+        return ("x", j) if j is not None else ("x", None)
+
+    ops = []
+    for n in seg.nodes:
+        refs = [(operand(a), a) for a in n.args]
+        if n.op in _COMMUTATIVE:
+            # member-independent order: by operand kind, then by the place already given
+            refs.sort(key=lambda r: (_RANK[r[0][0]], r[0][1] if r[0][1] is not None else 1 << 30,
+                                     r[1].name or "" if r[0][0] == "i" else ""))
+        args = []
+        for (kind, j), a in refs:
+            if j is None:
+                if kind == "c":
+                    j = len(cvals)
+                    cvals.append(a.value)
+                elif kind == "i":
+                    j = ins[a.id] = len(ivals)
+                    ivals.append((a.name, a.index))
+                else:
+                    j = exts[a.id] = len(enodes)
+                    enodes.append(a)
+            args.append((kind, j))
+        ops.append((n.op, tuple(args)))
+    sig = (tuple(ops), tuple(name for name, _ in ivals), len(cvals), len(enodes))
+    return sig, cvals, ivals, enodes
+
+
+def roll(kernel: Kernel) -> Rolled:
+    """The kernel's segments grouped into kinds, with their tables and the workspace layout."""
+    segs = _segments(kernel)
+    seg_of = {n.id: si for si, s in enumerate(segs) for n in s.nodes}
+    kinds: list[Kind] = []
+    by_sig: dict = {}
+    seg_kind, seg_row = [], []
+    per_seg = []
+    for si, s in enumerate(segs):
+        sig, cvals, ivals, enodes = _signature(s, seg_of, si)
+        k = by_sig.get(sig)
+        if k is None:
+            k = Kind(len(kinds), sig[0], sig[1], sig[2], sig[3], block=s.block)
+            by_sig[sig] = k
+            kinds.append(k)
+        seg_kind.append(k.id)
+        seg_row.append(len(k.members))
+        k.members.append(si)
+        per_seg.append((cvals, ivals, enodes))
+    # exports: nodes read by another segment, or stored to an output or temp
+    exported: set[int] = set()
+    for si, s in enumerate(segs):
+        for n in s.nodes:
+            for a in n.args:
+                if a.op not in ("const", "input") and seg_of[a.id] != si:
+                    exported.add(a.id)
+    for _, vals in kernel.traced_arrays():
+        for v in vals:
+            if v.node.op not in ("const", "input"):
+                exported.add(v.node.id)
+    for k in kinds:
+        places = set()
+        for si in k.members:
+            places.update(p for p, n in enumerate(segs[si].nodes) if n.id in exported)
+        k.exports = sorted(places)
+        k.export_pos = {p: e for e, p in enumerate(k.exports)}
+    # workspace: each segment's exports at its base, in segment order
+    slot: dict[int, int] = {}
+    base_of = []
+    w = 0
+    for si, s in enumerate(segs):
+        k = kinds[seg_kind[si]]
+        base_of.append(w)
+        for p, e in k.export_pos.items():
+            slot[s.nodes[p].id] = w + e
+        w += len(k.exports)
+    # tables: a column per value that differs between members
+    for k in kinds:
+        rows = [per_seg[si] for si in k.members]
+        ccols, icols = [], [0]  # itab column 0: the base
+        k.base_col = 0
+        for j in range(k.n_const):
+            vals = {r[0][j] for r in rows}
+            if len(vals) == 1:
+                k.const_lit[j] = rows[0][0][j]
+            else:
+                k.const_col[j] = len(ccols)
+                ccols.append(j)
+        in_cols = []
+        for j in range(len(k.inputs)):
+            idx = {r[1][j][1] for r in rows}
+            if len(idx) == 1:
+                k.input_lit[j] = rows[0][1][j][1]
+            else:
+                k.input_col[j] = len(icols)
+                icols.append(("i", j))
+                in_cols.append(j)
+        for j in range(k.n_ext):
+            k.ext_col[j] = len(icols)
+            icols.append(("x", j))
+        for si, (cvals, ivals, enodes) in zip(k.members, rows):
+            k.ctab.append([cvals[j] for j in ccols])
+            row = [base_of[si]]
+            for c in icols[1:]:
+                row.append(ivals[c[1]][1] if c[0] == "i" else slot[enodes[c[1]].id])
+            k.itab.append(row)
+    runs = []
+    for si in range(len(segs)):
+        kid, r = seg_kind[si], seg_row[si]
+        if runs and runs[-1][0] == kid and runs[-1][2] == r:
+            runs[-1][2] = r + 1
+        else:
+            runs.append([kid, r, r + 1])
+    gather = []
+    for _, vals in kernel.traced_arrays():
+        g = []
+        for v in vals:
+            n = v.node
+            if n.op == "const":
+                g.append(("c", n.value))
+            elif n.op == "input":
+                g.append(("i", n.name, n.index))
+            else:
+                g.append(("w", slot[n.id]))
+        gather.append(g)
+    return Rolled(kernel, segs, kinds, seg_kind, seg_row, [tuple(r) for r in runs], w, slot, gather)
+
+
+def check_unroll(unroll) -> None:
+    if unroll not in (True, False, "auto"):
+        raise RbdgenError(f"unroll must be True, False or 'auto', not {unroll!r}")
+
+
+def rolled_lowering(unroll, kernel: Kernel) -> bool:
+    """Whether ``kernel`` is printed rolled for ``unroll`` (True: never; False: always; "auto":
+    from :data:`AUTO_OPS` live operations on)."""
+    if unroll == "auto":
+        return sum(1 for n in kernel.live_nodes() if n.op not in ("const", "input")) >= AUTO_OPS
+    return not unroll

@@ -1,0 +1,199 @@
+"""The rolled lowering (issue 44): loops over bodies, one piece of code per kind of body.
+
+Oracles: the NumPy reference and Pinocchio (through :func:`rbdgen.validate.validate`, every
+kernel, batch and single state), the folded trace interpreted (the generic trace computes the
+same numbers), and the structure of the rolled code itself (its size stops growing with links).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rbdgen
+from rbdgen import registry
+from rbdgen.errors import RbdgenError
+from rbdgen.ir import interp
+from rbdgen.ir.roll import AUTO_OPS, roll
+from rbdgen.robots import chain_urdf, tree_urdf
+from rbdgen.validate import validate
+
+from conftest import ROBOTS, assert_one_error_line, load_case, run_main
+
+
+def _robot(name):
+    return next(r for r in ROBOTS if r.name == name)
+
+
+def _urdf_model(tmp_path, text, name, floating=False):
+    p = tmp_path / f"{name}.urdf"
+    p.write_text(text)
+    return rbdgen.load_urdf(p, floating_base=floating)
+
+
+#: the joints of :func:`_periodic`: (type, axis), repeated along the robot
+_JOINTS = [("revolute", (0.0, 0.0, 1.0)), ("revolute", (0.36, -0.48, 0.8)), ("prismatic", (1.0, 0.0, 0.0)),
+           ("planar", None), ("revolute", (0.0, 1.0, 0.0)), ("spherical", None), ("revolute", (0.0, 0.0, -1.0))]
+
+
+def _periodic(n: int, *, floating=False, branched=False, kinds=_JOINTS):
+    """A robot of ``n`` joints whose numbers repeat with period ``len(kinds)`` (so each kind of
+    body has many members): every joint type, aligned and general axes, identity, quarter-turn
+    and general rotations in X_tree; a chain, or a binary tree (parent of joint k: (k − 1) // 2)."""
+    from rbdgen import spatial as sp
+    from rbdgen.model import ModelBuilder
+
+    rots = [np.eye(3), sp.rot_x(np.pi / 2), sp.rot_z(0.3) @ sp.rot_x(-0.7)]
+    b = ModelBuilder(f"periodic{n}{'_tree' if branched else ''}")
+    names = []
+    if floating:
+        b.add_joint("root", "floating", "world", "base", xyz=np.zeros(3), rotation=np.eye(3), axis=None,
+                    mass=2.0, com=np.array([0.01, 0.0, 0.02]), inertia=np.diag([0.02, 0.03, 0.04]))
+    top = "base" if floating else "world"
+    for k in range(n):
+        kind, axis = kinds[k % len(kinds)]
+        parent = top if k == 0 else names[(k - 1) // 2 if branched else k - 1]
+        c = k % len(kinds)
+        b.add_joint(f"j{k}", kind, parent, f"l{k}", xyz=np.array([0.1 + 0.01 * c, -0.02 * c, 0.05]),
+                    rotation=rots[c % 3], axis=None if axis is None else np.array(axis),
+                    mass=0.5 + 0.1 * c, com=np.array([0.02, 0.01 * c, -0.03]),
+                    inertia=np.diag([0.004 + 0.001 * c, 0.005, 0.006]))
+        names.append(f"l{k}")
+    return b.build()
+
+
+def _validated(model, **kw):
+    rows = validate(model, unroll=False, states=4, seed=3, progress=False, **kw)
+    bad = [(r.kernel, r.err_ref, r.err_pin, r.tol) for r in rows if not r.passed]
+    assert not bad, bad
+    return rows
+
+
+@pytest.mark.parametrize("case", ["iiwa14-fixed", "quadruped-floating", "panda_coupled-fixed"])
+def test_every_rolled_kernel_matches_reference_and_pinocchio(case):
+    robot, base = case.rsplit("-", 1)
+    model = load_case(_robot(robot), base == "floating")
+    rows = _validated(model)
+    assert {r.kernel for r in rows} == set(registry.applicable(model, None))
+
+
+def test_rolled_float32_within_the_declared_bounds():
+    _validated(load_case(_robot("iiwa14"), False), dtype="float32",
+               kernels=["rnea", "crba", "aba", "minv", "aba_derivatives", "forward_kinematics"])
+
+
+def test_rolled_joint_kinds_and_branches(tmp_path):
+    """Every joint type, on a branched tree and on a floating chain, and a URDF tree."""
+    _validated(_periodic(16, branched=True), kernels=["rnea", "crba", "aba", "minv", "rnea_derivatives",
+                                                      "aba_derivatives", "forward_kinematics", "rnea_scan",
+                                                      "aba_scan"])
+    _validated(_periodic(12, floating=True), kernels=["rnea", "aba", "crba", "aba_derivatives"])
+    tree = _urdf_model(tmp_path, tree_urdf(9, branching=3, seed=5, joint_types=(
+        "revolute", "prismatic", "continuous", "planar")), "tree", True)
+    _validated(tree.with_frames(tree.leaf_links[:2]), kernels=["rnea", "aba", "crba", "contact_terms",
+                                                               "osim_inverse", "frame_jacobian_world"])
+
+
+def test_generic_trace_computes_what_the_folded_one_does():
+    """The rolled lowering's trace (the model's numbers as unfolded parameters) against the
+    folded trace, both interpreted: every kernel of a floating, branched robot."""
+    model = load_case(_robot("quadruped"), True)
+    inp = registry.random_inputs(model, 3, seed=4)
+    for k in registry.applicable(model, None):
+        args = [inp[a.name] for a in registry.get(k).inputs]
+        a = interp.run(registry.trace(model, k), *args)
+        b = interp.run(registry.trace(model, k, generic=True), *args)
+        for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+            assert np.max(np.abs(x - y) / (1.0 + np.abs(x))) < 1e-12, k
+
+
+@pytest.mark.parametrize("branched, small, big, kernels", [
+    (False, 28, 112, ("rnea", "aba", "crba", "rnea_derivatives")),
+    # crba's steps up to each ancestor see the patterns along the path, more of them on a tree
+    (True, 112, 224, ("rnea", "aba", "rnea_derivatives"))])
+def test_rolled_code_does_not_grow_with_links(branched, small, big, kernels):
+    """A robot whose bodies repeat a few patterns: past the size where every combination of a
+    body and its neighbours has appeared (the chain: one period of four; the binary tree: 112
+    joints, a body's kind also depends on its children's), the rolled kernels print the same
+    code for twice or four times the joints, while the work grows with them."""
+    sizes = {}
+    for n in (small, big):
+        m = _periodic(n, branched=branched)
+        for k in kernels:
+            r = roll(registry.trace(m, k, generic=True))
+            sizes[k, n] = (r.n_ops, sum(len(s.nodes) for s in r.segments))
+    for k in kernels:
+        printed_s, ran_s = sizes[k, small]
+        printed_b, ran_b = sizes[k, big]
+        assert ran_b > 0.9 * (big / small) * ran_s, k  # the work grows with the links (at least)
+        assert printed_b == printed_s, (k, printed_s, printed_b)  # the code does not
+        assert printed_b < ran_b / 4, (k, printed_b, ran_b)
+
+
+def test_big_rolled_kernels_use_a_heap_scratch_and_match_reference(tmp_path):
+    """A 300-link chain: rnea_scan's scratch is too big for a thread's stack (the single-state
+    call keeps it in a per-thread buffer); batch and single state against the reference."""
+    from rbdgen.targets.cpu.emit import STACK_SCRATCH_BYTES, generate_cpu
+
+    m = _urdf_model(tmp_path, chain_urdf(300, seed=300, fixed_every=0), "c300")
+    gen = generate_cpu(m, kernels=["rnea_scan"], unroll=False, python=False)
+    assert gen.kernels["rnea_scan"].scratch * 8 > STACK_SCRATCH_BYTES
+    assert "static thread_local" in gen.files[next(f for f in gen.files if f.endswith("rnea_scan_f64.cpp"))]
+    _validated(m, kernels=["rnea", "rnea_scan", "aba"], pinocchio=False)
+
+
+def test_auto_rolls_only_big_kernels(tmp_path):
+    from rbdgen.targets.cpu.emit import generate_cpu
+
+    iiwa = load_case(_robot("iiwa14"), False)
+    gen = generate_cpu(iiwa, kernels=["rnea", "aba_derivatives"], unroll="auto", python=False)
+    assert {k: pk.lowering for k, pk in gen.kernels.items()} == {"rnea": "unrolled", "aba_derivatives": "unrolled"}
+    m = _urdf_model(tmp_path, chain_urdf(150, seed=9, fixed_every=0), "c150")
+    live = {k: sum(1 for n in registry.trace(m, k).live_nodes() if n.op not in ("const", "input"))
+            for k in ("rnea", "crba")}
+    assert live["rnea"] < AUTO_OPS <= live["crba"]
+    gen = generate_cpu(m, kernels=["rnea", "crba"], unroll="auto", python=False)
+    assert gen.kernels["rnea"].lowering == "unrolled" and gen.kernels["crba"].lowering == "rolled"
+
+
+def test_rolled_generation_is_deterministic():
+    from rbdgen.targets.cpu.emit import generate_cpu
+
+    m = load_case(_robot("quadruped"), True)
+    a = generate_cpu(m, kernels=["aba", "crba"], unroll=False, python=False).files
+    registry._cache.clear()
+    b = generate_cpu(m, kernels=["aba", "crba"], unroll=False, python=False).files
+    assert a == b
+
+
+def test_bad_unroll_values_are_refused(capsys, tmp_path):
+    m = load_case(_robot("iiwa14"), False)
+    with pytest.raises(RbdgenError, match="unroll must be"):
+        rbdgen.build(m, kernels=["rnea"], unroll="sometimes")
+    rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--out", tmp_path / "o",
+                            "--unroll", "sometimes")
+    assert rc == 2
+    assert_one_error_line(err, out, "unroll", "sometimes")
+
+
+def test_cli_generates_a_rolled_package(capsys, tmp_path):
+    """`rbdgen generate --unroll no`: the package's kernels are rolled, and they load and run."""
+    import subprocess
+    import sys
+
+    out_dir = tmp_path / "pkg"
+    rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--out", out_dir, "--unroll", "no",
+                            "--kernels", "rnea,aba")
+    assert rc == 0, err
+    srcs = list(out_dir.rglob("*_rnea_f64.cpp"))
+    assert srcs and "rolled (issue 44)" in srcs[0].read_text()
+    code = ("import numpy as np, sys; sys.path.insert(0, sys.argv[1]); import importlib;"
+            "import rbdgen.reference as R; import rbdgen, rbdgen.robots;"
+            "pkg = importlib.import_module(sys.argv[2]); k = pkg.load();"
+            "m = rbdgen.load_urdf(rbdgen.robots.path('iiwa14'));"
+            "rng = np.random.default_rng(0); q = m.random_q(rng); v = rng.normal(size=7); a = rng.normal(size=7);"
+            "print(float(np.max(np.abs(k.rnea(q, v, a) - R.rnea(m, q, v, a)))))")
+    pkg = next(p.name for p in out_dir.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    r = subprocess.run([sys.executable, "-c", code, str(out_dir), pkg], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout.split()[-1]) < 1e-9
