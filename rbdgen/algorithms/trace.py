@@ -17,8 +17,9 @@ _INERTIA_MASK = [[a < 3 and b < 3 or (a < 3) != (b < 3) and a % 3 != b % 3 or a 
 
 
 #: a body's numbers stay folded in a rolled kernel where at least this many bodies share their
-#: pattern (:func:`generic_bodies`)
+#: pattern, and at least 1/SHARED_PATTERNS of them (:func:`generic_bodies`)
 SHARED_PATTERN = 4
+SHARED_PATTERNS = 32
 
 
 def _pattern(model: RobotModel, i: int) -> tuple:
@@ -38,12 +39,16 @@ def generic_bodies(model: RobotModel) -> frozenset:
     as parameters it shares its joint kind's code (more operations, but one piece of code for
     all: TALOS's crba does 2.9× the operations of its unrolled kernel with every body so).
     Bodies of a shared pattern (a synthetic chain's repeating joints, a quadruped's legs) keep
-    theirs folded, and their kind has the members to pay for its code."""
+    theirs folded, and their kind has the members to pay for its code. On big robots a pattern
+    also needs 1/:data:`SHARED_PATTERNS` of the bodies, so that at most that many patterns are
+    folded: the code (and the compile time) stays bounded whatever the size (a 3 000-link
+    random chain's 45 quarter-turn patterns of ~22 bodies each go generic)."""
     pats = [_pattern(model, i) for i in range(model.nb)]
     count: dict = {}
     for p in pats:
         count[p] = count.get(p, 0) + 1
-    return frozenset(i for i, p in enumerate(pats) if count[p] < SHARED_PATTERN)
+    least = max(SHARED_PATTERN, model.nb // SHARED_PATTERNS)
+    return frozenset(i for i, p in enumerate(pats) if count[p] < least)
 
 
 class Trace:

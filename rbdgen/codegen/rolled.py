@@ -65,6 +65,10 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
     in_params = ", ".join(f"[[maybe_unused]] const {scalar}* __restrict {a}" for a in ins)
     tables: list[str] = []
     members_of = {k.id: len(k.members) for k in R.kinds}
+    # each kind a function of its own: g++'s time stays linear in the kinds (inlined into the
+    # driver's switch, a 30-link chain's rnea, aba and rnea_scan took 4.1 s to build instead of
+    # 2.6, and ran no faster)
+    inline = "__attribute__((noinline))"
     for k in R.kinds:
         fn = f"{kn}_k{k.id}"
         ncol = len(k.ctab[0]) if k.ctab else 0
@@ -78,7 +82,7 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
         tables.append(f"{dialect.comment} kind {k.id} ({members_of[k.id]} member{'s' if members_of[k.id] > 1 else ''}"
                       f", {len(k.ops)} ops), like {_where(k.block)}")
         tables.append("template <typename S>")
-        tables.append(f"static __attribute__((noinline)) void {fn}({in_params}, S* __restrict w, "
+        tables.append(f"static {inline} void {fn}({in_params}, S* __restrict w, "
                       f"[[maybe_unused]] const {ctype}* __restrict c, const int* __restrict x) {{")
 
         def ref(a):
@@ -93,7 +97,7 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
             if kind == "i":
                 name = k.inputs[j]
                 return f"{name}[{k.input_lit[j]}]" if j in k.input_lit else f"{name}[x[{k.input_col[j]}]]"
-            return f"w[x[{k.ext_col[j]}]]"
+            return f"e{j}"
 
         # sine and cosine of one operand: one call where the dialect has one
         trig: dict = {}
@@ -108,6 +112,10 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
                     first, second = min(p, other), max(p, other)
                     pair_first[first] = (p, other)
                     pair_skip.add(second)
+        # the values of earlier blocks, read once: w is also written here, so the compiler could
+        # not keep a value read from it across a store
+        for j in range(k.n_ext):
+            tables.append(f"  const S e{j} = w[x[{k.ext_col[j]}]];")
         for p, (op, args) in enumerate(k.ops):
             if p in pair_first:
                 sp, cp = pair_first[p]
@@ -130,6 +138,29 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
             f"({R.n_ops} ops printed for the {sum(len(s.nodes) for s in R.segments)} the unrolled kernel has)"]
     tables += _table("int", f"{kn}_runs", [list(r) for r in R.runs], str)
     tables.append("")
+    if R.trig:
+        names_ = sorted({a for a, _ in R.trig})
+        body.append(f"{dialect.comment} ---- sine and cosine of the {len(R.trig)} joint angles, all first"
+                    + (f", {dialect.sincos_group} to a call" if dialect.sincos and dialect.sincos_group > 1 else ""))
+        for arr in names_:
+            idx = [(j, i) for j, (a, i) in enumerate(R.trig) if a == arr]
+            tables += _flat("int", f"{kn}_angle_{arr}", [i for _, i in idx], str)
+            tables += _flat("int", f"{kn}_angle_{arr}_slot", [2 * j for j, _ in idx], str)
+            n = len(idx)
+            ang, sl = f"{kn}_angle_{arr}", f"{kn}_angle_{arr}_slot"
+            group = dialect.sincos_group if dialect.sincos and dialect.sincos_group > 1 else 1
+            if group > 1 and n >= group:
+                xs = ", ".join(f"{arr}[{ang}[j + {g}]]" for g in range(group))
+                outs = ", ".join(f"w[{sl}[j + {g}]], w[{sl}[j + {g}] + 1]" for g in range(group))
+                body.append(f"for (int j = 0; j + {group} <= {n}; j += {group}) {dialect.sincos}{group}({xs}, {outs});")
+            start = n - n % group if group > 1 and n >= group else 0
+            if start < n:
+                if dialect.sincos:
+                    call = f"{dialect.sincos}({arr}[{ang}[j]], w[{sl}[j]], w[{sl}[j] + 1]);"
+                else:
+                    call = (f"{{ w[{sl}[j]] = {dialect.sin}({arr}[{ang}[j]]); "
+                            f"w[{sl}[j] + 1] = {dialect.cos}({arr}[{ang}[j]]); }}")
+                body.append(f"for (int j = {start}; j < {n}; ++j) {call}")
     body += [f"for (int r = 0; r < {len(R.runs)}; ++r) {{",
              f"  const int lo = {kn}_runs[r][1], hi = {kn}_runs[r][2];",
              f"  switch ({kn}_runs[r][0]) {{"]

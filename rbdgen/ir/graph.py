@@ -431,7 +431,18 @@ class Kernel:
         return list(self.outputs) + list(self.temps)
 
     def live_nodes(self) -> list[Node]:
-        """Nodes needed by the outputs, in topological (creation) order."""
+        """Nodes needed by the outputs, in topological (creation) order. Kept once computed (a
+        3 000-link scan kernel: seconds; the rolled printer, op counts and a target each ask),
+        for as long as the graph and the traced arrays keep their sizes."""
+        key = (len(self.graph.nodes), len(self.outputs), len(self.temps))
+        memo = self.__dict__.get("_live")
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        out = self._live_nodes()
+        self.__dict__["_live"] = (key, out)
+        return out
+
+    def _live_nodes(self) -> list[Node]:
         live = set()
         stack = [v.node for _, vals in self.traced_arrays() for v in vals]
         while stack:
@@ -448,6 +459,14 @@ class Kernel:
         per term it sums, each output element starting from zero: ``n · terms`` of each, terms
         counted over B's nonzero spans (:attr:`MatMul.terms`), or over all of B with
         ``dense_epilogue`` (what a backend that prints the products dense does)."""
+        key = (len(self.graph.nodes), len(self.outputs), len(self.temps), len(self.post), bool(dense_epilogue))
+        memo = self.__dict__.setdefault("_counts", {})
+        if key in memo:
+            return dict(memo[key])
+        memo[key] = self._op_counts(dense_epilogue)
+        return dict(memo[key])
+
+    def _op_counts(self, dense_epilogue: bool) -> dict:
         c = dict.fromkeys(COST_CLASSES, 0)
         depth: dict[int, int] = {}
         for n in self.live_nodes():

@@ -38,8 +38,8 @@ from .ops import OPS
 AUTO_OPS = 50_000
 
 _COMMUTATIVE = frozenset(name for name, o in OPS.items() if o.commutative)
-#: operand kinds, in the order commutative operands are sorted by
-_RANK = {"l": 0, "x": 1, "i": 2, "c": 3}
+#: how the signature names the operand kinds 0…3 of :func:`_signature`
+_KIND_NAMES = ("l", "x", "i", "c")
 
 
 @dataclass
@@ -86,17 +86,33 @@ class Rolled:
     slot: dict              # node id → w slot (exported nodes)
     #: per traced array (outputs, temps): per element ("w", slot) | ("c", value) | ("i", name, index)
     gather: list
+    #: the angles (input array, index) whose sine and cosine are computed first, into w[2j], w[2j+1]
+    trig: list = field(default_factory=list)
 
     @property
     def n_ops(self) -> int:
+        """Operations printed: the kinds' (the sines and cosines first are one loop)."""
         return sum(len(k.ops) for k in self.kinds)
 
 
-def _segments(kernel: Kernel) -> list[Segment]:
+def _trig(kernel: Kernel) -> list:
+    """The sines and cosines of input elements (the joint angles), as (input node, sin node or
+    None, cos node or None) in order of first use: computed first, all together (the CPU prints
+    them four to a SIMD call), instead of one scalar call in each body's block."""
+    by: dict[int, list] = {}
+    for n in kernel.live_nodes():
+        if n.op in ("sin", "cos") and n.args[0].op == "input":
+            a = n.args[0]
+            e = by.setdefault(a.id, [a, None, None])
+            e[1 if n.op == "sin" else 2] = n
+    return [tuple(e) for e in by.values()]
+
+
+def _segments(kernel: Kernel, skip: set) -> list[Segment]:
     segs: list[Segment] = []
     cur = None
     for n in kernel.live_nodes():
-        if n.op in ("const", "input"):
+        if n.op in ("const", "input") or n.id in skip:
             continue
         if cur is None or n.block is not cur.block:
             cur = Segment(n.block, [])
@@ -105,64 +121,69 @@ def _segments(kernel: Kernel) -> list[Segment]:
     return segs
 
 
-def _signature(seg: Segment, seg_of: dict, si: int):
+def _signature(seg: Segment):
     """(signature, constants, inputs (name, index), externals (node)) of one segment."""
-    local = {n.id: k for k, n in enumerate(seg.nodes)}
+    local: dict[int, int] = {}
     cvals: list[float] = []
     ins: dict[int, int] = {}
     ivals: list[tuple] = []
     exts: dict[int, int] = {}
     enodes: list[Node] = []
-
-    def operand(a: Node):
-        k = local.get(a.id)
-        if k is not None and seg_of[a.id] == si:
-            return ("l", k)
-        if a.op == "const":
-            # every occurrence a constant of its own: whether two constants of a body happen to
-            # be the same number (two equal moments of inertia) must not make it another kind
-            return ("c", None)
-        if a.op == "input":
-            j = ins.get(a.id)
-            return ("i", j) if j is not None else ("i", None)
-        j = exts.get(a.id)
-        return ("x", j) if j is not None else ("x", None)
-
     ops = []
-    for n in seg.nodes:
-        refs = [(operand(a), a) for a in n.args]
-        if n.op in _COMMUTATIVE:
-            # member-independent order: by operand kind, then by the place already given
-            refs.sort(key=lambda r: (_RANK[r[0][0]], r[0][1] if r[0][1] is not None else 1 << 30,
-                                     r[1].name or "" if r[0][0] == "i" else ""))
+    _L, _X, _I, _C = 0, 1, 2, 3  # operand kinds, in the order commutative operands are sorted by
+    for k, n in enumerate(seg.nodes):
+        refs = []
+        for a in n.args:
+            j = local.get(a.id)
+            if j is not None:
+                refs.append((_L, j, a))
+            elif a.op == "const":
+                # every occurrence a constant of its own: whether two constants of a body happen
+                # to be the same number (two equal moments of inertia) must not make another kind
+                refs.append((_C, -1, a))
+            elif a.op == "input":
+                refs.append((_I, ins.get(a.id, -1), a))
+            else:
+                refs.append((_X, exts.get(a.id, -1), a))
+        if len(refs) == 2 and n.op in _COMMUTATIVE:
+            # a member-independent order: by operand kind, then by the place already given (new
+            # operands last), inputs by array name
+            (ka, ja, na), (kb, jb, nb) = refs
+            if (ka, ja if ja >= 0 else 1 << 30, na.name or "" if ka == _I else "") > \
+                    (kb, jb if jb >= 0 else 1 << 30, nb.name or "" if kb == _I else ""):
+                refs.reverse()
         args = []
-        for (kind, j), a in refs:
-            if j is None:
-                if kind == "c":
+        for kind, j, a in refs:
+            if j < 0:
+                if kind == _C:
                     j = len(cvals)
                     cvals.append(a.value)
-                elif kind == "i":
+                elif kind == _I:
                     j = ins[a.id] = len(ivals)
                     ivals.append((a.name, a.index))
                 else:
                     j = exts[a.id] = len(enodes)
                     enodes.append(a)
-            args.append((kind, j))
+            args.append((_KIND_NAMES[kind], j))
         ops.append((n.op, tuple(args)))
+        local[n.id] = k
     sig = (tuple(ops), tuple(name for name, _ in ivals), len(cvals), len(enodes))
     return sig, cvals, ivals, enodes
 
 
 def roll(kernel: Kernel) -> Rolled:
     """The kernel's segments grouped into kinds, with their tables and the workspace layout."""
-    segs = _segments(kernel)
+    trig = _trig(kernel)
+    pre = {n.id for _, sn, cn in trig for n in (sn, cn) if n is not None}
+    segs = _segments(kernel, pre)
     seg_of = {n.id: si for si, s in enumerate(segs) for n in s.nodes}
+    seg_of.update({i: -1 for i in pre})
     kinds: list[Kind] = []
     by_sig: dict = {}
     seg_kind, seg_row = [], []
     per_seg = []
     for si, s in enumerate(segs):
-        sig, cvals, ivals, enodes = _signature(s, seg_of, si)
+        sig, cvals, ivals, enodes = _signature(s)
         k = by_sig.get(sig)
         if k is None:
             k = Kind(len(kinds), sig[0], sig[1], sig[2], sig[3], block=s.block)
@@ -189,10 +210,15 @@ def roll(kernel: Kernel) -> Rolled:
             places.update(p for p, n in enumerate(segs[si].nodes) if n.id in exported)
         k.exports = sorted(places)
         k.export_pos = {p: e for e, p in enumerate(k.exports)}
-    # workspace: each segment's exports at its base, in segment order
+    # workspace: the sines and cosines first (sin, cos of each angle), then each segment's
+    # exports at its base, in segment order
     slot: dict[int, int] = {}
+    for j, (_, sn, cn) in enumerate(trig):
+        for n, off in ((sn, 0), (cn, 1)):
+            if n is not None:
+                slot[n.id] = 2 * j + off
     base_of = []
-    w = 0
+    w = 2 * len(trig)
     for si, s in enumerate(segs):
         k = kinds[seg_kind[si]]
         base_of.append(w)
@@ -248,7 +274,8 @@ def roll(kernel: Kernel) -> Rolled:
             else:
                 g.append(("w", slot[n.id]))
         gather.append(g)
-    return Rolled(kernel, segs, kinds, seg_kind, seg_row, [tuple(r) for r in runs], w, slot, gather)
+    return Rolled(kernel, segs, kinds, seg_kind, seg_row, [tuple(r) for r in runs], w, slot, gather,
+                  [(a.name, a.index) for a, _, _ in trig])
 
 
 def check_unroll(unroll) -> None:

@@ -5,6 +5,9 @@ printed a second time as a CMake project (library, install rules, package config
 file, example program) for C++ users who never run Python (issue 45, docs/cpp.md)."""
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
+import os
 from dataclasses import dataclass
 
 from ... import registry
@@ -13,7 +16,7 @@ from ...codegen import trig
 from ...codegen.printer import DEFAULT_PART_SIZE, Dialect, print_kernel, tiled
 from ...codegen.render import render
 from ...codegen.rolled import print_rolled
-from ...ir.roll import check_unroll, rolled_lowering
+from ...ir.roll import check_unroll, roll, rolled_lowering
 from ...codegen.sources import DTYPES, c_identifier, prefix_for
 from ...errors import RbdgenError
 from ...model import RobotModel
@@ -71,6 +74,80 @@ class Generated:
     cmake: tuple = ()     # the CMake project's files (CMakeLists.txt, package config, pkg-config, example)
 
 
+#: a model of this many bodies or more has its kernels traced and printed in worker processes,
+#: one kernel each, on the machine's cores (a 3 000-link chain's rnea_scan alone takes ~50 s)
+PARALLEL_BODIES = 100
+_job: tuple = ()  # (model, dtypes, fold, part_size, unroll) for the forked workers
+
+
+def _print_one(model, k: str, dtypes, fold: bool, part_size: int, unroll, progress=None):
+    """({dtype: PrintedKernel}, the kernel's post products) of one kernel, traced (folded, or
+    for the rolled lowering with the model's numbers as parameters) and printed."""
+    if progress:
+        progress(f"tracing {k}")
+    kern = None
+    rolled = unroll is False
+    if not rolled:
+        kern = registry.trace(model, k, fold=fold)
+        rolled = rolled_lowering(unroll, kern)
+    if rolled:
+        # the same algorithm traced with the model's per-body numbers as parameters (not
+        # folded): one piece of code per joint kind (rbdgen.ir.roll)
+        kern = registry.trace(model, k, fold=fold, generic=True)
+        R = roll(kern)
+    out = {}
+    for dt in dtypes:
+        if progress:
+            progress(f"printing {k} ({dt})")
+        out[dt] = print_rolled(kern, dt, CPU, rolled=R) if rolled else print_kernel(kern, dt, CPU, part_size=part_size)
+    return out, list(kern.post)
+
+
+def _print_job(k: str):
+    model, dtypes, fold, part_size, unroll = _job
+    return _print_one(model, k, dtypes, fold, part_size, unroll)
+
+
+def _print_kernels(model, kernels, dtypes, fold, part_size, unroll, progress):
+    """{kernel: {dtype: PrintedKernel}}, {kernel: post products}: in this process, or for a big
+    model (:data:`PARALLEL_BODIES`) in forked workers, one kernel each, biggest first. The
+    result is the same either way (each kernel is traced and printed on its own); a worker that
+    fails has its kernel redone here, so that its error is raised as it would be."""
+    global _job
+    printed, posts = {}, {}
+    workers = min(len(kernels), os.cpu_count() or 1)
+    if workers > 1 and model.nb >= PARALLEL_BODIES and "fork" in multiprocessing.get_all_start_methods():
+        _job = (model, tuple(dtypes), fold, part_size, unroll)
+        order = sorted(kernels, key=lambda k: -_weight(k))
+        try:
+            ctx = multiprocessing.get_context("fork")
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as ex:
+                futs = {ex.submit(_print_job, k): k for k in order}
+                for n, f in enumerate(concurrent.futures.as_completed(futs), 1):
+                    k = futs[f]
+                    try:
+                        printed[k], posts[k] = f.result()
+                    except Exception:  # noqa: BLE001 — redone below, where its error is raised
+                        continue
+                    if progress:
+                        progress(f"generated {k} ({n}/{len(kernels)}, {workers} processes)")
+        except (OSError, concurrent.futures.process.BrokenProcessPool):
+            pass  # no processes to be had: all of it here
+        finally:
+            _job = ()
+    for k in kernels:
+        if k not in printed:
+            printed[k], posts[k] = _print_one(model, k, dtypes, fold, part_size, unroll, progress)
+    return printed, posts
+
+
+def _weight(k: str) -> int:
+    """A kernel's rough cost to trace, for the order of the workers' queue (the O(n²) and
+    log-depth kernels first)."""
+    heavy = ("derivatives", "scan", "minv", "crba", "osim", "contact")
+    return sum(2 for h in heavy if h in k) + (1 if "aba" in k else 0)
+
+
 def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: bool = True,
                  part_size: int = DEFAULT_PART_SIZE, lanes: dict | None = None, name: str | None = None,
                  dense_counts: bool = False, simd: bool = True, python: bool = True,
@@ -81,20 +158,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
     check_unroll(unroll)
     kernels = registry.applicable(model, kernels)
     prefix = prefix_for(name or model.name)
-    traced, rolled = {}, set()
-    for k in kernels:
-        if progress:
-            progress(f"tracing {k}")
-        if unroll is False:
-            rolled.add(k)
-        else:
-            traced[k] = registry.trace(model, k, fold=fold)
-            if rolled_lowering(unroll, traced[k]):
-                rolled.add(k)
-        if k in rolled:
-            # the same algorithm traced with the model's per-body numbers as parameters (not
-            # folded): one piece of code per joint kind (rbdgen.ir.roll)
-            traced[k] = registry.trace(model, k, fold=fold, generic=True)
+    printed, posts = _print_kernels(model, kernels, dtypes, fold, part_size, unroll, progress)
     dense = {}
     if dense_counts:
         for k in kernels:
@@ -114,12 +178,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
         spec = (lanes or {}).get(dtype, "auto")
         ks = []
         for k in kernels:
-            if progress:
-                progress(f"printing {k} ({dtype})")
-            if k in rolled:
-                pk = print_rolled(traced[k], dtype, CPU)
-            else:
-                pk = print_kernel(traced[k], dtype, CPU, part_size=part_size)
+            pk = printed[k][dtype]
             printed_all[k] = pk
             ins, outs = pk.inputs, pk.outputs
             t_args = ", ".join([f"const S* __restrict {a.name}" for a in ins] + [f"S* __restrict {a.name}" for a in outs])
@@ -160,7 +219,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             nl = kernel_lanes(spec, kk["counts"]["mul"] + kk["counts"]["add"],
                               sum(a.size for a in kk["outputs"]), kk["n_statements"])
             kernel_lane[dtype][kk["name"]] = nl if simd else 1
-            if traced[kk["name"]].post:
+            if posts[kk["name"]]:
                 looped[dtype].append(src)
             kk["part_files"] = []
             if kk["n_statements"] >= LARGE_STATEMENTS and kk["parts"]:
@@ -179,7 +238,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             files[src] = render("cpu/kernels.cpp.j2", banner=banner, robot=robot, dtype=dtype, ctype=ctype,
                                 lanes=nl if isinstance(nl, int) else "auto", wide=nl == "auto-wide",
                                 header=header, trig_header=trig_header, prefix=prefix, tag=tag, kernels=[kk], simd=simd,
-                                parallel_ops=PARALLEL_OPS, products=any(tiled(mm, dtype, CPU) for mm in traced[kk["name"]].post))
+                                parallel_ops=PARALLEL_OPS, products=any(tiled(mm, dtype, CPU) for mm in posts[kk["name"]]))
             sources[dtype].append(src)
         # the widest: a multiple of every kernel's lanes (all powers of two); "auto": the compiler decides
         ls = list(kernel_lane[dtype].values())

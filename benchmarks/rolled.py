@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Rolled against unrolled kernels (`make bench-rolled`, issue 44): build time and time per call
+against robot size, and the choice ``unroll="auto"`` makes.
+
+    python benchmarks/rolled.py             # the whole sweep (~25 min on 2 cores)
+    python benchmarks/rolled.py --quick     # small sizes only, for a smoke run
+
+1. **Chains** (benchmarks/scan.py's random chain, ``chain_urdf(n, seed=n, fixed_every=0)``), n = 10
+   … 10 000: rnea, aba and rnea_scan, each lowering built from a cold compile cache in a process
+   of its own (generation — tracing, rolling, printing — and compilation, on this machine's
+   cores), and timed one state per call by the C++ driver of benchmarks/measure.py. The
+   unrolled kernels only where they build in reasonable time (``--unrolled-ops``).
+2. **The bench robots** (iiwa14, the quadruped and TALOS, floating): every kernel, unrolled,
+   rolled and "auto": build time of all of them, and each kernel's time per call.
+
+Writes rolled.json and rolled.md to --out (default benchmarks/results/).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import measure as bench  # noqa: E402
+
+CHAIN_SIZES = [10, 30, 100, 300, 1000, 3000, 10000]
+QUICK_SIZES = [10, 30, 100]
+CHAIN_KERNELS = ["rnea", "aba", "rnea_scan"]
+#: at 10 000 links (seed 000's Fig. 1 scale) only the inverse dynamics, sequential and scan
+BIG = 10000
+BIG_KERNELS = ["rnea", "rnea_scan"]
+ROBOTS = ["bundled:iiwa14", "quadruped-floating", "talos_reduced-floating"]
+LOWERINGS = {"unrolled": True, "rolled": False, "auto": "auto"}
+#: one build and its timings may take this long before it is given up (and reported so)
+TIMEOUT_S = 1500
+
+
+def _pool(model, kernels, n: int, rng) -> tuple[dict, list]:
+    """A pool of ``n`` random states: every input the kernels read, zeros for the others (the
+    driver's pool file holds every declared input; these kernels read q, v, a, tau)."""
+    from rbdgen import registry
+
+    sizes = bench.pool_sizes(model)
+    need = {a.name for k in kernels for a in registry.get(k).inputs}
+    if need - {"q", "v", "a", "tau"}:
+        env = bench.states(model, rng, n)
+    else:
+        env = {"q": np.ascontiguousarray(model.random_q(rng, n)), "v": rng.uniform(-1, 1, (n, model.nv)),
+               "a": rng.uniform(-1, 1, (n, model.nv)), "tau": rng.uniform(-1, 1, (n, model.nv))}
+    return {name: env.get(name, np.zeros((n, size))) for name, size in sizes.items()}
+
+
+def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
+    """Build ``kernels`` of ``spec`` with ``lowering`` from a cold cache and time each per call."""
+    from rbdgen.toolchain.compiler import CACHE_ENV, find_cxx
+
+    work = Path(tempfile.mkdtemp(prefix="rbdgen-rolled-"))
+    os.environ[CACHE_ENV] = str(work / "cache")  # cold: nothing generated or compiled before
+    import rbdgen
+    from rbdgen import registry
+    from rbdgen.targets.cpu.emit import generate_cpu
+    from gpu_check import load_model
+
+    model = load_model(spec, work)
+    kernels = registry.applicable(model, kernels)
+    unroll = LOWERINGS[lowering]
+    t0 = time.perf_counter()
+    kern = rbdgen.build(model, kernels=kernels, unroll=unroll, progress=False)
+    build_s = time.perf_counter() - t0
+    gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, unroll=unroll, python=False)
+    npool = 256 if model.nv <= 100 else 16
+    pool_file = work / "pool.bin"
+    pool_file.write_bytes(bench.pool_bytes(_pool(model, kernels, npool, np.random.default_rng(0)), model))
+    exe = bench.build_driver(find_cxx(), gen, Path(kern.path), model, work)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([str(exe), str(pool_file), str(npool), "3" if quick else "5", "10" if quick else "40"],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"the C++ driver failed ({r.returncode}): {r.stderr[-1000:]}")
+    timing = json.loads(r.stdout)
+    return {"spec": spec, "lowering": lowering, "nb": model.nb, "nv": model.nv, "build_s": round(build_s, 2),
+            "kernels": {k: {"ns": timing[k]["median"], "ops": gen.kernels[k].counts["total"],
+                            "lowering": gen.kernels[k].lowering, "statements": gen.kernels[k].n_statements
+                            + sum(1 for line in gen.kernels[k].tables if line.startswith("  const S"))}
+                        for k in kernels}}
+
+
+def run_one(spec, lowering, kernels, quick) -> dict:
+    """:func:`one` in a process of its own (its own memory, caches and compile cache)."""
+    cmd = [sys.executable, __file__, "--one", spec, lowering, ",".join(kernels or ["all"]), "--quick" if quick else ""]
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([c for c in cmd if c], capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"spec": spec, "lowering": lowering, "error": f"not done in {TIMEOUT_S} s"}
+    if r.returncode != 0:
+        return {"spec": spec, "lowering": lowering, "error": (r.stderr or r.stdout).strip().splitlines()[-1][:300]}
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out["wall_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def live_ops(spec: str, kernel: str) -> int:
+    """Operations of the unrolled kernel (traced here, nothing compiled)."""
+    from rbdgen import registry
+    from gpu_check import load_model
+
+    m = load_model(spec, Path(tempfile.mkdtemp()))
+    return registry.trace(m, kernel).op_counts()["total"]
+
+
+def report(res: dict) -> str:
+    m = res["machine"]
+    lines = [f"# Rolled against unrolled kernels (issue 44)", "",
+             f"{m.get('cpu', '?')}, {m.get('cpus_available', '?')} cores, {m.get('compiler', '?')}; "
+             f"`make bench-rolled`, {res['date']}, revision {res.get('revision') or '?'}.", "",
+             "Build: generation (trace, roll, print) and compilation from a cold cache, in a fresh process, "
+             "on all cores. Per call: one state, the C++ driver (thread CPU time, median of the runs). "
+             "ops: arithmetic operations a call does; code: statements printed (rolled: the kinds' code).", "",
+             "## Chains (random axes and link frames), rnea, aba, rnea_scan", "",
+             "| links | kernel | unrolled build s | rolled build s | unrolled µs/call | rolled µs/call | rolled/unrolled "
+             "| ops unrolled | ops rolled | code unrolled | code rolled |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    by = {}
+    for r in res["chains"]:
+        by[(r["spec"], r["lowering"])] = r
+    for spec in dict.fromkeys(r["spec"] for r in res["chains"]):
+        u, ro = by.get((spec, "unrolled"), {}), by.get((spec, "rolled"), {})
+        n = spec.split(":")[1]
+        for k in (ro.get("kernels") or u.get("kernels") or {}):
+            ku, kr = (u.get("kernels") or {}).get(k), (ro.get("kernels") or {}).get(k)
+
+            def f(x, d=1):
+                return "—" if x is None else f"{x:.{d}f}"
+            lines.append(
+                f"| {n} | {k} | {f(u.get('build_s')) if ku else u.get('error', 'not built')} | "
+                f"{f(ro.get('build_s')) if kr else ro.get('error', '—')} | {f(ku and ku['ns'] / 1e3, 2)} | "
+                f"{f(kr and kr['ns'] / 1e3, 2)} | {f(ku and kr and kr['ns'] / ku['ns'], 2)} | "
+                f"{ku['ops'] if ku else '—'} | {kr['ops'] if kr else '—'} | {ku['statements'] if ku else '—'} | "
+                f"{kr['statements'] if kr else '—'} |")
+    lines += ["", "Build times are of the row's kernels together (one library).", "",
+              "## Bench robots: every kernel", ""]
+    for spec in dict.fromkeys(r["spec"] for r in res["robots"]):
+        rows = {r["lowering"]: r for r in res["robots"] if r["spec"] == spec}
+        if any("error" in r for r in rows.values()):
+            lines.append(f"{spec}: " + "; ".join(f"{lw}: {r['error']}" for lw, r in rows.items() if "error" in r))
+            continue
+        lines += [f"### {spec} (nv {rows['unrolled']['nv']})", "",
+                  "build (all kernels, cold): " + ", ".join(f"{lw} {r['build_s']:.1f} s" for lw, r in rows.items()), "",
+                  "| kernel | unrolled µs | rolled µs | rolled/unrolled | auto | auto/best |", "|---|---:|---:|---:|---|---:|"]
+        for k, ku in rows["unrolled"]["kernels"].items():
+            kr, ka = rows["rolled"]["kernels"][k], rows["auto"]["kernels"][k]
+            best = min(ku["ns"], kr["ns"])
+            lines.append(f"| {k} | {ku['ns'] / 1e3:.2f} | {kr['ns'] / 1e3:.2f} | {kr['ns'] / ku['ns']:.2f} | "
+                         f"{ka['lowering']} | {ka['ns'] / best:.2f} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--unrolled-ops", type=int, default=400_000,
+                    help="build the unrolled kernels of a chain only while the biggest has at most this many "
+                         "operations (default 400 000: a few minutes of g++ here)")
+    ap.add_argument("--one", nargs=3, metavar=("SPEC", "LOWERING", "KERNELS"), help=argparse.SUPPRESS)
+    ap.add_argument("--skip-robots", action="store_true")
+    args = ap.parse_args(argv)
+    if args.one:
+        spec, lowering, ks = args.one
+        print(json.dumps(one(spec, lowering, None if ks == "all" else ks.split(","), args.quick)))
+        return 0
+    from rbdgen.toolchain.compiler import find_cxx
+
+    res = {"machine": bench.machine_info(find_cxx()), "date": time.strftime("%Y-%m-%d"),
+           "revision": bench.git_revision(), "chains": [], "robots": []}
+    for n in (QUICK_SIZES if args.quick else CHAIN_SIZES):
+        spec = f"chain:{n}"
+        kernels = BIG_KERNELS if n >= BIG else CHAIN_KERNELS
+        biggest = max(live_ops(spec, k) for k in kernels) if n <= 1000 else None
+        for lowering in ("unrolled", "rolled"):
+            if lowering == "unrolled" and (biggest is None or biggest > args.unrolled_ops):
+                res["chains"].append({"spec": spec, "lowering": lowering,
+                                      "error": f"not built (over {args.unrolled_ops} operations)"})
+                continue
+            bench.log(f"chain {n}: {lowering} {','.join(kernels)}")
+            res["chains"].append(run_one(spec, lowering, kernels, args.quick))
+            bench.log(json.dumps(res["chains"][-1])[:400])
+    if not args.skip_robots:
+        for spec in ROBOTS[:1] if args.quick else ROBOTS:
+            for lowering in LOWERINGS:
+                bench.log(f"{spec}: {lowering}")
+                res["robots"].append(run_one(spec, lowering, None, args.quick))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "rolled.json").write_text(json.dumps(res, indent=1) + "\n")
+    (args.out / "rolled.md").write_text(report(res))
+    print(report(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
