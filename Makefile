@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-lathrop bench-seed001 bench-control clean venv generated
+.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-rolled bench-lathrop bench-seed001 bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -155,6 +155,12 @@ SCAN_ARGS ?=
 bench-scan: $(STAMP)
 	$(PY) -m pip install --quiet matplotlib
 	$(PY) benchmarks/scan.py $(SCAN_ARGS)
+
+# rolled against unrolled kernels (issue 44): build time and time per call against robot size (chains
+# of 10 … 10 000 links), and unroll="auto" on the bench robots; ~30 min on 2 cores. Not a test.
+# Writes benchmarks/results/rolled.{json,md}; ROLLED_ARGS=--quick for a smoke run.
+bench-rolled: $(STAMP)
+	$(PY) benchmarks/rolled.py $(ROLLED_ARGS)
 
 # Lathrop's Tables 1 and 4 (seed 003, transcribed with line numbers) beside our op counts and
 # critical paths (not a test): traced IR only, ~5 s; writes benchmarks/results/lathrop.{json,md}

@@ -33,9 +33,11 @@ from ..errors import RbdgenError
 from .graph import Kernel, Node
 from .ops import OPS
 
-#: ``unroll="auto"``: a kernel with at least this many live operations is printed rolled
-#: (benchmarks/rolled.py measures where rolled code starts to win; docs/performance.md §24)
-AUTO_OPS = 50_000
+#: ``unroll="auto"``: a kernel with at least this many live operations is printed rolled. Where
+#: rolled code starts to win (benchmarks/rolled.py, docs/performance.md §24): on random chains at
+#: ~120 000 (100 links: rnea_scan's 119 000 rolled 0.93x the unrolled time, aba's 58 000 1.3x);
+#: TALOS's biggest kernel (∇FD, 67 000) stays unrolled, where it runs 1.75x faster
+AUTO_OPS = 100_000
 
 _COMMUTATIVE = frozenset(name for name, o in OPS.items() if o.commutative)
 #: how the signature names the operand kinds 0…3 of :func:`_signature`
