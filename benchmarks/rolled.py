@@ -123,7 +123,7 @@ def live_ops(spec: str, kernel: str) -> int:
 def report(res: dict) -> str:
     m = res["machine"]
     lines = [f"# Rolled against unrolled kernels (issue 44)", "",
-             f"{m.get('cpu', '?')}, {m.get('cpus_available', '?')} cores, {m.get('compiler', '?')}; "
+             f"{m.get('cpu', '?')}, {m.get('cpus_available', '?')} cores, {str(m.get('compiler', '?')).splitlines()[0]}; "
              f"`make bench-rolled`, {res['date']}, revision {res.get('revision') or '?'}.", "",
              "Build: generation (trace, roll, print) and compilation from a cold cache, in a fresh process, "
              "on all cores. Per call: one state, the C++ driver (thread CPU time, median of the runs). "
@@ -144,12 +144,13 @@ def report(res: dict) -> str:
             def f(x, d=1):
                 return "—" if x is None else f"{x:.{d}f}"
             lines.append(
-                f"| {n} | {k} | {f(u.get('build_s')) if ku else u.get('error', 'not built')} | "
+                f"| {n} | {k} | {f(u.get('build_s')) if ku else u.get('error', 'not built (too big)')} | "
                 f"{f(ro.get('build_s')) if kr else ro.get('error', '—')} | {f(ku and ku['ns'] / 1e3, 2)} | "
                 f"{f(kr and kr['ns'] / 1e3, 2)} | {f(ku and kr and kr['ns'] / ku['ns'], 2)} | "
                 f"{ku['ops'] if ku else '—'} | {kr['ops'] if kr else '—'} | {ku['statements'] if ku else '—'} | "
                 f"{kr['statements'] if kr else '—'} |")
-    lines += ["", "Build times are of the row's kernels together (one library).", "",
+    lines += ["", "Build times are of one library holding the kernels of that size and lowering (the unrolled "
+              "ones: those of at most --unrolled-ops operations).", "",
               "## Bench robots: every kernel", ""]
     for spec in dict.fromkeys(r["spec"] for r in res["robots"]):
         rows = {r["lowering"]: r for r in res["robots"] if r["spec"] == spec}
@@ -177,10 +178,15 @@ def main(argv=None) -> int:
                          "operations (default 400 000: a few minutes of g++ here)")
     ap.add_argument("--one", nargs=3, metavar=("SPEC", "LOWERING", "KERNELS"), help=argparse.SUPPRESS)
     ap.add_argument("--skip-robots", action="store_true")
+    ap.add_argument("--report", action="store_true", help="rewrite rolled.md from rolled.json in --out")
     args = ap.parse_args(argv)
     if args.one:
         spec, lowering, ks = args.one
         print(json.dumps(one(spec, lowering, None if ks == "all" else ks.split(","), args.quick)))
+        return 0
+    if args.report:
+        res = json.loads((args.out / "rolled.json").read_text())
+        (args.out / "rolled.md").write_text(report(res))
         return 0
     from rbdgen.toolchain.compiler import find_cxx
 
@@ -189,14 +195,16 @@ def main(argv=None) -> int:
     for n in (QUICK_SIZES if args.quick else CHAIN_SIZES):
         spec = f"chain:{n}"
         kernels = BIG_KERNELS if n >= BIG else CHAIN_KERNELS
-        biggest = max(live_ops(spec, k) for k in kernels) if n <= 1000 else None
+        # the unrolled kernels that build in reasonable time (by their operations)
+        small = [k for k in kernels if n <= 1000 and live_ops(spec, k) <= args.unrolled_ops]
         for lowering in ("unrolled", "rolled"):
-            if lowering == "unrolled" and (biggest is None or biggest > args.unrolled_ops):
+            ks = small if lowering == "unrolled" else kernels
+            if not ks:
                 res["chains"].append({"spec": spec, "lowering": lowering,
                                       "error": f"not built (over {args.unrolled_ops} operations)"})
                 continue
-            bench.log(f"chain {n}: {lowering} {','.join(kernels)}")
-            res["chains"].append(run_one(spec, lowering, kernels, args.quick))
+            bench.log(f"chain {n}: {lowering} {','.join(ks)}")
+            res["chains"].append(run_one(spec, lowering, ks, args.quick))
             bench.log(json.dumps(res["chains"][-1])[:400])
     if not args.skip_robots:
         for spec in ROBOTS[:1] if args.quick else ROBOTS:

@@ -34,9 +34,10 @@ from .graph import Kernel, Node
 from .ops import OPS
 
 #: ``unroll="auto"``: a kernel with at least this many live operations is printed rolled. Where
-#: rolled code starts to win (benchmarks/rolled.py, docs/performance.md §24): on random chains at
-#: ~120 000 (100 links: rnea_scan's 119 000 rolled 0.93x the unrolled time, aba's 58 000 1.3x);
-#: TALOS's biggest kernel (∇FD, 67 000) stays unrolled, where it runs 1.75x faster
+#: rolled code starts to win (benchmarks/rolled.py, docs/performance.md §22): on random chains
+#: around here (100 links: rnea_scan's 119 000 operations rolled 0.91x the unrolled time, aba's
+#: 58 000 1.30x; 300 links: aba's 177 000 1.06x, rnea's 76 000 1.32x); TALOS's biggest kernel
+#: (∇FD, 67 000) stays unrolled, where it runs 1.66x faster than rolled
 AUTO_OPS = 100_000
 
 _COMMUTATIVE = frozenset(name for name, o in OPS.items() if o.commutative)

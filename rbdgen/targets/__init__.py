@@ -47,7 +47,9 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=No
       for the parts of kernels of ≥ 5 000 statements; one given applies to all), ``march`` (default:
       this machine, ``-march=native``, or ``$RBDGEN_MARCH``; ``"portable"``: any x86-64; any
       other value is passed as ``-march=…``), ``cxx``, ``simd`` (False drops the
-      vectorised batch path: half the compile time), ``lanes``.
+      vectorised batch path: half the compile time), ``lanes``, ``unroll`` (True: straight-line
+      code, the default; False: loops over the bodies, one piece of code per kind of body, for
+      big robots; "auto": rolled for kernels of ≥ :data:`rbdgen.ir.roll.AUTO_OPS` operations).
     * ``cuda`` → :class:`~rbdgen.targets.cuda.runtime.CudaKernels`: ``opt``, ``arch`` (default the GPUs found
       here, else sm_80 and sm_90), ``nvcc``, ``werror``.
     * ``hls`` → :class:`~rbdgen.targets.hls.csim.HLSKernels` (C simulation): ``fixed=(W, I)``,
