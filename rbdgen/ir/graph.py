@@ -443,15 +443,17 @@ class Kernel:
         return out
 
     def _live_nodes(self) -> list[Node]:
-        live = set()
+        nodes = self.graph.nodes
+        live = bytearray(len(nodes))  # by id: ids are places in graph.nodes
         stack = [v.node for _, vals in self.traced_arrays() for v in vals]
+        pop, extend = stack.pop, stack.extend
         while stack:
-            n = stack.pop()
-            if n.id in live:
+            n = pop()
+            if live[n.id]:
                 continue
-            live.add(n.id)
-            stack.extend(n.args)
-        return [n for n in self.graph.nodes if n.id in live]
+            live[n.id] = 1
+            extend(n.args)
+        return [n for n in nodes if live[n.id]]
 
     def op_counts(self, dense_epilogue: bool = False) -> dict:
         """Arithmetic operations in the emitted code, per cost class of the op table (a negation
@@ -468,18 +470,23 @@ class Kernel:
 
     def _op_counts(self, dense_epilogue: bool) -> dict:
         c = dict.fromkeys(COST_CLASSES, 0)
-        depth: dict[int, int] = {}
+        depth = [0] * len(self.graph.nodes)  # by id; leaves 0
+        cost = {name: o.cost for name, o in OPS.items()}
         for n in self.live_nodes():
-            if n.op in ("const", "input"):
-                depth[n.id] = 0
+            op = n.op
+            if op == "const" or op == "input":
                 continue
-            depth[n.id] = 1 + max(depth[a.id] for a in n.args)
-            c[OPS[n.op].cost] += 1
+            args = n.args
+            d = depth[args[0].id]
+            if len(args) == 2 and depth[args[1].id] > d:
+                d = depth[args[1].id]
+            depth[n.id] = d + 1
+            c[cost[op]] += 1
         post = [mm.dense() for mm in self.post] if dense_epilogue else self.post
         for mm in post:
             mul, add = mm.op_counts()
             c["mul"] += mul
             c["add"] += add
-        c["depth"] = max(depth.values(), default=0) + max((mm.depth for mm in post), default=0)
+        c["depth"] = max(depth, default=0) + max((mm.depth for mm in post), default=0)
         c["total"] = sum(c[k] for k in COST_CLASSES)
         return c

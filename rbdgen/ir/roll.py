@@ -125,7 +125,9 @@ def _segments(kernel: Kernel, skip: set) -> list[Segment]:
 
 
 def _signature(seg: Segment):
-    """(signature, constants, inputs (name, index), externals (node)) of one segment."""
+    """(signature, constants, inputs (name, index), externals (node)) of one segment. The
+    signature holds one flat tuple per op: ``(op, kind, place[, kind, place])`` with the operand
+    kinds 0…3 of :data:`_KIND_NAMES` (:func:`_nested` gives the printer's form)."""
     local: dict[int, int] = {}
     cvals: list[float] = []
     ins: dict[int, int] = {}
@@ -133,45 +135,62 @@ def _signature(seg: Segment):
     exts: dict[int, int] = {}
     enodes: list[Node] = []
     ops = []
-    _L, _X, _I, _C = 0, 1, 2, 3  # operand kinds, in the order commutative operands are sorted by
+    lget, iget, xget = local.get, ins.get, exts.get
+    big = 1 << 30
+
+    def classify(a):
+        j = lget(a.id)
+        if j is not None:
+            return 0, j
+        op = a.op
+        if op == "const":
+            # every occurrence a constant of its own: whether two constants of a body happen
+            # to be the same number (two equal moments of inertia) must not make another kind
+            return 3, -1
+        if op == "input":
+            return 2, iget(a.id, -1)
+        return 1, xget(a.id, -1)
+
+    def place(kind, j, a):
+        if j >= 0:
+            return j
+        if kind == 3:
+            cvals.append(a.value)
+            return len(cvals) - 1
+        if kind == 2:
+            j = ins[a.id] = len(ivals)
+            ivals.append((a.name, a.index))
+            return j
+        j = exts[a.id] = len(enodes)
+        enodes.append(a)
+        return j
+
     for k, n in enumerate(seg.nodes):
-        refs = []
-        for a in n.args:
-            j = local.get(a.id)
-            if j is not None:
-                refs.append((_L, j, a))
-            elif a.op == "const":
-                # every occurrence a constant of its own: whether two constants of a body happen
-                # to be the same number (two equal moments of inertia) must not make another kind
-                refs.append((_C, -1, a))
-            elif a.op == "input":
-                refs.append((_I, ins.get(a.id, -1), a))
-            else:
-                refs.append((_X, exts.get(a.id, -1), a))
-        if len(refs) == 2 and n.op in _COMMUTATIVE:
-            # a member-independent order: by operand kind, then by the place already given (new
-            # operands last), inputs by array name
-            (ka, ja, na), (kb, jb, nb) = refs
-            if (ka, ja if ja >= 0 else 1 << 30, na.name or "" if ka == _I else "") > \
-                    (kb, jb if jb >= 0 else 1 << 30, nb.name or "" if kb == _I else ""):
-                refs.reverse()
-        args = []
-        for kind, j, a in refs:
-            if j < 0:
-                if kind == _C:
-                    j = len(cvals)
-                    cvals.append(a.value)
-                elif kind == _I:
-                    j = ins[a.id] = len(ivals)
-                    ivals.append((a.name, a.index))
-                else:
-                    j = exts[a.id] = len(enodes)
-                    enodes.append(a)
-            args.append((_KIND_NAMES[kind], j))
-        ops.append((n.op, tuple(args)))
+        args = n.args
+        if len(args) == 2:
+            a, b = args
+            ka, ja = classify(a)
+            kb, jb = classify(b)
+            if n.op in _COMMUTATIVE and (ka, ja if ja >= 0 else big, a.name or "" if ka == 2 else "") > \
+                    (kb, jb if jb >= 0 else big, b.name or "" if kb == 2 else ""):
+                # a member-independent order: by operand kind, then by the place already given
+                # (new operands last), inputs by array name
+                a, b, ka, ja, kb, jb = b, a, kb, jb, ka, ja
+            ja = place(ka, ja, a)
+            jb = place(kb, jb, b)
+            ops.append((n.op, ka, ja, kb, jb))
+        else:
+            (a,) = args
+            ka, ja = classify(a)
+            ops.append((n.op, ka, place(ka, ja, a)))
         local[n.id] = k
     sig = (tuple(ops), tuple(name for name, _ in ivals), len(cvals), len(enodes))
     return sig, cvals, ivals, enodes
+
+
+def _nested(ops) -> tuple:
+    """The printer's form of a signature's ops: ``(op, ((kind name, place), …))``."""
+    return tuple((o[0], tuple((_KIND_NAMES[o[i]], o[i + 1]) for i in range(1, len(o), 2))) for o in ops)
 
 
 def roll(kernel: Kernel) -> Rolled:
@@ -189,7 +208,7 @@ def roll(kernel: Kernel) -> Rolled:
         sig, cvals, ivals, enodes = _signature(s)
         k = by_sig.get(sig)
         if k is None:
-            k = Kind(len(kinds), sig[0], sig[1], sig[2], sig[3], block=s.block)
+            k = Kind(len(kinds), _nested(sig[0]), sig[1], sig[2], sig[3], block=s.block)
             by_sig[sig] = k
             kinds.append(k)
         seg_kind.append(k.id)
