@@ -149,6 +149,9 @@ def report(res: dict) -> str:
                 f"{f(kr and kr['ns'] / 1e3, 2)} | {f(ku and kr and kr['ns'] / ku['ns'], 2)} | "
                 f"{ku['ops'] if ku else '—'} | {kr['ops'] if kr else '—'} | {ku['statements'] if ku else '—'} | "
                 f"{kr['statements'] if kr else '—'} |")
+    notes = [f"{r['spec']} {r['lowering']}: {r['note']}" for r in res["chains"] if r.get("note")]
+    if notes:
+        lines += ["", "Rows run on their own: " + "; ".join(notes) + "."]
     lines += ["", "Build times are of one library holding the kernels of that size and lowering (the unrolled "
               "ones: those of at most --unrolled-ops operations).", "",
               "## Bench robots: every kernel", ""]
