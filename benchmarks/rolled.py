@@ -122,7 +122,7 @@ def live_ops(spec: str, kernel: str) -> int:
 
 def report(res: dict) -> str:
     m = res["machine"]
-    lines = [f"# Rolled against unrolled kernels (issue 44)", "",
+    lines = ["# Rolled against unrolled kernels (issue 44)", "",
              f"{m.get('cpu', '?')}, {m.get('cpus_available', '?')} cores, {str(m.get('compiler', '?')).splitlines()[0]}; "
              f"`make bench-rolled`, {res['date']}, revision {res.get('revision') or '?'}.", "",
              "Build: generation (trace, roll, print) and compilation from a cold cache, in a fresh process, "

@@ -86,3 +86,20 @@ def test_wrong_shapes_raise_value_error():
         ref.crba(m, np.array(["a"] * 7))
     with pytest.raises(ValueError, match="f_ext"):
         ref.rnea(m, q, q, q, f_ext=np.zeros((3, 6)))
+
+
+def test_crba_diagonal_is_the_mass_matrix_diagonal():
+    """reference.crba_diagonal (what rbdgen.registry.check_invertible reads, O(n)) against the
+    diagonal of the full CRBA: a fixed arm, a floating branched robot, mimic joints coupled, and
+    a chain with armature."""
+    from conftest import ROBOTS, load_case
+
+    cases = [load_case(next(r for r in ROBOTS if r.name == n), f) for n, f in
+             [("iiwa14", False), ("quadruped", True), ("panda_coupled", False)]]
+    rng = np.random.default_rng(5)
+    arm = load_case(next(r for r in ROBOTS if r.name == "iiwa14"), False)
+    cases.append(arm.with_armature(rng.uniform(0.01, 0.1, arm.nv)))
+    for m in cases:
+        for _ in range(3):
+            q = m.random_q(rng)
+            np.testing.assert_allclose(ref.crba_diagonal(m, q), np.diag(ref.crba(m, q)), rtol=1e-13, atol=1e-15)

@@ -136,13 +136,19 @@ def gravity(model: RobotModel, q):
 
 # ---- mass matrix ---------------------------------------------------------------------------
 
-def _crba(model, q):
-    Xs, Ss = _kinematics(model, q)
+def _composite(model, Xs):
+    """The composite inertia I^c_i of every body (its subtree's, in its frame)."""
     Ic = [model.inertia[i].copy() for i in range(model.nb)]
     for i in reversed(range(model.nb)):
         p = model.parent[i]
         if p >= 0:
             Ic[p] = Ic[p] + mm(mm(Xs[i].T, Ic[i]), Xs[i])
+    return Ic
+
+
+def _crba(model, q):
+    Xs, Ss = _kinematics(model, q)
+    Ic = _composite(model, Xs)
     M = np.zeros((model.nv, model.nv))
     for i in range(model.nb):
         F = mm(Ic[i], Ss[i])
@@ -168,11 +174,7 @@ def crba_diagonal(model: RobotModel, q) -> np.ndarray:
     if getattr(model, "coupled", False):
         return np.diag(crba(model, q)).copy()
     Xs, Ss = _kinematics(model, q)
-    Ic = [model.inertia[i].copy() for i in range(model.nb)]
-    for i in reversed(range(model.nb)):
-        p = model.parent[i]
-        if p >= 0:
-            Ic[p] = Ic[p] + mm(mm(Xs[i].T, Ic[i]), Xs[i])
+    Ic = _composite(model, Xs)
     d = np.zeros(model.nv)
     for i in range(model.nb):
         d[model.v_slice(i)] = np.diag(mm(Ss[i].T, mm(Ic[i], Ss[i])))
