@@ -108,7 +108,8 @@ def test_batch_in_a_forked_child_returns_after_a_parallel_batch():
     """A multiprocessing "fork" pool over a kernel, after one parallel batch in the parent: each
     worker's batch returns the parent's numbers (it waited forever for the pool's threads)."""
     rbdgen.build(rbdgen.load_urdf(IIWA), kernels=["rnea"])  # compiled here: the script's timeout is for the fork
-    r = _run(_FORK_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "2"})  # a pool even on one core
+    # a pool even on one core, and every batch of at least PARALLEL_OPS operations parallel
+    r = _run(_FORK_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "2", "RBDGEN_PARALLEL_OPS": "1"})
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(r.stdout.strip().splitlines()[-1])
     assert d["pool_threads"] >= 1, "the parent's batch did not go parallel: the test shows nothing"
@@ -294,3 +295,55 @@ def test_a_compile_cache_hit_hashes_the_library_once_per_process(tmp_path, monke
     assert rbdgen.build(model, kernels=["gravity"], march="portable", opt="-O1").path == kern.path
     assert rbdgen.build(model, kernels=["gravity"], march="portable", opt="-O1").path == kern.path
     assert len(calls) == 1
+
+
+# ---- when a batch goes parallel (issue 47, item 3) -------------------------------------------------
+
+_THRESHOLD_SCRIPT = """
+    import json, os
+    import numpy as np
+    import rbdgen, rbdgen.robots
+    from rbdgen import reference as ref
+    from rbdgen.targets.cpu.emit import PARALLEL_OPS
+
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    kern = rbdgen.build(m, kernels=["rnea"])
+    ops = kern.op_counts["rnea"]["total"]
+    out = {"floor": PARALLEL_OPS, "measured": kern.parallel_ops}
+    rng = np.random.default_rng(0)
+    errs = []
+    for n in (7, PARALLEL_OPS // ops + 9, 3 * (PARALLEL_OPS // ops)):  # serial, then over the floor
+        for setting in (1, 10**12):  # parallel from the floor on / never
+            kern.parallel_ops = setting
+            out.setdefault("set", []).append(kern.parallel_ops)
+            Q, V, A = m.random_q(rng, n), rng.normal(size=(n, m.nv)), rng.normal(size=(n, m.nv))
+            errs.append(float(np.max(np.abs(kern.rnea(Q, V, A) - ref.rnea(m, Q, V, A)))))
+    kern.parallel_ops = 0  # measured again
+    out["again"] = kern.parallel_ops
+    out["errs"] = errs
+    try:
+        kern.parallel_ops = -1
+    except ValueError as e:
+        out["bad"] = str(e)
+    print(json.dumps(out))
+"""
+
+
+def test_the_parallel_threshold_is_measured_or_set():
+    """The batch size from which a batch runs on several threads: measured once per process (at
+    least the floor, PARALLEL_OPS), or set by $RBDGEN_PARALLEL_OPS or ``kern.parallel_ops``; the
+    batches are right either way."""
+    rbdgen.build(rbdgen.load_urdf(IIWA), kernels=["rnea"])  # compiled here, outside the timeout
+    r = _run(_THRESHOLD_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "2"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert d["measured"] >= d["floor"] and d["again"] >= d["floor"]
+    assert d["set"] == [1, 10**12] * 3
+    assert max(d["errs"]) < 1e-9
+    assert "parallel_ops" in d["bad"]
+    r = _run(_THRESHOLD_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "2", "RBDGEN_PARALLEL_OPS": "123456"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1])["measured"] == 123456
+    r = _run(_THRESHOLD_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1])["measured"] == 2**63 - 1  # one thread: never

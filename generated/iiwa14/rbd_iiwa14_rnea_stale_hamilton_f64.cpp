@@ -60,6 +60,61 @@ __attribute__((visibility("hidden"))) inline void rbd_in_child() {
 }
 __attribute__((visibility("hidden"))) inline const int rbd_fork_guard =
     pthread_atfork(rbd_before_fork, nullptr, rbd_in_child);
+
+// ---- when a batch goes parallel (issue 47, item 3). A parallel batch pays a fixed cost: the
+// workers sleep between batches (OMP_WAIT_POLICY=passive, rbdgen.kernels.loaded) and each batch
+// wakes them, ~45 us on a 2-core VM, 200-250 us on a 16-vCPU one, a few us on bare metal. Below
+// about twice that in serial work a batch runs slower in parallel (the CPU column of issue 47
+// jumped 5-30x where batches crossed a fixed threshold; docs/cuda.md). So the threshold is
+// measured once per process, at the first batch that could go parallel (~0.2 ms): the least of
+// three wakes of the idle team, times the batch path's rate (RBD_OPS_PER_NS), times two; never below
+// 200000 operations. $RBDGEN_PARALLEL_OPS (operations) sets it instead, as does
+// <prefix>_set_parallel_ops_<tag>.
+extern "C" {
+double omp_get_wtime(void) noexcept;
+int omp_get_max_threads(void) noexcept;
+char* getenv(const char*) noexcept;
+long strtol(const char*, char**, int) noexcept;
+}
+// the SIMD batch path's operations per ns on the 2-core EPYC (AVX-512): iiwa rnea, 200 000 in ~10 us
+static constexpr double RBD_OPS_PER_NS = 20.0;
+__attribute__((visibility("hidden"))) inline long rbd_parallel_ops = 0;  // 0: not measured yet
+__attribute__((visibility("hidden"))) inline void rbd_busy(double seconds) {
+  const double t0 = omp_get_wtime();
+  while (omp_get_wtime() - t0 < seconds) {
+  }
+}
+__attribute__((visibility("hidden"))) inline long rbd_measure_parallel_ops() {
+  if (const char* s = getenv("RBDGEN_PARALLEL_OPS")) {
+    char* end = nullptr;
+    const long v = strtol(s, &end, 10);
+    if (end != s && *end == '\0' && v >= 0) return v > 0 ? v : 1;
+  }
+  if (omp_get_max_threads() < 2) return 0x7fffffffffffffffL;  // one thread: never parallel
+  // each thread busy for W, the team asleep before each try (the master alone busy for 50 us): what
+  // a region takes beyond W is the wake and the join (an empty region measured nothing: ~0 us)
+  const double W = 20e-6;
+  double best = 1e30;
+  for (int r = 0; r < 4; ++r) {
+    rbd_busy(50e-6);
+    const double t0 = omp_get_wtime();
+#pragma omp parallel
+    { rbd_busy(W); }
+    const double dt = omp_get_wtime() - t0 - W;
+    if (r > 0 && dt < best) best = dt;  // the first starts the team
+  }
+  const double ops = 2.0 * (best > 0.0 ? best : 0.0) * 1e9 * RBD_OPS_PER_NS;
+  return ops < 200000.0 ? 200000L : ops > 4e18 ? 0x7fffffffffffffffL : (long)ops;
+}
+// the threshold (measured on the first call); only asked for batches of at least 200000 operations
+__attribute__((visibility("hidden"))) inline long rbd_parallel_threshold() {
+  long t = __atomic_load_n(&rbd_parallel_ops, __ATOMIC_RELAXED);
+  if (t == 0) {
+    t = rbd_measure_parallel_ops();
+    __atomic_store_n(&rbd_parallel_ops, t, __ATOMIC_RELAXED);
+  }
+  return t;
+}
 #endif
 
 // n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
@@ -1147,6 +1202,18 @@ static inline void rnea_stale_hamilton(const S* __restrict q, const S* __restric
 
 extern "C" {
 
+#ifdef _OPENMP
+// the batch size, in operations (states x the kernel's operations), from which batches of this library's
+// double kernels run on several threads: measured on first use (see rbd_parallel_threshold), or set
+// here (0: measure again). One definition in the library (inline, in every kernel source).
+__attribute__((used)) inline long rbd_iiwa14_parallel_ops_f64(void) {
+  return rbd_iiwa14_f64::rbd_parallel_threshold();
+}
+__attribute__((used)) inline void rbd_iiwa14_set_parallel_ops_f64(long ops) {
+  __atomic_store_n(&rbd_iiwa14_f64::rbd_parallel_ops, ops < 0 ? 0 : ops, __ATOMIC_RELAXED);
+}
+#endif
+
 // one state, the scratch in the caller's work: at least 0 doubles, whatever their values
 void rbd_iiwa14_rnea_stale_hamilton_f64_ws(const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next, double* work) {
   (void)work;
@@ -1171,7 +1238,7 @@ int rbd_iiwa14_rnea_stale_hamilton_f64_lanes(void) { return rbd_iiwa14_f64::LANE
 void rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale_lwp, long stale_lwp_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = n / LANES;
-#pragma omp parallel if (n * 857L >= 200000L)
+#pragma omp parallel if (n * 857L >= 200000L && n * 857L >= rbd_parallel_threshold())
   {
     rbd_buf<vec_t> buf(280);
     vec_t* q_v = buf.data() + 0;

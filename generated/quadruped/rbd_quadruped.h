@@ -27,13 +27,16 @@
  *  12  RR_calf_joint   revolute  RR_calf   q[18]    v[17]
  * No frames selected (rbdgen generate --frames adds the frame kernels).
  *
- * Memory: no single-state function (rbd_quadruped_<kernel>_<type>) allocates, on any call: its
- * scratch, if any, is an array on its stack (its size is given per kernel below), so it runs
- * in any thread and is reentrant. The _ws variant takes that scratch from the caller instead
+ * Memory: no single-state function (rbd_quadruped_<kernel>_<type>) allocates, on any call, except
+ * where a kernel's scratch says otherwise below (rolled kernels of big robots): its scratch, if
+ * any, is an array on its stack (its size is given per kernel below), so it runs in any thread
+ * and is reentrant. The _ws variant takes that scratch from the caller instead
  * (work: at least the kernel's _WORKSPACE scalars, any alignment of the scalar type, contents
  * ignored and overwritten; NULL where the size is 0). The batch functions allocate one buffer
  * per thread and call (new[]) and run on OpenMP threads when the batch is large: not for a
- * real-time loop. They run _lanes() states per SIMD instruction (as compiled: 2 doubles
+ * real-time loop; from rbd_quadruped_parallel_ops_<type>() operations (states x the kernel's operations,
+ * measured once per process, or set by rbd_quadruped_set_parallel_ops_<type> or $RBDGEN_PARALLEL_OPS;
+ * with OpenMP only). They run _lanes() states per SIMD instruction (as compiled: 2 doubles
  * without AVX, 4 with, 8 with AVX-512 for some kernels); a batch of n states runs n % lanes of them
  * one at a time. rbdgen's docs/cpp.md has the details.
  */
@@ -154,6 +157,11 @@ long rbd_quadruped_rnea_scan_f64_workspace_size(void);
 void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_quadruped_rnea_scan_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
 int rbd_quadruped_rnea_scan_f64_lanes(void);
+
+/* the batch size in operations from which batches of double kernels run on several threads (libraries
+ * compiled with OpenMP only): measured on first use, or set (0: measure again) */
+long rbd_quadruped_parallel_ops_f64(void);
+void rbd_quadruped_set_parallel_ops_f64(long ops);
 
 #ifdef __cplusplus
 }

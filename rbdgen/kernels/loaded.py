@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import BuildError
+from ..errors import BuildError, RbdgenError
 from ..toolchain.rebuild import reduce as _reduce
 from . import interop as _interop
 from .frames import install as _install_frames
@@ -439,7 +439,31 @@ class CompiledKernels(NamesMissingKernels):
             setattr(self, name, method)
         if self.kernel_lanes:
             self.lanes = max(self.kernel_lanes.values())
+        self._par_get = getattr(self._lib, f"{prefix}_parallel_ops_{tag}", None)  # CPU libraries with OpenMP
+        self._par_set = getattr(self._lib, f"{prefix}_set_parallel_ops_{tag}", None)
+        if self._par_get is not None and self._par_set is not None:
+            self._par_get.argtypes, self._par_get.restype = [], ctypes.c_long
+            self._par_set.argtypes, self._par_set.restype = [ctypes.c_long], None
         _install_frames(self)  # by-name frame and contact methods
+
+    @property
+    def parallel_ops(self) -> int | None:
+        """The batch size, in operations (states × the kernel's ``op_counts[k]["total"]``), from
+        which a batch runs on several threads (issue 47): measured by the library when first
+        needed — twice what waking its idle OpenMP team costs, in the batch path's work (~2 M
+        operations on a 2-core VM, where waking takes ~45 µs) — or given by
+        ``$RBDGEN_PARALLEL_OPS`` or by setting this (0: measure again; 1: every batch of at
+        least 200 000 operations). Shared by the library's kernels of this dtype. None: a
+        library without OpenMP (or not a CPU one)."""
+        return None if self._par_get is None else int(self._par_get())
+
+    @parallel_ops.setter
+    def parallel_ops(self, ops: int) -> None:
+        if self._par_set is None:
+            raise RbdgenError(f"{self.path}: this library has no parallel batches (built without OpenMP)")
+        if isinstance(ops, bool) or not isinstance(ops, (int, np.integer)) or ops < 0:
+            raise ValueError(f"parallel_ops must be a whole number of operations >= 0, got {ops!r}")
+        self._par_set(int(ops))
 
     def __reduce__(self):
         """Pickled as the recipe it was loaded from (sources, model, options); unpickling loads it

@@ -25,8 +25,10 @@ from ...toolchain.compiler import cxx_flags
 CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, spread_constants=True, const_runs=3,
               const_runs_below=5000, epilogue="tiles")  # = LARGE_STATEMENTS (asserted below)
 
-#: a batch runs in parallel only when it carries at least this many operations (~50 µs of
-#: work): waking OpenMP threads costs microseconds, more than small batches take
+#: a batch runs in parallel only when it carries at least this many operations (~10 µs of the
+#: SIMD batch path's work on the 2-core EPYC), and at least what the library measures, once per
+#: process, as worth waking its OpenMP team for (twice the wake, in the batch path's work: ~2 M
+#: operations on that VM; the template's rbd_parallel_threshold, issue 47)
 PARALLEL_OPS = 200_000
 #: a single-state call keeps its scratch on the stack up to this size; above it (rolled kernels of big
 #: robots: every value that crosses a body's block is in the scratch) in a buffer per thread
@@ -210,7 +212,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
         for hk, kk in zip(header_kernels, ks):
             hk["c_args"][tag] = kk["c_args"]
             hk["c_strided_args"][tag] = kk["c_strided_args"]
-            hk["scratch"][tag] = {"n": kk["scratch"], "bytes": kk["scratch_bytes"],
+            hk["scratch"][tag] = {"n": kk["scratch"], "bytes": kk["scratch_bytes"], "heap": kk["heap_scratch"],
                                   "macro": f"{prefix}_{kk['name']}_{tag}_WORKSPACE".upper()}
         sources[dtype], large[dtype], looped[dtype] = [], [], []
         kernel_lane[dtype] = {}
