@@ -94,6 +94,15 @@ def test_regenerate_refuses_to_overwrite_a_file_it_did_not_write(capsys, tmp_pat
     assert _dot_entries(tmp_path) == []
 
 
+def _default_signals():
+    """In the child, before it runs: SIGINT and SIGHUP back to their default action. A child
+    inherits ignored signals, and a test run started in the background (``cmd &`` in a script
+    ignores SIGINT) or under nohup (SIGHUP) would otherwise see every stop signal of these tests
+    ignored, and fail them for how it was started."""
+    for s in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
 _KILL_AT_RENAME = """
 import os, signal, sys
 out = {out!r}
@@ -153,7 +162,7 @@ def test_a_signal_mid_swap_waits_for_the_swap(capsys, tmp_path, sig):
     _user_files(pkg)
     args = ["generate", str(IIWA), "--out", str(tmp_path), "--kernels", "crba", "--dtype", "float64", "-q"]
     r = subprocess.run([sys.executable, "-c", _KILL_AT_RENAME.format(out=str(tmp_path), k=2, sig=sig, args=args)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, preexec_fn=_default_signals)
     if sig == "SIGINT":
         assert r.returncode == 1 and r.stderr.strip() == "error: aborted", r.stderr
     else:
@@ -176,7 +185,14 @@ def long_chain(tmp_path_factory):
 def _start_generate(urdf: Path, out: Path, **popen):
     cmd = [sys.executable, "-m", "rbdgen", "generate", str(urdf), "--out", str(out), "--kernels", "rnea",
            "--dtype", "float64", "--name", "chain", "-q"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    theirs = popen.pop("preexec_fn", None)
+
+    def before():
+        _default_signals()
+        if theirs is not None:
+            theirs()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=before,
+                            **popen)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         if out.is_dir() and any(".tmp-" in e for e in os.listdir(out)):

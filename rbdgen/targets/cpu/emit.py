@@ -106,8 +106,13 @@ def _print_one(model, k: str, dtypes, fold: bool, part_size: int, unroll, progre
 
 
 def _print_job(k: str):
+    """In a worker: (True, the kernel printed) or (False, None) where it failed (the parent redoes
+    it, so that the error is raised there as it would be)."""
     model, dtypes, fold, part_size, unroll = _job
-    return _print_one(model, k, dtypes, fold, part_size, unroll)
+    try:
+        return True, _print_one(model, k, dtypes, fold, part_size, unroll)
+    except Exception:  # noqa: BLE001 — see above
+        return False, None
 
 
 def _print_kernels(model, kernels, dtypes, fold, part_size, unroll, progress):
@@ -121,26 +126,42 @@ def _print_kernels(model, kernels, dtypes, fold, part_size, unroll, progress):
     if workers > 1 and model.nb >= PARALLEL_BODIES and "fork" in multiprocessing.get_all_start_methods():
         _job = (model, tuple(dtypes), fold, part_size, unroll)
         order = sorted(kernels, key=lambda k: -_weight(k))
+        ex = None
         try:
-            ctx = multiprocessing.get_context("fork")
-            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as ex:
-                futs = {ex.submit(_print_job, k): k for k in order}
-                for n, f in enumerate(concurrent.futures.as_completed(futs), 1):
+            ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            futs = {ex.submit(_print_job, k): k for k in order}
+            for n, f in enumerate(concurrent.futures.as_completed(futs), 1):
+                ok, val = f.result()
+                if ok:
                     k = futs[f]
-                    try:
-                        printed[k], posts[k] = f.result()
-                    except Exception:  # noqa: BLE001 — redone below, where its error is raised
-                        continue
+                    printed[k], posts[k] = val
                     if progress:
                         progress(f"generated {k} ({n}/{len(kernels)}, {workers} processes)")
         except (OSError, concurrent.futures.process.BrokenProcessPool):
-            pass  # no processes to be had: all of it here
+            pass  # no processes to be had, or one died: the rest here
+        except BaseException:
+            # Ctrl-C, SIGTERM (the CLI's cleanup), a bug: the workers end now, not when done
+            _stop(ex)
+            raise
         finally:
             _job = ()
+            if ex is not None:
+                ex.shutdown(wait=True, cancel_futures=True)
     for k in kernels:
         if k not in printed:
             printed[k], posts[k] = _print_one(model, k, dtypes, fold, part_size, unroll, progress)
     return printed, posts
+
+
+def _stop(ex) -> None:
+    """End the worker processes of ``ex`` at once (what is queued is cancelled by its shutdown)."""
+    if ex is None:
+        return
+    for p in list(getattr(ex, "_processes", {}).values()):  # CPython's executor keeps them there
+        try:
+            p.terminate()
+        except (OSError, ValueError):
+            pass
 
 
 def _weight(k: str) -> int:
