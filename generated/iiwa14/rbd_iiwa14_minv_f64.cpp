@@ -67,7 +67,7 @@ __attribute__((visibility("hidden"))) inline const int rbd_fork_guard =
 // about twice that in serial work a batch runs slower in parallel (the CPU column of issue 47
 // jumped 5-30x where batches crossed a fixed threshold; docs/cuda.md). So the threshold is
 // measured once per process, at the first batch that could go parallel (~0.2 ms): the least of
-// three wakes of the idle team, times the batch path's rate (RBD_OPS_PER_NS), times two; never below
+// three wakes of the idle team, times the batch path's rate (RBD_OPS_PER_NS), times RBD_WAKES; never below
 // 200000 operations. $RBDGEN_PARALLEL_OPS (operations) sets it instead, as does
 // <prefix>_set_parallel_ops_<tag>.
 extern "C" {
@@ -78,6 +78,10 @@ long strtol(const char*, char**, int) noexcept;
 }
 // the SIMD batch path's operations per ns on the 2-core EPYC (AVX-512): iiwa rnea, 200 000 in ~10 us
 static constexpr double RBD_OPS_PER_NS = 20.0;
+// a parallel batch breaks even at about five times the probe's wake in serial work (2-core EPYC: the
+// probe 28 us, iiwa aba even at N ~ 2 000-2 500, rnea ~ 3 000; with twice, aba ran 1.3x slower at
+// N = 1 536); benchmarks/cpu_threads.py
+static constexpr double RBD_WAKES = 5.0;
 __attribute__((visibility("hidden"))) inline long rbd_parallel_ops = 0;  // 0: not measured yet
 __attribute__((visibility("hidden"))) inline void rbd_busy(double seconds) {
   const double t0 = omp_get_wtime();
@@ -103,7 +107,7 @@ __attribute__((visibility("hidden"))) inline long rbd_measure_parallel_ops() {
     const double dt = omp_get_wtime() - t0 - W;
     if (r > 0 && dt < best) best = dt;  // the first starts the team
   }
-  const double ops = 2.0 * (best > 0.0 ? best : 0.0) * 1e9 * RBD_OPS_PER_NS;
+  const double ops = RBD_WAKES * (best > 0.0 ? best : 0.0) * 1e9 * RBD_OPS_PER_NS;
   return ops < 200000.0 ? 200000L : ops > 4e18 ? 0x7fffffffffffffffL : (long)ops;
 }
 // the threshold (measured on the first call); only asked for batches of at least 200000 operations
