@@ -65,7 +65,6 @@ class Kind:
     ext_col: dict = field(default_factory=dict)    # per external j: its column in ``itab``
     exports: list = field(default_factory=list)    # op places written to w + base, in order
     export_pos: dict = field(default_factory=dict)  # op place → offset from base
-    base_col: int = 0                               # itab column of the member's base
     ctab: list = field(default_factory=list)       # per member: constants (floats)
     itab: list = field(default_factory=list)       # per member: ints (base, inputs, externals)
     block: object = None                            # the first member's block (for comments)
@@ -251,7 +250,6 @@ def roll(kernel: Kernel) -> Rolled:
     for k in kinds:
         rows = [per_seg[si] for si in k.members]
         ccols, icols = [], [0]  # itab column 0: the base
-        k.base_col = 0
         for j in range(k.n_const):
             vals = {r[0][j] for r in rows}
             if len(vals) == 1:
@@ -259,7 +257,6 @@ def roll(kernel: Kernel) -> Rolled:
             else:
                 k.const_col[j] = len(ccols)
                 ccols.append(j)
-        in_cols = []
         for j in range(len(k.inputs)):
             idx = {r[1][j][1] for r in rows}
             if len(idx) == 1:
@@ -267,7 +264,6 @@ def roll(kernel: Kernel) -> Rolled:
             else:
                 k.input_col[j] = len(icols)
                 icols.append(("i", j))
-                in_cols.append(j)
         for j in range(k.n_ext):
             k.ext_col[j] = len(icols)
             icols.append(("x", j))
@@ -300,9 +296,19 @@ def roll(kernel: Kernel) -> Rolled:
                   [(a.name, a.index) for a, _, _ in trig])
 
 
-def check_unroll(unroll) -> None:
-    if unroll not in (True, False, "auto"):
-        raise RbdgenError(f"unroll must be True, False or 'auto', not {unroll!r}")
+def check_unroll(value):
+    """``unroll`` as True, False or "auto": also the command line's yes/no/auto (and
+    true/false/on/off/1/0); anything else is an RbdgenError naming it."""
+    if isinstance(value, str):
+        table = {"yes": True, "true": True, "on": True, "1": True, "no": False, "false": False, "off": False,
+                 "0": False, "auto": "auto"}
+        v = table.get(value.strip().lower())
+        if v is None:
+            raise RbdgenError(f"unroll must be yes, no or auto, got {value!r}")
+        return v
+    if value is True or value is False:
+        return value
+    raise RbdgenError(f"unroll must be True, False or 'auto', got {value!r}")
 
 
 def rolled_lowering(unroll, kernel: Kernel) -> bool:

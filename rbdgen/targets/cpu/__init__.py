@@ -15,6 +15,7 @@ import numpy as np
 
 from ...codegen.sources import DTYPES, Sources, check_dtype, kernel_entry
 from ...errors import RbdgenError
+from ...ir.roll import check_unroll
 from ...kernels.loaded import CompiledKernels, kernel_specs
 from ...toolchain.compiler import build_library, cxx_flags, python_include, resolve_march, vector_bytes
 from ..base import CXX, OPT, Option, Target, check_opt, register
@@ -61,24 +62,10 @@ def _left_out(binding: str, text: str, prefix: str, tag: str, kernels: list) -> 
             f'extern "C" {{\n{calls}}}\n')
 
 
-def _check_unroll(value):
-    """unroll: True/False/"auto", or on the command line yes/no/auto (also true/false/on/off/1/0)."""
-    if isinstance(value, str) and not isinstance(value, bool):
-        v = value.strip().lower()
-        table = {"yes": True, "true": True, "on": True, "1": True, "no": False, "false": False, "off": False,
-                 "0": False, "auto": "auto"}
-        if v not in table:
-            raise RbdgenError(f"unroll must be yes, no or auto, got {value!r}")
-        return table[v]
-    if value is True or value is False:
-        return value
-    raise RbdgenError(f"unroll must be True, False or 'auto', got {value!r}")
-
-
 def _unroll_option(value) -> str:
     """The option's checked value, spelled "yes", "no" or "auto" (a False would read as "not
     given" on the command line); :meth:`CpuTarget.generate` turns it back."""
-    return {True: "yes", False: "no", "auto": "auto"}[_check_unroll(value)]
+    return {True: "yes", False: "no", "auto": "auto"}[check_unroll(value)]
 
 
 class CpuTarget(Target):
@@ -110,7 +97,7 @@ class CpuTarget(Target):
         lane_map = None if lanes is None else {d: _check_lanes(lanes) for d in dtypes}
         gen = generate_cpu(model, dtypes=dtypes, kernels=kernels, fold=fold, name=name, progress=progress,
                            simd=simd, python=python_include() is not None, lanes=lane_map,
-                           unroll=_check_unroll(unroll))
+                           unroll=check_unroll(unroll))
         info = {
             "header": gen.header,
             # included by the kernel sources only (C++: the sine/cosine shared by every kernel)

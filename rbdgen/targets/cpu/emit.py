@@ -178,7 +178,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
     """Render the CPU sources of ``kernels`` for ``model``. Deterministic: same input → same bytes.
     ``unroll``: True (straight-line code), False (loops over bodies, :mod:`rbdgen.codegen.rolled`)
     or "auto" (:func:`rbdgen.ir.roll.choose`, per kernel)."""
-    check_unroll(unroll)
+    unroll = check_unroll(unroll)
     kernels = registry.applicable(model, kernels)
     prefix = prefix_for(name or model.name)
     printed, posts = _print_kernels(model, kernels, dtypes, fold, part_size, unroll, progress)
