@@ -1,9 +1,10 @@
 """The rolled lowering's C printer (issue 44): loops over bodies instead of straight-line code.
 
 :func:`rbdgen.ir.roll.roll` groups a kernel's per-body blocks into kinds; this prints each kind
-once, as an always-inline function of the member's table rows, and a driver that runs the
-kinds' members in the trace's order (runs of consecutive members of one kind are one loop),
-then gathers the outputs from the workspace. The kernel keeps the unrolled kernel's signature
+once, as a function (not inlined: g++'s time stays linear in the kinds) of the member's table
+rows, the joint angles' sines and cosines first (four to a call where the dialect groups them),
+and a driver that runs the kinds' members in the trace's order (runs of consecutive members of
+one kind are one loop), then gathers the outputs from the workspace. The kernel keeps the unrolled kernel's signature
 ``(inputs, outputs, S* w)`` over the scalar type ``S``, so every template around it (one state,
 the SIMD batch, the Python module) is the same; only the scratch grows (every value that
 crosses a block lives in ``w``).
