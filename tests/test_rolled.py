@@ -173,6 +173,13 @@ def test_bad_unroll_values_are_refused(capsys, tmp_path):
                             "--unroll", "sometimes")
     assert rc == 2
     assert_one_error_line(err, out, "unroll", "sometimes")
+    # the CUDA and HLS targets have no rolled lowering (yet): the option is refused, not ignored
+    rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--out", tmp_path / "o",
+                            "--target", "cuda", "--unroll", "no")
+    assert rc == 2
+    assert_one_error_line(err, out, "--unroll", "cpu")
+    with pytest.raises(TypeError, match="unroll"):
+        rbdgen.build(m, target="hls", kernels=["rnea"], unroll=False)
 
 
 def test_cli_generates_a_rolled_package(capsys, tmp_path):
