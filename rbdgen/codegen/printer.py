@@ -160,12 +160,17 @@ class PrintedKernel:
         return sum(len(p.lines) for p in self.parts) + len(self.body)
 
 
-def _block_comment(b: Block, dialect: Dialect) -> str:
-    """The comment naming a block; the label holds link and joint names from the URDF, so it
+def block_text(b: Block) -> str:
+    """What a comment says of a block; the label holds link and joint names from the URDF, so it
     goes through :func:`rbdgen.codegen.escape.comment` (the phase is rbdgen's own constant text)."""
     if b.body is None:
-        return f"{dialect.comment} ---- {b.phase}"
-    return f"{dialect.comment} ---- {b.phase}: body {b.body} {esc.comment(b.label)}, tree level {b.level}"
+        return b.phase
+    return f"{b.phase}: body {b.body} {esc.comment(b.label)}, tree level {b.level}"
+
+
+def _block_comment(b: Block, dialect: Dialect) -> str:
+    """The comment naming a block (:func:`block_text`)."""
+    return f"{dialect.comment} ---- {block_text(b)}"
 
 
 def _share_slots(crossing: list, defined: dict, last_use: dict) -> dict:

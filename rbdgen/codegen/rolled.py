@@ -14,8 +14,7 @@ from __future__ import annotations
 from ..ir.graph import Kernel
 from ..ir.ops import OPS
 from ..ir.roll import Rolled, roll
-from . import escape as esc
-from .printer import Dialect, PrintedKernel, epilogue_lines, literal
+from .printer import Dialect, PrintedKernel, block_text, epilogue_lines, literal
 
 #: values per line of a printed table
 _PER_LINE = 8
@@ -44,12 +43,6 @@ def _flat(ctype: str, name: str, vals: list, fmt) -> list[str]:
         lines.append("  " + ", ".join(fmt(x) for x in vals[i:i + 2 * _PER_LINE]) + ",")
     lines.append("};")
     return lines
-
-
-def _where(block) -> str:
-    if block is None or block.body is None:
-        return block.phase if block is not None else "setup"
-    return f"{block.phase}: body {block.body} {esc.comment(block.label)}, tree level {block.level}"
 
 
 def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S",
@@ -81,7 +74,7 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
                    "indices and the workspace slots it reads"]
         tables += _table("int", f"{fn}_x", k.itab, str)
         tables.append(f"{dialect.comment} kind {k.id} ({members_of[k.id]} member{'s' if members_of[k.id] > 1 else ''}"
-                      f", {len(k.ops)} ops), like {_where(k.block)}")
+                      f", {len(k.ops)} ops), like {block_text(k.block)}")
         tables.append("template <typename S>")
         tables.append(f"static {inline} void {fn}({in_params}, S* __restrict w, "
                       f"[[maybe_unused]] const {ctype}* __restrict c, const int* __restrict x) {{")
