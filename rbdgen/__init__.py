@@ -2,7 +2,7 @@
 from .errors import BuildError, CompilerNotFoundError, MJCFError, RbdgenError, UnsupportedError, URDFError
 from .model import (ModelBuilder, RobotModel, load_mjcf, load_model, load_urdf, mujoco_qpos_to_q, mujoco_qvel_to_v,
                     q_to_mujoco_qpos, v_to_mujoco_qvel)
-from .reference.contact import Contact, ContactError
+from .reference.contact import Contact, ContactError, Loop
 
 
 from ._version import __version__
@@ -21,6 +21,7 @@ __all__ = [
     "CompilerNotFoundError",
     "Contact",
     "ContactError",
+    "Loop",
     "MJCFError",
     "ModelBuilder",
     "RbdgenError",

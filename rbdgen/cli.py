@@ -39,9 +39,10 @@ def _report_warnings():
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def _load(path, floating_base, mimic, check_inertia, gravity=None, frames=None):
+def _load(path, floating_base, mimic, check_inertia, gravity=None, frames=None, contacts=(), loops=()):
     """A URDF or an MJCF file, by its content (:func:`rbdgen.load_model`); ``gravity`` None: the
-    loader's default (URDF: 0 0 -9.81; MJCF: the file's ``<option gravity>``)."""
+    loader's default (URDF: 0 0 -9.81; MJCF: the file's ``<option gravity>``). ``contacts``,
+    ``loops``: the --contact FRAME:MODEL and --loop A:B:MODEL values (constrained_fd's)."""
     from .model import load_model
 
     with _report_warnings():
@@ -51,6 +52,10 @@ def _load(path, floating_base, mimic, check_inertia, gravity=None, frames=None):
             if frames:
                 model = model.with_frames("leaves" if frames == "leaves" else
                                           [n.strip() for n in frames.split(",") if n.strip()])
+            if contacts or loops:
+                from .model.constraints import constraints_from_cli
+
+                model = model.with_constraints(constraints_from_cli(contacts, loops))
         except ValueError as e:  # load_urdf's and with_frames' checks of the option values
             raise RbdgenError(" ".join(str(e).replace(f"{path}: ", "").split()), file=path) from e
     return model
@@ -85,6 +90,14 @@ def model_options(f):
                      help="URDF links to generate the frame and contact kernels for (frame_placement, "
                           "frame_jacobian_*, frame_bias_acceleration_*, osim_inverse, contact_terms); "
                           "'leaves': the URDF's leaf links. Default: none, and those kernels are left out.")(f)
+    f = click.option("--loop", "loops", metavar="LINK_A:LINK_B:3d|6d[:KP,KD]", multiple=True,
+                     help="A loop closed inside the robot for constrained_fd (repeat for several): the two "
+                          "links' origins held together (3d) or the links welded (6d); KP,KD: Baumgarte "
+                          "gains on its position error (3d loops).")(f)
+    f = click.option("--contact", "contacts", metavar="LINK:3d|6d", multiple=True,
+                     help="A rigid contact for constrained_fd (repeat for several): the link's origin held "
+                          "still (3d) or the link held (6d). With --contact or --loop the constrained_fd "
+                          "kernel is generated; their links are added to --frames.")(f)
     f = click.option("--floating-base", is_flag=True,
                      help="Add a free-flyer joint at the URDF root (MJCF: on the first top-level body, "
                           "which must have no joint).")(f)
@@ -361,7 +374,7 @@ def _osim_product_row(model, trace) -> tuple:
 @kernels_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("inspect")
-def inspect(urdf, floating_base, mimic, frames, no_check_inertia, show_sparsity, show_cost, target, dtype, kernels,
+def inspect(urdf, floating_base, mimic, frames, contacts, loops, no_check_inertia, show_sparsity, show_cost, target, dtype, kernels,
             skip_kernels, quiet, **given):
     """Print the kinematic tree, sizes, mass and merged fixed joints of URDF
     (or, with --sparsity / --cost, what code generation prunes)."""
@@ -370,7 +383,7 @@ def inspect(urdf, floating_base, mimic, frames, no_check_inertia, show_sparsity,
     topts = _target_kwargs(target, "inspect", given)
     if target != "cpu" and not show_cost:
         raise click.UsageError(f"--target {target} goes with --cost")
-    model = _load(urdf, floating_base, mimic, not no_check_inertia, frames=frames)
+    model = _load(urdf, floating_base, mimic, not no_check_inertia, frames=frames, contacts=contacts, loops=loops)
     kernels = _selected(model, kernels, skip_kernels)
     base = "floating" if model.floating_base else "fixed"
     click.echo(f"robot {model.name!r} ({urdf}), {base} base")
@@ -554,7 +567,7 @@ def _cleanup_then_end_by_signal(names=("SIGTERM", "SIGHUP")):
                    "and report how far the dynamics move.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("generate")
-def generate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, target, out, name, dtypes, kernels, skip_kernels,
+def generate(urdf, floating_base, mimic, frames, contacts, loops, no_check_inertia, gravity, target, out, name, dtypes, kernels, skip_kernels,
              snap, quiet, **given):
     """Write the kernels of URDF as a folder OUT/NAME/: the target's sources and manifest.json;
     for cpu and cuda an importable Python package (an __init__.py with load() and one function
@@ -564,7 +577,7 @@ def generate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
     topts = _target_kwargs(target, "generate", given)
     if topts.get("fixed") is not None and dtypes:
         raise click.UsageError("--fixed and --dtype are alternatives for --target hls; give one")
-    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames)
+    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames, contacts, loops)
     kernels = _selected(model, kernels, skip_kernels)
     load_options = {"floating_base": floating_base, "mimic": mimic, "check_inertia": not no_check_inertia}
     with _report_warnings(), _cleanup_then_end_by_signal(), _progress(quiet) as progress:
@@ -596,7 +609,7 @@ def generate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
 @click.option("--no-pinocchio", is_flag=True, help="Compare with the NumPy reference only.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @target_options("validate")
-def validate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, target, dtype, states, seed, kernels,
+def validate(urdf, floating_base, mimic, frames, contacts, loops, no_check_inertia, gravity, target, dtype, states, seed, kernels,
              skip_kernels, no_pinocchio, quiet, **given):
     """Build the kernels of URDF for the target and check each on random states (batch and single)
     against the NumPy reference and Pinocchio. Exit status 0: all pass; 1: a kernel fails."""
@@ -604,7 +617,7 @@ def validate(urdf, floating_base, mimic, frames, no_check_inertia, gravity, targ
     from .targets import get_target
 
     topts = _target_kwargs(target, "validate", given)
-    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames)
+    model = _load(urdf, floating_base, mimic, not no_check_inertia, gravity, frames, contacts, loops)
     kernels = _selected(model, kernels, skip_kernels)
     with _report_warnings(), _progress(quiet) as progress:
         rows = V.validate(model, target=target, dtype=dtype, states=states, seed=seed, kernels=kernels,

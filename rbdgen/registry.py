@@ -33,13 +33,13 @@ import numpy as np
 from .errors import RbdgenError, UnsupportedError
 
 #: the model sizes a shape may name
-_DIMS = ("nq", "nv", "nb", "nf")
+_DIMS = ("nq", "nv", "nb", "nf", "nc")
 
 
 @dataclass(frozen=True)
 class Arg:
     """A kernel argument: a name and a shape whose entries are ints, model sizes (``"nq"``,
-    ``"nv"``, ``"nb"``, ``"nf"``: the number of selected frames) or an int times one (``"24*nb"``),
+    ``"nv"``, ``"nb"``, ``"nf"``: the number of selected frames, ``"nc"``: of constraints) or an int times one (``"24*nb"``),
     e.g. ``("nb", 4, 4)``."""
 
     name: str
@@ -167,6 +167,9 @@ class KernelDecl:
     #: default selection, so builds and packages without it keep their size and speed), and a
     #: loaded ``kern.base(…, input=x)`` calls it (:func:`variants`). None: an ordinary kernel
     variant_of: tuple | None = None
+    #: the kernel is generated for the model's constraints (``model.constraints``): it is left
+    #: out of the default selection of a model without, and refused for one when asked for
+    constraints: bool = False
 
     @property
     def input_names(self) -> tuple:
@@ -185,7 +188,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
             pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False,
             coupled: Callable | None = None, frames: bool = False,
             pinocchio_env: Callable | None = None, gradient: Gradient | None = None,
-            variant_of: tuple | None = None) -> KernelDecl:
+            variant_of: tuple | None = None, constraints: bool = False) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -203,7 +206,7 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
             raise ValueError(f"kernel {name!r}: a variant of {base!r} takes its inputs and then {extra!r}")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
                    gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv),
-                   coupled, bool(frames), pinocchio_env, gradient, None if variant_of is None else tuple(variant_of))
+                   coupled, bool(frames), pinocchio_env, gradient, None if variant_of is None else tuple(variant_of), bool(constraints))
     _REGISTRY[name] = d
     return d
 
@@ -268,6 +271,7 @@ def applicable(model, names=None) -> tuple:
     for by name); asked-for kernels are checked with :func:`check_frames`."""
     if names is None:
         return tuple(k for k in resolve(None) if (not _REGISTRY[k].frames or getattr(model, "nf", 0))
+                     and (not _REGISTRY[k].constraints or getattr(model, "nc", 0))
                      and _REGISTRY[k].variant_of is None)
     out = resolve(names)
     check_frames(model, out)
@@ -275,7 +279,13 @@ def applicable(model, names=None) -> tuple:
 
 
 def check_frames(model, kernels) -> None:
-    """Refuse frame kernels for a model without selected frames (one line saying how)."""
+    """Refuse constrained_fd for a model without constraints, and frame kernels for one without
+    selected frames (one line saying how)."""
+    need = [k for k in kernels if get(k).constraints]
+    if need and not getattr(model, "nc", 0):
+        raise RbdgenError(f"{', '.join(need)} is generated for contacts and loops chosen when generating, and none "
+                          f"is given: pass constraints=[rbdgen.Contact(...), rbdgen.Loop(...)] (rbdgen generate "
+                          f"--contact FRAME:3d|6d, --loop FRAME_A:FRAME_B:3d|6d)")
     need = [k for k in kernels if get(k).frames]
     if need and not getattr(model, "nf", 0):
         raise RbdgenError(f"{', '.join(need)} work on frames and none is selected: pass frames=[link names] "

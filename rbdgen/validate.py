@@ -147,6 +147,7 @@ def pinocchio_model(model):
     if arm is not None and np.any(arm):  # each DOF's rotor inertia: Pinocchio's model.armature
         pm.armature = np.asarray(arm, dtype=float)
     pm.rbdgen_frames = tuple(getattr(model, "frames", ()))  # what the frame kernels' counterparts read
+    pm.rbdgen_constraints = tuple(getattr(model, "constraints", ()))  # and constrained_fd's
     missing = [f for f in pm.rbdgen_frames if not pm.existFrame(f)]
     if missing:
         return None, f"pinocchio has no frame {missing[0]!r}"

@@ -145,6 +145,8 @@ def test_armature_reference_matches_pinocchio(robot, floating):
     errs = {}
     for name in registry.kernels():
         decl = registry.get(name)
+        if decl.constraints:  # generated for contacts chosen per robot: tests/test_loops.py compares it
+            continue
         env_k = decl.pinocchio_env(m, env) if decl.pinocchio_env else env
         got = registry.reference(m, name, env_k)
         for k in range(3):

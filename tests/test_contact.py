@@ -293,9 +293,16 @@ def test_bad_contact_models_are_refused_clearly(quadruped_kernels):
         kern.contact_fd(q[:-1], v, tau, [Contact("FL_foot", "3d")])
     with pytest.raises(ValueError, match="contacts must be"):
         kern.contact_fd(q, v, tau, ["FL_foot"])
-    # the same foot constrained twice: Λ⁻¹ repeats, the system is singular
+    # the same foot constrained twice: Λ⁻¹ repeats, the system is singular but its rows agree —
+    # solved rank-revealing (issue 42): the same q̈ as once, the force split evenly (least norm)
+    once = kern.contact_fd(q, v, tau, [Contact("FL_foot", "3d")])
+    twice = kern.contact_fd(q, v, tau, [Contact("FL_foot", "3d"), Contact("FL_foot", "3d")])
+    assert relerr(twice[0], once[0]) <= 1e-8
+    assert relerr(twice[1][..., 0, :], 0.5 * once[1][..., 0, :]) <= 1e-8
+    assert relerr(twice[1][..., 1, :], twice[1][..., 0, :]) <= 1e-8
+    # a 6-D contact on every foot: 24 rows on 18 DoF that disagree — a singular system
     with pytest.raises(ContactError, match="singular.*FL_foot"):
-        kern.contact_fd(q, v, tau, [Contact("FL_foot", "3d"), Contact("FL_foot", "3d")])
+        kern.contact_fd(q, v, tau, [Contact(f, "6d") for f in LEGS])
 
 
 def test_more_constraints_than_the_arm_can_move_is_a_singular_system(tmp_path):

@@ -20,9 +20,12 @@ def _model(case_id="quadruped-floating"):
 @pytest.mark.parametrize("name", registry.kernels())
 def test_declaration_matches_reference_and_trace(name):
     """Declared input sizes and output shapes are what the reference returns and what the
-    traced kernel writes, on a floating, branched robot (nq ≠ nv ≠ nb)."""
+    traced kernel writes, on a floating, branched robot (nq ≠ nv ≠ nb); a constrained kernel with
+    a 3d contact on each of its frames."""
     m = _model()
     d = registry.get(name)
+    if d.constraints:
+        m = m.with_constraints([rbdgen.Contact(f, "3d") for f in m.frames])
     env = registry.random_inputs(m, 2, seed=4)
     for a in d.inputs:
         assert env[a.name].shape == (2, a.size(m)), a.name

@@ -3,11 +3,16 @@
 from . import dynamics, kinematics, scan
 from . import contact  # after the others: declaration order is the canonical order
 from . import stale
+from . import constrained  # last: declaration order is the canonical order
 from ..registry import get as _get, kernels as _kernels, trace
 
-#: every kernel but the variants: what a default build has (the frame kernels with frames selected)
-KERNELS = tuple(k for k in _kernels() if _get(k).variant_of is None)
+#: every kernel but the variants and the constrained ones: what a default build of a model without
+#: constraints has (the frame kernels with frames selected)
+KERNELS = tuple(k for k in _kernels() if _get(k).variant_of is None and not _get(k).constraints)
 #: the variants (``*_fext``: one more input), built only when named (rbdgen.registry.variants)
 VARIANTS = tuple(k for k in _kernels() if _get(k).variant_of is not None)
+#: the kernels generated for the model's constraints (constrained_fd), in a default build only
+#: when it has some (:meth:`RobotModel.with_constraints`)
+CONSTRAINED = tuple(k for k in _kernels() if _get(k).constraints)
 
-__all__ = ["KERNELS", "VARIANTS", "contact", "dynamics", "kinematics", "scan", "stale", "trace"]
+__all__ = ["KERNELS", "VARIANTS", "CONSTRAINED", "constrained", "contact", "dynamics", "kinematics", "scan", "stale", "trace"]

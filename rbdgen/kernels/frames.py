@@ -5,6 +5,7 @@
     kern.frame_bias_acceleration(q, v, "tool0", "world") → (6,)
     kern.osim_inverse(q, ["FL_foot", "FR_foot"])         → (12, 12)
     kern.contact_fd(q, v, tau, [rbdgen.Contact("FL_foot", "3d"), …]) → (q̈, F)
+    kern.contact_fd(q, v, tau, [rbdgen.Loop("coupler_tip", "rocker_tip", "3d")])
 
 Each calls the generated kernel (every selected frame at once) and picks the frames asked for;
 ``frame=None`` returns every selected frame. One state or a batch, like every kernel method.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference.contact import ContactSystem, _check_contacts, check_finite_state, reference_name
+from ..reference.contact import ContactError, ContactSystem, _check_contacts, _describe, check_finite_state, reference_name
 from .stale import install as install_stale
 
 
@@ -76,6 +77,8 @@ def install(owner) -> None:
 
     owner.__dict__["kernel"] = kernel
     install_stale(owner)  # kern.rnea_stale_start
+    if "constrained_fd" in built:
+        _install_constrained(owner)
     if not any(k.startswith("frame_") or k in ("osim_inverse", "contact_terms") for k in built):
         return
     model = owner.model
@@ -127,15 +130,18 @@ def install(owner) -> None:
     systems: dict = {}  # contact lists seen (by identity of their Contact objects) → their system
 
     def contact_fd(q, v, tau, contacts, **kw):
-        """Forward dynamics with contacts → (q̈, F): F (m, 6) the wrench each contact frame
-        exerts on the environment, LOCAL ``[force; torque]`` (Pinocchio's lambda_c is −F), and
-        q̈ = q̈₀ − M⁻¹ Jᵀ F. See :func:`rbdgen.reference.contact_fd`."""
+        """Forward dynamics with contacts and loops → (q̈, F): F (one row per constraint) the
+        wrench each contact frame exerts on the environment (a loop: its frame a's body on its
+        frame b's), LOCAL ``[force; torque]`` (Pinocchio's lambda_c is −F), and
+        q̈ = q̈₀ − M⁻¹ J_cᵀ F. See :func:`rbdgen.reference.contact_fd`. Loops also call the
+        ``frame_placement`` kernel."""
         key = tuple(contacts) if isinstance(contacts, (list, tuple)) else None
         hit = systems.get(key) if key is not None else None
         if hit is None:
             cs = _check_contacts(model, contacts)
-            idx = [model.frame_index(c.frame) for c in cs]
-            hit = (ContactSystem(cs), idx, idx == list(range(model.nf)))
+            system = ContactSystem(cs)
+            idx = [model.frame_index(f) for f in system.slots]
+            hit = (system, idx, idx == list(range(model.nf)))
             if key is not None:
                 if len(systems) > 64:
                     systems.clear()
@@ -147,19 +153,55 @@ def install(owner) -> None:
         qdd0, J, acc0, vf, Linv = _need(owner, "contact_terms", "contact_fd")(q, v, tau, **kw)
         aba = _need(owner, "aba", "contact_fd")
         Jh, acc0, vf, Linv = (_host(x) for x in (J, acc0, vf, Linv))
+        oMf = _host(_need(owner, "frame_placement", "contact_fd with loops")(q, **kw)) if system.has_loops else None
         m = len(idx)
         if not every:
             Jh, acc0, vf, Linv = Jh[..., idx, :, :], acc0[..., idx, :], vf[..., idx, :], Linv[..., idx, :, :, :][..., idx, :]
-        F = system.solve(acc0, vf, Linv.reshape(Linv.shape[:-4] + (6 * m, 6 * m)))
-        JtF = (F.reshape(F.shape[:-2] + (1, 6 * m)) @ Jh.reshape(Jh.shape[:-3] + (6 * m, Jh.shape[-1])))[..., 0, :]
-        JtF = JtF.astype(Jh.dtype, copy=False)
+            oMf = None if oMf is None else oMf[..., idx, :, :]
+        W = system.solve(acc0, vf, Linv.reshape(Linv.shape[:-4] + (6 * m, 6 * m)), oMf)
+        JtW = (W.reshape(W.shape[:-2] + (1, 6 * m)) @ Jh.reshape(Jh.shape[:-3] + (6 * m, Jh.shape[-1])))[..., 0, :]
+        JtW = JtW.astype(Jh.dtype, copy=False)
         tau = np.asarray(tau, dtype=Jh.dtype) if isinstance(tau, (list, tuple)) else tau
-        return aba(q, v, tau - _like(tau, JtF), **kw), _like(tau, F.astype(Jh.dtype))
+        return aba(q, v, tau - _like(tau, JtW), **kw), _like(tau, system.forces(W).astype(Jh.dtype))
 
     for name, f in (("frame_placement", frame_placement), ("frame_jacobian", frame_jacobian),
                     ("frame_bias_acceleration", frame_bias_acceleration), ("osim_inverse", osim_inverse),
                     ("contact_fd", contact_fd)):
         owner.__dict__[name] = f
+
+
+#: the least LDLᵀ pivot ratio d_k / S_kk of constrained_fd taken as independent rows, by dtype:
+#: below it the rows depend on each other at that state (~1/cond(S) would be lost digits)
+PIVOT_MIN = {"float64": 1e-11, "float32": 1e-5}
+
+
+def _install_constrained(owner) -> None:
+    """``kern.constrained_fd(q, v, tau) → (q̈, F)``: the generated kernel, and a
+    :class:`~rbdgen.ContactError` where its constraint rows depend on each other at that state
+    (a pivot ratio under :data:`PIVOT_MIN`; a NaN pivot: the same, or a NaN input), never a
+    silent NaN or a solve of a singular system. The generated kernel (which also returns the
+    pivots) stays reachable as ``kern.kernel("constrained_fd")``."""
+    raw = owner.__dict__["constrained_fd"]
+    owner.__dict__["_raw_constrained_fd"] = raw
+    cons = tuple(getattr(owner.model, "constraints", ()))
+    floor = PIVOT_MIN.get(np.dtype(getattr(owner, "dtype", np.float64)).name, 1e-11)
+
+    def constrained_fd(q, v, tau, **kw):
+        qdd, F, piv = raw(q, v, tau, **kw)
+        if float(piv.min()) > floor:  # one reduction, ~1 µs; a NaN compares False
+            return qdd, F
+        ok = ~(_host(piv).reshape(piv.shape[:-2] + (-1,)).min(axis=-1) > floor)
+        bad = np.flatnonzero(ok.reshape(-1))
+        at = "" if piv.ndim == 2 else f" (state {int(bad[0])} of the batch)"
+        which = ", ".join(map(_describe, cons)) or "the model's constraints"
+        check_finite_state("constrained_fd", q=q, v=v, tau=tau)  # a NaN in: that, not "singular"
+        raise ContactError(f"constrained_fd: the constraint system is singular{at}: {which} constrain "
+                           f"directions the robot cannot move independently at this configuration (an LDLᵀ "
+                           f"pivot of S = J_c M⁻¹ J_cᵀ under {floor:g} of its diagonal); kern.contact_fd(q, v, "
+                           f"tau, constraints) solves redundant constraints rank-revealing")
+
+    constrained_fd.__doc__ = raw.__doc__
+    owner.__dict__["constrained_fd"] = constrained_fd
 
 
 def _like(ref, x):

@@ -69,6 +69,22 @@ class CoupledModel:
         """This model with other selected frames (:meth:`RobotModel.with_frames`)."""
         return CoupledModel(self.tree.with_frames(names), self.mimic)
 
+    def with_constraints(self, constraints) -> "CoupledModel":
+        """Refused: the generated constrained_fd has no form for coupled mimic joints."""
+        from ..errors import UnsupportedError
+
+        raise UnsupportedError("constrained_fd has no form for coupled mimic joints; load with mimic='independent', "
+                               "or solve contacts and loops at run time with kern.contact_fd",
+                               file=getattr(self.tree, "source", None))
+
+    @property
+    def constraints(self) -> tuple:
+        return ()
+
+    @property
+    def nc(self) -> int:
+        return 0
+
     @property
     def armature(self) -> np.ndarray:
         """The armature of the reduced DOFs (nv,): the diagonal of Gᵀ diag(tree.armature) G (a

@@ -91,6 +91,9 @@ class RobotModel:
     #: the frames the frame and contact kernels are generated for (link names; none by default,
     #: and then those kernels are left out). See :meth:`with_frames`.
     frames: tuple[str, ...] = ()
+    #: the rigid constraints (rbdgen.Contact "3d"/"6d", rbdgen.Loop) the constrained_fd kernel is
+    #: generated for (none by default, and then it is left out). See :meth:`with_constraints`.
+    constraints: tuple = ()
     #: (nv,) rotor inertia of each DOF ("armature", kg m² or kg), added to M's diagonal by every
     #: kernel, as Pinocchio's ``model.armature`` and MuJoCo's ``armature``: rnea adds
     #: armature·q̈ to τ, aba/minv add it to the articulated-body D_i. Zeros (the default) leave
@@ -143,6 +146,24 @@ class RobotModel:
         URDF's moving leaf links) as its selected frames: what the frame and contact kernels are
         generated for."""
         return replace(self, frames=_check_frames(self, names))
+
+    def with_constraints(self, constraints) -> "RobotModel":
+        """This model with ``constraints`` (rigid :class:`~rbdgen.Contact` ``"3d"``/``"6d"`` and
+        :class:`~rbdgen.Loop`, in order) as what the ``constrained_fd`` kernel is generated for;
+        their frames are added to the selected frames (after those selected, in the order first
+        named) when not there already. An empty list removes them."""
+        cons = _check_constraints(self, constraints)
+        frames = list(self.frames)
+        for c in cons:
+            for f in (c.frames if hasattr(c, "frame_a") else (c.frame,)):
+                if f not in frames:
+                    frames.append(f)
+        return replace(self, constraints=cons, frames=tuple(frames))
+
+    @property
+    def nc(self) -> int:
+        """Number of constraints ``constrained_fd`` is generated for."""
+        return len(self.constraints)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -413,6 +434,24 @@ def _check_frames(model, names) -> tuple:
     if dup:
         raise ValueError(f"frames: {', '.join(map(repr, dup))} given more than once")
     return tuple(names)
+
+
+def _check_constraints(model, constraints) -> tuple:
+    from .constraints import Contact, Loop, check_constraints
+
+    if constraints is None or (isinstance(constraints, (list, tuple)) and not constraints):
+        return ()
+    cons = check_constraints(model, constraints)
+    for c in cons:
+        if isinstance(c, Contact) and c.model not in ("3d", "6d"):
+            raise ValueError(f"constraints: Contact({c.frame!r}, {c.model!r}): a generated constrained_fd takes "
+                             f"rigid contacts (3d, 6d) and loops; Fijany's {c.model} model is solved at run time "
+                             f"by kern.contact_fd")
+        if isinstance(c, Loop) and c.model == "6d" and c.stabilised:
+            raise ValueError(f"constraints: Loop({c.frame_a!r}, {c.frame_b!r}, '6d', baumgarte={c.baumgarte}): a generated "
+                             f"constrained_fd stabilises 3d loops (its 6d error, log₆, needs functions the kernels do "
+                             f"not have); kern.contact_fd takes 6d loops with Baumgarte gains at run time")
+    return tuple(cons)
 
 
 def load_urdf(

@@ -21,6 +21,7 @@ import numpy as np
 from ..codegen.sources import Sources, check_dtype
 from ..kernels.frames import install as install_by_name
 from ..model.model import JOINT_DIMS
+from ..model.constraints import constraint_from_json
 from ..kernels.loaded import MissingKernelError
 from ..progress import labelled, reporting
 from ..targets import get_target
@@ -61,10 +62,22 @@ class PackageModel:
     #: read them to map tangent derivatives onto q's coordinates (a floating, spherical or planar
     #: joint's q is not its tangent)
     joint_types: tuple = ()
+    #: the contacts and loops its constrained_fd was generated for (rbdgen.Contact, rbdgen.Loop)
+    constraints: tuple = ()
 
     @property
     def nf(self) -> int:
         return len(self.frames)
+
+    @property
+    def nc(self) -> int:
+        return len(self.constraints)
+
+    def frame(self, name: str) -> str:
+        """``name`` if it is one of the package's frames (what contact_fd checks its contacts'
+        and loops' frames with); else a ValueError naming them."""
+        self.frame_index(name)
+        return name
 
     def _starts(self):
         dims = [JOINT_DIMS.get(t) for t in self.joint_types]
@@ -167,7 +180,8 @@ def load_package(pkg_dir, dtype="float64", *, kernels=None, lazy: bool = False, 
         raise RbdgenError(f"load_package: {', '.join(extra)} are not compile options of target {target.name!r}")
     src = read_sources(pkg_dir, m)
     model = PackageModel(m["robot"], m["nq"], m["nv"], m["nb"], m["floating_base"], tuple(m["joint_names"]),
-                         tuple(m.get("body_names", ())), tuple(m.get("frames", ())), tuple(m.get("joint_types", ())))
+                         tuple(m.get("body_names", ())), tuple(m.get("frames", ())), tuple(m.get("joint_types", ())),
+                         tuple(constraint_from_json(c) for c in m.get("constraints", ())))
     label = str(m.get("package") or m["robot"])
     if lazy:
         if kernels is not None:

@@ -46,6 +46,7 @@ from ..codegen.render import render
 from ..codegen.sources import c_identifier
 from ..targets import get_target
 from ..errors import BuildError, RbdgenError, RbdgenWarning
+from ..model.constraints import constraint_flags, constraint_from_json, constraint_slots, constraint_to_json
 from .load import FORMAT, INIT, MANIFEST, is_generated_package
 from .load import sha256 as _sha256
 
@@ -120,10 +121,12 @@ def snap_report(model, snapped_model, report, n_states: int = 8, seed: int = 0) 
 # ---- the package ------------------------------------------------------------------------------
 
 class _Frames:
-    """Stands in for a model in :func:`registry.applicable`: only its number of frames."""
+    """Stands in for a model in :func:`registry.applicable`: only its numbers of frames and of
+    constraints."""
 
-    def __init__(self, frames):
+    def __init__(self, frames, constraints=()):
         self.nf = len(frames or ())
+        self.nc = len(constraints or ())
 
 
 def _regenerate_command(urdf: str, opts: dict, target, target_options: dict, name: str) -> str:
@@ -142,9 +145,20 @@ def _regenerate_command(urdf: str, opts: dict, target, target_options: dict, nam
         parts.append(f"--snap {opts['snap']!r}")
     if opts["dtypes"] is not None and tuple(opts["dtypes"]) != DTYPES:
         parts += [f"--dtype {d}" for d in opts["dtypes"]]
-    if opts["frames"]:
-        parts.append("--frames " + ",".join(opts["frames"]))
-    if tuple(opts["kernels"]) != registry.applicable(_Frames(opts["frames"])):
+    cons = [constraint_from_json(c) for c in opts.get("constraints", ())]
+    parts += constraint_flags(cons)
+    frames = list(opts["frames"])
+    for k in range(len(frames) + 1):  # the fewest --frames that with_constraints completes to them
+        added = []
+        for f in constraint_slots(cons):
+            if f not in frames[:k] and f not in added:
+                added.append(f)
+        if frames[:k] + added == frames:
+            frames = frames[:k]
+            break
+    if frames:
+        parts.append("--frames " + ",".join(frames))
+    if tuple(opts["kernels"]) != registry.applicable(_Frames(opts["frames"], cons)):
         parts.append("--kernels " + ",".join(opts["kernels"]))
     parts += target.regenerate_flags(target_options)
     parts += [f"--name {name}", "--out DIR"]
@@ -222,6 +236,8 @@ def build_manifest(model, sources, target, *, urdf: str, urdf_sha256: str, load_
         "frames": list(getattr(model, "frames", ())),
         "target_options": target.manifest_options(target_options),
     }
+    if getattr(model, "constraints", ()):  # (absent without: the manifests of packages without are as they were)
+        opts["constraints"] = [constraint_to_json(c) for c in model.constraints]
     return {
         "format": FORMAT,
         "generator": "rbdgen",
@@ -237,6 +253,7 @@ def build_manifest(model, sources, target, *, urdf: str, urdf_sha256: str, load_
         "joint_types": list(model.joint_types),
         "body_names": list(model.body_names),
         "frames": list(getattr(model, "frames", ())),
+        **({"constraints": opts["constraints"]} if "constraints" in opts else {}),
         "prefix": sources.prefix,
         "target": sources.info,
         "kernel_order": list(kernels),

@@ -23,7 +23,7 @@ else is compared with a tolerance, where the faster BLAS products are as good.
 """
 from __future__ import annotations
 
-from .contact import (REFERENCES, Contact, ContactError, contact_fd, frame_bias_acceleration, frame_jacobian,
+from .contact import (REFERENCES, Contact, ContactError, Loop, contact_fd, frame_bias_acceleration, frame_jacobian,
                       frame_placement, frame_velocity, osim_inverse)
 from .dynamics import (aba, aba_derivatives, crba, crba_diagonal, forward_kinematics, gravity, minv, nle, rnea,
                        rnea_derivatives)
@@ -36,6 +36,6 @@ __all__ = ["rnea", "nle", "gravity", "crba", "crba_diagonal", "aba", "minv", "rn
            "rnea_scan", "aba_scan",
            # frames, Λ⁻¹ and contact dynamics (issue 13; rbdgen/reference/contact.py)
            "frame_placement", "frame_jacobian", "frame_velocity", "frame_bias_acceleration", "osim_inverse",
-           "contact_fd", "Contact", "ContactError", "REFERENCES",
+           "contact_fd", "Contact", "Loop", "ContactError", "REFERENCES",
            # inverse dynamics with one period old neighbour data (issue 14; rbdgen/reference/stale.py)
            "rnea_stale", "StaleState", "LWPState", "STALE_SCHEMES"]

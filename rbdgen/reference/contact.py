@@ -23,14 +23,15 @@ and between bodies i and j whose deepest common ancestor is c, Λ⁻¹_ij = Φ_i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .. import spatial as sp
 from ..errors import RbdgenError
 from ..model import RobotModel
+from ..model.constraints import Contact, Loop, _cross, check_constraints, constraint_slots
 from .dynamics import _batched, _kinematics, aba, minv
+
+_check_contacts = check_constraints  # the name rbdgen.kernels.frames imports
 
 #: Pinocchio's reference frames, by the names rbdgen takes (and, in any case, Pinocchio's
 #: spellings LOCAL, WORLD, LOCAL_WORLD_ALIGNED, or its ``pin.ReferenceFrame`` values: :func:`reference_name`)
@@ -277,214 +278,145 @@ def osim_inverse(model: RobotModel, q, frames=None):
 
 # ---- contact dynamics -------------------------------------------------------------------------------
 
-CONTACT_MODELS = ("6d", "3d", "type1", "type2", "general")
-
-
-@dataclass(frozen=True, eq=False)
-class Contact:
-    """A contact (or any closing constraint) at a frame, in Fijany's terms: the frame's motion
-    space splits into free directions H (6 × n_f) and constrained directions W (6 × n_c), both
-    orthonormal and complementary, in the frame's LOCAL coordinates ``[linear; angular]``.
-
-    ``model``:
-
-    * ``"6d"``: rigid, W = I: the frame's spatial acceleration (LOCAL) is held at zero;
-    * ``"3d"``: a rigid point contact: the classical linear acceleration of the frame's origin is
-      held at zero, the frame may rotate; the force has no torque (Pinocchio's ``CONTACT_3D``);
-    * ``"type1"``: Wᵀ V̇ = G_C and the free-direction force K_F are given (defaults: 0);
-    * ``"type2"``: Wᵀ V̇ = G_C, and K_F = φ K_C + d (φ: n_f × n_c; e.g. friction);
-    * ``"general"``: V̇ = M₁Ω + κ₁ and F = M₂Ω + κ₂ with Ω (6) unknown (M₁, M₂: 6 × 6).
-
-    W alone is enough for type1/type2 (H is then its orthonormal complement). Every number is
-    checked here: shapes, finiteness, orthonormality (to 1e-9)."""
-
-    frame: str
-    model: str = "6d"
-    H: np.ndarray | None = None
-    W: np.ndarray | None = None
-    G_C: np.ndarray | None = None
-    K_F: np.ndarray | None = None
-    phi: np.ndarray | None = None
-    d: np.ndarray | None = None
-    M1: np.ndarray | None = None
-    kappa1: np.ndarray | None = None
-    M2: np.ndarray | None = None
-    kappa2: np.ndarray | None = None
-
-    def __post_init__(self):
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        if not isinstance(self.frame, str):
-            raise ValueError(f"Contact: frame must be a URDF link name, got {self.frame!r}")
-        where = f"Contact({self.frame!r}, {self.model!r})"
-        if self.model not in CONTACT_MODELS:
-            raise ValueError(f"{where}: unknown contact model; one of {', '.join(map(repr, CONTACT_MODELS))}")
-        given = {k for k in ("H", "W", "G_C", "K_F", "phi", "d", "M1", "kappa1", "M2", "kappa2")
-                 if getattr(self, k) is not None}
-        takes = {"6d": set(), "3d": set(), "type1": {"H", "W", "G_C", "K_F"},
-                 "type2": {"H", "W", "G_C", "phi", "d"}, "general": {"M1", "kappa1", "M2", "kappa2"}}[self.model]
-        extra = sorted(given - takes)
-        if extra:
-            raise ValueError(f"{where}: does not take {', '.join(extra)} (it takes {', '.join(sorted(takes)) or 'no parameters'})")
-
-        def arr(name, shape):
-            x = getattr(self, name)
-            try:
-                a = np.array(x, dtype=float)
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}: {name} is not an array of numbers") from None
-            if a.shape != shape:
-                raise ValueError(f"{where}: {name} has shape {a.shape}, expected {shape}")
-            if not np.all(np.isfinite(a)):
-                raise ValueError(f"{where}: {name} has NaN or infinite entries")
-            a.setflags(write=False)
-            set_(name, a)
-            return a
-
-        if self.model in ("type1", "type2"):
-            if self.W is None:
-                raise ValueError(f"{where}: W (6 × n_c, the constrained directions) is required")
-            try:
-                W = np.array(self.W, dtype=float)
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}: W is not an array of numbers") from None
-            if W.shape == (6,):
-                W = W.reshape(6, 1)
-            if W.ndim != 2 or W.shape[0] != 6 or not 1 <= W.shape[1] <= 6:
-                raise ValueError(f"{where}: W has shape {W.shape}, expected (6, n_c) with 1 ≤ n_c ≤ 6")
-            nc = W.shape[1]
-            set_("W", W)
-            W = arr("W", (6, nc))
-            if not np.allclose(W.T @ W, np.eye(nc), atol=1e-9):
-                raise ValueError(f"{where}: W is not orthonormal (WᵀW ≠ I to 1e-9)")
-            if self.H is None:
-                u, _, _ = np.linalg.svd(W, full_matrices=True)
-                H = u[:, nc:]
-                set_("H", H)
-            H = arr("H", (6, 6 - nc))
-            if not np.allclose(np.hstack([H, W]).T @ np.hstack([H, W]), np.eye(6), atol=1e-9):
-                raise ValueError(f"{where}: H and W are not orthonormal complements ([H W] is not orthogonal to 1e-9)")
-            set_("G_C", np.zeros(nc) if self.G_C is None else self.G_C)
-            arr("G_C", (nc,))
-            if self.model == "type1":
-                set_("K_F", np.zeros(6 - nc) if self.K_F is None else self.K_F)
-                arr("K_F", (6 - nc,))
-            else:
-                if self.phi is None:
-                    raise ValueError(f"{where}: phi (n_f × n_c) is required")
-                arr("phi", (6 - nc, nc))
-                set_("d", np.zeros(6 - nc) if self.d is None else self.d)
-                arr("d", (6 - nc,))
-        elif self.model == "general":
-            for k in ("M1", "M2"):
-                if getattr(self, k) is None:
-                    raise ValueError(f"{where}: {k} (6 × 6) is required")
-                arr(k, (6, 6))
-            for k in ("kappa1", "kappa2"):
-                set_(k, np.zeros(6) if getattr(self, k) is None else getattr(self, k))
-                arr(k, (6,))
-
-    @property
-    def size(self) -> int:
-        """Number of unknowns (and of equations) this contact adds."""
-        return {"6d": 6, "3d": 3, "general": 6}.get(self.model) or self.W.shape[1]
-
-    def rows(self):
-        """(P, Q, A, b): the contact's equations P V̇ + Q x = r on the frame's LOCAL spatial
-        acceleration V̇ (r: :meth:`rhs`) and its force F = A x + b, for its unknowns x."""
-        z6 = np.zeros(6)
-        if self.model == "6d":
-            return np.eye(6), np.zeros((6, 6)), np.eye(6), z6
-        if self.model == "3d":
-            P = np.eye(6)[:3]
-            return P, np.zeros((3, 3)), P.T, z6
-        nc = self.size
-        if self.model == "type1":
-            return self.W.T, np.zeros((nc, nc)), self.W, self.H @ self.K_F
-        if self.model == "type2":
-            return self.W.T, np.zeros((nc, nc)), self.W + self.H @ self.phi, self.H @ self.d
-        return np.eye(6), -self.M1, self.M2, self.kappa2
-
-    def rhs(self, vf):
-        """r of :meth:`rows` for the frame's LOCAL velocity ``vf`` (…, 6): the 3-D contact holds
-        the classical acceleration a + ω × v of the point at zero, so r = −ω × v."""
-        vf = np.asarray(vf)
-        if self.model == "3d":
-            return -_cross(vf[..., 3:], vf[..., :3])
-        r = {"6d": np.zeros(6), "general": self.kappa1}.get(self.model)
-        r = self.G_C if r is None else r
-        return np.broadcast_to(r, vf.shape[:-1] + r.shape)
-
-
 class ContactError(RbdgenError, ValueError):
     """A contact model the robot cannot satisfy (a singular contact system)."""
 
 
-def _check_contacts(model, contacts):
-    if isinstance(contacts, Contact):
-        contacts = [contacts]
-    try:
-        contacts = list(contacts)
-    except TypeError:
-        raise ValueError(f"contacts must be a list of rbdgen.Contact, got {type(contacts).__name__}") from None
-    if not contacts:
-        raise ValueError("contacts: the list is empty (use aba for the unconstrained dynamics)")
-    for c in contacts:
-        if not isinstance(c, Contact):
-            raise ValueError(f"contacts must be rbdgen.Contact objects, got {type(c).__name__}")
-        model.frame(c.frame)
-    return contacts
-
-
-def _cross(a, b):
-    """a × b over the last axis (np.cross costs ~10 µs a call on short vectors)."""
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+#: a constraint system whose 1-norm condition number passes this is solved rank-revealing (below)
+COND_LIMIT = 1e12
+#: singular values below this fraction of the largest are taken as zero in the rank-revealing solve
+RANK_RCOND = 1e-12
+#: a redundant system's least-squares solution is accepted when its residual is within this
+#: fraction of ‖S‖‖x‖ + ‖rhs‖ (max norms): the redundant rows agree; else the constraints conflict
+CONSISTENT = 1e-8
 
 
 class ContactSystem:
-    """The stacked equations of a list of contacts, built once (see :func:`solve_contacts`):
-    every contact's P V̇ + Q x = r on its frame's LOCAL spatial acceleration V̇ and its force
-    F = A x + b, for its unknowns x."""
+    """The stacked equations of a list of constraints (:class:`Contact`, :class:`Loop`), built
+    once (see :func:`solve_contacts`). Each constraint owns slots of the stacked frame terms
+    (:func:`constraint_slots`: a contact one, a loop two). Every constraint's equations
+    P V̇ + Q x = r on its slots' LOCAL spatial accelerations V̇, and the wrenches its unknowns x
+    put on its slots, W = A x + b (what the robot exerts there). A contact's P, Q, A, b are
+    constants; a loop's are A = Pᵀ, Q = 0, b = 0, with P's frame-b block −ᵃX_b (6d) or −[ᵃR_b 0]
+    (3d), set per state from the frames' placements."""
 
     def __init__(self, contacts):
         self.contacts = tuple(contacts)
-        m = self.m = len(self.contacts)
-        parts = [c.rows() for c in self.contacts]
-        n = self.n = sum(Pk.shape[0] for Pk, *_ in parts)
+        self.slots = constraint_slots(self.contacts)
+        m = self.m = len(self.slots)
+        parts = [c.rows() if isinstance(c, Contact) else None for c in self.contacts]
+        n = self.n = sum(c.size for c in self.contacts)
         P, Q, A, b = np.zeros((n, 6 * m)), np.zeros((n, n)), np.zeros((6 * m, n)), np.zeros(6 * m)
         r0 = np.zeros(n)
-        self._point = []  # (rows, contact index) of the 3-D contacts: r = −ω × v
-        row = 0
-        for k, (c, (Pk, Qk, Ak, bk)) in enumerate(zip(self.contacts, parts)):
-            s = slice(row, row + Pk.shape[0])
-            P[s, 6 * k : 6 * k + 6], Q[s, s], A[6 * k : 6 * k + 6, s], b[6 * k : 6 * k + 6] = Pk, Qk, Ak, bk
-            if c.model == "3d":
-                self._point.append((s, k))
+        self._point = []  # (rows, slot) of the 3-D contacts: r = −ω × v
+        self._loops = []  # (rows, slot a, slot b, model) of the loops
+        self._loop_index = {}  # a loop's first row → its index in contacts
+        self.first_slot = []  # each constraint's first slot: where its force is read
+        row = slot = 0
+        for c, part in zip(self.contacts, parts):
+            s = slice(row, row + c.size)
+            self.first_slot.append(slot)
+            if part is None:  # a loop: frame a's block here, frame b's per state
+                sel = np.eye(6)[:c.size]
+                P[s, 6 * slot:6 * slot + 6], A[6 * slot:6 * slot + 6, s] = sel, sel.T
+                self._loops.append((s, slot, slot + 1, c.model))
+                self._loop_index[s.start] = len(self.first_slot) - 1
+                slot += 2
             else:
-                r0[s] = c.rhs(np.zeros(6))
-            row += Pk.shape[0]
+                Pk, Qk, Ak, bk = part
+                P[s, 6 * slot:6 * slot + 6], Q[s, s], A[6 * slot:6 * slot + 6, s], b[6 * slot:6 * slot + 6] = Pk, Qk, Ak, bk
+                if c.model == "3d":
+                    self._point.append((s, slot))
+                else:
+                    r0[s] = c.rhs(np.zeros(6))
+                slot += 1
+            row += c.size
         self.P, self.Q, self.A, self.b, self.r0 = P, Q, A, b, r0
         self._pk = np.array([k for _, k in self._point], dtype=int)
         self._prows = np.array([list(range(s.start, s.stop)) for s, _ in self._point], dtype=int).reshape(-1, 3)
         self.PT, self.AT = P.T.copy(), A.T.copy()
 
-    def solve(self, acc0, vf, Linv):
-        P, m = self.P, self.m
+    @property
+    def has_loops(self) -> bool:
+        """Whether the system needs the frames' placements (``oMf`` of :meth:`solve`)."""
+        return bool(self._loops)
+
+    def forces(self, W):
+        """Each constraint's force (…, n_constraints, 6) from the slots' wrenches W (…, m, 6): a
+        contact's is its wrench, a loop's the wrench at its frame a."""
+        return W[..., self.first_slot, :]
+
+    def _loop_rows(self, lead, vf, oMf):
+        """(P, A, r) with the loops' per-state blocks: P (…, n, 6m), A (…, 6m, n), r (…, n)."""
+        P = np.broadcast_to(self.P, lead + self.P.shape).copy()
+        A = np.broadcast_to(self.A, lead + self.A.shape).copy()
+        r = np.zeros(lead + (self.n,))
+        for s, ka, kb, model in self._loops:
+            Ra, pa, Rb, pb = oMf[..., ka, :3, :3], oMf[..., ka, :3, 3], oMf[..., kb, :3, :3], oMf[..., kb, :3, 3]
+            R = np.swapaxes(Ra, -1, -2) @ Rb                                   # ᵃR_b
+            p = (np.swapaxes(Ra, -1, -2) @ (pb - pa)[..., None])[..., 0]     # b's origin in a
+            va, vb = vf[..., ka, :], vf[..., kb, :]
+            if model == "6d":
+                X = np.zeros(lead + (6, 6))                                     # ᵃX_b, [linear; angular]
+                X[..., :3, :3] = X[..., 3:, 3:] = R
+                X[..., :3, 3:] = _skew(p) @ R
+                blk = -X
+                vrel = va - (X @ vb[..., None])[..., 0]
+                # v_rel × v_a (motion cross product, [linear; angular])
+                drift = np.concatenate([_cross(vrel[..., 3:], va[..., :3]) + _cross(vrel[..., :3], va[..., 3:]),
+                                        _cross(vrel[..., 3:], va[..., 3:])], axis=-1)
+            else:
+                blk = np.concatenate([-R, np.zeros(lead + (3, 3))], axis=-1)
+                wvb = (R @ _cross(vb[..., 3:], vb[..., :3])[..., None])[..., 0]
+                drift = _cross(va[..., 3:], va[..., :3]) - wvb
+            P[..., s, 6 * kb:6 * kb + 6] = blk
+            A[..., 6 * kb:6 * kb + 6, s] = np.swapaxes(blk, -1, -2)
+            r[..., s] = -drift
+            kp, kd = self.contacts[self._loop_index[s.start]].baumgarte
+            if kp or kd:  # held at −kd ė − kp e instead of 0
+                if model == "6d":
+                    edot, e = vrel, -log6(R, p)
+                else:
+                    edot, e = va[..., :3] - (R @ vb[..., :3, None])[..., 0], -p
+                r[..., s] -= kd * edot + kp * e
+        return P, A, r
+
+    def solve(self, acc0, vf, Linv, oMf=None):
+        """The wrenches W (…, m, 6) of every slot, from the slots' open-chain accelerations
+        ``acc0`` (…, m, 6), velocities ``vf`` (…, m, 6), Λ⁻¹ ``Linv`` (…, 6m, 6m) and, where
+        there are loops, placements ``oMf`` (…, m, 4, 4) — all LOCAL, [linear; angular]."""
+        m = self.m
         lead = acc0.shape[:-2]
-        finite = np.isfinite(acc0).all(axis=(-2, -1)) & np.isfinite(vf).all(axis=(-2, -1)) \
-            & np.isfinite(Linv).all(axis=(-2, -1))
+        arrays = [acc0, vf, Linv] + ([oMf] if self._loops else [])
+        finite = np.logical_and.reduce([np.isfinite(x).all(axis=(-2, -1)) if x.ndim - len(lead) == 2
+                                        else np.isfinite(x).all(axis=(-3, -2, -1)) for x in arrays])
         if not np.all(finite):  # not a singular system: nothing to solve (it was reported as "singular")
             at = "" if not lead else f" (state {int(np.flatnonzero(~np.asarray(finite).reshape(-1))[0])} of the batch)"
             raise ValueError(f"the contact terms (frame accelerations, velocities, Λ⁻¹) are NaN or infinite{at}: "
                              f"q, v and tau must be finite (and small enough not to overflow)")
-        r = np.broadcast_to(self.r0, lead + (self.n,))
+        if self._loops:
+            if oMf is None:
+                raise ValueError("a system with loops needs the frames' placements (oMf)")
+            P, A, r = self._loop_rows(lead, vf, oMf)
+            PT = np.swapaxes(P, -1, -2)
+        else:
+            P, A, PT = self.P, self.A, self.PT
+            r = np.zeros(lead + (self.n,))
+        r = r + self.r0
         if self._point:
-            r = r.copy()
             w, v = vf[..., self._pk, 3:], vf[..., self._pk, :3]
             r[..., self._prows] = -_cross(w, v)
-        S = P @ Linv @ self.A - self.Q
-        rhs = (acc0.reshape(lead + (6 * m,)) - Linv @ self.b) @ self.PT - r
+        S = P @ Linv @ A - self.Q
+        rhs = ((acc0.reshape(lead + (1, 6 * m)) - (Linv @ self.b)[..., None, :]) @ PT)[..., 0, :] - r
+        x = self._solve(S, rhs, lead)
+        W = (A @ x[..., None])[..., 0] + self.b
+        return W.reshape(lead + (m, 6))
+
+    def _solve(self, S, rhs, lead):
+        """x with S x = rhs: the inverse where S is well conditioned; elsewhere the least-squares
+        solution of least norm (singular values under RANK_RCOND of the largest dropped), kept
+        where it satisfies the system (redundant constraints that agree: a planar linkage's
+        out-of-plane rows); a system whose constraints conflict is a :class:`ContactError`."""
         with np.errstate(all="ignore"):
             try:
                 Si = np.linalg.inv(S)
@@ -492,29 +424,75 @@ class ContactSystem:
                 Si = np.full_like(S, np.nan)
             # the 1-norm condition number, from the inverse the solution needs anyway
             cond = np.abs(S).sum(axis=-2).max(axis=-1) * np.abs(Si).sum(axis=-2).max(axis=-1)
-        ok = np.isfinite(cond) & (cond < 1e12)
-        if not np.all(ok):
-            which = ", ".join(f"{c.frame} ({c.model}: {c.size} constrained)" for c in self.contacts)
-            at = "" if not lead else f" (state {int(np.flatnonzero(~np.asarray(ok).reshape(-1))[0])} of the batch)"
-            raise ContactError(f"the contact system is singular{at}: Wᵀ Λ⁻¹ W is not invertible, so the contacts "
-                               f"{which} constrain directions the robot cannot move independently at this "
-                               f"configuration (more constrained directions than it can move, or a singular posture)")
         x = (Si @ rhs[..., None])[..., 0]
-        return (x @ self.AT + self.b).reshape(lead + (m, 6))
+        ok = np.isfinite(cond) & (cond < COND_LIMIT)
+        if np.all(ok):
+            return x
+        bad = np.flatnonzero(~np.asarray(ok).reshape(-1))
+        Sb, rb = S.reshape((-1,) + S.shape[-2:])[bad], rhs.reshape((-1, self.n))[bad]
+        xb = (np.linalg.pinv(Sb, rcond=RANK_RCOND) @ rb[..., None])[..., 0]
+        res = np.abs((Sb @ xb[..., None])[..., 0] - rb).max(axis=-1)
+        scale = np.abs(Sb).max(axis=(-2, -1)) * np.abs(xb).max(axis=-1) + np.abs(rb).max(axis=-1)
+        agree = np.isfinite(res) & (res <= CONSISTENT * scale)
+        if not np.all(agree):
+            which = ", ".join(_describe(c) for c in self.contacts)
+            at = "" if not lead else f" (state {int(bad[np.flatnonzero(~agree)[0]])} of the batch)"
+            raise ContactError(f"the contact system is singular{at}: Wᵀ Λ⁻¹ W is not invertible and its redundant "
+                               f"rows disagree, so the constraints {which} ask for motions the robot cannot make at "
+                               f"this configuration (more constrained directions than it can move, or a singular "
+                               f"posture)")
+        x = x.reshape((-1, self.n)).copy()
+        x[bad] = xb
+        return x.reshape(lead + (self.n,))
 
 
-def solve_contacts(contacts, acc0, vf, Linv):
-    """The contact forces F (…, m, 6), LOCAL ``[force; torque]``, from the open-chain terms of the
-    m contact frames: ``acc0`` their LOCAL open-chain accelerations V̇₀ = J q̈₀ + J̇q̇ (…, m, 6),
-    ``vf`` their LOCAL velocities (…, m, 6), ``Linv`` their Λ⁻¹ (…, 6m, 6m). Every contact's
-    equations P V̇ + Q x = r with V̇ = V̇₀ − Λ⁻¹ F and F = A x + b, stacked:
+def _describe(c) -> str:
+    if isinstance(c, Loop):
+        return f"loop {c.frame_a}–{c.frame_b} ({c.model}: {c.size} constrained)"
+    return f"{c.frame} ({c.model}: {c.size} constrained)"
+
+
+def log6(R, p):
+    """log₆ of placements (R (…, 3, 3), p (…, 3)): the screw ``[v; ω]`` (…, 6) with
+    exp(ξ) = (R, p), ω = θ u, v = V(ω)⁻¹ p (Pinocchio's ``log6``); θ < π."""
+    c = np.clip((np.trace(R, axis1=-2, axis2=-1) - 1.0) / 2.0, -1.0, 1.0)
+    th = np.arccos(c)
+    s = np.sin(th)
+    vee = np.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], -1)
+    small = th < 1e-4
+    with np.errstate(all="ignore"):
+        f = np.where(small, 0.5 + th * th / 12.0, th / (2.0 * np.where(small, 1.0, s)))
+        w = f[..., None] * vee
+        # V⁻¹ = I − ½[ω]× + (1/θ²)(1 − θ sinθ / (2(1 − cosθ))) [ω]×²
+        g = np.where(small, 1.0 / 12.0 + th * th / 720.0,
+                     (1.0 - th * s / (2.0 * np.where(small, 1.0, 1.0 - c))) / np.where(small, 1.0, th * th))
+    W = _skew(w)
+    v = p - 0.5 * (W @ p[..., None])[..., 0] + g[..., None] * (W @ (W @ p[..., None]))[..., 0]
+    return np.concatenate([v, w], axis=-1)
+
+
+def _skew(p):
+    """[p]× of 3-vectors (…, 3) → (…, 3, 3)."""
+    z = np.zeros(p.shape[:-1])
+    x, y, w = p[..., 0], p[..., 1], p[..., 2]
+    return np.stack([np.stack([z, -w, y], -1), np.stack([w, z, -x], -1), np.stack([-y, x, z], -1)], -2)
+
+
+def solve_contacts(contacts, acc0, vf, Linv, oMf=None):
+    """The wrenches W (…, m, 6) the robot exerts at each slot (:func:`constraint_slots`: a frame
+    per contact, two per loop), LOCAL ``[force; torque]``, from the slots' open-chain terms:
+    ``acc0`` their LOCAL open-chain accelerations V̇₀ = J q̈₀ + J̇q̇ (…, m, 6), ``vf`` their LOCAL
+    velocities (…, m, 6), ``Linv`` their Λ⁻¹ (…, 6m, 6m) and, with loops, ``oMf`` their
+    placements (…, m, 4, 4). Every constraint's equations P V̇ + Q x = r with V̇ = V̇₀ − Λ⁻¹ W and
+    W = A x + b, stacked:
 
         (P Λ⁻¹ A − Q) x = P V̇₀ − P Λ⁻¹ b − r
 
     (rigid contacts: Wᵀ Λ⁻¹ W K_C = Wᵀ V̇₀ − r, Fijany's system). Leading dimensions are a batch.
-    A system whose 1-norm condition number exceeds 1e12 is a :class:`ContactError`."""
+    A system whose 1-norm condition number exceeds :data:`COND_LIMIT` is solved rank-revealing
+    (:meth:`ContactSystem._solve`); one whose constraints conflict is a :class:`ContactError`."""
     return ContactSystem(contacts).solve(np.asarray(acc0, dtype=float), np.asarray(vf, dtype=float),
-                                         np.asarray(Linv, dtype=float))
+                                         np.asarray(Linv, dtype=float), None if oMf is None else np.asarray(oMf, dtype=float))
 
 
 def check_finite_state(what: str, **arrays) -> None:
@@ -534,18 +512,22 @@ def check_finite_state(what: str, **arrays) -> None:
 
 
 def contact_fd(model: RobotModel, q, v, tau, contacts):
-    """Forward dynamics with contacts: ``(q̈, F)``.
+    """Forward dynamics with contacts and loops: ``(q̈, F)``.
 
-    Sign convention (Fijany's): F (m × 6, each ``[force; torque]`` in the contact frame's LOCAL
-    coordinates) is the wrench the robot exerts *on the environment* at each contact, and
+    Sign convention (Fijany's): F (one row per constraint, each ``[force; torque]`` in the LOCAL
+    coordinates of the contact's frame, or of a loop's frame a) is the wrench the robot exerts
+    *on the environment* at each contact (a loop: frame a's body on frame b's, :class:`Loop`), and
 
-        q̈ = q̈₀ − M⁻¹ Jᵀ F,      q̈₀ = M⁻¹ (τ − b(q, q̇)),
+        q̈ = q̈₀ − M⁻¹ J_cᵀ F,      q̈₀ = M⁻¹ (τ − b(q, q̇)),
 
-    with J the stacked LOCAL frame Jacobians. Pinocchio's ``constraintDynamics`` returns the
-    opposite, the wrench the environment exerts on the robot: ``lambda_c = −F`` (its 3-D
-    contacts: the force part only)."""
-    contacts = _check_contacts(model, contacts)
-    names = [c.frame for c in contacts]
+    with J_c the constraints' Jacobian (a contact's: its rows of the LOCAL frame Jacobian; a
+    loop's: J_a − ᵃX_b J_b, 3d: the linear rows of J_a − ᵃR_b J_b's). Pinocchio's
+    ``constraintDynamics`` returns the opposite, the wrench the environment exerts on the robot:
+    ``lambda_c = −F`` (its 3-D contacts and loops: the force part only). Redundant constraints
+    that agree (a planar linkage's out-of-plane rows) get the forces of least norm."""
+    contacts = check_constraints(model, contacts)
+    names = constraint_slots(contacts)
+    system = ContactSystem(contacts)
     check_finite_state("contact_fd", q=q, v=v, tau=tau)
     q_ = np.asarray(q)
     if q_.ndim == 2 and q_.shape[0] == 0:  # a batch of no states: no states out (as the kernels)
@@ -559,7 +541,8 @@ def contact_fd(model: RobotModel, q, v, tau, contacts):
         J = frame_jacobian(model, q, names, "local")
         vf = frame_velocity(model, q, v, names, "local")
         V0 = J @ qdd0 + frame_bias_acceleration(model, q, v, names, "local")
-        F = solve_contacts(contacts, V0, vf, osim_inverse(model, q, names))
-        return aba(model, q, v, tau - np.einsum("kij,ki->j", J, F)), F
+        oMf = frame_placement(model, q, names) if system.has_loops else None
+        W = system.solve(V0, vf, osim_inverse(model, q, names), oMf)
+        return aba(model, q, v, tau - np.einsum("kij,ki->j", J, W)), system.forces(W)
 
     return _batched(model, one, [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)])

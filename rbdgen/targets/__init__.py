@@ -28,13 +28,15 @@ __all__ = ["build", "cache_dir", "get_target", "targets", "targets_of", "all_opt
 
 
 def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=None, frames=None,
-          fold: bool = True, progress=None, name: str | None = None, **options):
+          constraints=None, fold: bool = True, progress=None, name: str | None = None, **options):
     """Generate, compile (cached) and load the kernels of ``model`` for ``target``.
 
     ``kernels``: names (a list, or one comma-separated string; default all the model can have).
     ``frames``: URDF link names (or ``"leaves"``) to generate the frame and contact kernels for
     (default: the model's own selection, :meth:`RobotModel.with_frames`; none: those kernels are
-    left out). ``fold=False``
+    left out). ``constraints``: the rigid contacts and loops (``rbdgen.Contact("foot", "3d")``,
+    ``rbdgen.Loop("a", "b", "6d")``) the ``constrained_fd`` kernel is generated for (default: the
+    model's own, :meth:`RobotModel.with_constraints`; their frames are selected too). ``fold=False``
     builds the dense (unpruned) variant, for comparison. ``progress``: what is being generated
     and compiled, and how many sources remain (``compiling 7/23: rbd_iiwa14_aba_f64.cpp``), as
     one line on stderr rewritten in place when stderr is a terminal, cleared when done (None, the
@@ -69,6 +71,8 @@ def build(model: RobotModel, target: str = "cpu", dtype="float64", *, kernels=No
         raise ValueError(f"dtype must be float64 or float32, got {dtype!r}")
     if frames is not None:
         model = model.with_frames(frames)
+    if constraints is not None:
+        model = model.with_constraints(constraints)
     try:
         kernels = registry.applicable(model, kernels)
     except RbdgenError as e:  # a bad argument to a Python function

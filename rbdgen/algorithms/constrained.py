@@ -1,0 +1,311 @@
+"""Constrained forward dynamics as one generated kernel (issue 42): ``constrained_fd``.
+
+The constraints are chosen when generating (:meth:`RobotModel.with_constraints`,
+``rbdgen.build(model, constraints=[...])``): rigid contacts (:class:`~rbdgen.Contact` ``"3d"``,
+``"6d"``) and loops inside the robot (:class:`~rbdgen.Loop`). Their equations are those of
+:mod:`rbdgen.reference.contact` (its docstring, :class:`~rbdgen.reference.contact.Loop`'s and
+:class:`~rbdgen.reference.contact.ContactSystem`'s), traced over the constraints' frames:
+
+1. the open-chain terms, as ``contact_terms``: q̈₀ = ABA(q, q̇, τ), the frames' LOCAL Jacobians,
+   velocities and open-chain accelerations V̇₀ = J q̈₀ + J̇q̇, and Λ⁻¹ by the O(n) recursion;
+2. the constraint rows P (n × 6·frames): a contact's rows of the identity; a loop's
+   ``[I  −ᵃX_b]`` (6d) or ``[I₃ 0  −ᵃR_b 0]`` (3d), ᵃX_b from the frames' placements; the
+   drift r (3d contact: −ω × v; loops: minus the terms of :class:`~rbdgen.Loop`);
+3. S = P Λ⁻¹ Pᵀ and S x = P V̇₀ − r, solved by an unrolled LDLᵀ (no square roots, one division
+   per pivot). A row whose diagonal of S is a structural zero — a direction the mechanism can
+   never move in, such as a planar linkage's out-of-plane rows — is dropped when tracing (its
+   force is 0: the least-norm answer, since the row of J_c is zero). Other singular systems
+   (constraints that are dependent only at some configurations) divide by ~0: the loaded
+   method raises :class:`~rbdgen.ContactError` where the result is not finite, and
+   ``kern.contact_fd`` (solved rank-revealing at run time) is the fallback;
+4. q̈ = q̈₀ + M⁻¹ J_cᵀ(−x), the second term by the articulated-body passes with the constraint
+   wrenches as external forces on the frames' bodies and no velocity or gravity terms: the
+   articulated inertias, U and D⁻¹ are the first pass's (the graph shares them), so this costs a
+   backward bias-force pass and a forward acceleration pass.
+
+Forces are returned per constraint, ``[force; torque]`` in the contact's frame (a loop: its frame
+a), the wrench the robot exerts on the environment (a loop: frame a's body on frame b's); a 3-D
+constraint's torque is 0. Pinocchio's ``lambda_c`` is −F.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import reference as ref
+from ..reference import contact as rc
+from ..registry import Arg, declare
+from . import spatial as S
+from .contact import _frame_X, _frame_motions, _frame_pose, _frames, _jacobians, _osim_values
+from .dynamics import _aba_values
+from .kinematics import placements
+from .trace import Trace
+
+
+def _rows(t: Trace, q, vel):
+    """The constraint rows: a list of (coefficients {frame index: 6 Values}, r Value) per row,
+    and the number of rows of each constraint."""
+    m, g = t.m, t.g
+    zero, one = g.const(0.0), g.const(1.0)
+    frames = _frames(t)
+    fi = {f.name: k for k, f in enumerate(frames)}
+    poses = None
+    rows, sizes = [], []
+
+    def unit(r):
+        return [one if c == r else zero for c in range(6)]
+
+    for c in m.constraints:
+        if isinstance(c, rc.Contact):
+            k = fi[c.frame]
+            t.frame_block(f"constraint rows ({c.model} contact)", frames[k])
+            if c.model == "6d":
+                rows += [({k: unit(r)}, zero) for r in range(6)]
+            else:  # the point's classical acceleration a + ω × v at zero: r = −ω × v
+                w = S.cross(vel[k][3:], vel[k][:3])
+                rows += [({k: unit(r)}, -w[r]) for r in range(3)]
+            sizes.append(c.size)
+            continue
+        ka, kb = fi[c.frame_a], fi[c.frame_b]
+        if poses is None:
+            R, p = placements(t, q)
+            poses = [_frame_pose(t, R, p, f) for f in frames]
+        t.frame_block(f"constraint rows ({c.model} loop)", frames[ka], frames[kb])
+        (Ra, pa), (Rb, pb) = poses[ka], poses[kb]
+        Rab = S.mat_mat(g, S.transpose(Ra), Rb)                         # ᵃR_b
+        pab = S.mat3T_vec(g, Ra, S.vsub(pb, pa))                         # b's origin in a
+        va, vb = vel[ka], vel[kb]                                        # [lin; ang]
+        if c.model == "3d":
+            # (a_a + ω_a × v_a) − ᵃR_b (a_b + ω_b × v_b) = 0 on the linear parts
+            drift = S.vsub(S.cross(va[3:], va[:3]), S.mat3_vec(g, Rab, S.cross(vb[3:], vb[:3])))
+            kp, kd = c.baumgarte
+            if kp or kd:  # held at −kd ė − kp e, ė = v_a − ᵃR_b v_b, e = −ᵃp_b (constants folded in)
+                edot = S.vsub(va[:3], S.mat3_vec(g, Rab, vb[:3]))
+                drift = [d + g.const(kd) * ed - g.const(kp) * pp for d, ed, pp in zip(drift, edot, pab)]
+            for r in range(3):
+                rows.append(({ka: unit(r), kb: [-x for x in Rab[r]] + [zero] * 3}, -drift[r]))
+        else:
+            # ᵃX_b = [[R, [p]R], [0, R]] ([linear; angular]); its columns c ≥ 3: [p × R_c; R_c]
+            Rc = S.transpose(Rab)
+            pR = S.transpose([S.cross(pab, Rc[col]) for col in range(3)])
+            Xab = [list(Rab[r]) + list(pR[r]) for r in range(3)] + [[zero] * 3 + list(Rab[r]) for r in range(3)]
+            vb_a = [S.dot(g, Xab[r], vb) for r in range(6)]
+            vrel = S.vsub(va, vb_a)
+            # v_rel × v_a, the motion cross product in [linear; angular]
+            drift = S.vadd(S.cross(vrel[3:], va[:3]), S.cross(vrel[:3], va[3:])) + S.cross(vrel[3:], va[3:])
+            for r in range(6):
+                rows.append(({ka: unit(r), kb: [-x for x in Xab[r]]}, -drift[r]))
+        sizes.append(c.size)
+    return rows, sizes
+
+
+def _constrained(t: Trace, q, v, tau):
+    """(q̈, forces per constraint as 6-lists) of the model's constraints."""
+    m, g = t.m, t.g
+    zero = g.const(0.0)
+    frames = _frames(t)
+    qdd0 = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau])]
+    J = _jacobians(t, q, "local")
+    vel = _frame_motions(t, q, v, "local", "velocity")
+    bias = _frame_motions(t, q, v, "local", "acceleration")
+    Linv = _osim_values(t, q)
+    acc0 = []
+    for k, Jf in enumerate(J):
+        t.frame_block("open-chain frame acceleration", frames[k])
+        acc0.append([S.dot(g, row, qdd0) + bias[k][r] for r, row in enumerate(Jf)])
+    rows, sizes = _rows(t, q, vel)
+
+    t.block("constraint system S = P Λ⁻¹ Pᵀ")
+    n = len(rows)
+    PL = []  # P Λ⁻¹, each row as {frame: 6 Values}
+    for coef, _ in rows:
+        out = {}
+        for kl in range(len(frames)):
+            acc = [zero] * 6
+            for k, cf in coef.items():
+                for s in range(6):
+                    acc[s] = acc[s] + S.dot(g, cf, [Linv[6 * k + r][6 * kl + s] for r in range(6)])
+            out[kl] = acc
+        PL.append(out)
+    Smat = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i, n):
+            x = zero
+            for k, cf in rows[j][0].items():
+                x = x + S.dot(g, PL[i][k], cf)
+            Smat[i][j] = Smat[j][i] = x
+    rhs = []
+    for coef, r in rows:
+        x = zero
+        for k, cf in coef.items():
+            x = x + S.dot(g, cf, acc0[k])
+        rhs.append(x - r)
+    # a structurally zero diagonal: a direction the mechanism never moves in (its row of J_c is
+    # zero) — dropped, its force 0
+    keep = [i for i in range(n) if not Smat[i][i].is_zero()]
+    t.block("constraint system: LDLᵀ solve")
+    xk, dk = ldlt_solve(g, [[Smat[i][j] for j in keep] for i in keep], [rhs[i] for i in keep]) if keep else ([], [])
+    x, piv = [zero] * n, [g.const(1.0)] * n
+    for i, val, d in zip(keep, xk, dk):
+        x[i] = val
+        piv[i] = d / Smat[i][i]  # in (0, 1] for a positive-definite S; ~0 where rows depend on others
+
+    # the wrench the robot exerts at each frame, W_k = Σ rows P_row,kᵀ x_row; the robot takes −W_k
+    t.block("constraint wrenches on the bodies")
+    fext = [zero] * (6 * m.nb)
+    for k, f in enumerate(frames):
+        W = [zero] * 6
+        for (coef, _), xi in zip(rows, x):
+            cf = coef.get(k)
+            if cf is not None:
+                W = [W[s] + cf[s] * xi for s in range(6)]
+        if f.body < 0 or all(w.is_zero() for w in W):
+            continue
+        t.frame_block("constraint wrench on its body", f)
+        fb = _frame_X(t, f).force_T(g, [-w for w in W[3:]] + [-w for w in W[:3]])  # [n; f] on the body
+        for s, val in enumerate(fb[3:] + fb[:3]):                                 # → [force; torque]
+            fext[6 * f.body + s] = fext[6 * f.body + s] + val
+    dqdd = [r[0] for r in _aba_values(t, q, v, [[zero] for _ in range(m.nv)], gravity=False, velocity=False,
+                                      f_ext=fext)]
+    t.block("q̈ = q̈₀ − M⁻¹ J_cᵀ F")
+    qdd = [a + b for a, b in zip(qdd0, dqdd)]
+    forces, pivots, row = [], [], 0
+    one = g.const(1.0)
+    for size in sizes:
+        forces += x[row:row + size] + [zero] * (6 - size)
+        pivots += piv[row:row + size] + [one] * (6 - size)
+        row += size
+    return qdd, forces, pivots
+
+
+def ldlt_solve(g, M, b):
+    """(x, d): x with M x = b for a symmetric positive-definite M (rows of Values) and one
+    right-hand side b, by LDLᵀ without square roots (:func:`spatial.ldlt`) and the two
+    substitutions; d the pivots."""
+    n = len(M)
+    L, d, Dinv = S.ldlt(g, M)
+    y = [None] * n
+    for i in range(n):
+        s = b[i]
+        for k in range(i):
+            s = s - L[i][k] * y[k]
+        y[i] = s
+    x = [None] * n
+    for i in reversed(range(n)):
+        s = y[i] * Dinv[i]
+        for k in range(i + 1, n):
+            s = s - L[k][i] * x[k]
+        x[i] = s
+    return x, d
+
+
+def _constrained_fd(t: Trace, q, v, tau):
+    qdd, forces, pivots = _constrained(t, q, v, tau)
+    return {"qdd": qdd, "forces": forces, "pivots": pivots}
+
+
+def _ref_constrained_fd(model, q, v, tau):
+    qdd, F = ref.contact_fd(model, q, v, tau, list(model.constraints))
+    return qdd, F, _ref_pivots(model, q)
+
+
+def _ref_pivots(model, q):
+    """The pivots output from the reference: the unpivoted LDLᵀ of S = J_c M⁻¹ J_cᵀ over its
+    rows with a nonzero diagonal (a row of J_c that is structurally zero is exactly zero in
+    floating point too: the rows the kernel drops when tracing), d_k / S_kk; 1 elsewhere."""
+    q = np.asarray(q, dtype=float)
+    lead = q.shape[:-1]
+    qs = q.reshape(-1, model.nq)
+    Jc = _ref_jc(model, qs)                                    # (N, n, nv)
+    Smat = Jc @ ref.minv(model, qs) @ np.swapaxes(Jc, -1, -2)
+    rows = [(k, r) for k, c in enumerate(model.constraints) for r in range(c.size)]
+    out = np.ones((qs.shape[0], model.nc, 6))
+    for s in range(qs.shape[0]):
+        keep = [i for i in range(len(rows)) if Smat[s, i, i] != 0.0]
+        A = Smat[s][np.ix_(keep, keep)]
+        diag = np.diag(A).copy()
+        for j, i in enumerate(keep):
+            out[s][rows[i]] = A[j, j] / diag[j]
+            A[j + 1:, j + 1:] -= np.outer(A[j + 1:, j], A[j, j + 1:]) / A[j, j]
+    return out.reshape(lead + (model.nc, 6))
+
+
+def _ref_jc(model, q):
+    """The constraints' Jacobian J_c (N, n, nv) from the reference's frame Jacobians and placements."""
+    cons = list(model.constraints)
+    slots = rc.constraint_slots(cons)
+    J = ref.frame_jacobian(model, q, slots, "local")       # (N, m, 6, nv)
+    oMf = ref.frame_placement(model, q, slots)             # (N, m, 4, 4)
+    sysm = rc.ContactSystem(cons)
+    N = q.shape[0]
+    vf = np.zeros((N, len(slots), 6))
+    P, _, _ = sysm._loop_rows((N,), vf, oMf) if sysm.has_loops else (np.broadcast_to(sysm.P, (N,) + sysm.P.shape), 0, 0)
+    return P @ J.reshape(N, 6 * len(slots), model.nv)
+
+
+def pin_constraint_models(pin, pm, constraints):
+    """Pinocchio's RigidConstraintModels of our constraints (LOCAL): a contact on its frame's
+    joint, a loop between its two frames' joints, each at the frame's placement, a loop's
+    Baumgarte gains as its corrector's Kp, Kd."""
+    out = []
+    for c in constraints:
+        ct = pin.ContactType.CONTACT_6D if c.model == "6d" else pin.ContactType.CONTACT_3D
+        if isinstance(c, rc.Loop):
+            A, B = pm.frames[pm.getFrameId(c.frame_a)], pm.frames[pm.getFrameId(c.frame_b)]
+            cm = pin.RigidConstraintModel(ct, pm, A.parentJoint, A.placement, B.parentJoint, B.placement,
+                                          pin.ReferenceFrame.LOCAL)
+            if c.stabilised:
+                bp = cm.m_baumgarte_parameters
+                bp.Kp, bp.Kd = c.baumgarte
+                cm.m_baumgarte_parameters = bp
+            out.append(cm)
+        else:
+            A = pm.frames[pm.getFrameId(c.frame)]
+            out.append(pin.RigidConstraintModel(ct, pm, A.parentJoint, A.placement, pin.ReferenceFrame.LOCAL))
+    return out
+
+
+def pin_constraint_dynamics(pin, pm, q, v, tau, constraints, iterations: int = 1):
+    """(q̈, our forces) from Pinocchio's ``constraintDynamics`` (its lambda_c is −F; its 3-D
+    constraints give the force part only). ``iterations`` > 1: the proximal iterations (mu 1e-12)
+    converge on redundant constraints."""
+    data = pm.createData()
+    cms = pin_constraint_models(pin, pm, constraints)
+    cds = pin.StdVec_RigidConstraintData([c.createData() for c in cms])
+    cms = pin.StdVec_RigidConstraintModel(cms)
+    pin.initConstraintDynamics(pm, data, cms, cds)
+    prox = pin.ProximalSettings(1e-14, 0.0, 1) if iterations == 1 else pin.ProximalSettings(1e-14, 1e-12, iterations)
+    qdd = np.array(pin.constraintDynamics(pm, data, q, v, tau, cms, cds, prox))
+    lam, F, at = np.array(data.lambda_c), np.zeros((len(constraints), 6)), 0
+    for k, c in enumerate(constraints):
+        F[k, :c.size] = -lam[at:at + c.size]
+        at += c.size
+    return qdd, F
+
+
+def _pin_constrained_fd(pin, pm, data, q, v, tau):
+    # redundant rows (a planar linkage's) need the proximal iterations to settle on least-norm forces
+    return pin_constraint_dynamics(pin, pm, q, v, tau, pm.rbdgen_constraints, iterations=50)
+
+
+declare("constrained_fd", "forward dynamics under the contacts and loops chosen when generating: q̈ and the "
+        "constraint forces (KKT, Λ⁻¹ by the O(n) recursion, unrolled LDLᵀ)",
+        inputs=("q", "v", "tau"),
+        outputs=(Arg("qdd", ("nv",), "constrained joint accelerations"),
+                 Arg("forces", ("nc", 6), "each constraint's wrench, [force; torque] in its (frame a's) LOCAL "
+                     "coordinates, what the robot exerts (Pinocchio's lambda_c is −F; 3d: torque 0)"),
+                 Arg("pivots", ("nc", 6), "each constraint row's LDLᵀ pivot over its diagonal of S = J_c M⁻¹ J_cᵀ, "
+                     "d_k / S_kk in (0, 1]; ~0: rows dependent at this state (the loaded method raises "
+                     "ContactError); 1 for rows dropped when tracing and padding")),
+        algorithm=_constrained_fd,
+        reference=_ref_constrained_fd,
+        pinocchio=_pin_constrained_fd, pinocchio_note="constraintDynamics with RigidConstraintModel (LOCAL) per "
+        "contact and loop; lambda_c = −F",
+        # measured (300 float32, 100 ap_fixed<48,24> states; iiwa 6d, quadruped 4×3d, two_arms 3d, four_bar 3d):
+        # worst 2.0e-3 and 2.4e-3 (both the iiwa's). Q16.16 leaves ~no digits (0.49 on the iiwa): use Q24.24.
+        # Locked mechanisms at random postures (a 6d weld leaving ≤ 2 DoF) lose digits with cond(S):
+        # the pivots output says how many (docs/contact.md).
+        float32_tol=5e-3, fixed_tol={(32, 16): 0.6, (48, 24): 1e-2}, gpu_shape="block", frames=True,
+        needs_minv=True, constraints=True,
+        # the harness (benchmarks/pinocchio_bench.cpp) builds rbd_cmodels from the bench's contacts
+        pinocchio_cpp=("pinocchio/algorithm/constrained-dynamics.hpp",
+                       "pin::constraintDynamics(model, data, q[i], v[i], tau[i], rbd_cmodels, rbd_cdatas, rbd_prox)"))
