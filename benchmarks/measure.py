@@ -58,6 +58,11 @@ ROBOTS = {
 #: the frames of the frame and contact kernels (flange, feet, soles)
 FRAMES = {"iiwa14": ["iiwa_link_ee"], "quadruped": ["FL_foot", "FR_foot", "RL_foot", "RR_foot"],
           "talos_reduced": ["left_sole_link", "right_sole_link"]}
+#: the rigid contacts constrained_fd is generated for (--contact syntax, rbdgen.model.constraints):
+#: the flange held, the four feet on the ground, both soles flat; Pinocchio's harness gets the same
+#: constraints (peers.write_constraints) for its constraintDynamics
+CONSTRAINTS = {"iiwa14": ["iiwa_link_ee:6d"], "quadruped": ["FL_foot:3d", "FR_foot:3d", "RL_foot:3d", "RR_foot:3d"],
+               "talos_reduced": ["left_sole_link:6d", "right_sole_link:6d"]}
 ALIASES = {"iiwa": "iiwa14", "talos": "talos_reduced", "humanoid": "talos_reduced"}
 INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T", "stale": "ST", "f_ext": "FE", "stale_lwp": "SL"}  # kernel input name → pool array in the driver
 # every kernel in the registry, with its declared inputs
@@ -240,8 +245,10 @@ class OpenMP:
 WARM_BUILD = """
 import sys, time
 import rbdgen
-urdf, base, frames, march, kernels = sys.argv[1:6]
+from rbdgen.model.constraints import constraints_from_cli
+urdf, base, frames, march, kernels, contacts = sys.argv[1:7]
 m = rbdgen.load_urdf(urdf, floating_base=base == "floating").with_frames(frames.split(","))
+m = m.with_constraints(constraints_from_cli(contacts.split(",") if contacts else [], []))
 t = time.perf_counter()
 rbdgen.build(m, dtype="float64", march=None if march == "None" else march,
              **({"kernels": tuple(kernels.split(","))} if kernels else {}))
@@ -423,6 +430,14 @@ def best_round(rounds: list[dict]) -> dict:
 
 
 # ---- one robot: states, Python calls, batches -------------------------------------------------
+
+def bench_model(name: str, urdf, floating: bool):
+    """The model a robot of ROBOTS is benchmarked as: its FRAMES selected, its CONSTRAINTS given."""
+    from rbdgen.model.constraints import constraints_from_cli
+
+    model = rbdgen.load_urdf(urdf, floating_base=floating).with_frames(FRAMES[name])
+    return model.with_constraints(constraints_from_cli(CONSTRAINTS.get(name, []), []))
+
 
 def states(model, rng, n: int) -> dict:
     env = {"q": np.ascontiguousarray(model.random_q(rng, n)),

@@ -155,11 +155,39 @@ def dump_pinocchio_model(urdf: Path, floating: bool, out: Path) -> None:
         raise RuntimeError(f"writing the Pinocchio model file failed: {(r.stderr or r.stdout).strip()[-500:]}")
 
 
-def run_pinocchio(exe: str, urdf: Path, floating: bool, quick: bool, model_file: Path | None = None) -> dict:
+#: writes pinocchio_bench.cpp's --constraints file: per rigid contact (--contact syntax) its
+#: frame's parent joint and placement there, as Pinocchio's URDF parser builds them
+DUMP_CONSTRAINTS = r"""
+import sys
+import pinocchio as pin
+urdf, floating, out = sys.argv[1], sys.argv[2] == "floating", sys.argv[3]
+m = pin.buildModelFromUrdf(urdf, pin.JointModelFreeFlyer()) if floating else pin.buildModelFromUrdf(urdf)
+f = lambda xs: " ".join(repr(float(x)) for x in xs)
+lines = []
+for c in sys.argv[4:]:
+    frame, kind = c.rsplit(":", 1)
+    fr = m.frames[m.getFrameId(frame)]
+    lines.append(" ".join([kind, str(fr.parentJoint), f(fr.placement.rotation.flatten()), f(fr.placement.translation)]))
+open(out, "w").write("\n".join(lines) + "\n")
+"""
+
+
+def write_constraints(urdf: Path, floating: bool, contacts, out: Path) -> None:
+    """The --constraints file of pinocchio_bench for ``contacts`` (measure.CONSTRAINTS' form)."""
+    r = subprocess.run([sys.executable, "-c", DUMP_CONSTRAINTS, str(urdf), "floating" if floating else "fixed", str(out),
+                        *contacts], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"writing the Pinocchio constraints file failed: {(r.stderr or r.stdout).strip()[-500:]}")
+
+
+def run_pinocchio(exe: str, urdf: Path, floating: bool, quick: bool, model_file: Path | None = None,
+                  constraints_file: Path | None = None) -> dict:
     args = [str(HERE.parent / exe), str(urdf), "floating" if floating else "fixed", "--pool", "256",
             "--runs", "3" if quick else "7", "--target-ms", "10" if quick else "40"]
     if model_file is not None:
         args += ["--model", str(model_file)]
+    if constraints_file is not None:
+        args += ["--constraints", str(constraints_file)]
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"pinocchio_bench failed ({r.returncode}): {(r.stderr or r.stdout)[-1000:]}")

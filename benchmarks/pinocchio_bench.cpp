@@ -1,6 +1,12 @@
 // Pinocchio timing harness for benchmarks/run.py (built and run by it; see benchmarks/README.md).
 //
 //   pinocchio_bench URDF fixed|floating [--pool 256] [--runs 7] [--target-ms 40] [--seed 1] [--model FILE]
+//                   [--constraints FILE]
+//
+// --constraints: rigid contacts for constraintDynamics (the counterpart of rbdgen's constrained_fd),
+// one per line "3d|6d JOINT r00 … r22 px py pz" (the contact frame's parent joint and its placement
+// there, LOCAL; written by benchmarks/peers.py); the proximal solver runs one iteration with no
+// regularisation (mu = 0), the exact rigid solution. Without the file constrained_fd is not timed.
 //
 // Loads URDF with pinocchio::urdf::buildModel (a JointModelFreeFlyer root for "floating"), or,
 // with --model, builds the same model joint by joint from FILE (written by benchmarks/run.py
@@ -161,13 +167,14 @@ int main(int argc, char **argv) {
   int pool = 256, runs = 7;
   unsigned seed = 1;
   double target_ms = 40.0;
-  std::string model_file;
+  std::string model_file, constraints_file;
   for (int i = 3; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--pool")) pool = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--target-ms")) target_ms = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--seed")) seed = (unsigned)std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--model")) model_file = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--constraints")) constraints_file = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -197,6 +204,29 @@ int main(int argc, char **argv) {
     tau[i] = Eigen::VectorXd::Random(model.nv);
   }
 
+  // the rigid contacts of constrained_fd (--constraints), and the solver's settings: exact (mu = 0)
+  PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pin::RigidConstraintModel) rbd_cmodels;
+  PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pin::RigidConstraintData) rbd_cdatas;
+  pin::ProximalSettings rbd_prox(1e-12, 0.0, 1);
+  if (!constraints_file.empty()) {
+    std::ifstream in(constraints_file);
+    if (!in) fail("cannot read constraints file " + constraints_file);
+    std::string kind;
+    int joint;
+    while (in >> kind >> joint) {
+      Eigen::Matrix3d R;
+      Eigen::Vector3d p;
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 3; ++c) in >> R(r, c);
+      in >> p[0] >> p[1] >> p[2];
+      if (!in || (kind != "3d" && kind != "6d")) fail(constraints_file + ": malformed line");
+      rbd_cmodels.emplace_back(kind == "6d" ? pin::CONTACT_6D : pin::CONTACT_3D, model, (pin::JointIndex)joint,
+                               pin::SE3(R, p), pin::LOCAL);
+      rbd_cdatas.emplace_back(rbd_cmodels.back());
+    }
+    pin::initConstraintDynamics(model, data, rbd_cmodels, rbd_cdatas);
+  }
+
   struct Bench {
     const char *name;
     std::function<void(int)> body;
@@ -212,10 +242,12 @@ int main(int argc, char **argv) {
   std::printf("  \"nq\": %d, \"nv\": %d, \"njoints\": %d, \"pool\": %d, \"runs\": %d, \"target_ms\": %g,\n",
               (int)model.nq, (int)model.nv, (int)model.njoints, pool, runs, target_ms);
   std::printf("  \"ns_per_call\": {");
+  int printed = 0;
   for (size_t b = 0; b < benches.size(); ++b) {
+    if (rbd_cmodels.empty() && !std::strcmp(benches[b].name, "constrained_fd")) continue;  // no constraints given
     Timing t = time_per_call(benches[b].body, pool, runs, target_ms);
     checksum += data.tau.sum() + data.M(0, 0) + data.Minv(0, 0) + data.oMi.back().translation().sum();
-    std::printf("%s\n    \"%s\": {\"median\": %.2f, \"min\": %.2f, \"wall_median\": %.2f, \"runs\": ", b ? "," : "",
+    std::printf("%s\n    \"%s\": {\"median\": %.2f, \"min\": %.2f, \"wall_median\": %.2f, \"runs\": ", printed++ ? "," : "",
                 benches[b].name, median(t.cpu), *std::min_element(t.cpu.begin(), t.cpu.end()), median(t.wall));
     print_list(t.cpu);
     std::printf(", \"wall_runs\": ");

@@ -28,8 +28,8 @@ from pathlib import Path
 
 # first: sets OPENBLAS_NUM_THREADS and OMP_WAIT_POLICY before NumPy and the OpenMP runtime load
 import measure
-from measure import (ALIASES, BUILD, FRAMES, HERE, ROBOTS, SITE, T0, VARIANT_MARCH, WARM_BUILD, OpenMP,
-                     bench_batch, bench_python_single, best_round, build_driver, loadavg, log, machine_info,
+from measure import (ALIASES, BUILD, CONSTRAINTS, FRAMES, HERE, ROBOTS, SITE, T0, VARIANT_MARCH, WARM_BUILD, OpenMP,
+                     bench_batch, bench_model, bench_python_single, best_round, build_driver, loadavg, log, machine_info,
                      openmp_region_cost, peak_rate, pool_bytes, run_driver, states)
 
 import numpy as np
@@ -41,7 +41,7 @@ from rbdgen.targets.cpu import generate_cpu
 from rbdgen.toolchain.compiler import CACHE_ENV, cxx_flags, find_cxx, resolve_march
 
 from peers import (PIN_BUILDS, PIN_KEY, bench_reference, build_pinocchio_harness, dump_pinocchio_model,
-                   ensure_pinocchio_headers, run_pinocchio)
+                   ensure_pinocchio_headers, run_pinocchio, write_constraints)
 import codegen_peer
 from plot import plot
 from report import GOAL_BUILD_KERNELS, GOAL_BUILD_S, markdown
@@ -59,7 +59,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict, cg_gen: 
     urdf = path_fn()
     log(f"== {name}: {urdf}")
     t = time.perf_counter()
-    model = rbdgen.load_urdf(urdf, floating_base=floating).with_frames(FRAMES[name])
+    model = bench_model(name, urdf, floating)
     load_s = time.perf_counter() - t
     res = {"description": desc, "urdf": str(urdf).replace(str(SITE), "$SITE_PACKAGES").replace(str(HERE.parent), "."),
            "floating_base": floating, "nq": model.nq, "nv": model.nv, "nb": model.nb, "load_s": round(load_s, 3),
@@ -97,7 +97,8 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict, cg_gen: 
                 # a new process building the same kernels: what a user pays at every start once the
                 # caches are warm (generation cache and compile cache; rbdgen.toolchain.gencache)
                 warm = subprocess.run([sys.executable, "-c", WARM_BUILD, str(urdf), "floating" if floating else "fixed",
-                                       ",".join(FRAMES[name]), str(march), ",".join(measure.KERNELS) if only else ""],
+                                       ",".join(FRAMES[name]), str(march), ",".join(measure.KERNELS) if only else "",
+                                       ",".join(CONSTRAINTS.get(name, []))],
                                       capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
                 warm_s = float(warm.stdout.split()[-1]) if warm.returncode == 0 else None
                 if warm_s is None:
@@ -176,6 +177,14 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict, cg_gen: 
         cpp = {variant: [] for variant in drivers}
         py = {variant: [] for variant in drivers}
         pin = {build: [] for build in pin_exes}
+        cons_file = work / "pinocchio_constraints.txt"
+        if pin_exes:
+            try:
+                write_constraints(urdf, floating, CONSTRAINTS.get(name, []), cons_file)
+            except Exception as e:  # reported, not fatal: the harness runs without constraintDynamics
+                res["pinocchio_constraints_error"] = str(e)
+                log(f"{name}: Pinocchio's constraintDynamics left out: {e}")
+                cons_file = None
         for i in range(rounds):
             log(f"{name}: one state, round {i + 1}/{rounds}: rbdgen {', '.join(drivers)} (C++, Python)"
                 + (f", Pinocchio {', '.join(pin)}" if pin else "") + (", Pinocchio + CppADCodeGen" if cg else ""))
@@ -185,7 +194,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict, cg_gen: 
             for build in list(pin):
                 try:
                     pin[build].append(run_pinocchio(pin_exes[build], urdf, floating, args.quick,
-                                                    model_file if build == "native" else None))
+                                                    model_file if build == "native" else None, cons_file))
                 except Exception as e:  # reported, not fatal
                     res[PIN_KEY[build] + "_error"] = str(e)
                     log(f"{name}: Pinocchio ({build}) failed: {e}")
