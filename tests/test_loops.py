@@ -360,3 +360,72 @@ def test_constrained_fd_rolled_lowering():
     q, v, tau = m.random_q(rng, 3), rng.normal(size=(3, m.nv)), rng.normal(size=(3, m.nv))
     got, want = kern.constrained_fd(q, v, tau), ref.contact_fd(m, q, v, tau, list(m.constraints))
     assert relerr(got[0], want[0]) <= TOL64 and relerr(got[1], want[1]) <= TOL64
+
+
+# ---- derivatives -----------------------------------------------------------------------------------
+
+DERIV = [("iiwa14", [Contact("iiwa_link_ee", "6d")], True),
+         ("quadruped", [Contact(f, "3d") for f in ("FL_foot", "FR_foot", "RL_foot", "RR_foot")], True),
+         ("two_arms", [Loop(*ARMS, "6d")], True),
+         ("two_arms", [Loop(*ARMS, "3d", baumgarte=(25.0, 10.0)), Contact("left_hand", "3d")], False),
+         ("four_bar", [Loop(*FB, "3d")], False)]
+
+
+@pytest.mark.parametrize("name,cons,with_pin", DERIV, ids=["iiwa-6d", "quadruped-4x3d", "arms-6d", "arms-3d+B+contact",
+                                                           "four_bar-3d"])
+def test_constrained_fd_derivatives(urdfs, name, cons, with_pin):
+    """∂q̈/∂(q, v, τ) and ∂F/∂(q, v, τ) along the tangent: against fourth-order central
+    differences of the NumPy contact_fd (the registry's reference) everywhere, and against
+    Pinocchio's computeConstraintDynamicsDerivatives for contacts and 6d loops (for 3d loops
+    Pinocchio 4.1's disagrees with differences of its own constraintDynamics: measured, noted in
+    the kernel's declaration). Batch and single state; the first outputs are constrained_fd's."""
+    if name in urdfs:
+        m, pm = _models(urdfs, name)
+    else:
+        fb = name == "quadruped"
+        m = rbdgen.load_urdf(robots.path(name), floating_base=fb)
+        pm = pin.buildModelFromUrdf(str(robots.path(name)), pin.JointModelFreeFlyer()) if fb else \
+            pin.buildModelFromUrdf(str(robots.path(name)))
+    m = m.with_constraints(cons)
+    pm.rbdgen_constraints = tuple(cons)
+    kern = rbdgen.build(m, kernels=["constrained_fd_derivatives", "constrained_fd"], opt="-O1", simd=False)
+    rng = np.random.default_rng(8)
+    n = 2
+    q = m.random_q(rng, n) if name in ("iiwa14", "quadruped") else _state(m, 8, n)[0]
+    v, tau = rng.normal(size=(n, m.nv)), 3.0 * rng.normal(size=(n, m.nv))
+    got = kern.constrained_fd_derivatives(q, v, tau)
+    assert len(got) == 8
+    fd = kern.constrained_fd(q, v, tau)
+    assert relerr(got[0], fd[0]) <= TOL64 and relerr(got[1], fd[1]) <= TOL64
+    decl = rbdgen.registry.get("constrained_fd_derivatives")
+    want = decl.reference(m, q, v, tau)  # (qdd, F, 6 derivatives by differences, pivots)
+    for k in range(n):
+        one = kern.constrained_fd_derivatives(q[k], v[k], tau[k])
+        for j in range(8):
+            assert relerr(one[j], got[j][k]) <= TOL64, j
+        for j, w in zip(range(2, 8), want[2:8]):
+            assert relerr(got[j][k], w[k]) <= 1e-7, (j, relerr(got[j][k], w[k]))
+        if with_pin:
+            exp = decl.pinocchio(pin, pm, None, m.to_pinocchio_q(q[k]), v[k], tau[k])
+            for j, e in zip(range(2, 8), exp[2:8]):
+                assert relerr(got[j][k], e) <= 1e-9, (j, relerr(got[j][k], e))
+    if not with_pin and any(isinstance(c, Loop) and c.model == "3d" for c in cons):
+        with pytest.raises(NotImplementedError, match="disagrees"):
+            decl.pinocchio(pin, pm, None, m.to_pinocchio_q(q[0]), v[0], tau[0])
+
+
+def test_constrained_fd_derivatives_cuda_emulated_and_hls_csim(urdfs):
+    """The derivative kernel on the GPU target (nvcc sm_90, -Werror, CPU emulation of the CUDA
+    program) and the HLS target (double C simulation), on the four-bar closed 3d with Baumgarte
+    gains, against the CPU build (itself checked against differences and Pinocchio above)."""
+    m, _ = _models(urdfs, "four_bar")
+    m = m.with_constraints([Loop(*FB, "3d", baumgarte=(25.0, 10.0))])
+    q, v, tau = _state(m, 12, n=5)
+    name = "constrained_fd_derivatives"
+    want = rbdgen.build(m, kernels=[name], opt="-O1", simd=False).kernel(name)(q, v, tau)
+    cu = rbdgen.build(m, target="cuda", kernels=[name], opt="-O0", arch="90", werror=True)
+    hls = rbdgen.build(m, target="hls", dtype="float64", kernels=[name])
+    for got in (cu.emulated("block").kernel(name)(q, v, tau), cu.emulated("thread").kernel(name)(q, v, tau),
+                hls.kernel(name)(q, v, tau)):
+        for g_, w in zip(got, want):
+            assert relerr(g_, w) <= TOL64

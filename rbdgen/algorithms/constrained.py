@@ -36,7 +36,8 @@ from ..reference import contact as rc
 from ..registry import Arg, declare
 from . import spatial as S
 from .contact import _frame_X, _frame_motions, _frame_pose, _frames, _jacobians, _osim_values
-from .dynamics import _aba_values
+from ..ir.forward import tangents
+from .dynamics import _aba_values, _rnea_values
 from .kinematics import placements
 from .trace import Trace
 
@@ -99,7 +100,15 @@ def _rows(t: Trace, q, vel):
 
 
 def _constrained(t: Trace, q, v, tau):
-    """(q̈, forces per constraint as 6-lists) of the model's constraints."""
+    """(q̈, forces, pivots per constraint as 6-lists) of the model's constraints."""
+    p = _parts(t, q, v, tau)
+    return p["qdd"], p["forces"], p["pivots"]
+
+
+def _parts(t: Trace, q, v, tau) -> dict:
+    """Everything of the constrained solve: q̈, the forces and pivots per constraint (6-lists),
+    and for the derivatives the rows, the row unknowns x, the rows kept, S's LDLᵀ factors, the
+    frames' Jacobians and bias accelerations, and the constraint wrenches on the bodies."""
     m, g = t.m, t.g
     zero = g.const(0.0)
     frames = _frames(t)
@@ -143,7 +152,9 @@ def _constrained(t: Trace, q, v, tau):
     # zero) — dropped, its force 0
     keep = [i for i in range(n) if not Smat[i][i].is_zero()]
     t.block("constraint system: LDLᵀ solve")
-    xk, dk = ldlt_solve(g, [[Smat[i][j] for j in keep] for i in keep], [rhs[i] for i in keep]) if keep else ([], [])
+    Sk = [[Smat[i][j] for j in keep] for i in keep]
+    L, _, Dinv = S.ldlt(g, Sk) if keep else ([], [], [])
+    xk, dk = ldlt_solve(g, Sk, [rhs[i] for i in keep]) if keep else ([], [])
     x, piv = [zero] * n, [g.const(1.0)] * n
     for i, val, d in zip(keep, xk, dk):
         x[i] = val
@@ -174,7 +185,8 @@ def _constrained(t: Trace, q, v, tau):
         forces += x[row:row + size] + [zero] * (6 - size)
         pivots += piv[row:row + size] + [one] * (6 - size)
         row += size
-    return qdd, forces, pivots
+    return {"qdd": qdd, "forces": forces, "pivots": pivots, "x": x, "rows": rows, "sizes": sizes, "keep": keep,
+            "L": L, "Dinv": Dinv, "J": J, "bias": bias, "fext": fext}
 
 
 def ldlt_solve(g, M, b):
@@ -287,6 +299,205 @@ def _pin_constrained_fd(pin, pm, data, q, v, tau):
     return pin_constraint_dynamics(pin, pm, q, v, tau, pm.rbdgen_constraints, iterations=50)
 
 
+# ---- derivatives ------------------------------------------------------------------------------------
+
+def _q_tangent_seeds(t: Trace, q, k: int) -> dict:
+    """Seeds of forward-mode tangents: q's input nodes → their change along each of the nv
+    tangent directions (columns 0 … nv−1 of ``k``), q ⊕ ε e_j (:meth:`RobotModel.integrate`):
+    a 1-DoF joint's coordinate moves by ε; a free-flyer's position by R ε_lin (R its rotation)
+    and its quaternion u by ½ u ⊗ (ε_ang, 0), a spherical joint's likewise; a planar joint's
+    (x, y) by R(θ) (ε_x, ε_y) and θ by ε_ω. The tangent convention of the ∇ID/∇FD kernels
+    (rbdgen.autodiff)."""
+    m, g = t.m, t.g
+    one, half = g.const(1.0), g.const(0.5)
+    seeds: dict = {}
+
+    def put(x, col, val):
+        seeds.setdefault(x.node.id, [None] * k)[col] = val
+
+    for i in range(m.nb):
+        kind, qs, vs = m.joint_types[i], m.q_start[i], m.v_start[i]
+        if kind in ("revolute", "continuous", "prismatic"):
+            put(q[qs], vs, one)
+        elif kind == "planar":
+            c, s_ = g.op("cos", q[qs + 2]), g.op("sin", q[qs + 2])
+            put(q[qs], vs, c)
+            put(q[qs + 1], vs, s_)
+            put(q[qs], vs + 1, -s_)
+            put(q[qs + 1], vs + 1, c)
+            put(q[qs + 2], vs + 2, one)
+        else:  # floating, spherical: a quaternion (x y z w), after the position for a free-flyer
+            u0, w0 = (qs + 3, vs + 3) if kind == "floating" else (qs, vs)
+            if kind == "floating":
+                R = t._quat_rotation(*q[qs + 3:qs + 7])
+                for a in range(3):
+                    for b in range(3):
+                        put(q[qs + a], vs + b, R[a][b])
+            uv, w = q[u0:u0 + 3], q[u0 + 3]
+            for b in range(3):  # ½ u ⊗ (e_b, 0) = ½ (w e_b + u_v × e_b, −u_v · e_b)
+                cross = [uv[(b + 2) % 3] if a == (b + 1) % 3 else (-uv[(b + 1) % 3] if a == (b + 2) % 3 else None)
+                         for a in range(3)]
+                for a in range(3):
+                    val = w if a == b else cross[a]
+                    if val is not None:
+                        put(q[u0 + a], w0 + b, half * val)
+                put(q[u0 + 3], w0 + b, -(half * uv[b]))
+    return seeds
+
+
+def _ldlt_apply(L, Dinv, B):
+    """S⁻¹ B with S = L D Lᵀ (unit lower L, D⁻¹ as Dinv), B as rows of columns."""
+    n = len(L)
+    k = len(B[0]) if B else 0
+    out = [[None] * k for _ in range(n)]
+    for c in range(k):
+        y = [None] * n
+        for i in range(n):
+            s = B[i][c]
+            for j in range(i):
+                s = s - L[i][j] * y[j]
+            y[i] = s
+        for i in reversed(range(n)):
+            s = y[i] * Dinv[i]
+            for j in range(i + 1, n):
+                s = s - L[j][i] * out[j][c]
+            out[i][c] = s
+    return out
+
+
+def _constrained_fd_derivatives(t: Trace, q, v, tau):
+    """q̈, F and their derivatives along the tangent of q, v and τ by the implicit-function
+    theorem on the KKT system of :func:`_parts` (see the module docstring)."""
+    m, g = t.m, t.g
+    nv = m.nv
+    zero, one = g.const(0.0), g.const(1.0)
+    p = _parts(t, q, v, tau)
+    qdd, x, rows, keep = p["qdd"], p["x"], p["rows"], p["keep"]
+    k = 2 * nv
+    seeds = _q_tangent_seeds(t, q, k)
+    for i, vi in enumerate(v):
+        seeds.setdefault(vi.node.id, [None] * k)[nv + i] = one
+    held = {a.node.id for a in qdd} | {a.node.id for a in x}  # the solution, held while differentiating
+    t.block("∂/∂(q, v) of the equations at the solution: ID with the constraint wrenches, J_c q̈ + γ")
+    E1 = _rnea_values(t, q, v, qdd, f_ext=p["fext"])[0]            # M q̈ + b + J_cᵀ F (τ: no q, v tangent)
+    E2 = []
+    for i in keep:                                                  # J_c q̈ + γ (drift, Baumgarte)
+        coef, r = rows[i]
+        e = zero
+        for fk, cf in coef.items():
+            acc = [S.dot(g, row, qdd) + p["bias"][fk][rr] for rr, row in enumerate(p["J"][fk])]
+            e = e + S.dot(g, cf, acc)
+        E2.append(e - r)
+    A = tangents(g, E1, seeds, held, k)                             # nv × 2nv
+    B = tangents(g, E2, seeds, held, k)                             # kept rows × 2nv
+    Jc = []
+    for i in keep:
+        row = [zero] * nv
+        for fk, cf in rows[i][0].items():
+            for c in range(nv):
+                row[c] = row[c] + S.dot(g, cf, [p["J"][fk][rr][c] for rr in range(6)])
+        Jc.append(row)
+    nk = len(keep)
+    t.block("M⁻¹ of the partials, M⁻¹ J_cᵀ, M⁻¹")
+    Y = _aba_values(t, q, v, A, gravity=False, velocity=False)      # M⁻¹ ∂E1
+    MiJ = _aba_values(t, q, v, [[Jc[r][c] for r in range(nk)] for c in range(nv)], gravity=False,
+                      velocity=False) if nk else [[] for _ in range(nv)]
+    Minv = _aba_values(t, q, v, [[one if c == d else zero for d in range(nv)] for c in range(nv)],
+                       gravity=False, velocity=False, symmetric=True)
+    t.block("the KKT system's inverse on the partials")
+    G = _ldlt_apply(p["L"], p["Dinv"], [[S.dot(g, Jc[r], [Y[c][d] for c in range(nv)]) - B[r][d] for d in range(k)]
+                                       for r in range(nk)])         # S⁻¹ (J_c M⁻¹ ∂E1 − ∂E2)
+    dqdd = [[S.dot(g, MiJ[a], [G[r][d] for r in range(nk)]) - Y[a][d] for d in range(k)] for a in range(nv)]
+    SiJM = _ldlt_apply(p["L"], p["Dinv"], [[MiJ[c][r] for c in range(nv)] for r in range(nk)])   # S⁻¹ J_c M⁻¹
+    dqdd_dtau = [[Minv[a][c] - S.dot(g, MiJ[a], [SiJM[r][c] for r in range(nk)]) for c in range(nv)]
+                 for a in range(nv)]
+    n = len(rows)
+    dx = [[zero] * k for _ in range(n)]
+    dx_dtau = [[zero] * nv for _ in range(n)]
+    for r, i in enumerate(keep):
+        dx[i] = [-y for y in G[r]]
+        dx_dtau[i] = SiJM[r]
+    dF_dq, dF_dv, dF_dtau, row = [], [], [], 0
+    for size in p["sizes"]:
+        for s_ in range(6):
+            src = dx[row + s_] if s_ < size else [zero] * k
+            dF_dq += src[:nv]
+            dF_dv += src[nv:]
+            dF_dtau += dx_dtau[row + s_] if s_ < size else [zero] * nv
+        row += size
+    flat = lambda M: [y for r in M for y in r]  # noqa: E731
+    return {"qdd": p["qdd"], "forces": p["forces"], "pivots": p["pivots"],  # (pivots: declared last)
+            "dqdd_dq": flat([r[:nv] for r in dqdd]), "dqdd_dv": flat([r[nv:] for r in dqdd]),
+            "dqdd_dtau": flat(dqdd_dtau), "dF_dq": dF_dq, "dF_dv": dF_dv, "dF_dtau": dF_dtau}
+
+
+def _ref_constrained_fd_derivatives(model, q, v, tau):
+    """The reference: the NumPy contact_fd and its derivatives by a sixth-order central
+    difference along the tangent (q ⊕ h e_j, v + h e_j, τ + h e_j; h = 1e-3: measured ≤ 2e-11
+    relative against Pinocchio's on the iiwa), independent of the kernel's implicit-function form."""
+    q = np.asarray(q, dtype=float)
+    if q.ndim == 2:
+        outs = [_ref_constrained_fd_derivatives(model, a, b, c) for a, b, c in zip(q, v, tau)]
+        return tuple(np.stack(x) for x in zip(*outs))
+    v, tau = np.asarray(v, dtype=float), np.asarray(tau, dtype=float)
+    cons, nv, h = list(model.constraints), model.nv, 1e-3
+
+    def f(q_, v_, t_):
+        a, b = ref.contact_fd(model, q_, v_, t_, cons)
+        return np.concatenate([a, b.reshape(-1)])
+
+    def d(step):
+        cols = []
+        for j in range(nv):
+            y = [f(*step(j, s * h)) for s in (3, 2, 1, -1, -2, -3)]
+            cols.append((y[0] - 9 * y[1] + 45 * y[2] - 45 * y[3] + 9 * y[4] - y[5]) / (60 * h))
+        return np.stack(cols, axis=1)
+
+    e = np.eye(nv)
+    Dq = d(lambda j, s: (model.integrate(q, s * e[j]), v, tau))
+    Dv = d(lambda j, s: (q, v + s * e[j], tau))
+    Dt = d(lambda j, s: (q, v, tau + s * e[j]))
+    qdd, F, piv = _ref_constrained_fd(model, q, v, tau)
+    nc = model.nc
+    return (qdd, F, Dq[:nv], Dv[:nv], Dt[:nv], Dq[nv:].reshape(nc, 6, nv), Dv[nv:].reshape(nc, 6, nv),
+            Dt[nv:].reshape(nc, 6, nv), piv)
+
+
+def _pin_constrained_fd_derivatives(pin, pm, data, q, v, tau):
+    cons = pm.rbdgen_constraints
+    if any(isinstance(c, rc.Loop) and c.model == "3d" for c in cons):
+        # measured: on two 4-joint arms joined 3d, and on the four-bar closed at rest, Pinocchio
+        # 4.1's ddq_dq differs from central differences of its own constraintDynamics by 1.8×
+        # and 3× its size (its 6d loops and contacts agree to 1e-10 … 1e-14)
+        raise NotImplementedError("Pinocchio's computeConstraintDynamicsDerivatives disagrees with central "
+                                  "differences of its own constraintDynamics for 3d loops: not compared")
+    data = pm.createData()
+    cms = pin.StdVec_RigidConstraintModel(pin_constraint_models(pin, pm, cons))
+    cds = pin.StdVec_RigidConstraintData([c.createData() for c in cms])
+    pin.initConstraintDynamics(pm, data, cms, cds)
+    prox = pin.ProximalSettings(1e-14, 1e-12, 50)
+    qdd = np.array(pin.constraintDynamics(pm, data, q, v, tau, cms, cds, prox))
+    pin.computeConstraintDynamicsDerivatives(pm, data, cms, cds, prox)
+    nv = pm.nv
+
+    def per_constraint(M):
+        out, at = np.zeros((len(cons), 6, M.shape[-1])), 0
+        for k_, c in enumerate(cons):
+            out[k_, :c.size] = -M[at:at + c.size]
+            at += c.size
+        return out
+
+    lam = np.array(data.lambda_c)
+    F, at = np.zeros((len(cons), 6)), 0
+    for k_, c in enumerate(cons):
+        F[k_, :c.size] = -lam[at:at + c.size]
+        at += c.size
+    # (no pivots: the last output, which zip() in the comparisons leaves out)
+    return (qdd, F, np.array(data.ddq_dq)[:, :nv], np.array(data.ddq_dv), np.array(data.ddq_dtau),
+            per_constraint(np.array(data.dlambda_dq)), per_constraint(np.array(data.dlambda_dv)),
+            per_constraint(np.array(data.dlambda_dtau)))
+
+
 declare("constrained_fd", "forward dynamics under the contacts and loops chosen when generating: q̈ and the "
         "constraint forces (KKT, Λ⁻¹ by the O(n) recursion, unrolled LDLᵀ)",
         inputs=("q", "v", "tau"),
@@ -309,3 +520,30 @@ declare("constrained_fd", "forward dynamics under the contacts and loops chosen 
         # the harness (benchmarks/pinocchio_bench.cpp) builds rbd_cmodels from the bench's contacts
         pinocchio_cpp=("pinocchio/algorithm/constrained-dynamics.hpp",
                        "pin::constraintDynamics(model, data, q[i], v[i], tau[i], rbd_cmodels, rbd_cdatas, rbd_prox)"))
+
+declare("constrained_fd_derivatives", "constrained_fd and its derivatives along the tangent of q, v and τ (the "
+        "implicit-function theorem on the KKT system; Pinocchio's computeConstraintDynamicsDerivatives)",
+        inputs=("q", "v", "tau"),
+        outputs=(Arg("qdd", ("nv",), "constrained joint accelerations (as constrained_fd)"),
+                 Arg("forces", ("nc", 6), "each constraint's wrench (as constrained_fd)"),
+                 Arg("dqdd_dq", ("nv", "nv"), "∂q̈/∂q along the tangent (q ⊕ ε e_j)"),
+                 Arg("dqdd_dv", ("nv", "nv"), "∂q̈/∂v"),
+                 Arg("dqdd_dtau", ("nv", "nv"), "∂q̈/∂τ"),
+                 Arg("dF_dq", ("nc", 6, "nv"), "∂F/∂q along the tangent"),
+                 Arg("dF_dv", ("nc", 6, "nv"), "∂F/∂v"),
+                 Arg("dF_dtau", ("nc", 6, "nv"), "∂F/∂τ"),
+                 Arg("pivots", ("nc", 6), "the LDLᵀ pivot ratios (as constrained_fd)")),
+        algorithm=_constrained_fd_derivatives,
+        reference=_ref_constrained_fd_derivatives,
+        pinocchio=_pin_constrained_fd_derivatives,
+        pinocchio_note="computeConstraintDynamicsDerivatives after constraintDynamics (LOCAL RigidConstraintModels; "
+        "dlambda = −dF); not for 3d loops, where Pinocchio's disagrees with differences of its own dynamics",
+        # measured: float32 worst 2.3e-3 (iiwa 6d, 40 states; quadruped 4×3d 5.8e-6); states whose S is
+        # ill-conditioned lose ~cond(S)² × 6e-8 (two arms joined 3d at random postures: all digits at
+        # cond 1e5), which the loaded method refuses (PIVOT_MIN). Fixed point leaves no digits (Q16.16:
+        # 1.0; Q24.24 overflows, 76): no Q24.24 bound, use float or double on the FPGA.
+        float32_tol=1e-2, fixed_tol={(32, 16): 1.0}, gpu_shape="block", frames=True,
+        needs_minv=True, constraints=True,
+        pinocchio_cpp=("pinocchio/algorithm/constrained-dynamics-derivatives.hpp",
+                       "pin::constraintDynamics(model, data, q[i], v[i], tau[i], rbd_cmodels, rbd_cdatas, rbd_prox); "
+                       "pin::computeConstraintDynamicsDerivatives(model, data, rbd_cmodels, rbd_cdatas, rbd_prox)"))

@@ -77,8 +77,9 @@ def install(owner) -> None:
 
     owner.__dict__["kernel"] = kernel
     install_stale(owner)  # kern.rnea_stale_start
-    if "constrained_fd" in built:
-        _install_constrained(owner)
+    for name in ("constrained_fd", "constrained_fd_derivatives"):
+        if name in built:
+            _install_constrained(owner, name)
     if not any(k.startswith("frame_") or k in ("osim_inverse", "contact_terms") for k in built):
         return
     model = owner.model
@@ -170,38 +171,45 @@ def install(owner) -> None:
         owner.__dict__[name] = f
 
 
-#: the least LDLᵀ pivot ratio d_k / S_kk of constrained_fd taken as independent rows, by dtype:
-#: below it the rows depend on each other at that state (~1/cond(S) would be lost digits)
+#: the least LDLᵀ pivot ratio d_k / S_kk taken as independent rows, by dtype: below it the rows
+#: depend on each other at that state (~1/cond(S): the digits lost). The float32 derivatives lose
+#: ~cond(S)² × 6e-8 and ask for cond ≲ 1e3
 PIVOT_MIN = {"float64": 1e-11, "float32": 1e-5}
+PIVOT_MIN_DERIVATIVES = {"float64": 1e-11, "float32": 1e-3}
 
 
-def _install_constrained(owner) -> None:
-    """``kern.constrained_fd(q, v, tau) → (q̈, F)``: the generated kernel, and a
-    :class:`~rbdgen.ContactError` where its constraint rows depend on each other at that state
-    (a pivot ratio under :data:`PIVOT_MIN`; a NaN pivot: the same, or a NaN input), never a
-    silent NaN or a solve of a singular system. The generated kernel (which also returns the
-    pivots) stays reachable as ``kern.kernel("constrained_fd")``."""
-    raw = owner.__dict__["constrained_fd"]
-    owner.__dict__["_raw_constrained_fd"] = raw
+def _install_constrained(owner, name: str) -> None:
+    """``kern.constrained_fd(q, v, tau) → (q̈, F)`` and ``kern.constrained_fd_derivatives(q, v,
+    tau) → (q̈, F, ∂q̈/∂q, ∂q̈/∂v, ∂q̈/∂τ, ∂F/∂q, ∂F/∂v, ∂F/∂τ)``: the generated kernel without
+    its pivots output, and a :class:`~rbdgen.ContactError` where the constraint rows depend on
+    each other at that state (a pivot ratio under :data:`PIVOT_MIN`; a NaN pivot: the same, or a
+    NaN input), never a silent NaN or a solve of a singular system. The generated kernel (pivots
+    included) stays reachable as ``kern.kernel(name)``."""
+    raw = owner.__dict__[name]
+    owner.__dict__[f"_raw_{name}"] = raw
     cons = tuple(getattr(owner.model, "constraints", ()))
-    floor = PIVOT_MIN.get(np.dtype(getattr(owner, "dtype", np.float64)).name, 1e-11)
+    floors = PIVOT_MIN if name == "constrained_fd" else PIVOT_MIN_DERIVATIVES
+    floor = floors.get(np.dtype(getattr(owner, "dtype", np.float64)).name, 1e-11)
+    at_pivots = 2 if name == "constrained_fd" else -1  # (constrained_fd: q̈, F, pivots; the derivatives: pivots last)
 
-    def constrained_fd(q, v, tau, **kw):
-        qdd, F, piv = raw(q, v, tau, **kw)
+    def method(q, v, tau, **kw):
+        out = raw(q, v, tau, **kw)
+        piv = out[at_pivots]
+        rest = out[:2] if name == "constrained_fd" else out[:-1]
         if float(piv.min()) > floor:  # one reduction, ~1 µs; a NaN compares False
-            return qdd, F
+            return rest
         ok = ~(_host(piv).reshape(piv.shape[:-2] + (-1,)).min(axis=-1) > floor)
         bad = np.flatnonzero(ok.reshape(-1))
         at = "" if piv.ndim == 2 else f" (state {int(bad[0])} of the batch)"
         which = ", ".join(map(_describe, cons)) or "the model's constraints"
-        check_finite_state("constrained_fd", q=q, v=v, tau=tau)  # a NaN in: that, not "singular"
-        raise ContactError(f"constrained_fd: the constraint system is singular{at}: {which} constrain "
+        check_finite_state(name, q=q, v=v, tau=tau)  # a NaN in: that, not "singular"
+        raise ContactError(f"{name}: the constraint system is singular{at}: {which} constrain "
                            f"directions the robot cannot move independently at this configuration (an LDLᵀ "
                            f"pivot of S = J_c M⁻¹ J_cᵀ under {floor:g} of its diagonal); kern.contact_fd(q, v, "
                            f"tau, constraints) solves redundant constraints rank-revealing")
 
-    constrained_fd.__doc__ = raw.__doc__
-    owner.__dict__["constrained_fd"] = constrained_fd
+    method.__doc__ = raw.__doc__
+    owner.__dict__[name] = method
 
 
 def _like(ref, x):
