@@ -41,8 +41,13 @@ def urdfs(tmp_path_factory):
 
 
 def _models(urdfs, name):
-    m = rbdgen.load_urdf(urdfs[name])
-    return m, pin.buildModelFromUrdf(urdfs[name])
+    """(our model, Pinocchio's) of a closed mechanism of the fixture, or of a bundled robot (the
+    quadruped with a free-flyer)."""
+    if name in urdfs:
+        return rbdgen.load_urdf(urdfs[name]), pin.buildModelFromUrdf(urdfs[name])
+    path, fb = str(robots.path(name)), name == "quadruped"
+    m = rbdgen.load_urdf(path, floating_base=fb)
+    return m, (pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if fb else pin.buildModelFromUrdf(path))
 
 
 def _state(m, seed, n=None):
@@ -158,13 +163,7 @@ GEN = [("four_bar", [Loop(*FB, "3d")]), ("two_arms", [Loop(*ARMS, "6d")]),
 
 @pytest.mark.parametrize("name,cons", GEN, ids=[g[0] for g in GEN])
 def test_constrained_fd_kernel_matches_pinocchio(urdfs, name, cons):
-    if name in urdfs:
-        m, pm = _models(urdfs, name)
-    else:
-        fb = name == "quadruped"
-        m = rbdgen.load_urdf(robots.path(name), floating_base=fb)
-        pm = pin.buildModelFromUrdf(str(robots.path(name)), pin.JointModelFreeFlyer()) if fb else \
-            pin.buildModelFromUrdf(str(robots.path(name)))
+    m, pm = _models(urdfs, name)
     m = m.with_constraints(cons)
     assert m.nc == len(cons) and all(f in m.frames for c in cons for f in (getattr(c, "frames", None) or (c.frame,)))
     kern = rbdgen.build(m, kernels=["constrained_fd"], opt="-O1")
@@ -379,13 +378,7 @@ def test_constrained_fd_derivatives(urdfs, name, cons, with_pin):
     Pinocchio's computeConstraintDynamicsDerivatives for contacts and 6d loops (for 3d loops
     Pinocchio 4.1's disagrees with differences of its own constraintDynamics: measured, noted in
     the kernel's declaration). Batch and single state; the first outputs are constrained_fd's."""
-    if name in urdfs:
-        m, pm = _models(urdfs, name)
-    else:
-        fb = name == "quadruped"
-        m = rbdgen.load_urdf(robots.path(name), floating_base=fb)
-        pm = pin.buildModelFromUrdf(str(robots.path(name)), pin.JointModelFreeFlyer()) if fb else \
-            pin.buildModelFromUrdf(str(robots.path(name)))
+    m, pm = _models(urdfs, name)
     m = m.with_constraints(cons)
     pm.rbdgen_constraints = tuple(cons)
     kern = rbdgen.build(m, kernels=["constrained_fd_derivatives", "constrained_fd"], opt="-O1", simd=False)

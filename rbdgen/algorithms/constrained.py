@@ -193,21 +193,8 @@ def ldlt_solve(g, M, b):
     """(x, d): x with M x = b for a symmetric positive-definite M (rows of Values) and one
     right-hand side b, by LDLᵀ without square roots (:func:`spatial.ldlt`) and the two
     substitutions; d the pivots."""
-    n = len(M)
     L, d, Dinv = S.ldlt(g, M)
-    y = [None] * n
-    for i in range(n):
-        s = b[i]
-        for k in range(i):
-            s = s - L[i][k] * y[k]
-        y[i] = s
-    x = [None] * n
-    for i in reversed(range(n)):
-        s = y[i] * Dinv[i]
-        for k in range(i + 1, n):
-            s = s - L[k][i] * x[k]
-        x[i] = s
-    return x, d
+    return [row[0] for row in S.ldlt_substitute(L, Dinv, [[x] for x in b])], d
 
 
 def _constrained_fd(t: Trace, q, v, tau):
@@ -345,26 +332,6 @@ def _q_tangent_seeds(t: Trace, q, k: int) -> dict:
     return seeds
 
 
-def _ldlt_apply(L, Dinv, B):
-    """S⁻¹ B with S = L D Lᵀ (unit lower L, D⁻¹ as Dinv), B as rows of columns."""
-    n = len(L)
-    k = len(B[0]) if B else 0
-    out = [[None] * k for _ in range(n)]
-    for c in range(k):
-        y = [None] * n
-        for i in range(n):
-            s = B[i][c]
-            for j in range(i):
-                s = s - L[i][j] * y[j]
-            y[i] = s
-        for i in reversed(range(n)):
-            s = y[i] * Dinv[i]
-            for j in range(i + 1, n):
-                s = s - L[j][i] * out[j][c]
-            out[i][c] = s
-    return out
-
-
 def _constrained_fd_derivatives(t: Trace, q, v, tau):
     """q̈, F and their derivatives along the tangent of q, v and τ by the implicit-function
     theorem on the KKT system of :func:`_parts` (see the module docstring)."""
@@ -405,10 +372,10 @@ def _constrained_fd_derivatives(t: Trace, q, v, tau):
     Minv = _aba_values(t, q, v, [[one if c == d else zero for d in range(nv)] for c in range(nv)],
                        gravity=False, velocity=False, symmetric=True)
     t.block("the KKT system's inverse on the partials")
-    G = _ldlt_apply(p["L"], p["Dinv"], [[S.dot(g, Jc[r], [Y[c][d] for c in range(nv)]) - B[r][d] for d in range(k)]
+    G = S.ldlt_substitute(p["L"], p["Dinv"], [[S.dot(g, Jc[r], [Y[c][d] for c in range(nv)]) - B[r][d] for d in range(k)]
                                        for r in range(nk)])         # S⁻¹ (J_c M⁻¹ ∂E1 − ∂E2)
     dqdd = [[S.dot(g, MiJ[a], [G[r][d] for r in range(nk)]) - Y[a][d] for d in range(k)] for a in range(nv)]
-    SiJM = _ldlt_apply(p["L"], p["Dinv"], [[MiJ[c][r] for c in range(nv)] for r in range(nk)])   # S⁻¹ J_c M⁻¹
+    SiJM = S.ldlt_substitute(p["L"], p["Dinv"], [[MiJ[c][r] for c in range(nv)] for r in range(nk)])   # S⁻¹ J_c M⁻¹
     dqdd_dtau = [[Minv[a][c] - S.dot(g, MiJ[a], [SiJM[r][c] for r in range(nk)]) for c in range(nv)]
                  for a in range(nv)]
     n = len(rows)

@@ -228,6 +228,27 @@ def ldlt(g, D):
     return L, d, dinv
 
 
+def ldlt_substitute(L, Dinv, B):
+    """M⁻¹ B from M's LDLᵀ factors (:func:`ldlt`: unit lower L, 1/d as Dinv) for B as rows of
+    right-hand-side columns: the forward and backward substitutions, straight-line."""
+    n = len(L)
+    k = len(B[0]) if B else 0
+    out = [[None] * k for _ in range(n)]
+    for c in range(k):
+        y = [None] * n
+        for i in range(n):
+            s = B[i][c]
+            for j in range(i):
+                s = s - L[i][j] * y[j]
+            y[i] = s
+        for i in reversed(range(n)):
+            s = y[i] * Dinv[i]
+            for j in range(i + 1, n):
+                s = s - L[j][i] * out[j][c]
+            out[i][c] = s
+    return out
+
+
 def spd_inverse(g, D):
     """Inverse of a small symmetric positive-definite matrix by LDLᵀ, straight-line."""
     n = len(D)

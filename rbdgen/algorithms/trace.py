@@ -294,24 +294,8 @@ class Coupling:
     def solve(self, M, B):
         """X with M X = B for symmetric positive definite M (rows of Values) and B (rows of
         right-hand-side Values): LDLᵀ without square roots, one division per pivot."""
-        t, n = self.t, len(M)
+        t = self.t
         t.block("coupled solve: LDLᵀ of Gᵀ M G (mimic joints)")
         L, _, Dinv = S.ldlt(self.g, M)
         t.block("coupled solve: substitutions")
-        X = [list(row) for row in B]
-        for c in range(len(B[0])):
-            y = [None] * n
-            for i in range(n):
-                s = X[i][c]
-                for k in range(i):
-                    s = s - L[i][k] * y[k]
-                y[i] = s
-            x = [None] * n
-            for i in reversed(range(n)):
-                s = y[i] * Dinv[i]
-                for k in range(i + 1, n):
-                    s = s - L[k][i] * x[k]
-                x[i] = s
-            for i in range(n):
-                X[i][c] = x[i]
-        return X
+        return S.ldlt_substitute(L, Dinv, B)
