@@ -77,9 +77,11 @@ _FORK_SCRIPT = """
     pool_threads = threads() - before  # the OpenMP pool the batch started
 
     def work(_):
-        t0 = threads()
+        # the worker's threads after its batch: its main thread and the OpenMP pool's (a fork
+        # copies only the forking thread). A count, not a difference: Pool.map may hand both
+        # tasks to one worker, whose second batch finds the pool already started
         out = kern.rnea(Q, V, A)
-        return out.tolist(), threads() - t0
+        return out.tolist(), threads()
 
     with mp.get_context("fork").Pool(2) as p:  # hung here
         res = p.map(work, range(2))
@@ -123,7 +125,7 @@ def test_batch_in_a_forked_child_returns_after_a_parallel_batch():
     idx = np.arange(0, d["n"], d["n"] // 16)
     assert relerr(tau[idx], ref_out(m, "rnea", Q[idx], V[idx], A[idx])) <= TOL64
     if _has_pause():  # the children kept OpenMP: the parent's pool was shut down before the fork
-        assert all(t >= 1 for t in d["child_threads"]), d["child_threads"]
+        assert all(t >= 2 for t in d["child_threads"]), d["child_threads"]
 
 
 # ---- 2. a damaged library in the compile cache ---------------------------------------------------
