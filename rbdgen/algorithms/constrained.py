@@ -153,8 +153,8 @@ def _parts(t: Trace, q, v, tau) -> dict:
     keep = [i for i in range(n) if not Smat[i][i].is_zero()]
     t.block("constraint system: LDLᵀ solve")
     Sk = [[Smat[i][j] for j in keep] for i in keep]
-    L, _, Dinv = S.ldlt(g, Sk) if keep else ([], [], [])
-    xk, dk = ldlt_solve(g, Sk, [rhs[i] for i in keep]) if keep else ([], [])
+    L, dk, Dinv = S.ldlt(g, Sk) if keep else ([], [], [])  # (no square roots, one division per pivot)
+    xk = [row[0] for row in S.ldlt_substitute(L, Dinv, [[rhs[i]] for i in keep])]
     x, piv = [zero] * n, [g.const(1.0)] * n
     for i, val, d in zip(keep, xk, dk):
         x[i] = val
@@ -187,14 +187,6 @@ def _parts(t: Trace, q, v, tau) -> dict:
         row += size
     return {"qdd": qdd, "forces": forces, "pivots": pivots, "x": x, "rows": rows, "sizes": sizes, "keep": keep,
             "L": L, "Dinv": Dinv, "J": J, "bias": bias, "fext": fext}
-
-
-def ldlt_solve(g, M, b):
-    """(x, d): x with M x = b for a symmetric positive-definite M (rows of Values) and one
-    right-hand side b, by LDLᵀ without square roots (:func:`spatial.ldlt`) and the two
-    substitutions; d the pivots."""
-    L, d, Dinv = S.ldlt(g, M)
-    return [row[0] for row in S.ldlt_substitute(L, Dinv, [[x] for x in b])], d
 
 
 def _constrained_fd(t: Trace, q, v, tau):
@@ -234,11 +226,8 @@ def _ref_jc(model, q):
     slots = rc.constraint_slots(cons)
     J = ref.frame_jacobian(model, q, slots, "local")       # (N, m, 6, nv)
     oMf = ref.frame_placement(model, q, slots)             # (N, m, 4, 4)
-    sysm = rc.ContactSystem(cons)
     N = q.shape[0]
-    vf = np.zeros((N, len(slots), 6))
-    P, _, _ = sysm._loop_rows((N,), vf, oMf) if sysm.has_loops else (np.broadcast_to(sysm.P, (N,) + sysm.P.shape), 0, 0)
-    return P @ J.reshape(N, 6 * len(slots), model.nv)
+    return rc.ContactSystem(cons).row_matrix((N,), oMf) @ J.reshape(N, 6 * len(slots), model.nv)
 
 
 def pin_constraint_models(pin, pm, constraints):

@@ -152,12 +152,13 @@ class RobotModel:
         :class:`~rbdgen.Loop`, in order) as what the ``constrained_fd`` kernel is generated for;
         their frames are added to the selected frames (after those selected, in the order first
         named) when not there already. An empty list removes them."""
+        from .constraints import constraint_slots
+
         cons = _check_constraints(self, constraints)
         frames = list(self.frames)
-        for c in cons:
-            for f in (c.frames if hasattr(c, "frame_a") else (c.frame,)):
-                if f not in frames:
-                    frames.append(f)
+        for f in constraint_slots(cons):
+            if f not in frames:
+                frames.append(f)
         return replace(self, constraints=cons, frames=tuple(frames))
 
     @property

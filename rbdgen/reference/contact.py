@@ -346,6 +346,13 @@ class ContactSystem:
         contact's is its wrench, a loop's the wrench at its frame a."""
         return W[..., self.first_slot, :]
 
+    def row_matrix(self, lead, oMf):
+        """P (…, n, 6m), the loops' frame-b blocks set from the slots' placements ``oMf``
+        (…, m, 4, 4): J_c = P J for the slots' stacked LOCAL Jacobians J."""
+        if not self._loops:
+            return np.broadcast_to(self.P, lead + self.P.shape)
+        return self._loop_rows(lead, np.zeros(lead + (self.m, 6)), oMf)[0]
+
     def _loop_rows(self, lead, vf, oMf):
         """(P, A, r) with the loops' per-state blocks: P (…, n, 6m), A (…, 6m, n), r (…, n)."""
         P = np.broadcast_to(self.P, lead + self.P.shape).copy()
