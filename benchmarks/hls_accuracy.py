@@ -38,9 +38,10 @@ import rbdgen.robots
 from rbdgen import registry
 from rbdgen.toolchain.compiler import CACHE_ENV
 
-# every declared kernel but constrained_fd, whose contacts are chosen per robot (its fixed-point
-# bounds were measured on its own: rbdgen/algorithms/constrained.py)
-KERNELS = tuple(k for k in registry.kernels() if not registry.get(k).constraints)
+# every declared kernel but constrained_fd, whose contacts are chosen per robot, and the opt-in
+# Schur-complement kernels, which refuse the quadruped (their fixed-point bounds were measured on
+# their own: rbdgen/algorithms/constrained.py, rbdgen/algorithms/schur.py)
+KERNELS = tuple(k for k in registry.kernels() if not registry.get(k).constraints and not registry.get(k).opt_in)
 
 HERE = Path(__file__).resolve().parent
 ROBOTS = {

@@ -202,7 +202,8 @@ def main(argv=None):
     p.add_argument("--robots", default="iiwa14,quadruped,talos_reduced")
     # constrained_fd is left out: its contacts are chosen per robot (benchmarks/measure.py CONSTRAINTS
     # for the CPU bench); name it with --kernels only for a robot given them
-    p.add_argument("--kernels", default=",".join(k for k in registry.kernels() if not registry.get(k).constraints))
+    p.add_argument("--kernels", default=",".join(k for k in registry.kernels() if not registry.get(k).constraints
+                                                and not registry.get(k).opt_in))
     p.add_argument("--max-n", type=int, default=65536)
     p.add_argument("--quick", action="store_true", help="short rounds (a smoke run)")
     p.add_argument("--out", type=Path, default=HERE / "results")

@@ -447,6 +447,7 @@ def kernels_cmd():
         d = registry.get(k)
         outs = ", ".join(f"{a.name}{'(' + ','.join(map(str, a.shape)) + ')'}" for a in d.outputs)
         doc = d.doc if d.variant_of is None else f"{d.doc} [{d.variant_of[0]} with {d.variant_of[1]}; built when named]"
+        doc += " [built when named]" if d.opt_in else ""
         rows.append((k, f"{', '.join(d.input_names)} -> {outs}", f"{d.float32_tol:.0e}", d.gpu_shape, doc))
     click.echo("\n".join(text_table(rows, left=(0, 1, 3, 4))))
 

@@ -170,6 +170,12 @@ class KernelDecl:
     #: the kernel is generated for the model's constraints (``model.constraints``): it is left
     #: out of the default selection of a model without, and refused for one when asked for
     constraints: bool = False
+    #: built only when asked for by name: left out of every default selection (the Schur-complement
+    #: kernels of issue 41: a study of parallel depth, slower than their peers on a CPU)
+    opt_in: bool = False
+    #: (model, kernel name) → None, or raises UnsupportedError naming what in the model the kernel
+    #: cannot be generated for (run before any work: :func:`check_model`, and when tracing)
+    check: Callable | None = field(default=None, compare=False, repr=False)
 
     @property
     def input_names(self) -> tuple:
@@ -188,7 +194,8 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
             pinocchio_note: str = "", pinocchio_cpp: tuple | None = None, needs_minv: bool = False,
             coupled: Callable | None = None, frames: bool = False,
             pinocchio_env: Callable | None = None, gradient: Gradient | None = None,
-            variant_of: tuple | None = None, constraints: bool = False) -> KernelDecl:
+            variant_of: tuple | None = None, constraints: bool = False, opt_in: bool = False,
+            check: Callable | None = None) -> KernelDecl:
     """Register a kernel (see the module docstring). Declaration order is the canonical order."""
     if not name.isidentifier() or name in _REGISTRY:
         raise ValueError(f"kernel name {name!r} is not an identifier or is declared twice")
@@ -206,7 +213,8 @@ def declare(name: str, doc: str, *, inputs, outputs, algorithm, reference, pinoc
             raise ValueError(f"kernel {name!r}: a variant of {base!r} takes its inputs and then {extra!r}")
     d = KernelDecl(name, doc, ins, outs, algorithm, reference, pinocchio, float(float32_tol), dict(fixed_tol or {}),
                    gpu_shape, pinocchio_note, None if pinocchio_cpp is None else tuple(pinocchio_cpp), bool(needs_minv),
-                   coupled, bool(frames), pinocchio_env, gradient, None if variant_of is None else tuple(variant_of), bool(constraints))
+                   coupled, bool(frames), pinocchio_env, gradient, None if variant_of is None else tuple(variant_of), bool(constraints),
+                   bool(opt_in), check)
     _REGISTRY[name] = d
     return d
 
@@ -272,7 +280,7 @@ def applicable(model, names=None) -> tuple:
     if names is None:
         return tuple(k for k in resolve(None) if (not _REGISTRY[k].frames or getattr(model, "nf", 0))
                      and (not _REGISTRY[k].constraints or getattr(model, "nc", 0))
-                     and _REGISTRY[k].variant_of is None)
+                     and _REGISTRY[k].variant_of is None and not _REGISTRY[k].opt_in)
     out = resolve(names)
     check_frames(model, out)
     return out
@@ -334,6 +342,8 @@ def _trace(model, d: KernelDecl, fold: bool, generic: bool = False):
 
     if d.needs_minv:
         check_invertible(model, d.name)
+    if d.check is not None:
+        d.check(model, d.name)
     check_frames(model, (d.name,))
     coupled = getattr(model, "coupled", False)
     if coupled and d.coupled is None:
@@ -388,8 +398,24 @@ def _trace(model, d: KernelDecl, fold: bool, generic: bool = False):
     return kern
 
 
+def supports(model, name: str) -> bool:
+    """Whether kernel ``name``'s own check (:attr:`KernelDecl.check`) accepts ``model``: False
+    where it would refuse it (the Schur-complement kernels on a tree)."""
+    d = get(name)
+    if d.check is None:
+        return True
+    try:
+        d.check(model, name)
+    except UnsupportedError:
+        return False
+    return True
+
+
 def check_model(model, kernels) -> None:
     """Refuse, before any work, a model that some of ``kernels`` cannot be generated for."""
+    for k in kernels:
+        if get(k).check is not None:
+            get(k).check(model, k)
     for k in kernels:
         if get(k).needs_minv:
             check_invertible(model, k)

@@ -237,3 +237,68 @@ def se3_exp(v_lin, w):
         R = np.eye(3) + math.sin(th) / th * W + mm((1 - math.cos(th)) / th**2 * W, W)
         V = np.eye(3) + (1 - math.cos(th)) / th**2 * W + mm((th - math.sin(th)) / th**3 * W, W)
     return R, mm(V, v_lin)
+
+
+def inertia_inverse(I: np.ndarray) -> np.ndarray:
+    """The inverse of a rigid body's spatial inertia, by Fijany's Eq. (76) (seed 002) in
+    Featherstone's order: with I = T diag(Ī, m·1) Tᵀ, T = [[1, c×], [0, 1]] (c the centre of
+    mass, Ī the rotational inertia about it),
+
+        I⁻¹ = [[Ī⁻¹, −Ī⁻¹ c×], [c× Ī⁻¹, −c× Ī⁻¹ c× + 1/m]].
+
+    Ī⁻¹ is the adjugate over the determinant and every product is :func:`mm`: the entries are
+    the same bits on every machine (they are printed into generated sources; a LAPACK inverse's
+    last bit depends on the BLAS kernel). Raises ValueError for a body that is not a rigid body
+    with mass: m ≤ 0, or Ī not positive definite."""
+    m, c, Ib = inertia_parts(np.asarray(I, dtype=float))
+    if not m > 0.0:
+        raise ValueError(f"mass {m!r} is not positive")
+    a, b, cc = Ib[0].tolist(), Ib[1].tolist(), Ib[2].tolist()
+    adj = [[b[1] * cc[2] - b[2] * cc[1], a[2] * cc[1] - a[1] * cc[2], a[1] * b[2] - a[2] * b[1]],
+           [b[2] * cc[0] - b[0] * cc[2], a[0] * cc[2] - a[2] * cc[0], a[2] * b[0] - a[0] * b[2]],
+           [b[0] * cc[1] - b[1] * cc[0], a[1] * cc[0] - a[0] * cc[1], a[0] * b[1] - a[1] * b[0]]]
+    det = a[0] * adj[0][0] + a[1] * adj[1][0] + a[2] * adj[2][0]
+    minors = (a[0], a[0] * b[1] - a[1] * b[0], det)  # leading principal minors (Sylvester)
+    if not all(x > 0.0 for x in minors) or not det > 1e-12 * max(abs(x) for x in a + b + cc) ** 3:
+        raise ValueError("the rotational inertia about the centre of mass is not positive definite")
+    Jinv = np.array(adj) / det
+    C = skew(c)
+    out = np.zeros((6, 6))
+    out[:3, :3] = Jinv
+    out[:3, 3:] = -mm(Jinv, C)
+    out[3:, :3] = mm(C, Jinv)
+    out[3:, 3:] = -mm(mm(C, Jinv), C) + np.eye(3) / m
+    return out
+
+
+def complement(S) -> np.ndarray:
+    """W: an orthonormal basis of the orthogonal complement of the columns of S (6 × k, orthonormal
+    columns), 6 × (6 − k) — Fijany's W_i for a joint's H_i = S_i (seed 002 Eqs. (41)–(44):
+    WᵀH = 0, WᵀW = 1, HHᵀ + WWᵀ = 1). Gram–Schmidt, twice, of the unit vectors e₀ … e₅ against
+    S and the columns found, each step taking the e_k that keeps the most of its length (the
+    lowest k among equals), in plain float arithmetic (the same bits everywhere): an axis along
+    x, y or z gives the selection matrix of §V.A (exact zeros and ones, the rows in order), any
+    other axis a dense W."""
+    S = np.asarray(S, dtype=float)
+    basis = [S[:, j].tolist() for j in range(S.shape[1])]
+    found, left = [], list(range(6))
+    while len(basis) < 6:
+        best = None
+        for k in left:
+            w = [1.0 if r == k else 0.0 for r in range(6)]
+            for _ in range(2):
+                for b in basis:
+                    d = math.fsum(x * y for x, y in zip(w, b))
+                    if d != 0.0:
+                        w = [x - d * y for x, y in zip(w, b)]
+            n = math.sqrt(math.fsum(x * x for x in w))
+            if best is None or n > best[0]:
+                best = (n, k, w)
+        n, k, w = best
+        if n < 1e-6:
+            raise ValueError("the columns of S are not independent")
+        w = [x / n for x in w]
+        basis.append(w)
+        found.append(w)
+        left.remove(k)
+    return np.array(found, dtype=float).T.reshape(6, len(found))

@@ -104,6 +104,9 @@ def test_massless_leaf_refuses_only_the_kernels_that_need_minv(tmp_path, capsys)
         if registry.get(k).needs_minv:
             with pytest.raises(UnsupportedError, match="j_finger.*finger.*singular"):
                 registry.trace(m, k, cached=False)
+        elif registry.get(k).check is not None:  # the Schur kernels: every link's inertia inverted
+            with pytest.raises(UnsupportedError, match="link 'finger': mass 0.0 is not positive"):
+                registry.trace(m, k, cached=False)
         else:
             registry.trace(m, k, cached=False)  # rnea, crba, the derivatives of rnea, FK: fine
     out_dir = tmp_path / "out"

@@ -12,6 +12,7 @@ import pytest
 
 from rbdgen import reference as ref
 from rbdgen import registry
+from rbdgen.errors import UnsupportedError
 
 from conftest import ROBOT_CASES, TOL64, load_case, random_state, relerr
 
@@ -68,6 +69,10 @@ def test_reference_matches_pinocchio(robot, floating, pin_models):
     for name in registry.kernels():
         decl = registry.get(name)
         if decl.constraints:  # generated for contacts chosen per robot: tests/test_loops.py compares it
+            continue
+        if not registry.supports(model, name):  # the Schur kernels on a tree: the reference refuses too
+            with pytest.raises(UnsupportedError):
+                registry.reference(model, name, env)
             continue
         if getattr(model, "coupled", False) and name in PIN_NO_MIMIC:
             with pytest.raises(Exception, match="Mimic"):  # if Pinocchio learns it, compare here

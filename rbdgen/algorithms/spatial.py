@@ -182,6 +182,10 @@ def crf(g, v, f):
     return vadd(cross(w, f[:3]), cross(vl, f[3:])) + cross(w, f[3:])
 
 
+def mscale(s, A):
+    return [[s * x for x in row] for row in A]
+
+
 def mat_vec(g, M, x):
     return [dot(g, row, x) for row in M]
 
