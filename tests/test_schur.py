@@ -24,6 +24,7 @@ from conftest import (ROBOT_CASES, TOL32, TOL64, assert_one_error_line, kernel_e
                       run_main)
 
 SCHUR = ("fd_schur", "minv_schur", "osim_inverse_schur")
+OPT = SCHUR + ("constrained_fd_schur",)
 #: the serial chains among the robot cases (the others are trees and are refused: test below)
 CHAIN_CASES = [c for c in ROBOT_CASES if registry.supports(load_case(*c.values), "fd_schur")]
 
@@ -41,9 +42,10 @@ def _call(kernel, *args, dtype=np.float64):
 
 
 def test_the_opt_in_kernels_are_declared_and_left_out_of_default_builds():
-    assert OPT_IN == SCHUR and not set(SCHUR) & set(KERNELS)
+    assert OPT_IN == OPT and not set(OPT) & set(KERNELS)
     m = load_case(*[c.values for c in ROBOT_CASES if c.id == "iiwa14-fixed"][0])
-    assert not set(SCHUR) & set(registry.applicable(m))
+    assert not set(OPT) & set(registry.applicable(m))
+    assert not set(OPT) & set(registry.applicable(m.with_constraints([rbdgen.Contact(m.frames[0], "3d")])))
     assert registry.applicable(m, "fd_schur") == ("fd_schur",)
     assert len(CHAIN_CASES) >= 4, [c.id for c in CHAIN_CASES]  # ur5, ur10, kinova, double pendulum, iiwa
 
@@ -218,7 +220,7 @@ def test_depth_grows_like_log_n(tmp_path):
 
 def test_trees_mimic_armature_and_massless_links_are_refused(tmp_path, capsys):
     quad = load_case(*[c.values for c in ROBOT_CASES if c.id == "quadruped-floating"][0])
-    for k in SCHUR:
+    for k in SCHUR:  # (constrained_fd_schur: the same check, below)
         with pytest.raises(UnsupportedError, match="link 'trunk' branches into 'FL_hip'"):
             registry.trace(quad, k, cached=False)
         with pytest.raises(UnsupportedError, match="branches"):
@@ -241,3 +243,62 @@ def test_trees_mimic_armature_and_massless_links_are_refused(tmp_path, capsys):
     if panda:
         with pytest.raises(UnsupportedError, match="mimic"):
             registry.trace(load_case(*panda[0]), "fd_schur", cached=False)
+
+
+# ---- Table I: the closed chain (contacts and loops) ---------------------------------------------------------
+
+def _constrained_cases(tmp_path):
+    iiwa = load_case(*[c.values for c in ROBOT_CASES if c.id == "iiwa14-fixed"][0])
+    ee = iiwa.frames[0]
+    return {"iiwa flange welded (6d)": iiwa.with_constraints([rbdgen.Contact(ee, "6d")]),
+            "iiwa flange on a point (3d)": iiwa.with_constraints([rbdgen.Contact(ee, "3d")]),
+            "iiwa flange looped to link 3 (3d, Baumgarte)": iiwa.with_constraints(
+                [rbdgen.Loop(ee, "iiwa_link_3", "3d", baumgarte=(4.0, 2.0))])}
+
+
+def test_constrained_fd_schur_matches_contact_fd_and_pinocchio(tmp_path):
+    """Table I's procedure with the Schur pieces (reference and traced) against contact_fd (the
+    ABA-based reference) and Pinocchio's constraintDynamics; and on a tree, refused."""
+    from rbdgen.algorithms.constrained import pin_constraint_dynamics
+
+    pm = pin.buildModelFromUrdf(str(load_case(*[c.values for c in ROBOT_CASES if c.id == "iiwa14-fixed"][0]).source))
+    for label, m in _constrained_cases(tmp_path).items():
+        cons = list(m.constraints)
+        q, v, _, tau = random_state(m, seed=21, n=5)
+        qdd, F = ref.contact_fd(m, q, v, tau, cons)
+        qs, Fs = schur.contact_fd_schur(m, q, v, tau, cons)
+        assert relerr(qs, qdd) <= TOL64 and relerr(Fs, F) <= TOL64, label
+        out = run(registry.trace(m, "constrained_fd_schur"), q, v, tau)
+        assert relerr(out[0], qdd) <= TOL64 and relerr(out[1].reshape(F.shape), F) <= TOL64, label
+        if not any(getattr(c, "stabilised", False) for c in cons):
+            for k in range(2):
+                qp, Fp = pin_constraint_dynamics(pin, pm, m.to_pinocchio_q(q[k]), v[k], tau[k], cons)
+                assert relerr(qs[k], qp) <= 1e-8 and relerr(Fs[k], Fp) <= 1e-8, label
+    quad = load_case(*[c.values for c in ROBOT_CASES if c.id == "quadruped-floating"][0])
+    quad = quad.with_constraints([rbdgen.Contact(f, "3d") for f in quad.frames])
+    with pytest.raises(UnsupportedError, match="constrained_fd_schur: link 'trunk' branches"):
+        registry.trace(quad, "constrained_fd_schur", cached=False)
+
+
+def test_constrained_fd_schur_compiled_and_refusing_singular_states(tmp_path):
+    m = _constrained_cases(tmp_path)["iiwa flange welded (6d)"]
+    kern = rbdgen.build(m, kernels=["constrained_fd_schur", "constrained_fd"], opt="-O1", simd=False)
+    q, v, _, tau = random_state(m, seed=2, n=16)
+    a, F = kern.constrained_fd_schur(q, v, tau)
+    b, G = kern.constrained_fd(q, v, tau)
+    assert relerr(a, b) <= 1e-9 and relerr(F, G) <= 1e-9
+    q0 = np.zeros(m.nq)  # stretched out: the weld leaves a singular S (joints 1, 3, 5, 7 on one axis)
+    with pytest.raises(rbdgen.ContactError, match="constrained_fd_schur: the constraint system is singular"):
+        kern.constrained_fd_schur(q0, np.zeros(m.nv), np.zeros(m.nv))
+
+
+def test_constrained_depth_grows_like_log_n(tmp_path):
+    d = {"constrained_fd": [], "constrained_fd_schur": []}
+    for n in (8, 16, 32):
+        m = _chain(tmp_path, n, frames=False, seed=n)
+        m = m.with_constraints([rbdgen.Contact(m.leaf_links[0], "3d")])
+        for k in d:
+            d[k].append(critical_path(registry.trace(m, k, cached=False)).depth)
+    steps = np.diff(d["constrained_fd_schur"])
+    assert 0 < steps.min() and steps.max() <= 1.25 * steps.min(), d
+    assert d["constrained_fd"][-1] / d["constrained_fd"][-2] > 1.8 and d["constrained_fd"][-1] > 3 * d["constrained_fd_schur"][-1], d

@@ -42,9 +42,10 @@ from .kinematics import placements
 from .trace import Trace
 
 
-def _rows(t: Trace, q, vel):
+def _rows(t: Trace, q, vel, body_poses=None):
     """The constraint rows: a list of (coefficients {frame index: 6 Values}, r Value) per row,
-    and the number of rows of each constraint."""
+    and the number of rows of each constraint. ``body_poses``: the bodies' (ᵒR_i, ᵒp_i) where
+    the caller has them (the Schur form's, from the scan); None: forward kinematics."""
     m, g = t.m, t.g
     zero, one = g.const(0.0), g.const(1.0)
     frames = _frames(t)
@@ -68,7 +69,7 @@ def _rows(t: Trace, q, vel):
             continue
         ka, kb = fi[c.frame_a], fi[c.frame_b]
         if poses is None:
-            R, p = placements(t, q)
+            R, p = placements(t, q) if body_poses is None else body_poses
             poses = [_frame_pose(t, R, p, f) for f in frames]
         t.frame_block(f"constraint rows ({c.model} loop)", frames[ka], frames[kb])
         (Ra, pa), (Rb, pb) = poses[ka], poses[kb]
@@ -105,23 +106,34 @@ def _constrained(t: Trace, q, v, tau):
     return p["qdd"], p["forces"], p["pivots"]
 
 
-def _parts(t: Trace, q, v, tau) -> dict:
+def _parts(t: Trace, q, v, tau, schur=None) -> dict:
     """Everything of the constrained solve: q̈, the forces and pivots per constraint (6-lists),
     and for the derivatives the rows, the row unknowns x, the rows kept, S's LDLᵀ factors, the
-    frames' Jacobians and bias accelerations, and the constraint wrenches on the bodies."""
+    frames' Jacobians and bias accelerations, and the constraint wrenches on the bodies.
+
+    ``schur``: the open-chain terms by Fijany's factorization instead (Table I of seed 002,
+    :mod:`rbdgen.algorithms.schur`): a callable (t, q, v, tau) → dict with ``qdd0``, ``vel``,
+    ``acc0``, ``Linv``, ``poses`` and ``minv_ext`` (M⁻¹ of body forces), every piece O(log N)
+    deep; then no Jacobian is formed (J and bias are None)."""
     m, g = t.m, t.g
     zero = g.const(0.0)
     frames = _frames(t)
-    qdd0 = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau])]
-    J = _jacobians(t, q, "local")
-    vel = _frame_motions(t, q, v, "local", "velocity")
-    bias = _frame_motions(t, q, v, "local", "acceleration")
-    Linv = _osim_values(t, q)
-    acc0 = []
-    for k, Jf in enumerate(J):
-        t.frame_block("open-chain frame acceleration", frames[k])
-        acc0.append([S.dot(g, row, qdd0) + bias[k][r] for r, row in enumerate(Jf)])
-    rows, sizes = _rows(t, q, vel)
+    if schur is None:
+        qdd0 = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau])]
+        J = _jacobians(t, q, "local")
+        vel = _frame_motions(t, q, v, "local", "velocity")
+        bias = _frame_motions(t, q, v, "local", "acceleration")
+        Linv = _osim_values(t, q)
+        acc0 = []
+        for k, Jf in enumerate(J):
+            t.frame_block("open-chain frame acceleration", frames[k])
+            acc0.append([S.dot(g, row, qdd0) + bias[k][r] for r, row in enumerate(Jf)])
+        poses = None
+    else:
+        sp = schur(t, q, v, tau)
+        qdd0, vel, acc0, Linv, poses = sp["qdd0"], sp["vel"], sp["acc0"], sp["Linv"], sp["poses"]
+        J = bias = None
+    rows, sizes = _rows(t, q, vel, poses)
 
     t.block("constraint system S = P Λ⁻¹ Pᵀ")
     n = len(rows)
@@ -175,8 +187,11 @@ def _parts(t: Trace, q, v, tau) -> dict:
         fb = _frame_X(t, f).force_T(g, [-w for w in W[3:]] + [-w for w in W[:3]])  # [n; f] on the body
         for s, val in enumerate(fb[3:] + fb[:3]):                                 # → [force; torque]
             fext[6 * f.body + s] = fext[6 * f.body + s] + val
-    dqdd = [r[0] for r in _aba_values(t, q, v, [[zero] for _ in range(m.nv)], gravity=False, velocity=False,
-                                      f_ext=fext)]
+    if schur is None:
+        dqdd = [r[0] for r in _aba_values(t, q, v, [[zero] for _ in range(m.nv)], gravity=False, velocity=False,
+                                          f_ext=fext)]
+    else:
+        dqdd = sp["minv_ext"](fext)
     t.block("q̈ = q̈₀ − M⁻¹ J_cᵀ F")
     qdd = [a + b for a, b in zip(qdd0, dqdd)]
     forces, pivots, row = [], [], 0

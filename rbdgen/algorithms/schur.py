@@ -41,7 +41,8 @@ from ..registry import Arg, declare, get as _declared
 from ..spatial import complement, inertia_inverse
 from . import spatial as S
 from .contact import _SWAP, _X_cols, _frame_X, _frames
-from .scan import _rnea_scan_values
+from .constrained import _parts, _ref_pivots
+from .scan import METHOD, _forward_scan, _rnea_scan_values
 from .trace import Trace
 
 
@@ -162,10 +163,75 @@ class _Chain:
             out[nodes[j]] = S.ldlt_substitute(*self.final[j], psi[j])
         return out
 
+    def osim(self, frames):
+        """Λ⁻¹ = β𝒦βᵀ of ``frames`` (Eqs. (66), (82)–(85)): 6·len(frames) rows of Values, each
+        frame's rows and columns [linear; angular] (as osim_inverse)."""
+        chain, t, g = self, self.t, self.g
+        nf = len(frames)
+        # the right-hand sides of Eq. (84) for every frame g on body b: ℰ_{·,b} X_gᵀ, with
+        # ℰ = 𝒲ᵀ𝒫ᵀ𝒥⁻¹ nonzero in block rows b (W_bᵀ I_b⁻¹) and b + 1 (−W_{b+1}ᵀ X_{b+1} I_b⁻¹)
+        G, col = {}, {}
+        rhs = {i: [[] for _ in range(chain.w[i])] for i in chain.nodes}
+        for k, f in enumerate(frames):
+            if f.body < 0:
+                continue
+            b = f.body
+            t.frame_block("Λ⁻¹: right-hand sides ℰ X_fᵀ (Eqs. 83–84)", f)
+            G[k] = S.transpose(_X_cols(g, _frame_X(t, f), chain.Iinv[b]))   # I_b⁻¹ X_fᵀ, 6 × 6
+            col[k] = slice(6 * len(col), 6 * len(col) + 6)
+            for i, blk in ((b, G[k]), (b + 1, None)):
+                if i not in rhs:
+                    continue
+                if blk is None:
+                    blk = S.mscale(-1.0, _X_cols(g, chain.X[b + 1], G[k]))
+                part = _WT(g, chain.W[i], blk)
+                for r in range(chain.w[i]):
+                    rhs[i][r] += part[r]
+            for i in rhs:
+                if i not in (b, b + 1):
+                    for r in range(chain.w[i]):
+                        rhs[i][r] += [g.const(0.0)] * 6
+        Om = chain.solve(rhs) if chain.nodes and G else {}
+        L = [[g.const(0.0)] * (6 * nf) for _ in range(6 * nf)]
+        for a, fa in enumerate(frames):
+            if a not in G:
+                continue
+            ba = fa.body
+            Xa = _frame_X(t, fa)
+            for c, fc in enumerate(frames[a:], start=a):
+                if c not in G:
+                    continue
+                t.frame_block("Λ⁻¹ = X_a (δ I⁻¹ − ℰᵀ𝒜⁻¹ℰ) X_bᵀ (Eqs. 82, 85)", fa, fc)
+                cols = col[c]
+                # ℰ_{·,ba}ᵀ Ω for the columns of frame c: I⁻¹ (W_b Ω_b − X_{b+1}ᵀ W_{b+1} Ω_{b+1})
+                acc = None
+                if ba in Om:
+                    acc = S.mat_mat(g, chain.W[ba], [row[cols] for row in Om[ba]])
+                if ba + 1 in Om:
+                    low = S.mat_mat(g, chain.W[ba + 1], [row[cols] for row in Om[ba + 1]])
+                    low = S.transpose([chain.X[ba + 1].force_T(g, cc) for cc in S.transpose(low)])
+                    acc = S.mscale(-1.0, low) if acc is None else S.msub(acc, low)
+                K = S.mscale(-1.0, S.mat_mat(g, chain.Iinv[ba], acc)) if acc is not None else None
+                if fc.body == ba:
+                    K = G[c] if K is None else S.madd(K, G[c])
+                if K is None:
+                    continue
+                blk = _X_cols(g, Xa, K)
+                for r in range(6):
+                    for s in range(6):
+                        if a == c and s < r:
+                            continue
+                        x = blk[_SWAP[r]][_SWAP[s]]
+                        L[6 * a + r][6 * c + s] = x
+                        L[6 * c + s][6 * a + r] = x
+        return L
+
     # ---- M⁻¹ applied (Eqs. 72, 81) ---------------------------------------------------------
-    def minv_apply(self, F):
+    def minv_apply(self, F, ext=None):
         """M⁻¹ F for F given per body as nv_i × r rows (joint forces, r right-hand sides):
-        the columns of q̈ per body, nv_i × r rows."""
+        the columns of q̈ per body, nv_i × r rows. ``ext``: spatial forces on the bodies as well
+        (per body [n; f] as 6 × r rows, or None), which enter 𝒥V̇ = 𝒫F + F_ext beside 𝒫ℋF:
+        M⁻¹ Jᵀ w without forming J (Table I, Step V)."""
         t, g, n = self.t, self.g, self.n
         f = []
         for i in range(n):
@@ -177,6 +243,8 @@ class _Chain:
             x = f[i]
             if i + 1 < n:
                 x = S.msub(x, S.transpose([self.X[i + 1].force_T(g, c) for c in S.transpose(f[i + 1])]))
+            if ext is not None and ext[i] is not None:
+                x = S.madd(x, ext[i])
             y.append(S.mat_mat(g, self.Iinv[i], x))
         rhs = {}
         for i in self.nodes:
@@ -222,67 +290,65 @@ def _minv_schur(t: Trace, q):
 
 
 def _osim_inverse_schur(t: Trace, q):
-    m, g = t.m, t.g
     chain = _Chain(t, q, "osim_inverse_schur")
+    return {"Linv": [x for row in chain.osim(_frames(t)) for x in row]}
+
+
+def _per_body(t, values):
+    """A flat nv list as per-body nv_i × 1 rows."""
+    m = t.m
+    return [[[values[k]] for k in range(m.v_start[i], m.v_start[i] + m.nv_joint(i))] for i in range(m.nb)]
+
+
+def _open_chain_terms(t: Trace, q, v, tau) -> dict:
+    """Table I's Steps I–III on a chain, each piece O(1) or O(log N) deep, for
+    :func:`rbdgen.algorithms.constrained._parts`: q̈₀ by Eq. (72) after the Newton–Euler scan;
+    the frames' LOCAL velocities and open-chain accelerations V̇₀ = J q̈₀ + J̇q̇ from the forward
+    scan run with q̈₀ and no gravity (Eq. (86) as a prefix scan: no Jacobian formed); Λ⁻¹ by
+    Eq. (66); the bodies' placements for loops from the same scan; and M⁻¹ of the constraint
+    wrenches on the bodies (Step V: 𝒥V̇ = 𝒫F + F_ext, Eqs. (87)–(88) never formed)."""
+    m, g = t.m, t.g
+    chain = _Chain(t, q, "constrained_fd_schur")
+    bias = _rnea_scan_values(t, q, v, t.zeros(m.nv))
+    F = []
+    for i in range(m.nb):
+        t.block("F_T = τ − b", i)
+        F.append([[tau[k] - bias[k]] for k in range(m.v_start[i], m.v_start[i] + m.nv_joint(i))])
+    qdd0 = [row[0] for rows in chain.minv_apply(F) for row in rows]
+    fwd = _forward_scan(t, q, v, qdd0, METHOD, t.zeros(6))   # (ⁱX₀, v_i, J q̈₀ + J̇q̇ at body i)
     frames = _frames(t)
-    nf = len(frames)
-    # the right-hand sides of Eq. (84) for every frame g on body b: ℰ_{·,b} X_gᵀ, with
-    # ℰ = 𝒲ᵀ𝒫ᵀ𝒥⁻¹ nonzero in block rows b (W_bᵀ I_b⁻¹) and b + 1 (−W_{b+1}ᵀ X_{b+1} I_b⁻¹)
-    G, col = {}, {}
-    rhs = {i: [[] for _ in range(chain.w[i])] for i in chain.nodes}
-    for k, f in enumerate(frames):
+    vel, acc0 = [], []
+    for f in frames:
         if f.body < 0:
+            vel.append(t.zeros(6))
+            acc0.append(t.zeros(6))
             continue
-        b = f.body
-        t.frame_block("Λ⁻¹: right-hand sides ℰ X_fᵀ (Eqs. 83–84)", f)
-        G[k] = S.transpose(_X_cols(g, _frame_X(t, f), chain.Iinv[b]))   # I_b⁻¹ X_fᵀ, 6 × 6
-        col[k] = slice(6 * len(col), 6 * len(col) + 6)
-        for i, blk in ((b, G[k]), (b + 1, None)):
-            if i not in rhs:
-                continue
-            if blk is None:
-                blk = S.mscale(-1.0, _X_cols(g, chain.X[b + 1], G[k]))
-            part = _WT(g, chain.W[i], blk)
-            for r in range(chain.w[i]):
-                rhs[i][r] += part[r]
-        for i in rhs:
-            if i not in (b, b + 1):
-                for r in range(chain.w[i]):
-                    rhs[i][r] += [g.const(0.0)] * 6
-    Om = chain.solve(rhs) if chain.nodes and G else {}
-    L = [[g.const(0.0)] * (6 * nf) for _ in range(6 * nf)]
-    for a, fa in enumerate(frames):
-        if a not in G:
-            continue
-        ba = fa.body
-        Xa = _frame_X(t, fa)
-        for c, fc in enumerate(frames[a:], start=a):
-            if c not in G:
-                continue
-            t.frame_block("Λ⁻¹ = X_a (δ I⁻¹ − ℰᵀ𝒜⁻¹ℰ) X_bᵀ (Eqs. 82, 85)", fa, fc)
-            cols = col[c]
-            # ℰ_{·,ba}ᵀ Ω for the columns of frame c: I⁻¹ (W_b Ω_b − X_{b+1}ᵀ W_{b+1} Ω_{b+1})
-            acc = None
-            if ba in Om:
-                acc = S.mat_mat(g, chain.W[ba], [row[cols] for row in Om[ba]])
-            if ba + 1 in Om:
-                low = S.mat_mat(g, chain.W[ba + 1], [row[cols] for row in Om[ba + 1]])
-                low = S.transpose([chain.X[ba + 1].force_T(g, col) for col in S.transpose(low)])
-                acc = S.mscale(-1.0, low) if acc is None else S.msub(acc, low)
-            K = S.mscale(-1.0, S.mat_mat(g, chain.Iinv[ba], acc)) if acc is not None else None
-            if fc.body == ba:
-                K = G[c] if K is None else S.madd(K, G[c])
-            if K is None:
-                continue
-            blk = _X_cols(g, Xa, K)
-            for r in range(6):
-                for s in range(6):
-                    if a == c and s < r:
-                        continue
-                    x = blk[_SWAP[r]][_SWAP[s]]
-                    L[6 * a + r][6 * c + s] = x
-                    L[6 * c + s][6 * a + r] = x
-    return {"Linv": [x for row in L for x in row]}
+        t.frame_block("frame velocity and open-chain acceleration (LOCAL)", f)
+        Xf = _frame_X(t, f)
+        x, a = Xf.motion(g, fwd[f.body][1]), Xf.motion(g, fwd[f.body][2])
+        vel.append(x[3:] + x[:3])
+        acc0.append(a[3:] + a[:3])
+    poses = ([S.transpose(X0.E) for X0, _, _ in fwd], [list(X0.r) for X0, _, _ in fwd])
+    zero = g.const(0.0)
+
+    def minv_ext(fext):
+        """M⁻¹ of the body forces ``fext`` ([force; torque] per body, on the bodies)."""
+        ext = [[[x] for x in fext[6 * b + 3 : 6 * b + 6] + fext[6 * b : 6 * b + 3]] for b in range(m.nb)]
+        ext = [None if all(x[0].is_zero() for x in e) else e for e in ext]
+        rows = chain.minv_apply(_per_body(t, [zero] * m.nv), ext)
+        return [row[0] for r in rows for row in r]
+
+    return {"qdd0": qdd0, "vel": vel, "acc0": acc0, "Linv": chain.osim(frames), "poses": poses, "minv_ext": minv_ext}
+
+
+def _constrained_fd_schur(t: Trace, q, v, tau):
+    p = _parts(t, q, v, tau, schur=_open_chain_terms)
+    return {"qdd": p["qdd"], "forces": p["forces"], "pivots": p["pivots"]}
+
+
+def _ref_constrained_fd_schur(model, q, v, tau):
+    qdd, F = ref.contact_fd_schur(model, q, v, tau, list(model.constraints))
+    return qdd, F, _ref_pivots(model, q)
 
 
 # ---- declarations ------------------------------------------------------------------------------
@@ -300,7 +366,7 @@ def _osim_inverse_schur(t: Trace, q):
 # 0.020 in Q16.16 and 1.8e-4 in Q24.24 (aba 0.0065 and 1.3e-5 on the same states), minv_schur
 # 1.3e-3 and 5.3e-6, osim_inverse_schur 0.015 and 6.1e-5: declared at about twice that.
 
-_ABA, _MINV, _OSIM = _declared("aba"), _declared("minv"), _declared("osim_inverse")
+_ABA, _MINV, _OSIM, _CFD = _declared("aba"), _declared("minv"), _declared("osim_inverse"), _declared("constrained_fd")
 
 
 def _check(model, kernel):
@@ -327,3 +393,17 @@ declare("osim_inverse_schur", "Λ⁻¹ = J M⁻¹ Jᵀ of the selected frames (a
         pinocchio=_OSIM.pinocchio, pinocchio_cpp=_OSIM.pinocchio_cpp, pinocchio_note=_OSIM.pinocchio_note,
         float32_tol=1e-5, fixed_tol={(32, 16): 0.03, (48, 24): 1.5e-4}, gpu_shape="block", frames=True, opt_in=True,
         check=_check)
+declare("constrained_fd_schur", "constrained_fd by Table I of seed 002 with the Schur-complement factorization: "
+        "q̈₀, Λ⁻¹ and M⁻¹ J_cᵀ F by Eqs. (66), (72), 𝒜 by block cyclic reduction, every pass O(1) or O(log N) "
+        "deep (serial chains)",
+        inputs=("q", "v", "tau"), outputs=_CFD.outputs,
+        algorithm=_constrained_fd_schur, reference=_ref_constrained_fd_schur,
+        pinocchio=_CFD.pinocchio, pinocchio_cpp=_CFD.pinocchio_cpp, pinocchio_note=_CFD.pinocchio_note,
+        # measured on the iiwa (300 states, seed 3, those the loaded method accepts: pivots ≥ 1e-5):
+        # float32 worst 3.7e-3 with the flange welded 6d (constrained_fd 3.2e-4 on the same states),
+        # 6.3e-5 with a 3d contact, 7.1e-5 with a 3d loop to link 3. Fixed point leaves no digits
+        # (6d weld, 100 states: Q16.16 1.0, Q24.24 0.86 where constrained_fd keeps 2.6e-3): the
+        # Λ⁻¹ of Eq. (66) is a difference of large terms and S = PΛ⁻¹Pᵀ amplifies its error by
+        # cond(S). No Q24.24 bound: use float or double on the FPGA.
+        float32_tol=1e-2, fixed_tol={(32, 16): 1.0}, gpu_shape="block", frames=True, constraints=True,
+        opt_in=True, check=_check)

@@ -37,10 +37,12 @@ import numpy as np
 from .. import spatial as sp
 from ..errors import UnsupportedError
 from ..model import RobotModel
-from .contact import _SWAP, _frames
+from .contact import (_SWAP, ContactSystem, _frames, check_constraints, check_finite_state, constraint_slots,
+                      frame_bias_acceleration, frame_jacobian, frame_placement, frame_velocity)
 from .dynamics import _batched, _kinematics, _rnea
 
-__all__ = ["check_chain", "oee_solve", "fd_schur", "minv_schur", "osim_inverse_schur", "schur_operators"]
+__all__ = ["check_chain", "oee_solve", "fd_schur", "minv_schur", "osim_inverse_schur", "contact_fd_schur",
+           "schur_operators"]
 
 
 def check_chain(model: RobotModel, kernel: str = "the Schur-complement kernels") -> None:
@@ -220,3 +222,33 @@ def osim_inverse_schur(model: RobotModel, q, frames=None):
     check_chain(model, "osim_inverse_schur")
     fr = _frames(model, frames)
     return _batched(model, lambda q: _osim_inverse_schur(model, q, fr), [("q", q, model.nq)])
+
+
+def contact_fd_schur(model: RobotModel, q, v, tau, contacts):
+    """``(q̈, F)`` as :func:`rbdgen.reference.contact_fd` (same conventions), by the procedure of
+    Table I with the Schur-complement factorization: Step I the bias by Newton–Euler, Step II
+    q̈₀ = M⁻¹(τ − b) (Eq. (72)), Step III Λ⁻¹ of the constraint frames (Eq. (66)), Step IV the
+    constraint system for the forces (Eq. (29): P Λ⁻¹ Pᵀ x = P V̇₀ − r, contacts and loops as
+    :class:`~rbdgen.reference.contact.ContactSystem` states them), Step V q̈ = q̈₀ − M⁻¹ J_cᵀ F
+    by Eq. (72) again."""
+    check_chain(model, "constrained_fd_schur")
+    contacts = check_constraints(model, contacts)
+    names = constraint_slots(contacts)
+    system = ContactSystem(contacts)
+    check_finite_state("contact_fd_schur", q=q, v=v, tau=tau)
+
+    def one(q, v, tau):
+        A, B, C, blocks = _minv_parts(model, q)
+
+        def minv_apply(f):
+            return C @ f - B.T @ oee_solve(A, blocks, B @ f)
+
+        qdd0 = minv_apply(tau - _rnea(model, q, v, np.zeros(model.nv)))                      # Steps I, II
+        J = frame_jacobian(model, q, names, "local")
+        V0 = J @ qdd0 + frame_bias_acceleration(model, q, v, names, "local")
+        Linv = _osim_inverse_schur(model, q, [model.frame(n) for n in names])                # Step III
+        oMf = frame_placement(model, q, names) if system.has_loops else None
+        W = system.solve(V0, frame_velocity(model, q, v, names, "local"), Linv, oMf)        # Step IV
+        return qdd0 - minv_apply(np.einsum("kij,ki->j", J, W)), system.forces(W)            # Step V
+
+    return _batched(model, one, [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)])
