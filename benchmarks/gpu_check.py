@@ -26,7 +26,8 @@ step, so a run cut off still leaves the steps before:
 4. ``bench``: the C++ launch benchmark (benchmarks/cuda_launch.cpp: launch + sync, graph replay,
    copies, per kernel and N, no Python), then ``bench-cuda`` (benchmarks/run_cuda.py) for iiwa,
    quadruped and TALOS, N = 1 … 65536 in numeric order;
-5. ``seeds``: the seeds' GPU experiments (benchmarks/seeds_gpu.py): seed 000 Fig. 1/2 and seed 001 Fig. 3.
+5. ``seeds``: the seeds' GPU experiments (benchmarks/seeds_gpu.py): seed 000 Fig. 1/2 and seed 001 Fig. 3,
+   then issue 41's fd_schur against aba and aba_scan on the same chains (block shape, one state).
 
 How the prebuilt libraries are found there: the compile cache's key is the generated sources, nvcc's
 command line, nvcc's ``--version`` text and rbdgen's version. The run sets ``NVCC`` to a stub
@@ -72,6 +73,9 @@ BENCH_KERNELS = ("rnea", "crba", "aba", "minv", "rnea_derivatives", "aba_derivat
 #: seed 000 Fig. 1: synthetic chains (robots/synthetic.py, as benchmarks/scan.py), rnea against rnea_scan
 SEED_CHAINS = (4, 8, 16, 32)
 SEED_KERNELS = ("rnea", "rnea_scan")
+#: issue 41: Fijany's fd_schur (opt-in, serial chains) against aba and aba_scan on the same chains,
+#: one state per call, the block shape's time (benchmarks/seeds_gpu.py's ``fijany``)
+SCHUR_KERNELS = ("aba", "aba_scan", "fd_schur")
 #: the iiwa's CPU kernels the seeds' experiments compare against (seed 001 Fig. 3: ∇FD)
 SEED_CPU_IIWA = ("rnea", "rnea_scan", "aba_derivatives")
 #: tests/test_torch.py's KERNELS (read from its source, which imports torch, in plan())
@@ -161,6 +165,8 @@ def plan(cases=None, kernels=None, parts=("tests", "interop", "bench", "seeds"))
     if "seeds" in parts and cases is None:
         out += [Build("benchmarks/seeds_gpu.py: seed 000 Fig. 1", f"chain:{n}", dict(target="cuda", kernels=SEED_KERNELS))
                 for n in SEED_CHAINS]
+        out += [Build("benchmarks/seeds_gpu.py: issue 41, fd_schur", f"chain:{n}",
+                      dict(target="cuda", kernels=SCHUR_KERNELS)) for n in SEED_CHAINS]
     if kernels is not None:
         for b in out:
             b.kwargs["kernels"] = tuple(k for k in (b.kwargs.get("kernels") or KERNELS) if k in kernels)
@@ -835,6 +841,7 @@ def cmd_cpu_builds(args) -> int:
     todo = [(f"{r}-{'floating' if f else 'fixed'}", dict(kernels=BENCH_KERNELS)) for r, f in BENCH_ROBOTS.values()]
     todo.append(("iiwa14-fixed", dict(kernels=SEED_CPU_IIWA)))
     todo += [(f"chain:{n}", dict(kernels=SEED_KERNELS)) for n in SEED_CHAINS]
+    todo += [(f"chain:{n}", dict(kernels=SCHUR_KERNELS)) for n in SEED_CHAINS]
     todo.append(("iiwa14-fixed", dict(kernels=_torch_test_kernels(), opt="-O1")))
     work = Path(os.environ.get("RBDGEN_GPU_CHECK_CHAINS", PREP / "chains"))
     for case, kw in todo:

@@ -18,6 +18,11 @@ Three parts, all in one run so the numbers sit side by side:
 3. **Measured time against n** (CPU; the GPU part when a GPU is present is `make bench-cuda`,
    which runs every registered kernel): one state through a C++ driver, and batches of 1024
    states per call on one thread, for rnea vs rnea_scan and aba vs aba_scan.
+4. **Fijany's Schur-complement forward dynamics** (issue 41, seed 002; docs/fijany.md): the
+   depth of fd_schur and constrained_fd_schur (a 3d contact at the tip) against aba, aba_scan
+   and constrained_fd for chains of 4 … 1024, their serial op counts, the HLS latency estimate
+   (double, the cost model of `inspect --cost --target hls`) where the divisions of block cyclic
+   reduction sit side by side, and the measured CPU time against aba's.
 
 Writes scan.json, scan.md and scan.png to --out (default benchmarks/results/).
 """
@@ -48,6 +53,8 @@ from rbdgen.toolchain.compiler import CACHE_ENV, find_cxx  # noqa: E402
 from rbdgen.registry import trace  # noqa: E402
 from rbdgen.robots import chain_urdf  # noqa: E402
 from rbdgen.scan import METHODS  # noqa: E402
+from rbdgen import Contact, registry  # noqa: E402
+from rbdgen.targets.hls.emit import NumType, hls_cost  # noqa: E402
 
 #: Lathrop, "Parallelism in manipulator dynamics" (IJRR 1985), Table 1's Luh–Walker–Paul row (seed 003,
 #: line 98: 150n − 48 mults, 131n − 48 addns; 852 and 738 at n = 6). Every row of Table 1, and Table 4,
@@ -179,6 +186,76 @@ def time_sweep(ns, aba_max: int, batch: int, quick: bool, cxx: str, work: Path) 
     return out
 
 
+# ---- 4. Fijany's Schur-complement forward dynamics ------------------------------------------------------
+
+SCHUR_DEPTH = ("aba", "aba_scan", "fd_schur", "constrained_fd", "constrained_fd_schur")
+SCHUR_TIME = ("aba", "aba_scan", "fd_schur")
+
+
+def _tip_contact(m):
+    return m.with_constraints([Contact(m.leaf_links[0], "3d")])
+
+
+def schur_depth(ns, constrained_max: int, hls_max: int, work: Path) -> dict:
+    """Depth and op counts (traced only) of the forward dynamics kernels, and the HLS latency
+    estimate (double, 250 MHz) up to ``hls_max`` links."""
+    out = {}
+    dbl = NumType("double")
+    for n in ns:
+        t = time.perf_counter()
+        m = load_text(chain_urdf(n, seed=n, fixed_every=0), work, f"schur{n}")
+        row = {}
+        for k in SCHUR_DEPTH:
+            if k.startswith("constrained") and n > constrained_max:
+                continue
+            if k == "aba_scan" and n > 256:
+                continue
+            kern = trace(_tip_contact(m) if k.startswith("constrained") else m, k, cached=False)
+            row[k] = counts(kern)
+            if n <= hls_max and k in ("aba", "fd_schur"):
+                row[k]["hls_cycles"] = hls_cost(kern, dbl)["latency_cycles"]
+            del kern
+        out[str(n)] = row
+        bench.log(f"schur depth: n = {n} traced in {time.perf_counter() - t:.1f} s")
+    return out
+
+
+def schur_hls_iiwa() -> dict:
+    m = rbdgen.load_urdf(HERE.parent / "robots" / "iiwa14.urdf")
+    dbl = NumType("double")
+    out = {}
+    for k in ("aba", "aba_scan", "fd_schur"):
+        c = hls_cost(trace(m, k, cached=False), dbl)
+        out[k] = {"cycles": c["latency_cycles"], "div": c["div"], "depth": critical_path(trace(m, k)).depth}
+    return out
+
+
+def schur_time(ns, batch: int, quick: bool, cxx: str, work: Path) -> dict:
+    out = {}
+    models = {"iiwa14": rbdgen.load_urdf(HERE.parent / "robots" / "iiwa14.urdf")}
+    for n in ns:
+        models[f"chain {n}"] = load_text(chain_urdf(n, seed=n, fixed_every=0), work, f"schur_t{n}")
+    for label, m in models.items():
+        rng = np.random.default_rng(m.nv)
+        drv = work / f"schur_driver_{m.nv}_{len(out)}"
+        drv.mkdir()
+        kern, exe, pool_file, build_s = bench.single_state_driver(cxx, m, list(SCHUR_TIME), rng, drv)
+        single = bench.run_driver(exe, pool_file, quick)
+        st = bench.states(m, rng, batch)
+        batched = {}
+        for k in SCHUR_TIME:
+            f = kern.kernel(k)
+            ins = tuple(st[x] for x in registry.get(k).input_names)
+            o = bench.out_arrays(kern.methods[k], (batch,))
+            tm = bench.measure(lambda: f(*ins, out=o), target_s=0.02 if quick else 0.1, runs=3 if quick else 5,
+                               budget_s=1.0 if quick else 3.0)
+            batched[k] = bench.summary(tm, per=batch)["median"]
+        out[label] = {"nv": m.nv, "build_s": round(build_s, 1), "single_ns": {k: single[k]["median"] for k in SCHUR_TIME},
+                      "batch_ns_per_state": batched}
+        bench.log(f"schur time: {label}: " + ", ".join(f"{k} {single[k]['median']:.0f} ns" for k in SCHUR_TIME))
+    return out
+
+
 # ---- report ------------------------------------------------------------------------------------------
 
 def markdown(res: dict) -> str:
@@ -226,7 +303,40 @@ def markdown(res: dict) -> str:
                 cells += [f"{x:.0f}" if x else "–", f"{y:.0f}" if y else "–", f"{y / x:.2f}" if x and y else "–"]
         L.append("| " + " | ".join(cells) + " |")
     L += ["", res.get("gpu_note", ""), ""]
+    if "schur_depth" in res:
+        L += schur_markdown(res)
     return "\n".join(L)
+
+
+def schur_markdown(res: dict) -> list:
+    L = ["## 4. Fijany's Schur-complement forward dynamics (issue 41, seed 002)", "",
+         "Depth: the critical path in ops with unlimited processors (kernel IR, nothing compiled), synthetic "
+         "chains `chain_urdf(n, seed=n, fixed_every=0)`; the constrained kernels with a 3d contact at the tip. "
+         "*ops*: total operations of the pruned kernel; *×aba*: fd_schur's ops over aba's (the serial price). "
+         "HLS: latency estimate in cycles (double, 250 MHz; `inspect --cost --target hls`'s model). "
+         "Method and discussion: docs/fijany.md.", "",
+         "| n | aba depth | aba_scan depth | fd_schur depth | constrained_fd depth | constrained_fd_schur depth | "
+         "aba ops | fd_schur ops | ×aba | aba HLS cycles | fd_schur HLS cycles |", "|---:|" + "---:|" * 10]
+    for n, r in res["schur_depth"].items():
+        g = lambda k, f="depth": str(r[k][f]) if k in r and f in r[k] else "–"  # noqa: E731
+        ratio = f"{r['fd_schur']['total'] / r['aba']['total']:.1f}" if "aba" in r and "fd_schur" in r else "–"
+        L.append(f"| {n} | {g('aba')} | {g('aba_scan')} | {g('fd_schur')} | {g('constrained_fd')} | "
+                 f"{g('constrained_fd_schur')} | {g('aba', 'total')} | {g('fd_schur', 'total')} | {ratio} | "
+                 f"{g('aba', 'hls_cycles')} | {g('fd_schur', 'hls_cycles')} |")
+    h = res["schur_hls_iiwa"]
+    L += ["", "On the iiwa (7 joints), HLS estimate (double, 250 MHz): " + "; ".join(
+        f"{k} {v['cycles']} cycles, depth {v['depth']}, {v['div']} divisions" for k, v in h.items()) + ".", ""]
+    L += [f"Measured CPU time: one state through the C++ driver (median ns per call) and batches of {res['batch']} "
+          "states per call on one thread (ns per state); ratio: fd_schur over aba.", "",
+          "| robot | nv | aba 1 state | aba_scan 1 state | fd_schur 1 state | ratio | aba batch | fd_schur batch | ratio |",
+          "|---|---:|" + "---:|" * 7]
+    for label, r in res["schur_time"].items():
+        a, sc, f = (r["single_ns"][k] for k in SCHUR_TIME)
+        ab, fb = r["batch_ns_per_state"]["aba"], r["batch_ns_per_state"]["fd_schur"]
+        L.append(f"| {label} | {r['nv']} | {a:.0f} | {sc:.0f} | {f:.0f} | {f / a:.1f} | {ab:.0f} | {fb:.0f} | {fb / ab:.1f} |")
+    L += ["", "GPU: not measured in this run (no NVIDIA GPU on this machine); the block shape's time per state is "
+          "`make bench-cuda BENCH_ARGS=\"--kernels fd_schur,aba\"` on a machine that has one, and `make gpu-check` runs it (docs/fijany.md).", ""]
+    return L
 
 
 def plot(res: dict, path: Path) -> bool:
@@ -243,6 +353,13 @@ def plot(res: dict, path: Path) -> bool:
                               ("aba_scan[hillis_steele]", "aba_scan, Hillis–Steele", "s--")):
         xs = [n for n in ns if key in res["depth"][str(n)]]
         a1.plot(xs, [res["depth"][str(n)][key]["depth"] for n in xs], style, label=label)
+    if "schur_depth" in res:
+        sn = [int(n) for n in res["schur_depth"]]
+        for key, label, style in (("fd_schur", "fd_schur (Fijany, BCR)", "D-"),
+                                  ("constrained_fd_schur", "constrained_fd_schur", "D:"),
+                                  ("constrained_fd", "constrained_fd", "x:")):
+            xs = [n for n in sn if key in res["schur_depth"][str(n)]]
+            a1.plot(xs, [res["schur_depth"][str(n)][key]["depth"] for n in xs], style, label=label)
     a1.plot(ns, [res["depth"][str(n)]["lathrop_linear_steps"] for n in ns], ":", color="gray", label="Lathrop 8n+10 steps")
     a1.plot(ns, [res["depth"][str(n)]["lathrop_log_steps"] for n in ns], "-.", color="gray", label="Lathrop 8⌈log₂(n+1)⌉+15")
     a1.set_xscale("log", base=2)
@@ -256,6 +373,9 @@ def plot(res: dict, path: Path) -> bool:
         for key, suffix, alpha in (("single_ns", "1 state", 1.0), ("batch_ns_per_state", f"batch {res['batch']}", 0.5)):
             xs = [n for n in tn if k in res["time"][str(n)][key]]
             a2.plot(xs, [res["time"][str(n)][key][k] for n in xs], style, alpha=alpha, label=f"{k}, {suffix}")
+    if "schur_time" in res:
+        rows = [(r["nv"], r["single_ns"]["fd_schur"]) for k, r in res["schur_time"].items() if k.startswith("chain")]
+        a2.plot([n for n, _ in rows], [x for _, x in rows], "D-", color="saddlebrown", label="fd_schur, 1 state")
     a2.set_xscale("log", base=2)
     a2.set_yscale("log")
     a2.set_xlabel("chain length n")
@@ -282,6 +402,7 @@ def main(argv=None) -> int:
     depth_ns = [4, 8, 16, 32, 64] if args.quick else [4, 8, 16, 32, 64, 128, 256, 512, 1024]
     time_ns = [4, 8, 16] if args.quick else [4, 8, 16, 32, 64, 128]
     aba_depth_max, aba_time_max = (16, 8) if args.quick else (256, 64)
+    schur_ns = [4, 8, 16, 32, 64] if args.quick else [4, 8, 16, 32, 64, 128, 256, 512, 1024]
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="rbdgen-scan-")) if args.quick else HERE / "results")
     out.mkdir(parents=True, exist_ok=True)
     cxx = find_cxx()
@@ -294,6 +415,9 @@ def main(argv=None) -> int:
         res["op_counts"] = op_count_table(work)
         res["depth"] = depth_sweep(depth_ns, aba_depth_max, work)
         res["time"] = time_sweep(time_ns, aba_time_max, res["batch"], args.quick, cxx, work)
+        res["schur_depth"] = schur_depth(schur_ns, 64 if args.quick else 256, 32 if args.quick else 64, work)
+        res["schur_hls_iiwa"] = schur_hls_iiwa()
+        res["schur_time"] = schur_time([8, 16] if args.quick else [8, 16, 32, 64], res["batch"], args.quick, cxx, work)
         res["gpu_note"] = ("GPU: not measured in this run (no NVIDIA GPU on this machine); `make bench-cuda` times "
                            "every registered kernel, rnea_scan and aba_scan included, on a machine that has one.")
     finally:

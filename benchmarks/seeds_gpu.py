@@ -92,6 +92,22 @@ def device_call(cp, kern, k, host, shape, stream, launches=32):
     return prep, prep.graph(launches), (dev, outs)
 
 
+def one_state_shapes(cp, gk, k, host, stream, min_s, call_sync=False) -> dict:
+    """µs per call of kernel ``k`` on one state, each launch shape it has: CUDA events around a
+    graph of 32 back-to-back launches; ``call_sync``: also a prepared launch and a stream
+    synchronisation from Python, end to end."""
+    row = {}
+    for shape in ("thread", "block"):
+        if shape == "thread" and not gk.info[k]["thread_shape"]:
+            continue
+        prep, graph, _keep = device_call(cp, gk, k, host, shape, stream, launches=32)
+        row[f"gpu_{shape}_us"] = events(cp, stream, graph, min_s) / 32 * 1e6
+        if call_sync:
+            row[f"gpu_{shape}_call_sync_us"] = wall(lambda p=prep: (p(), stream.synchronize()), min_s) * 1e6
+        graph.close()
+    return row
+
+
 def seed000(cp, args, res, save):
     stream = cp.cuda.Stream(non_blocking=True)
     work = Path(os.environ.get("RBDGEN_GPU_CHECK_CHAINS", gpu_check.PREP / "chains"))
@@ -106,13 +122,7 @@ def seed000(cp, args, res, save):
         for k in gpu_check.SEED_KERNELS:
             host = inputs(model, k, 1)
             row = {"robot": name, "links": model.nb, "kernel": k}
-            for shape in ("thread", "block"):
-                if shape == "thread" and not gk.info[k]["thread_shape"]:
-                    continue
-                prep, graph, _keep = device_call(cp, gk, k, host, shape, stream, launches=32)
-                row[f"gpu_{shape}_us"] = events(cp, stream, graph, args.min_s) / 32 * 1e6
-                row[f"gpu_{shape}_call_sync_us"] = wall(lambda p=prep: (p(), stream.synchronize()), args.min_s) * 1e6
-                graph.close()
+            row.update(one_state_shapes(cp, gk, k, host, stream, args.min_s, call_sync=True))
             one = [x[0] for x in host]
             row["cpu_one_us"] = wall(lambda: getattr(ck, k)(*one), args.min_s) * 1e6
             rows.append(row)
@@ -135,6 +145,28 @@ def seed000(cp, args, res, save):
             rows.append(row)
             print(json.dumps(row), flush=True)
         res["seed000_fig2"] = rows
+        save()
+
+
+def fijany(cp, args, res, save):
+    """Issue 41: Fijany's fd_schur (log depth) against aba (linear) and aba_scan on the chains of
+    Fig. 1, one state per call, each launch shape the kernel has (docs/fijany.md)."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    work = Path(os.environ.get("RBDGEN_GPU_CHECK_CHAINS", gpu_check.PREP / "chains"))
+    rows = []
+    for n in gpu_check.SEED_CHAINS:
+        model = gpu_check.chain_model(n, work)
+        gk = rbdgen.build(model, target="cuda", kernels=gpu_check.SCHUR_KERNELS)
+        ck = rbdgen.build(model, kernels=gpu_check.SCHUR_KERNELS)
+        for k in gpu_check.SCHUR_KERNELS:
+            host = inputs(model, k, 1)
+            row = {"robot": f"chain{n}", "links": model.nb, "kernel": k}
+            row.update(one_state_shapes(cp, gk, k, host, stream, args.min_s))
+            one = [x[0] for x in host]
+            row["cpu_one_us"] = wall(lambda: getattr(ck, k)(*one), args.min_s) * 1e6
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        res["fijany_fd"] = rows
         save()
 
 
@@ -196,6 +228,14 @@ def markdown(res) -> str:
             L.append(f"| {r['n']} | {r['gpu_numpy_us']:.1f} | {r['gpu_auto_call_sync_us']:.1f} | "
                      f"{r['gpu_auto_graph_sync_us']:.1f} | {r['gpu_block_call_sync_us']:.1f} | "
                      f"{r['gpu_block_graph_sync_us']:.1f} | {r['cpu_us']:.1f} | {r['cpu_us'] / best:.2f} |")
+    if "fijany_fd" in res:
+        L += ["", "## Issue 41: Fijany's fd_schur against aba on chains (one state per call)", "",
+              "µs per call: CUDA events around a graph of 32 back-to-back launches; cpu: the CPU kernel from Python.", "",
+              "| robot | links | kernel | gpu thread | gpu block | cpu |", "|---|---:|---|---:|---:|---:|"]
+        for r in res["fijany_fd"]:
+            f = lambda c: f"{r[c]:.2f}" if c in r else "—"  # noqa: E731
+            L.append(f"| {r['robot']} | {r['links']} | {r['kernel']} | {f('gpu_thread_us')} | {f('gpu_block_us')} | "
+                     f"{f('cpu_one_us')} |")
     return "\n".join(L) + "\n"
 
 
@@ -224,6 +264,7 @@ def main(argv=None) -> int:
 
     seed001(cp, args, res, save)  # the short one first: Fig. 3 is what issue 47 compares against
     seed000(cp, args, res, save)
+    fijany(cp, args, res, save)
     return 0
 
 

@@ -103,6 +103,22 @@ def test_synthesis_path_compiles(fmt, kernel, tmp_path_factory):
     assert r.returncode == 0, f"{fmt} {kernel} does not compile with __SYNTHESIS__:\n{r.stderr[-3000:]}"
 
 
+@pytest.mark.parametrize("fmt", ["fixed32_16"])
+def test_synthesis_path_compiles_the_opt_in_kernels(fmt, tmp_path):
+    """Fijany's Schur-complement kernels (built only when named: not in KERNELS above), the
+    constrained one with the flange welded. ap_fixed only (where the math header's overloads
+    bite; ~13 s per source: float and double take the same code paths as every kernel above)."""
+    from rbdgen.algorithms import OPT_IN
+
+    m = _iiwa().with_constraints([rbdgen.Contact(_iiwa().frames[0], "6d")])
+    gen = H.generate_hls(m, FORMATS[fmt], kernels=OPT_IN)
+    for fn, text in gen.files.items():
+        (tmp_path / fn).write_text(text)
+    for k in OPT_IN:
+        r = _compile_synthesis(tmp_path, f"{gen.prefix}_{k}.cpp")
+        assert r.returncode == 0, f"{fmt} {k} does not compile with __SYNTHESIS__:\n{r.stderr[-3000:]}"
+
+
 @pytest.mark.parametrize("interface,ii", [("s_axilite", None), ("m_axi", 21)])
 def test_synthesis_path_compiles_other_interfaces(interface, ii, tmp_path_factory):
     """The AXI variants copy ports into local arrays: other code on the synthesis path."""

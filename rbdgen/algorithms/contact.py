@@ -243,15 +243,20 @@ def _osim_values(t: Trace, q):
             for k in m.path_down(c, fa.body):
                 B = _psi_left(t, q, U, Dinv, k, B)
             Xa, Xb = _frame_X(t, fa), _frame_X(t, fb)
-            blk = S.transpose(_X_cols(g, Xb, S.transpose(_X_cols(g, Xa, B))))  # X_a B X_bᵀ
-            for r in range(6):
-                for s in range(6):
-                    if a == b and s < r:
-                        continue
-                    x = blk[_SWAP[r]][_SWAP[s]]
-                    L[6 * a + r][6 * b + s] = x
-                    L[6 * b + s][6 * a + r] = x
+            put_block(L, a, b, S.transpose(_X_cols(g, Xb, S.transpose(_X_cols(g, Xa, B)))))  # X_a B X_bᵀ
     return L
+
+
+def put_block(L, a: int, b: int, blk) -> None:
+    """Λ⁻¹'s block of frames a ≤ b (6×6 in [ω; v]) into L as [linear; angular], and its
+    transpose at (b, a); a == b: the upper triangle, mirrored."""
+    for r in range(6):
+        for s in range(6):
+            if a == b and s < r:
+                continue
+            x = blk[_SWAP[r]][_SWAP[s]]
+            L[6 * a + r][6 * b + s] = x
+            L[6 * b + s][6 * a + r] = x
 
 
 def _osim_inverse(t: Trace, q):

@@ -40,7 +40,7 @@ from ..reference import schur as ref
 from ..registry import Arg, declare, get as _declared
 from ..spatial import complement, inertia_inverse
 from . import spatial as S
-from .contact import _SWAP, _X_cols, _frame_X, _frames
+from .contact import _X_cols, _frame_X, _frames, put_block
 from .constrained import _parts, _ref_pivots
 from .scan import METHOD, _forward_scan, _rnea_scan_values
 from .trace import Trace
@@ -216,14 +216,7 @@ class _Chain:
                     K = G[c] if K is None else S.madd(K, G[c])
                 if K is None:
                     continue
-                blk = _X_cols(g, Xa, K)
-                for r in range(6):
-                    for s in range(6):
-                        if a == c and s < r:
-                            continue
-                        x = blk[_SWAP[r]][_SWAP[s]]
-                        L[6 * a + r][6 * c + s] = x
-                        L[6 * c + s][6 * a + r] = x
+                put_block(L, a, c, _X_cols(g, Xa, K))
         return L
 
     # ---- M⁻¹ applied (Eqs. 72, 81) ---------------------------------------------------------
