@@ -23,7 +23,9 @@ stride: the extraction lost the exponent).
 
 Forward dynamics (``fd_schur``) is Table I's open-chain part: Step I the bias
 b = RNEA(q, q̇, 0) by the Newton–Euler algorithm, Step II q̈ = M⁻¹(τ − b) applied as the operator
-of Eq. (72), never forming M⁻¹.
+of Eq. (72), never forming M⁻¹; then (ours, not the paper's) one step of iterative refinement,
+q̈ += M⁻¹(τ − RNEA(q, q̇, q̈)): Eq. (72) subtracts two terms |𝒞f|/|q̈| times bigger than q̈, which
+costs digits on long chains, and the residual is small.
 
 Scope, as the paper's: a serial chain (each body at most one child, one body on the world),
 rigid bodies with mass (𝒥⁻¹ must exist: Eq. (76)), joints whose motion subspace has orthonormal
@@ -180,11 +182,22 @@ def _minv_schur(model, q):
     return C - B.T @ oee_solve(A, blocks, B)  # Eq. (61)
 
 
-def _fd_schur(model, q, v, tau):
+def _open_chain_qdd(model, q, v, tau, minv_apply, refine):
     b = _rnea(model, q, v, np.zeros(model.nv))  # Table I, Step I: Newton–Euler with q̈ = 0
-    f = tau - b
+    qdd = minv_apply(tau - b)                   # Step II: Eq. (72) applied to τ − b
+    for _ in range(refine):                     # ours, not the paper's: iterative refinement
+        qdd = qdd + minv_apply(tau - _rnea(model, q, v, qdd))
+    return qdd
+
+
+def _minv_operator(model, q):
+    """f ↦ M⁻¹f by Eq. (72): 𝒞f − ℬᵀ𝒜⁻¹ℬf, 𝒜 by odd–even elimination."""
     A, B, C, blocks = _minv_parts(model, q)
-    return C @ f - B.T @ oee_solve(A, blocks, B @ f)  # Step II: Eq. (72) applied to f
+    return lambda f: C @ f - B.T @ oee_solve(A, blocks, B @ f)
+
+
+def _fd_schur(model, q, v, tau, refine):
+    return _open_chain_qdd(model, q, v, tau, _minv_operator(model, q), refine)
 
 
 def _osim_inverse_schur(model, q, frames):
@@ -209,10 +222,17 @@ def minv_schur(model: RobotModel, q):
     return _batched(model, lambda q: _minv_schur(model, q), [("q", q, model.nq)])
 
 
-def fd_schur(model: RobotModel, q, v, tau):
-    """q̈ = M⁻¹(τ − C q̇ − g) as Table I's open chain: Newton–Euler bias, then Eq. (72)."""
+#: steps of iterative refinement after Step II (not in seed 002; the kernels' REFINE, same reason:
+#: rbdgen.algorithms.schur)
+REFINE = 1
+
+
+def fd_schur(model: RobotModel, q, v, tau, refine: int = REFINE):
+    """q̈ = M⁻¹(τ − C q̇ − g) as Table I's open chain: Newton–Euler bias, then Eq. (72); then
+    ``refine`` steps of iterative refinement, q̈ += M⁻¹(τ − RNEA(q, q̇, q̈)) (ours: 0 is the
+    paper's procedure alone, which loses digits on long chains — docs/fijany.md)."""
     check_chain(model, "fd_schur")
-    return _batched(model, lambda q, v, tau: _fd_schur(model, q, v, tau),
+    return _batched(model, lambda q, v, tau: _fd_schur(model, q, v, tau, refine),
                     [("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)])
 
 
@@ -238,12 +258,8 @@ def contact_fd_schur(model: RobotModel, q, v, tau, contacts):
     check_finite_state("contact_fd_schur", q=q, v=v, tau=tau)
 
     def one(q, v, tau):
-        A, B, C, blocks = _minv_parts(model, q)
-
-        def minv_apply(f):
-            return C @ f - B.T @ oee_solve(A, blocks, B @ f)
-
-        qdd0 = minv_apply(tau - _rnea(model, q, v, np.zeros(model.nv)))                      # Steps I, II
+        minv_apply = _minv_operator(model, q)
+        qdd0 = _open_chain_qdd(model, q, v, tau, minv_apply, REFINE)                          # Steps I, II
         J = frame_jacobian(model, q, names, "local")
         V0 = J @ qdd0 + frame_bias_acceleration(model, q, v, names, "local")
         Linv = _osim_inverse_schur(model, q, [model.frame(n) for n in names])                # Step III
