@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-rolled bench-lathrop bench-seed001 bench-control clean venv generated
+.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-rolled bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -173,6 +173,14 @@ bench-lathrop: $(STAMP)
 bench-seed001: $(STAMP)
 	$(PY) -m pip install --quiet matplotlib
 	$(PY) benchmarks/seed001.py
+
+# seed 000's experiments (Yang, Wu & Pan, Figs. 1-3: one ID/FD call against the number of links,
+# many independent calls) with our kernels on the CPU (not a test); ~15 min; writes
+# benchmarks/results/seed000.{json,md,png}. SEED000_ARGS=--quick for a smoke run
+SEED000_ARGS ?=
+bench-seed000: $(STAMP)
+	$(PY) -m pip install --quiet matplotlib
+	$(PY) benchmarks/seed000.py $(SEED000_ARGS)
 
 # stale-data inverse dynamics in closed loop (not a test): tracking error vs control period and
 # where each scheme goes unstable, planar 3-link arm and iiwa; writes
