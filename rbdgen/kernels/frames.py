@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import registry
 from ..reference.contact import ContactError, ContactSystem, _check_contacts, _describe, check_finite_state, reference_name
 from .stale import install as install_stale
 
@@ -77,8 +78,8 @@ def install(owner) -> None:
 
     owner.__dict__["kernel"] = kernel
     install_stale(owner)  # kern.rnea_stale_start
-    for name in ("constrained_fd", "constrained_fd_derivatives", "constrained_fd_schur"):
-        if name in built:
+    for name in built:
+        if registry.get(name).constraints:  # constrained_fd, its derivatives, constrained_fd_schur
             _install_constrained(owner, name)
     if not any(k.startswith("frame_") or k in ("osim_inverse", "contact_terms") for k in built):
         return
@@ -176,8 +177,6 @@ def install(owner) -> None:
 #: ~cond(S)² × 6e-8 and ask for cond ≲ 1e3
 PIVOT_MIN = {"float64": 1e-11, "float32": 1e-5}
 PIVOT_MIN_DERIVATIVES = {"float64": 1e-11, "float32": 1e-3}
-#: the kernels that return (q̈, F, pivots) — constrained_fd and its Schur-complement form
-_FD = ("constrained_fd", "constrained_fd_schur")
 
 
 def _install_constrained(owner, name: str) -> None:
@@ -190,14 +189,15 @@ def _install_constrained(owner, name: str) -> None:
     raw = owner.__dict__[name]
     owner.__dict__[f"_raw_{name}"] = raw
     cons = tuple(getattr(owner.model, "constraints", ()))
-    floors = PIVOT_MIN if name in _FD else PIVOT_MIN_DERIVATIVES
+    outs = registry.get(name).output_names
+    floors = PIVOT_MIN_DERIVATIVES if "dqdd_dq" in outs else PIVOT_MIN
     floor = floors.get(np.dtype(getattr(owner, "dtype", np.float64)).name, 1e-11)
-    at_pivots = 2 if name in _FD else -1  # (constrained_fd: q̈, F, pivots; the derivatives: pivots last)
+    at_pivots = outs.index("pivots")  # (constrained_fd: q̈, F, pivots; the derivatives: pivots last)
 
     def method(q, v, tau, **kw):
         out = raw(q, v, tau, **kw)
         piv = out[at_pivots]
-        rest = out[:2] if name in _FD else out[:-1]
+        rest = out[:at_pivots] + out[at_pivots + 1:]
         if float(piv.min()) > floor:  # one reduction, ~1 µs; a NaN compares False
             return rest
         ok = ~(_host(piv).reshape(piv.shape[:-2] + (-1,)).min(axis=-1) > floor)
