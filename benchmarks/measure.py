@@ -10,6 +10,7 @@ and the first kernel library. Also used by scan.py, control.py and hls_budget.py
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime
 import json
@@ -38,7 +39,7 @@ import rbdgen  # noqa: E402
 import rbdgen.robots  # noqa: E402,F401  (rbdgen.robots.path)
 from rbdgen import registry  # noqa: E402
 from rbdgen.targets.cpu import generate_cpu  # noqa: E402
-from rbdgen.toolchain.compiler import compiler_version  # noqa: E402
+from rbdgen.toolchain.compiler import CACHE_ENV, compiler_version  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 #: the builds timed: rbdgen's default (march=None: this machine, -march=native) and a portable
@@ -71,6 +72,35 @@ SIGS = {k: registry.get(k).input_names for k in KERNELS}
 assert set(INPUT_POOL) == set(registry.INPUTS), "the driver's input pool must cover every declared input"
 
 T0 = time.perf_counter()
+
+
+@contextlib.contextmanager
+def scratch_cache(prefix: str):
+    """A work folder whose ``cache/`` is rbdgen's compile cache for the duration (cold builds that
+    leave the user's cache alone), removed afterwards, the cache setting restored."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    old = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(work / "cache")
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if old is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = old
+
+
+def write_report(out: Path, stem: str, res: dict, markdown, plot) -> None:
+    """``stem``.json, .md (``markdown(res)``) and .png (``plot(res, path)``, False without
+    matplotlib) in ``out``; ``res`` None: re-render the .md and .png from the .json there."""
+    if res is None:
+        res = json.loads((out / f"{stem}.json").read_text())
+    else:
+        (out / f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(markdown(res))
+    drew = plot(res, out / f"{stem}.png")
+    log(f"wrote {out / stem}.json, .md" + (", .png" if drew else " (no matplotlib: no plot)"))
 
 
 def log(msg: str) -> None:

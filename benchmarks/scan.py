@@ -29,10 +29,8 @@ Writes scan.json, scan.md and scan.png to --out (default benchmarks/results/).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -49,7 +47,7 @@ import measure as bench  # noqa: E402  (benchmarks/measure.py: machine info, tim
 import rbdgen  # noqa: E402
 from rbdgen.algorithms.scan import traced  # noqa: E402
 from rbdgen.ir.schedule import critical_path  # noqa: E402
-from rbdgen.toolchain.compiler import CACHE_ENV, find_cxx  # noqa: E402
+from rbdgen.toolchain.compiler import find_cxx  # noqa: E402
 from rbdgen.registry import trace  # noqa: E402
 from rbdgen.robots import chain_urdf  # noqa: E402
 from rbdgen.scan import METHODS  # noqa: E402
@@ -408,10 +406,7 @@ def main(argv=None) -> int:
     p.add_argument("--render", action="store_true", help="only rewrite scan.md and scan.png from the scan.json in --out")
     args = p.parse_args(argv)
     if args.render:
-        out = Path(args.out) if args.out else HERE / "results"
-        res = json.loads((out / "scan.json").read_text())
-        (out / "scan.md").write_text(markdown(res))
-        plot(res, out / "scan.png")
+        bench.write_report(Path(args.out) if args.out else HERE / "results", "scan", None, markdown, plot)
         return 0
     depth_ns = [4, 8, 16, 32, 64] if args.quick else [4, 8, 16, 32, 64, 128, 256, 512, 1024]
     time_ns = [4, 8, 16] if args.quick else [4, 8, 16, 32, 64, 128]
@@ -420,10 +415,7 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="rbdgen-scan-")) if args.quick else HERE / "results")
     out.mkdir(parents=True, exist_ok=True)
     cxx = find_cxx()
-    work = Path(tempfile.mkdtemp(prefix="rbdgen-scan-work-"))
-    cache_old = os.environ.get(CACHE_ENV)
-    os.environ[CACHE_ENV] = str(work / "cache")
-    try:
+    with bench.scratch_cache("rbdgen-scan-work-") as work:
         res = {"machine": bench.machine_info(cxx), "batch": 1024}
         bench.log("op counts: general 6-joint arm, UR5")
         res["op_counts"] = op_count_table(work)
@@ -434,16 +426,7 @@ def main(argv=None) -> int:
         res["schur_time"] = schur_time([8, 16] if args.quick else [8, 16, 32, 64], res["batch"], args.quick, cxx, work)
         res["gpu_note"] = ("GPU: not measured in this run (no NVIDIA GPU on this machine); `make bench-cuda` times "
                            "every registered kernel, rnea_scan and aba_scan included, on a machine that has one.")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        if cache_old is None:
-            os.environ.pop(CACHE_ENV, None)
-        else:
-            os.environ[CACHE_ENV] = cache_old
-    (out / "scan.json").write_text(json.dumps(res, indent=1) + "\n")
-    (out / "scan.md").write_text(markdown(res))
-    drew = plot(res, out / "scan.png")
-    bench.log(f"wrote {out / 'scan.json'}, {out / 'scan.md'}" + (f", {out / 'scan.png'}" if drew else " (no matplotlib: no plot)"))
+    bench.write_report(out, "scan", res, markdown, plot)
     return 0
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -50,7 +49,7 @@ import measure as bench  # noqa: E402
 import rbdgen  # noqa: E402
 from rbdgen import registry  # noqa: E402
 from rbdgen.robots import chain_urdf  # noqa: E402
-from rbdgen.toolchain.compiler import CACHE_ENV, find_cxx  # noqa: E402
+from rbdgen.toolchain.compiler import find_cxx  # noqa: E402
 
 ID = ("rnea", "rnea_scan")
 FD = ("aba", "aba_scan", "fd_schur")
@@ -278,16 +277,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="rbdgen-seed000-")) if args.quick else HERE / "results")
     if args.render:
-        res = json.loads((out / "seed000.json").read_text())
-        (out / "seed000.md").write_text(markdown(res))
-        plot(res, out / "seed000.png")
+        bench.write_report(out, "seed000", None, markdown, plot)
         return 0
     out.mkdir(parents=True, exist_ok=True)
     cxx = find_cxx()
-    work = Path(tempfile.mkdtemp(prefix="rbdgen-seed000-work-"))
-    old = os.environ.get(CACHE_ENV)
-    os.environ[CACHE_ENV] = str(work / "cache")
-    try:
+    with bench.scratch_cache("rbdgen-seed000-work-") as work:
         res = {"machine": bench.machine_info(cxx), "paper": PAPER}
         res["fig1"] = fig1([10, 30] if args.quick else [10, 30, 100, 300, 1000], cxx, work, args.quick)
         rolled = HERE / "results" / "rolled.json"
@@ -304,16 +298,7 @@ def main(argv=None) -> int:
         chains = {"fig2": (("rnea", "rnea_scan"), [10] if args.quick else [10, 100]),
                   "fig3": (("aba", "aba_scan"), [10] if args.quick else [10, 200])}
         res["fig23"] = fig23(groups, chains, work, args.quick)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        if old is None:
-            os.environ.pop(CACHE_ENV, None)
-        else:
-            os.environ[CACHE_ENV] = old
-    (out / "seed000.json").write_text(json.dumps(res, indent=1) + "\n")
-    (out / "seed000.md").write_text(markdown(res))
-    drew = plot(res, out / "seed000.png")
-    bench.log(f"wrote {out / 'seed000.json'}, {out / 'seed000.md'}" + (f", {out / 'seed000.png'}" if drew else ""))
+    bench.write_report(out, "seed000", res, markdown, plot)
     return 0
 
 

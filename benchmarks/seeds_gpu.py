@@ -108,6 +108,21 @@ def one_state_shapes(cp, gk, k, host, stream, min_s, call_sync=False) -> dict:
     return row
 
 
+def one_state_rows(cp, gk, ck, model, name, kernels, stream, min_s, call_sync=False) -> list:
+    """A row per kernel of one state per call: the GPU library ``gk``'s launch shapes
+    (:func:`one_state_shapes`) and the CPU library ``ck``'s call from Python, each printed."""
+    rows = []
+    for k in kernels:
+        host = inputs(model, k, 1)
+        row = {"robot": name, "links": model.nb, "kernel": k}
+        row.update(one_state_shapes(cp, gk, k, host, stream, min_s, call_sync=call_sync))
+        one = [x[0] for x in host]
+        row["cpu_one_us"] = wall(lambda: getattr(ck, k)(*one), min_s) * 1e6
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def seed000(cp, args, res, save):
     stream = cp.cuda.Stream(non_blocking=True)
     work = Path(os.environ.get("RBDGEN_GPU_CHECK_CHAINS", gpu_check.PREP / "chains"))
@@ -119,14 +134,7 @@ def seed000(cp, args, res, save):
         gk = rbdgen.build(model, target="cuda", kernels=gpu_check.SEED_KERNELS) if name != "iiwa14" else \
             rbdgen.build(model, target="cuda")
         ck = rbdgen.build(model, kernels=gpu_check.SEED_CPU_IIWA if name == "iiwa14" else gpu_check.SEED_KERNELS)
-        for k in gpu_check.SEED_KERNELS:
-            host = inputs(model, k, 1)
-            row = {"robot": name, "links": model.nb, "kernel": k}
-            row.update(one_state_shapes(cp, gk, k, host, stream, args.min_s, call_sync=True))
-            one = [x[0] for x in host]
-            row["cpu_one_us"] = wall(lambda: getattr(ck, k)(*one), args.min_s) * 1e6
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        rows += one_state_rows(cp, gk, ck, model, name, gpu_check.SEED_KERNELS, stream, args.min_s, call_sync=True)
         res["seed000_fig1"] = rows
         save()
     # Fig. 2: many independent calls (iiwa), ns per state
@@ -158,14 +166,7 @@ def fijany(cp, args, res, save):
         model = gpu_check.chain_model(n, work)
         gk = rbdgen.build(model, target="cuda", kernels=gpu_check.SCHUR_KERNELS)
         ck = rbdgen.build(model, kernels=gpu_check.SCHUR_KERNELS)
-        for k in gpu_check.SCHUR_KERNELS:
-            host = inputs(model, k, 1)
-            row = {"robot": f"chain{n}", "links": model.nb, "kernel": k}
-            row.update(one_state_shapes(cp, gk, k, host, stream, args.min_s))
-            one = [x[0] for x in host]
-            row["cpu_one_us"] = wall(lambda: getattr(ck, k)(*one), args.min_s) * 1e6
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        rows += one_state_rows(cp, gk, ck, model, f"chain{n}", gpu_check.SCHUR_KERNELS, stream, args.min_s)
         res["fijany_fd"] = rows
         save()
 
