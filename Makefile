@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-rolled bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
+.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts bench-rolled bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -161,6 +161,13 @@ bench-scan: $(STAMP)
 # Writes benchmarks/results/rolled.{json,md}; ROLLED_ARGS=--quick for a smoke run.
 bench-rolled: $(STAMP)
 	$(PY) benchmarks/rolled.py $(ROLLED_ARGS)
+
+# batch layouts and streaming stores (issue 49, item 3; not a test): rows, rows streamed, states last,
+# per state on one core for three robots at N = 256 … 16 384; ~5 min; writes
+# benchmarks/results/layouts.{json,md}. LAYOUTS_ARGS=--quick for a smoke run
+LAYOUTS_ARGS ?=
+bench-layouts: $(STAMP)
+	$(PY) benchmarks/layouts.py $(LAYOUTS_ARGS)
 
 # Lathrop's Tables 1 and 4 (seed 003, transcribed with line numbers) beside our op counts and
 # critical paths (not a test): traced IR only, ~5 s; writes benchmarks/results/lathrop.{json,md}

@@ -10,7 +10,8 @@ quadruped, generated into a temporary folder:
   with ``add_subdirectory`` (shared library, ``-O1`` through the package's CMake variable), and a
   one-file program compiled with ``g++ $(pkg-config --cflags --libs rbd_<name>)``: each runs a
   program that prints every kernel's outputs (one state, one state with a NaN-filled workspace
-  of the caller's, and a batch whose size is no multiple of the SIMD lanes) and the header's
+  of the caller's, and a batch whose size is no multiple of the SIMD lanes, in rows and states
+  last) and the header's
   names, compared here with rbdgen.reference and the model;
 * no compile command has Python's or NumPy's include folder, or compiles the Python binding;
   rbdgen's flags are on the command lines (-std=c++17, -fno-math-errno, -Os for the parts).
@@ -73,7 +74,8 @@ def _run(cmd, cwd=None, **kw) -> str:
 def _consumer_source(m: dict) -> str:
     """A C++ program that reads N states (q, v, a, tau) from stdin and prints, per kernel, its
     outputs for each state one at a time, the same with the caller's workspace (filled with NaN:
-    the kernel must write every value it reads), and as one batch; then the header's names (hex)."""
+    the kernel must write every value it reads), and as one batch in rows and one states last
+    (leading dimension n + 3); then the header's names (hex)."""
     p, nq, nv = m["prefix"], m["nq"], m["nv"]
     offset = {"q": nq, "v": nv, "a": nv, "tau": nv}
     out = [f'#include "{p}.h"', "#include <cmath>", "#include <cstdio>", "#include <vector>", "",
@@ -96,7 +98,7 @@ def _consumer_source(m: dict) -> str:
         out.append("  {")
         out.append(f"    if ({f.upper()}_WORKSPACE != {f}_workspace_size()) return 3;")
         out.append(f"    std::vector<double> work({f}_workspace_size(), NAN);")
-        for mode in ("single", "ws", "batch"):
+        for mode in ("single", "ws", "batch", "lanes"):
             for o, size in outs:
                 out.append(f"    std::vector<double> {o}_{mode}(n * {size});")
         one_in = ", ".join(f"&{x}[i * {offset[x]}]" for x in ins)
@@ -105,7 +107,20 @@ def _consumer_source(m: dict) -> str:
         out.append(f"    for (long i = 0; i < n; ++i) {f}_ws({one_in}, {one_out('ws')}, work.data());")
         out.append(f"    {f}_batch(n, {', '.join(f'{x}.data()' for x in ins)}, "
                    f"{', '.join(f'{o}_batch.data()' for o, _ in outs)});")
-        for mode in ("single", "ws", "batch"):
+        # the states-last entry point: leading dimension n + 3, transposed in and out here
+        out.append("    const long ld = n + 3;")
+        for x in ins:
+            out.append(f"    std::vector<double> {x}_t({offset[x]} * ld, NAN);")
+            out.append(f"    for (long i = 0; i < n; ++i) for (long j = 0; j < {offset[x]}; ++j) "
+                       f"{x}_t[j * ld + i] = {x}[i * {offset[x]} + j];")
+        for o, size in outs:
+            out.append(f"    std::vector<double> {o}_t({size} * ld, NAN);")
+        out.append(f"    {f}_batch_lanes(n, {', '.join(f'{x}_t.data(), ld' for x in ins)}, "
+                   f"{', '.join(f'{o}_t.data(), ld' for o, _ in outs)});")
+        for o, size in outs:
+            out.append(f"    for (long i = 0; i < n; ++i) for (long j = 0; j < {size}; ++j) "
+                       f"{o}_lanes[i * {size} + j] = {o}_t[j * ld + i];")
+        for mode in ("single", "ws", "batch", "lanes"):
             for o, _ in outs:
                 out.append(f'    put("{k}/{o}", "{mode}", {o}_{mode});')
         out.append("  }")
@@ -137,7 +152,7 @@ def _check_output(text: str, m: dict, model, states) -> None:
         args = kernel_args(k, q, v, a, tau, model)
         exp = ref_out(model, k, *args)
         exp = exp if isinstance(exp, tuple) else (exp,)
-        for mode in ("single", "ws", "batch"):
+        for mode in ("single", "ws", "batch", "lanes"):
             outs = tuple(got[(f"{k}/{o['name']}", mode)].reshape(N_STATES, *o["shape"])
                          for o in m["kernels"][k]["outputs"])
             err = kernel_err(outs, exp)

@@ -135,6 +135,132 @@ def test_batches_with_strided_rows(robot, floating, dtype, request):
         np.testing.assert_array_equal(g, w)
 
 
+def _states_last(x):
+    """(N, ...) → (..., N), C-contiguous: the states last."""
+    return np.ascontiguousarray(np.moveaxis(x, 0, -1))
+
+
+@pytest.mark.parametrize("robot,floating,dtype", [
+    pytest.param(*c.values, dt, id=c.id + ("" if dt == "float64" else "-f32"))
+    for c in ROBOT_CASES if c.id in STRIDED_CASES
+    for dt in ("float64", "float32") if dt == "float64" or c.id in F32_CASES])
+def test_states_last_layout(robot, floating, dtype, request):
+    """layout="states_last" (issue 49): inputs (size, N) and outputs (..., N), the state axis last
+    and unit-strided, go to the library's _batch_lanes entry point (vector loads and stores, no
+    transposes; on the scalar batch path a gather per state) and give, bit for bit, what the rows
+    layout gives (the same states in the same lanes; the tests' builds contract no FMAs, so the
+    last, partial block, which the rows path runs state by state, agrees too), and within the
+    dtype's bound of the NumPy reference. Rows of more than N values (views of wider arrays) are
+    read and written in place, their other columns untouched."""
+    m = load_case(robot, floating)
+    kern = _build(request.node.callspec.id.removesuffix("-f32"), m, dtype)
+    q, v, a, tau = random_state(m, seed=23, n=N)
+    tol = TOL64 if dtype == "float64" else None
+    for k in kern.kernels:
+        f, method = kern.kernel(k), kern.methods[k]
+        args = [np.asarray(x, dtype=dtype) for x in kernel_args(k, q, v, a, tau, m)]
+        exp = f(*args)
+        exp = exp if isinstance(exp, tuple) else (exp,)
+        got = f(*[_states_last(x) for x in args], layout="states_last")
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(got) == len(exp)
+        for g, e in zip(got, exp):
+            assert g.shape == e.shape[1:] + (N,), k
+            np.testing.assert_array_equal(np.moveaxis(g, -1, 0), e, err_msg=f"{k}: states_last vs rows")
+        ref_exp = ref_out(m, k, *[x.astype(np.float64) for x in args])
+        moved = tuple(np.moveaxis(g, -1, 0) for g in got)
+        assert kernel_err(moved if len(moved) > 1 else moved[0], ref_exp) <= (tol or TOL32[k]), k
+        # leading dimensions above N: inputs and outputs as views of wider arrays, the ctypes
+        # method alike; the columns past N stay as they were
+        wide_in = []
+        for x in args:
+            w = np.full(x.shape[1:] + (N + 5,), np.nan, dtype=dtype)
+            w[..., :N] = _states_last(x)
+            wide_in.append(w[..., :N])
+        wide_out = [np.full(e.shape[1:] + (N + 3,), -7.0, dtype=dtype) for e in exp]
+        for call in (f, method):
+            res = call(*wide_in, out=tuple(w[..., :N] for w in wide_out) if len(exp) > 1 else wide_out[0][..., :N],
+                       layout="states_last")
+            for w, e in zip(wide_out, exp):
+                np.testing.assert_array_equal(np.moveaxis(w[..., :N], -1, 0), e, err_msg=f"{k}: out= with ld > N")
+                assert (w[..., N:] == -7.0).all(), k
+            assert np.shares_memory(res if len(exp) == 1 else res[0], wide_out[0])
+
+
+def test_states_last_refusals_and_power_of_two_rows():
+    """What layout="states_last" cannot take is refused naming the argument (the rows layout's
+    shape, a state axis that is not unit-strided, outputs whose rows overlap, states that do not
+    agree, an unknown layout); an output the library allocates for a batch of 2^k states has its
+    rows padded (a view), the others are C-contiguous; N = 0 returns empty outputs."""
+    m = _iiwa()
+    kern = rbdgen.build(m, kernels=("rnea", "forward_kinematics"), opt="-O1")
+    q, v, a, _ = random_state(m, seed=5, n=8)
+    Q, V, A = (_states_last(x) for x in (q, v, a))
+    for call in (kern.rnea, kern.methods["rnea"]):
+        with pytest.raises(ValueError, match=r"rnea: argument 'q' has shape \(8, 7\); layout='states_last' takes \(7, N\)"):
+            call(q, v, a, layout="states_last")
+        with pytest.raises(ValueError, match=r"rnea: argument 'v' .* is not laid out states last"):
+            call(Q, np.asfortranarray(V), A, layout="states_last")
+        with pytest.raises(ValueError, match=r"rnea: argument 'a' has 7 states \(its last axis\), 'q' has 8"):
+            call(Q, V, A[:, :7], layout="states_last")
+        with pytest.raises(ValueError, match=r"rnea: argument 'v' has dtype float32"):
+            call(Q, V.astype(np.float32), A, layout="states_last")
+        buf = np.zeros(8 * 7)
+        overlapping = np.lib.stride_tricks.as_strided(buf, (7, 8), (4 * 8, 8))
+        with pytest.raises(ValueError, match=r"rnea: out= array 'tau' .* is not laid out states last with rows of at least N"):
+            call(Q, V, A, out=overlapping, layout="states_last")
+        assert not buf.any()
+        with pytest.raises(ValueError, match=r"rnea: layout='cols'; the batch layouts are 'rows', 'states_last'"):
+            call(Q, V, A, layout="cols")
+        empty = call(np.zeros((7, 0)), np.zeros((7, 0)), np.zeros((7, 0)), layout="states_last")
+        assert empty.shape == (7, 0)
+    # "rows", the default, spelled out
+    np.testing.assert_array_equal(kern.rnea(q, v, a, layout="rows"), kern.rnea(q, v, a))
+    q2 = random_state(m, seed=6, n=256)[0]
+    fk = kern.forward_kinematics(_states_last(q2), layout="states_last")
+    assert fk.shape == (m.nb, 4, 4, 256) and not fk.flags.c_contiguous and fk.strides[-2] == (256 + 8) * 8
+    np.testing.assert_array_equal(np.moveaxis(fk, -1, 0), kern.forward_kinematics(q2))
+    fk = kern.forward_kinematics(_states_last(q2[:255]), layout="states_last")
+    assert fk.flags.c_contiguous
+
+
+def test_streaming_stores_write_what_plain_stores_write():
+    """Above ``stream_bytes`` of output per call the rows layout's batches write with streaming
+    stores (issue 49): the same values as plain stores, bit for bit, for contiguous outputs (the
+    streamed path) and for outputs whose rows are strided (which keep plain stores), any batch
+    size (partial blocks, a last run not a multiple of the 16-byte store); the threshold is read
+    and set per library, negative or non-integer values refused."""
+    m = _iiwa()
+    kern = rbdgen.build(m, kernels=("forward_kinematics", "crba"), opt="-O1")
+    assert kern.stream_bytes == 32 << 20
+    for n in (1, 5, 8, 37):
+        q = random_state(m, seed=n, n=n)[0]
+        for k in ("forward_kinematics", "crba"):
+            f = kern.kernel(k)
+            kern.stream_bytes = 0
+            plain = f(q)
+            kern.stream_bytes = 1  # every batch streams
+            np.testing.assert_array_equal(f(q), plain, err_msg=f"{k} N={n}: streamed")
+            # an output 8 bytes off a 16-byte boundary: the streamed run starts and ends with a
+            # value stored alone
+            buf = np.full(plain.size + 2, -5.0)
+            odd = buf[1:-1] if buf[1:].ctypes.data % 16 else buf[2:]
+            out = odd[:plain.size].reshape(plain.shape)
+            assert out.flags.c_contiguous and out.ctypes.data % 16 == 8
+            f(q, out=out)
+            np.testing.assert_array_equal(out, plain, err_msg=f"{k} N={n}: streamed, misaligned")
+            wide = np.full((n, plain[0].size + 2), -3.0)
+            out = wide[:, 1:-1].reshape(plain.shape)
+            f(q, out=out)
+            np.testing.assert_array_equal(out, plain, err_msg=f"{k} N={n}: strided rows")
+            assert (wide[:, 0] == -3.0).all() and (wide[:, -1] == -3.0).all()
+    kern.stream_bytes = 0
+    assert kern.stream_bytes == 0
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="stream_bytes must be a whole number of bytes >= 0"):
+            kern.stream_bytes = bad
+
+
 def test_strided_refusals_name_the_argument():
     """What the strided entry points cannot take is refused, by the binding and by the ctypes
     method alike, naming the argument: a state whose values are not adjacent, an output whose rows

@@ -187,6 +187,11 @@ class _FakeGpuArray:
 
 def test_gpu_array_arguments_are_checked():
     kern = _build("iiwa14-fixed")
+    # the CPU's states-last batch layout is refused by name, before anything runs; on the host
+    # emulation (a CPU library without that entry point) alike
+    for call in (kern.rnea, kern.emulated("default").rnea):
+        with pytest.raises(ValueError, match=r"rnea: layout='states_last' is a CPU batch layout"):
+            call(np.zeros((7, 5)), np.zeros((7, 5)), np.zeros((7, 5)), layout="states_last")
     ok = _FakeGpuArray((5, 7))
     with pytest.raises(ValueError, match="'v' has dtype float32"):
         kern.rnea(ok, _FakeGpuArray((5, 7), "<f4"), ok)

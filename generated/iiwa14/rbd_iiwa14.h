@@ -7,6 +7,9 @@
  * at offset i * stride (any row-strided view whose states are each contiguous: a column block
  * of a packed [q v] array, reversed rows, a broadcast row with stride 0 for inputs); the rows of
  * an output must not overlap.
+ * States-last batch (_batch_lanes): each array is followed by its leading dimension ld >= n in
+ * elements, value k of state i at offset k * ld + i (a size x ld row-major array whose columns are
+ * the states): a block of SIMD lanes is then adjacent values, with no transposes.
  * Floating base: q = [x y z qx qy qz qw] (unit quaternion), v = [linear; angular] (base frame).
  *
  * Coordinates (Pinocchio's layout; a, tau and every nv-sized array follow v). Body i moves with
@@ -60,6 +63,7 @@ void rbd_iiwa14_rnea_f64_ws(const double* q, const double* v, const double* a, d
 long rbd_iiwa14_rnea_f64_workspace_size(void);
 void rbd_iiwa14_rnea_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_iiwa14_rnea_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
+void rbd_iiwa14_rnea_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* tau, long tau_ld);
 int rbd_iiwa14_rnea_f64_lanes(void);
 
 /* nle: nonlinear effects C v + g
@@ -73,6 +77,7 @@ void rbd_iiwa14_nle_f64_ws(const double* q, const double* v, double* tau, double
 long rbd_iiwa14_nle_f64_workspace_size(void);
 void rbd_iiwa14_nle_f64_batch(long n, const double* q, const double* v, double* tau);
 void rbd_iiwa14_nle_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* tau, long tau_stride);
+void rbd_iiwa14_nle_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, double* tau, long tau_ld);
 int rbd_iiwa14_nle_f64_lanes(void);
 
 /* gravity: generalised gravity g(q)
@@ -86,6 +91,7 @@ void rbd_iiwa14_gravity_f64_ws(const double* q, double* tau, double* work);
 long rbd_iiwa14_gravity_f64_workspace_size(void);
 void rbd_iiwa14_gravity_f64_batch(long n, const double* q, double* tau);
 void rbd_iiwa14_gravity_f64_batch_strided(long n, const double* q, long q_stride, double* tau, long tau_stride);
+void rbd_iiwa14_gravity_f64_batch_lanes(long n, const double* q, long q_ld, double* tau, long tau_ld);
 int rbd_iiwa14_gravity_f64_lanes(void);
 
 /* crba: joint-space inertia matrix M(q), full (row-major, symmetric)
@@ -99,6 +105,7 @@ void rbd_iiwa14_crba_f64_ws(const double* q, double* M, double* work);
 long rbd_iiwa14_crba_f64_workspace_size(void);
 void rbd_iiwa14_crba_f64_batch(long n, const double* q, double* M);
 void rbd_iiwa14_crba_f64_batch_strided(long n, const double* q, long q_stride, double* M, long M_stride);
+void rbd_iiwa14_crba_f64_batch_lanes(long n, const double* q, long q_ld, double* M, long M_ld);
 int rbd_iiwa14_crba_f64_lanes(void);
 
 /* aba: forward dynamics q̈ (articulated-body algorithm)
@@ -112,6 +119,7 @@ void rbd_iiwa14_aba_f64_ws(const double* q, const double* v, const double* tau, 
 long rbd_iiwa14_aba_f64_workspace_size(void);
 void rbd_iiwa14_aba_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd);
 void rbd_iiwa14_aba_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* tau, long tau_stride, double* qdd, long qdd_stride);
+void rbd_iiwa14_aba_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* tau, long tau_ld, double* qdd, long qdd_ld);
 int rbd_iiwa14_aba_f64_lanes(void);
 
 /* minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
@@ -125,6 +133,7 @@ void rbd_iiwa14_minv_f64_ws(const double* q, double* Minv, double* work);
 long rbd_iiwa14_minv_f64_workspace_size(void);
 void rbd_iiwa14_minv_f64_batch(long n, const double* q, double* Minv);
 void rbd_iiwa14_minv_f64_batch_strided(long n, const double* q, long q_stride, double* Minv, long Minv_stride);
+void rbd_iiwa14_minv_f64_batch_lanes(long n, const double* q, long q_ld, double* Minv, long Minv_ld);
 int rbd_iiwa14_minv_f64_lanes(void);
 
 /* rnea_derivatives: ∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)
@@ -138,6 +147,7 @@ void rbd_iiwa14_rnea_derivatives_f64_ws(const double* q, const double* v, const 
 long rbd_iiwa14_rnea_derivatives_f64_workspace_size(void);
 void rbd_iiwa14_rnea_derivatives_f64_batch(long n, const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv);
 void rbd_iiwa14_rnea_derivatives_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* dtau_dq, long dtau_dq_stride, double* dtau_dv, long dtau_dv_stride);
+void rbd_iiwa14_rnea_derivatives_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* dtau_dq, long dtau_dq_ld, double* dtau_dv, long dtau_dv_ld);
 int rbd_iiwa14_rnea_derivatives_f64_lanes(void);
 
 /* aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
@@ -151,6 +161,7 @@ void rbd_iiwa14_aba_derivatives_f64_ws(const double* q, const double* v, const d
 long rbd_iiwa14_aba_derivatives_f64_workspace_size(void);
 void rbd_iiwa14_aba_derivatives_f64_batch(long n, const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau);
 void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* tau, long tau_stride, double* dqdd_dq, long dqdd_dq_stride, double* dqdd_dv, long dqdd_dv_stride, double* dqdd_dtau, long dqdd_dtau_stride);
+void rbd_iiwa14_aba_derivatives_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* tau, long tau_ld, double* dqdd_dq, long dqdd_dq_ld, double* dqdd_dv, long dqdd_dv_ld, double* dqdd_dtau, long dqdd_dtau_ld);
 int rbd_iiwa14_aba_derivatives_f64_lanes(void);
 
 /* forward_kinematics: placement of every body in the world (homogeneous 4×4, body_names order)
@@ -164,6 +175,7 @@ void rbd_iiwa14_forward_kinematics_f64_ws(const double* q, double* oMb, double* 
 long rbd_iiwa14_forward_kinematics_f64_workspace_size(void);
 void rbd_iiwa14_forward_kinematics_f64_batch(long n, const double* q, double* oMb);
 void rbd_iiwa14_forward_kinematics_f64_batch_strided(long n, const double* q, long q_stride, double* oMb, long oMb_stride);
+void rbd_iiwa14_forward_kinematics_f64_batch_lanes(long n, const double* q, long q_ld, double* oMb, long oMb_ld);
 int rbd_iiwa14_forward_kinematics_f64_lanes(void);
 
 /* rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
@@ -177,6 +189,7 @@ void rbd_iiwa14_rnea_scan_f64_ws(const double* q, const double* v, const double*
 long rbd_iiwa14_rnea_scan_f64_workspace_size(void);
 void rbd_iiwa14_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_iiwa14_rnea_scan_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
+void rbd_iiwa14_rnea_scan_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* tau, long tau_ld);
 int rbd_iiwa14_rnea_scan_f64_lanes(void);
 
 /* frame_placement: placement of every selected frame in the world (homogeneous 4×4)
@@ -190,6 +203,7 @@ void rbd_iiwa14_frame_placement_f64_ws(const double* q, double* oMf, double* wor
 long rbd_iiwa14_frame_placement_f64_workspace_size(void);
 void rbd_iiwa14_frame_placement_f64_batch(long n, const double* q, double* oMf);
 void rbd_iiwa14_frame_placement_f64_batch_strided(long n, const double* q, long q_stride, double* oMf, long oMf_stride);
+void rbd_iiwa14_frame_placement_f64_batch_lanes(long n, const double* q, long q_ld, double* oMf, long oMf_ld);
 int rbd_iiwa14_frame_placement_f64_lanes(void);
 
 /* frame_jacobian_local: Jacobian of every selected frame, local ([linear; angular] × nv)
@@ -203,6 +217,7 @@ void rbd_iiwa14_frame_jacobian_local_f64_ws(const double* q, double* J, double* 
 long rbd_iiwa14_frame_jacobian_local_f64_workspace_size(void);
 void rbd_iiwa14_frame_jacobian_local_f64_batch(long n, const double* q, double* J);
 void rbd_iiwa14_frame_jacobian_local_f64_batch_strided(long n, const double* q, long q_stride, double* J, long J_stride);
+void rbd_iiwa14_frame_jacobian_local_f64_batch_lanes(long n, const double* q, long q_ld, double* J, long J_ld);
 int rbd_iiwa14_frame_jacobian_local_f64_lanes(void);
 
 /* frame_jacobian_local_world_aligned: Jacobian of every selected frame, local world aligned ([linear; angular] × nv)
@@ -216,6 +231,7 @@ void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_ws(const double* q, doubl
 long rbd_iiwa14_frame_jacobian_local_world_aligned_f64_workspace_size(void);
 void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch(long n, const double* q, double* J);
 void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_strided(long n, const double* q, long q_stride, double* J, long J_stride);
+void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_lanes(long n, const double* q, long q_ld, double* J, long J_ld);
 int rbd_iiwa14_frame_jacobian_local_world_aligned_f64_lanes(void);
 
 /* frame_jacobian_world: Jacobian of every selected frame, world ([linear; angular] × nv)
@@ -229,6 +245,7 @@ void rbd_iiwa14_frame_jacobian_world_f64_ws(const double* q, double* J, double* 
 long rbd_iiwa14_frame_jacobian_world_f64_workspace_size(void);
 void rbd_iiwa14_frame_jacobian_world_f64_batch(long n, const double* q, double* J);
 void rbd_iiwa14_frame_jacobian_world_f64_batch_strided(long n, const double* q, long q_stride, double* J, long J_stride);
+void rbd_iiwa14_frame_jacobian_world_f64_batch_lanes(long n, const double* q, long q_ld, double* J, long J_ld);
 int rbd_iiwa14_frame_jacobian_world_f64_lanes(void);
 
 /* frame_bias_acceleration_local: J̇q̇ of every selected frame, local (spatial acceleration at q̈ = 0, [linear; angular])
@@ -242,6 +259,7 @@ void rbd_iiwa14_frame_bias_acceleration_local_f64_ws(const double* q, const doub
 long rbd_iiwa14_frame_bias_acceleration_local_f64_workspace_size(void);
 void rbd_iiwa14_frame_bias_acceleration_local_f64_batch(long n, const double* q, const double* v, double* a);
 void rbd_iiwa14_frame_bias_acceleration_local_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* a, long a_stride);
+void rbd_iiwa14_frame_bias_acceleration_local_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, double* a, long a_ld);
 int rbd_iiwa14_frame_bias_acceleration_local_f64_lanes(void);
 
 /* frame_bias_acceleration_local_world_aligned: J̇q̇ of every selected frame, local world aligned (spatial acceleration at q̈ = 0, [linear; angular])
@@ -255,6 +273,7 @@ void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_ws(const double*
 long rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_workspace_size(void);
 void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch(long n, const double* q, const double* v, double* a);
 void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* a, long a_stride);
+void rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, double* a, long a_ld);
 int rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_lanes(void);
 
 /* frame_bias_acceleration_world: J̇q̇ of every selected frame, world (spatial acceleration at q̈ = 0, [linear; angular])
@@ -268,6 +287,7 @@ void rbd_iiwa14_frame_bias_acceleration_world_f64_ws(const double* q, const doub
 long rbd_iiwa14_frame_bias_acceleration_world_f64_workspace_size(void);
 void rbd_iiwa14_frame_bias_acceleration_world_f64_batch(long n, const double* q, const double* v, double* a);
 void rbd_iiwa14_frame_bias_acceleration_world_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* a, long a_stride);
+void rbd_iiwa14_frame_bias_acceleration_world_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, double* a, long a_ld);
 int rbd_iiwa14_frame_bias_acceleration_world_f64_lanes(void);
 
 /* osim_inverse: Λ⁻¹ = J M⁻¹ Jᵀ of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion
@@ -281,6 +301,7 @@ void rbd_iiwa14_osim_inverse_f64_ws(const double* q, double* Linv, double* work)
 long rbd_iiwa14_osim_inverse_f64_workspace_size(void);
 void rbd_iiwa14_osim_inverse_f64_batch(long n, const double* q, double* Linv);
 void rbd_iiwa14_osim_inverse_f64_batch_strided(long n, const double* q, long q_stride, double* Linv, long Linv_stride);
+void rbd_iiwa14_osim_inverse_f64_batch_lanes(long n, const double* q, long q_ld, double* Linv, long Linv_ld);
 int rbd_iiwa14_osim_inverse_f64_lanes(void);
 
 /* rnea_stale: inverse dynamics τ with one call old data, Binder–Herzog's scheme in spatial vectors (rbdgen.reference.rnea_stale, scheme='binder_herzog'); stale: the previous call's stale_next
@@ -294,6 +315,7 @@ void rbd_iiwa14_rnea_stale_f64_ws(const double* q, const double* v, const double
 long rbd_iiwa14_rnea_stale_f64_workspace_size(void);
 void rbd_iiwa14_rnea_stale_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
 void rbd_iiwa14_rnea_stale_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+void rbd_iiwa14_rnea_stale_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, const double* stale, long stale_ld, double* tau, long tau_ld, double* stale_next, long stale_next_ld);
 int rbd_iiwa14_rnea_stale_f64_lanes(void);
 
 /* rnea_stale_yamakita: inverse dynamics τ with one call old data, Yamakita's buffered scheme (rbdgen.reference.rnea_stale, scheme='yamakita'); stale: the previous call's stale_next
@@ -307,6 +329,7 @@ void rbd_iiwa14_rnea_stale_yamakita_f64_ws(const double* q, const double* v, con
 long rbd_iiwa14_rnea_stale_yamakita_f64_workspace_size(void);
 void rbd_iiwa14_rnea_stale_yamakita_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale, double* tau, double* stale_next);
 void rbd_iiwa14_rnea_stale_yamakita_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale, long stale_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+void rbd_iiwa14_rnea_stale_yamakita_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, const double* stale, long stale_ld, double* tau, long tau_ld, double* stale_next, long stale_next_ld);
 int rbd_iiwa14_rnea_stale_yamakita_f64_lanes(void);
 
 /* rnea_stale_hamilton: inverse dynamics τ with one call old data, every recursion variable one call old, Hamilton, Walker & Bennett's Table 1 (Luh–Walker–Paul link-frame vectors) (rbdgen.reference.rnea_stale, scheme='hamilton'); stale_lwp: the previous call's stale_next
@@ -320,6 +343,7 @@ void rbd_iiwa14_rnea_stale_hamilton_f64_ws(const double* q, const double* v, con
 long rbd_iiwa14_rnea_stale_hamilton_f64_workspace_size(void);
 void rbd_iiwa14_rnea_stale_hamilton_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next);
 void rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale_lwp, long stale_lwp_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+void rbd_iiwa14_rnea_stale_hamilton_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, const double* stale_lwp, long stale_lwp_ld, double* tau, long tau_ld, double* stale_next, long stale_next_ld);
 int rbd_iiwa14_rnea_stale_hamilton_f64_lanes(void);
 
 /* rnea_stale_binder_herzog_lwp: inverse dynamics τ with one call old data, the neighbours' recursion variables one call old, Binder–Herzog as Hamilton, Walker & Bennett's Table 1 marks it (Luh–Walker–Paul link-frame vectors) (rbdgen.reference.rnea_stale, scheme='binder_herzog_lwp'); stale_lwp: the previous call's stale_next
@@ -333,12 +357,18 @@ void rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_ws(const double* q, const doubl
 long rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_workspace_size(void);
 void rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch(long n, const double* q, const double* v, const double* a, const double* stale_lwp, double* tau, double* stale_next);
 void rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, const double* stale_lwp, long stale_lwp_stride, double* tau, long tau_stride, double* stale_next, long stale_next_stride);
+void rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, const double* stale_lwp, long stale_lwp_ld, double* tau, long tau_ld, double* stale_next, long stale_next_ld);
 int rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_lanes(void);
 
 /* the batch size in operations from which batches of double kernels run on several threads (libraries
  * compiled with OpenMP only): measured on first use, or set (0: measure again) */
 long rbd_iiwa14_parallel_ops_f64(void);
 void rbd_iiwa14_set_parallel_ops_f64(long ops);
+/* the output size per call, in bytes, from which batches of double kernels in the rows layout write their
+ * outputs with streaming (non-temporal) stores, past the caches: 32 MB unless compiled with
+ * -DRBD_STREAM_BYTES=..., or set (0: never) */
+long rbd_iiwa14_stream_bytes_f64(void);
+void rbd_iiwa14_set_stream_bytes_f64(long bytes);
 
 #ifdef __cplusplus
 }

@@ -133,6 +133,15 @@ struct rbd_buf {
   rbd_buf& operator=(const rbd_buf&) = delete;
   T* data() const { return p; }
 };
+
+// from this many bytes of output per call, the row-layout batch path streams its outputs past the
+// caches (see rbd_stream): 32 MB, the L3 of the 2-core EPYC this was measured on (TALOS FK, CRBA,
+// frame Jacobian: 1.1-1.4x faster per state from ~40 MB of output, slower below ~30 MB;
+// docs/performance.md §23); set per library by <prefix>_set_stream_bytes_<type> (0: never stream)
+#ifndef RBD_STREAM_BYTES
+#define RBD_STREAM_BYTES (32L << 20)
+#endif
+__attribute__((visibility("hidden"))) inline long rbd_stream_bytes = RBD_STREAM_BYTES;
 static const int LANES = RBD_LANES;
 
 // The batch path's edges. A block of LANES states is a LANES x n row-major matrix in the caller's
@@ -190,6 +199,34 @@ static inline void rbd_to_lanes(const double* __restrict rows, long stride, int 
     for (int l = 0; l < LANES; ++l) x[l] = rows[l * stride + k];
     v[k] = x;
   }
+}
+
+// Streaming stores (issue 49, item 3). A batch whose outputs outgrow the caches is bound by writing
+// them: a plain store first reads the line it writes into the cache (the read-for-ownership), so
+// memory carries each output twice. Non-temporal stores write whole lines past the caches. They
+// pay only where the output would not stay in cache for the caller anyway: from rbd_stream_bytes
+// of output per call (docs/performance.md §23). A block of LANES states whose output rows are
+// contiguous is one run of LANES x size values: put out of the lanes into an L1 buffer by the loop
+// over lanes, then streamed to the caller's array in 16-byte stores.
+static inline void rbd_stream(double* __restrict d, const double* __restrict s, long n) {
+  long k = 0;
+#if defined(__SSE2__)
+  typedef double rbd_v16 __attribute__((vector_size(16)));
+  const int w = 16 / sizeof(double);
+  for (; k < n && ((unsigned long)(d + k) & 15); ++k) d[k] = s[k];  // to a 16-byte boundary
+  for (; k + w <= n; k += w) {
+    rbd_v16 x;
+    __builtin_memcpy(&x, s + k, 16);
+    __builtin_ia32_movntpd(d + k, x);
+  }
+#endif
+  for (; k < n; ++k) d[k] = s[k];
+}
+
+static inline void rbd_stream_fence() {
+#if defined(__SSE2__)
+  __builtin_ia32_sfence();  // the streamed lines are visible to every thread before the batch returns
+#endif
 }
 
 
@@ -449,6 +486,15 @@ __attribute__((used)) inline void rbd_iiwa14_set_parallel_ops_f64(long ops) {
 }
 #endif
 
+// the output size per call, in bytes, from which this library's double batches (rows layout) write
+// their outputs with streaming stores; 0: never (see rbd_stream_bytes). One definition in the library.
+__attribute__((used)) inline long rbd_iiwa14_stream_bytes_f64(void) {
+  return __atomic_load_n(&rbd_iiwa14_f64::rbd_stream_bytes, __ATOMIC_RELAXED);
+}
+__attribute__((used)) inline void rbd_iiwa14_set_stream_bytes_f64(long bytes) {
+  __atomic_store_n(&rbd_iiwa14_f64::rbd_stream_bytes, bytes < 0 ? 0 : bytes, __ATOMIC_RELAXED);
+}
+
 // one state, the scratch in the caller's work: at least 0 doubles, whatever their values
 void rbd_iiwa14_forward_kinematics_f64_ws(const double* q, double* oMb, double* work) {
   (void)work;
@@ -473,6 +519,43 @@ int rbd_iiwa14_forward_kinematics_f64_lanes(void) { return rbd_iiwa14_f64::LANES
 void rbd_iiwa14_forward_kinematics_f64_batch_strided(long n, const double* q, long q_stride, double* oMb, long oMb_stride) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = n / LANES;
+  const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
+  const bool stream = stream_from > 0 && n * 112L * (long)sizeof(double) >= stream_from;
+#pragma omp parallel if (n * 149L >= 200000L && n * 149L >= rbd_parallel_threshold())
+  {
+    rbd_buf<vec_t> buf(119 + 112);
+    vec_t* q_v = buf.data() + 0;
+    vec_t* oMb_v = buf.data() + 7;
+    double* stage = (double*)(buf.data() + 119);  // a block's largest output, as rows
+#pragma omp for schedule(static)
+    for (long b = 0; b < nblocks; ++b) {
+      rbd_to_lanes(q + b * LANES * q_stride, q_stride, 7, q_v);
+      forward_kinematics<vec_t>(q_v, oMb_v);
+      if (stream && oMb_stride == 112) {  // the block's rows are one run: staged, then streamed
+        for (int l = 0; l < LANES; ++l)
+          for (int k = 0; k < 112; ++k) stage[l * 112 + k] = oMb_v[k][l];
+        rbd_stream(oMb + b * LANES * 112, stage, LANES * 112L);
+      } else {
+        for (int l = 0; l < LANES; ++l) {  // state by state: one store stream at a time (see rbd_to_lanes)
+          double* __restrict row = oMb + (b * LANES + l) * oMb_stride;
+          for (int k = 0; k < 112; ++k) row[k] = oMb_v[k][l];
+        }
+      }
+    }
+    if (stream) rbd_stream_fence();
+  }
+  for (long i = nblocks * LANES; i < n; ++i)
+    rbd_iiwa14_forward_kinematics_f64(q + i * q_stride, oMb + i * oMb_stride);
+}
+
+// a batch with the states last (issue 49): value k of state i of each array at <array>[k * <array>_ld
+// + i], ld >= n — an (size, ld) row-major array whose columns are the states; numpy: shape (..., n)
+// with the state axis last and unit-strided. A block of LANES states is then LANES adjacent values
+// of each row: one vector load per input value and one vector store per output value, where the
+// row layout above transposes each block in and writes each state's outputs lane by lane.
+void rbd_iiwa14_forward_kinematics_f64_batch_lanes(long n, const double* q, long q_ld, double* oMb, long oMb_ld) {
+  using namespace rbd_iiwa14_f64;
+  const long nblocks = (n + LANES - 1) / LANES;
 #pragma omp parallel if (n * 149L >= 200000L && n * 149L >= rbd_parallel_threshold())
   {
     rbd_buf<vec_t> buf(119);
@@ -480,16 +563,23 @@ void rbd_iiwa14_forward_kinematics_f64_batch_strided(long n, const double* q, lo
     vec_t* oMb_v = buf.data() + 7;
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
-      rbd_to_lanes(q + b * LANES * q_stride, q_stride, 7, q_v);
+      const long i0 = b * LANES;
+      const int m = n - i0 < LANES ? (int)(n - i0) : LANES;  // states in this block
+      if (m == LANES) {
+        for (int k = 0; k < 7; ++k) __builtin_memcpy(&q_v[k], q + k * q_ld + i0, sizeof(vec_t));
+      } else {  // the last block, partial: its empty lanes repeat its last state (a valid one)
+        for (int k = 0; k < 7; ++k)
+          for (int l = 0; l < LANES; ++l) q_v[k][l] = q[k * q_ld + i0 + (l < m ? l : m - 1)];
+      }
       forward_kinematics<vec_t>(q_v, oMb_v);
-      for (int l = 0; l < LANES; ++l) {  // state by state: one store stream at a time (see rbd_to_lanes)
-        double* __restrict row = oMb + (b * LANES + l) * oMb_stride;
-        for (int k = 0; k < 112; ++k) row[k] = oMb_v[k][l];
+      if (m == LANES) {
+        for (int k = 0; k < 112; ++k) __builtin_memcpy(oMb + k * oMb_ld + i0, &oMb_v[k], sizeof(vec_t));
+      } else {
+        for (int k = 0; k < 112; ++k)
+          for (int l = 0; l < m; ++l) oMb[k * oMb_ld + i0 + l] = oMb_v[k][l];
       }
     }
   }
-  for (long i = nblocks * LANES; i < n; ++i)
-    rbd_iiwa14_forward_kinematics_f64(q + i * q_stride, oMb + i * oMb_stride);
 }
 
 // n states stored contiguously, state i at offset i * size in each array

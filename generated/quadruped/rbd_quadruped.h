@@ -7,6 +7,9 @@
  * at offset i * stride (any row-strided view whose states are each contiguous: a column block
  * of a packed [q v] array, reversed rows, a broadcast row with stride 0 for inputs); the rows of
  * an output must not overlap.
+ * States-last batch (_batch_lanes): each array is followed by its leading dimension ld >= n in
+ * elements, value k of state i at offset k * ld + i (a size x ld row-major array whose columns are
+ * the states): a block of SIMD lanes is then adjacent values, with no transposes.
  * Floating base: q = [x y z qx qy qz qw] (unit quaternion), v = [linear; angular] (base frame).
  *
  * Coordinates (Pinocchio's layout; a, tau and every nv-sized array follow v). Body i moves with
@@ -65,6 +68,7 @@ void rbd_quadruped_rnea_f64_ws(const double* q, const double* v, const double* a
 long rbd_quadruped_rnea_f64_workspace_size(void);
 void rbd_quadruped_rnea_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_quadruped_rnea_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
+void rbd_quadruped_rnea_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* tau, long tau_ld);
 int rbd_quadruped_rnea_f64_lanes(void);
 
 /* nle: nonlinear effects C v + g
@@ -78,6 +82,7 @@ void rbd_quadruped_nle_f64_ws(const double* q, const double* v, double* tau, dou
 long rbd_quadruped_nle_f64_workspace_size(void);
 void rbd_quadruped_nle_f64_batch(long n, const double* q, const double* v, double* tau);
 void rbd_quadruped_nle_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, double* tau, long tau_stride);
+void rbd_quadruped_nle_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, double* tau, long tau_ld);
 int rbd_quadruped_nle_f64_lanes(void);
 
 /* gravity: generalised gravity g(q)
@@ -91,6 +96,7 @@ void rbd_quadruped_gravity_f64_ws(const double* q, double* tau, double* work);
 long rbd_quadruped_gravity_f64_workspace_size(void);
 void rbd_quadruped_gravity_f64_batch(long n, const double* q, double* tau);
 void rbd_quadruped_gravity_f64_batch_strided(long n, const double* q, long q_stride, double* tau, long tau_stride);
+void rbd_quadruped_gravity_f64_batch_lanes(long n, const double* q, long q_ld, double* tau, long tau_ld);
 int rbd_quadruped_gravity_f64_lanes(void);
 
 /* crba: joint-space inertia matrix M(q), full (row-major, symmetric)
@@ -104,6 +110,7 @@ void rbd_quadruped_crba_f64_ws(const double* q, double* M, double* work);
 long rbd_quadruped_crba_f64_workspace_size(void);
 void rbd_quadruped_crba_f64_batch(long n, const double* q, double* M);
 void rbd_quadruped_crba_f64_batch_strided(long n, const double* q, long q_stride, double* M, long M_stride);
+void rbd_quadruped_crba_f64_batch_lanes(long n, const double* q, long q_ld, double* M, long M_ld);
 int rbd_quadruped_crba_f64_lanes(void);
 
 /* aba: forward dynamics q̈ (articulated-body algorithm)
@@ -117,6 +124,7 @@ void rbd_quadruped_aba_f64_ws(const double* q, const double* v, const double* ta
 long rbd_quadruped_aba_f64_workspace_size(void);
 void rbd_quadruped_aba_f64_batch(long n, const double* q, const double* v, const double* tau, double* qdd);
 void rbd_quadruped_aba_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* tau, long tau_stride, double* qdd, long qdd_stride);
+void rbd_quadruped_aba_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* tau, long tau_ld, double* qdd, long qdd_ld);
 int rbd_quadruped_aba_f64_lanes(void);
 
 /* minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
@@ -130,6 +138,7 @@ void rbd_quadruped_minv_f64_ws(const double* q, double* Minv, double* work);
 long rbd_quadruped_minv_f64_workspace_size(void);
 void rbd_quadruped_minv_f64_batch(long n, const double* q, double* Minv);
 void rbd_quadruped_minv_f64_batch_strided(long n, const double* q, long q_stride, double* Minv, long Minv_stride);
+void rbd_quadruped_minv_f64_batch_lanes(long n, const double* q, long q_ld, double* Minv, long Minv_ld);
 int rbd_quadruped_minv_f64_lanes(void);
 
 /* forward_kinematics: placement of every body in the world (homogeneous 4×4, body_names order)
@@ -143,6 +152,7 @@ void rbd_quadruped_forward_kinematics_f64_ws(const double* q, double* oMb, doubl
 long rbd_quadruped_forward_kinematics_f64_workspace_size(void);
 void rbd_quadruped_forward_kinematics_f64_batch(long n, const double* q, double* oMb);
 void rbd_quadruped_forward_kinematics_f64_batch_strided(long n, const double* q, long q_stride, double* oMb, long oMb_stride);
+void rbd_quadruped_forward_kinematics_f64_batch_lanes(long n, const double* q, long q_ld, double* oMb, long oMb_ld);
 int rbd_quadruped_forward_kinematics_f64_lanes(void);
 
 /* rnea_scan: inverse dynamics τ (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)
@@ -156,12 +166,18 @@ void rbd_quadruped_rnea_scan_f64_ws(const double* q, const double* v, const doub
 long rbd_quadruped_rnea_scan_f64_workspace_size(void);
 void rbd_quadruped_rnea_scan_f64_batch(long n, const double* q, const double* v, const double* a, double* tau);
 void rbd_quadruped_rnea_scan_f64_batch_strided(long n, const double* q, long q_stride, const double* v, long v_stride, const double* a, long a_stride, double* tau, long tau_stride);
+void rbd_quadruped_rnea_scan_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* tau, long tau_ld);
 int rbd_quadruped_rnea_scan_f64_lanes(void);
 
 /* the batch size in operations from which batches of double kernels run on several threads (libraries
  * compiled with OpenMP only): measured on first use, or set (0: measure again) */
 long rbd_quadruped_parallel_ops_f64(void);
 void rbd_quadruped_set_parallel_ops_f64(long ops);
+/* the output size per call, in bytes, from which batches of double kernels in the rows layout write their
+ * outputs with streaming (non-temporal) stores, past the caches: 32 MB unless compiled with
+ * -DRBD_STREAM_BYTES=..., or set (0: never) */
+long rbd_quadruped_stream_bytes_f64(void);
+void rbd_quadruped_set_stream_bytes_f64(long bytes);
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,46 @@ def _rows_overlap(x) -> bool:
     return x.ndim >= 2 and x.shape[0] > 1 and abs(row_stride(x)) < size
 
 
+#: the batch layouts a CPU kernel takes (``kern.<name>(…, layout=…)``): "rows", state i of each
+#: array its row i (shape (N, …), the default), or "states_last", the state index last and
+#: unit-strided (shape (…, N)): a block of SIMD lanes is then adjacent values, loaded and stored
+#: as vectors with no transposes (issue 49, docs/python.md "Batch layouts")
+LAYOUTS = ("rows", "states_last")
+
+
+def states_last_ld(x, values: int) -> int | None:
+    """For ``x`` of shape (…, N), its first ``values`` axes a state's values and the last one the
+    states: the distance in elements between value k and value k+1 of one state (the leading
+    dimension ``ld``: value k of state i at ``x.flat[k * ld + i]``), where the state axis is
+    unit-strided and the value axes C-contiguous among themselves; None otherwise."""
+    it = x.itemsize
+    if x.shape[-1] > 1 and x.strides[-1] != it:
+        return None
+    ld = expect = None  # the innermost value axis (of more than one value) sets ld
+    for d in range(values - 1, -1, -1):
+        if x.shape[d] == 1:
+            continue
+        if expect is None:
+            if x.strides[d] % it:
+                return None
+            ld, expect = x.strides[d] // it, x.strides[d]
+        elif x.strides[d] != expect:
+            return None
+        expect *= x.shape[d]
+    return x.shape[-1] if ld is None else ld
+
+
+def _states_last_empty(shape: tuple, n: int, dt):
+    """An output of shape ``shape + (n,)`` laid out states last. Where a row of n values is a
+    multiple of 1 kB, the rows are padded by 64 bytes and the array is a view of their first n
+    values: rows a power of two of bytes apart share the same cache sets, and a block of lanes,
+    which writes one line in each row, then evicts its own lines (iiwa FK at N = 256: 92 → 41 ns
+    per state; docs/performance.md §23)."""
+    if n > 1 and int(np.prod(shape, dtype=int)) > 1 and (n * dt.itemsize) % 1024 == 0:
+        return np.empty(shape + (n + 64 // dt.itemsize,), dt)[..., :n]
+    return np.empty(shape + (n,), dt)
+
+
 def _check_distinct_outputs(kernel: str, names, outs) -> None:
     """out= arrays must not share memory: the kernel writes each output as soon as it exists,
     so one would overwrite another (out=(X, X, X) returned the last output three times)."""
@@ -113,6 +153,14 @@ def call_variant(owner, name: str, args, kw: dict, **passed):
     from .. import registry
 
     known = registry.variants(name)
+    if "layout" in kw:  # a target without the CPU's batch layouts (CUDA, HLS): rows only
+        kw = dict(kw)
+        layout = kw.pop("layout")
+        if layout != "rows":
+            raise ValueError(f"{name}: layout={layout!r} is a CPU batch layout; this target takes batches "
+                             "as rows (N, …)")
+        if not kw:
+            return None
     for k in kw:
         if k not in known:
             takes = f" (it takes {', '.join(f'{v}=' for v in known)} besides out=)" if known else ""
@@ -143,7 +191,8 @@ def kernel_specs(entries: dict) -> dict:
 
 
 class _Method:
-    def __init__(self, owner, name, single, batch, inputs, outputs, fast=None, batch_strided=None):
+    def __init__(self, owner, name, single, batch, inputs, outputs, fast=None, batch_strided=None,
+                 batch_lanes=None):
         self.owner = owner
         self.name = name
         self.single = single
@@ -151,6 +200,9 @@ class _Method:
         #: the strided batch entry point (n, then each array's pointer and row stride), or None:
         #: then batches must be C-contiguous
         self.batch_strided = batch_strided
+        #: the states-last batch entry point (n, then each array's pointer and leading dimension),
+        #: or None: a library without it (not a CPU one)
+        self.batch_lanes = batch_lanes
         self.inputs = inputs    # list of (name, size)
         self.outputs = outputs  # list of (name, shape)
         self.fast = fast        # CPython binding: checks and calls in C (≈0.2 µs), or None
@@ -232,7 +284,16 @@ class _Method:
                 raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous (use np.ascontiguousarray)")
         return x
 
-    def __call__(self, *args, out=None, **kw):
+    def __call__(self, *args, out=None, layout="rows", **kw):
+        if layout != "rows":
+            if layout not in LAYOUTS:
+                raise ValueError(f"{self.name}: layout={layout!r}; the batch layouts are "
+                                 f"{', '.join(map(repr, LAYOUTS))}")
+            if kw:
+                res = call_variant(self.owner, self.name, args, kw, out=out, layout=layout)
+                if res is not None:
+                    return res
+            return self._states_last(args, out)
         if kw:  # kern.rnea(q, v, a, f_ext=…): the variant that takes it (f_ext=None: rnea itself)
             res = call_variant(self.owner, self.name, args, kw, out=out)
             if res is not None:
@@ -263,6 +324,71 @@ class _Method:
         except ValueError:
             self._diagnose(args, out)
             raise
+
+    def _states_last(self, args, out):
+        """``layout="states_last"``: each input of shape (size, N) or (<its declared shape>, N),
+        each output (<its shape>, N); value k of state i ``ld`` elements after value k−1, the
+        states unit-strided (:func:`states_last_ld`). No copy is made of any argument."""
+        if self.batch_lanes is None:
+            raise ValueError(f"{self.name}: layout='states_last' is a CPU batch layout; this library "
+                             f"({getattr(self.owner, 'target', 'emulated')}) takes batches as rows (N, …)")
+        if len(args) != len(self.inputs):
+            names = ", ".join(n for n, _ in self.inputs)
+            raise TypeError(f"{self.name}() takes {len(self.inputs)} arguments ({names}), got {len(args)}")
+        if _interop.any_foreign(args, out):
+            raise ValueError(f"{self.name}: layout='states_last' takes numpy arrays (convert with np.asarray, "
+                             "or call with the rows layout, which takes DLPack tensors)")
+        dt = self.owner.dtype
+        arrs, lds, n = [], [], None
+        for (name, size), x in zip(self.inputs, args):
+            x = self._coerce(name, x)
+            shape = self._structured.get(name, (size,))
+            if x.dtype != dt:
+                raise ValueError(f"{self.name}: argument '{name}' has dtype {x.dtype}, this kernel takes {dt} "
+                                 f"(convert with .astype(np.{dt}) or build with dtype='{x.dtype}')")
+            if x.ndim >= 2 and x.shape[:-1] in (shape, (size,)):
+                values = x.ndim - 1
+            else:
+                want = " or ".join(f"({', '.join(map(str, s))}, N)" for s in dict.fromkeys([(size,), shape]))
+                raise ValueError(f"{self.name}: argument '{name}' has shape {x.shape}; layout='states_last' "
+                                 f"takes {want}, the states last")
+            if n is None:
+                n = x.shape[-1]
+            elif x.shape[-1] != n:
+                raise ValueError(f"{self.name}: argument '{name}' has {x.shape[-1]} states (its last axis), "
+                                 f"'{self.inputs[0][0]}' has {n}")
+            ld = states_last_ld(x, values)
+            if ld is None:
+                raise ValueError(f"{self.name}: argument '{name}' (strides {x.strides}) is not laid out states "
+                                 "last: the last axis must be unit-strided and the others C-contiguous among "
+                                 "themselves (use np.ascontiguousarray)")
+            arrs.append(x)
+            lds.append(ld)
+        outs = []
+        given = None if out is None else list(out) if isinstance(out, (tuple, list)) else [out]
+        if given is not None:
+            if len(given) != len(self.outputs):
+                raise ValueError(f"{self.name}: out= needs {len(self.outputs)} array(s)")
+            _check_distinct_outputs(self.name, [nm for nm, _ in self.outputs], given)
+        for k, (name, shape) in enumerate(self.outputs):
+            if given is None:
+                o = _states_last_empty(tuple(shape), n, dt)
+            else:
+                o = given[k]
+                if not isinstance(o, np.ndarray) or o.shape != tuple(shape) + (n,) or o.dtype != dt \
+                        or not o.flags.writeable:
+                    raise ValueError(f"{self.name}: out array for '{name}' must be a writeable {dt} array of "
+                                     f"shape {tuple(shape) + (n,)} (layout='states_last')")
+            ld = states_last_ld(o, o.ndim - 1)
+            if ld is None or (n > 1 and int(np.prod(shape, dtype=int)) > 1 and ld < n):
+                raise ValueError(f"{self.name}: out= array '{name}' (strides {o.strides}) is not laid out states "
+                                 "last with rows of at least N values (last axis unit-strided, the others "
+                                 "C-contiguous among themselves)")
+            outs.append(o)
+            lds.append(ld)
+        if n:
+            self.batch_lanes(n, *[v for a, ld in zip((*arrs, *outs), lds) for v in (a.ctypes.data, ld)])
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _diagnose(self, args, out):
         """Re-check the arguments in Python (only after the binding refused them) for the cases
@@ -424,6 +550,10 @@ class CompiledKernels(NamesMissingKernels):
             if strided is not None:
                 strided.argtypes = [ctypes.c_long] + [ptr, ctypes.c_long] * nargs
                 strided.restype = None
+            lanes_fn = getattr(self._lib, f"{prefix}_{name}_{tag}_batch_lanes", None)  # CPU libraries
+            if lanes_fn is not None:
+                lanes_fn.argtypes = [ctypes.c_long] + [ptr, ctypes.c_long] * nargs
+                lanes_fn.restype = None
             compiled = getattr(self._lib, f"{prefix}_{name}_{tag}_lanes", None)
             if compiled is not None and target == "cpu":  # the lanes as compiled: the truth
                 compiled.argtypes, compiled.restype = [], ctypes.c_int
@@ -431,7 +561,7 @@ class CompiledKernels(NamesMissingKernels):
             ins = [(a.name, a.size) for a in pk.inputs]
             outs = [(a.name, a.shape) for a in pk.outputs]
             fast = getattr(self._module, name, None) if self._module is not None else None
-            method = self.methods[name] = _Method(self, name, single, batch, ins, outs, fast, strided)
+            method = self.methods[name] = _Method(self, name, single, batch, ins, outs, fast, strided, lanes_fn)
             if fast is not None:
                 # what users call: plain ndarrays straight into C (~0.1 µs), everything else
                 # handed to ``method`` (conversions, checks, clear errors)
@@ -444,6 +574,11 @@ class CompiledKernels(NamesMissingKernels):
         if self._par_get is not None and self._par_set is not None:
             self._par_get.argtypes, self._par_get.restype = [], ctypes.c_long
             self._par_set.argtypes, self._par_set.restype = [ctypes.c_long], None
+        self._stream_get = getattr(self._lib, f"{prefix}_stream_bytes_{tag}", None)  # CPU libraries
+        self._stream_set = getattr(self._lib, f"{prefix}_set_stream_bytes_{tag}", None)
+        if self._stream_get is not None and self._stream_set is not None:
+            self._stream_get.argtypes, self._stream_get.restype = [], ctypes.c_long
+            self._stream_set.argtypes, self._stream_set.restype = [ctypes.c_long], None
         _install_frames(self)  # by-name frame and contact methods
 
     @property
@@ -464,6 +599,24 @@ class CompiledKernels(NamesMissingKernels):
         if isinstance(ops, bool) or not isinstance(ops, (int, np.integer)) or ops < 0:
             raise ValueError(f"parallel_ops must be a whole number of operations >= 0, got {ops!r}")
         self._par_set(int(ops))
+
+    @property
+    def stream_bytes(self) -> int | None:
+        """The output size of one batch call, in bytes, from which the rows-layout batch path
+        writes its outputs with streaming (non-temporal) stores, past the caches: 32 MB by default
+        (issue 49; docs/performance.md §23: 1.1–1.4× per state for TALOS's FK, CRBA and frame
+        Jacobians from ~40 MB, slower below ~30 MB on the 2-core EPYC). Set it to what suits the
+        machine's last-level cache; 0: never stream. Shared by the library's kernels of this
+        dtype. None: not a CPU library with a SIMD batch path."""
+        return None if self._stream_get is None else int(self._stream_get())
+
+    @stream_bytes.setter
+    def stream_bytes(self, nbytes: int) -> None:
+        if self._stream_set is None:
+            raise RbdgenError(f"{self.path}: this library has no streaming batch path (not a CPU library)")
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+            raise ValueError(f"stream_bytes must be a whole number of bytes >= 0, got {nbytes!r}")
+        self._stream_set(int(nbytes))
 
     def __reduce__(self):
         """Pickled as the recipe it was loaded from (sources, model, options); unpickling loads it

@@ -215,6 +215,9 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             c_strided = ", ".join([f"const {ctype}* {a.name}, long {a.name}_stride" for a in ins]
                                   + [f"{ctype}* {a.name}, long {a.name}_stride" for a in outs])
             contig = ", ".join(f"{a.name}, {a.size}L" for a in ins + outs)
+            # the states-last batch entry point: each array followed by its leading dimension
+            c_ld = ", ".join([f"const {ctype}* {a.name}, long {a.name}_ld" for a in ins]
+                             + [f"{ctype}* {a.name}, long {a.name}_ld" for a in outs])
             ks.append({
                 "name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "parts": pk.parts, "body": pk.body,
                 "scratch": pk.scratch, "scratch_bytes": pk.scratch * (8 if dtype == "float64" else 4),
@@ -223,16 +226,20 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                 "counts": pk.counts, "dense": dense.get(k),
                 "n_statements": pk.n_statements, "t_args": t_args, "part_args": part_args, "c_args": c_args,
                 "call_args": call, "vcall_args": vcall, "offset_args": offs, "c_strided_args": c_strided,
-                "contig_args": contig,
+                "contig_args": contig, "c_ld_args": c_ld,
+                "out_size": sum(a.size for a in outs), "max_out": max((a.size for a in outs), default=0),
+                "row_args": ", ".join(f"{a.name}_r" for a in ins + outs),
+                "rows_size": sum(a.size for a in ins + outs), "row_off": _offsets([*ins, *outs]),
                 "buffer_size": sum(a.size for a in ins + outs) + pk.scratch,
                 "buf_off": _offsets([*ins, *outs], pk.scratch),
             })
             if dtype == dtypes[0]:
                 header_kernels.append({"name": k, "doc": pk.doc, "inputs": ins, "outputs": outs, "c_args": {},
-                                       "c_strided_args": {}, "scratch": {}})
+                                       "c_strided_args": {}, "c_ld_args": {}, "scratch": {}})
         for hk, kk in zip(header_kernels, ks):
             hk["c_args"][tag] = kk["c_args"]
             hk["c_strided_args"][tag] = kk["c_strided_args"]
+            hk["c_ld_args"][tag] = kk["c_ld_args"]
             hk["scratch"][tag] = {"n": kk["scratch"], "bytes": kk["scratch_bytes"], "heap": kk["heap_scratch"],
                                   "macro": f"{prefix}_{kk['name']}_{tag}_WORKSPACE".upper()}
         sources[dtype], large[dtype], looped[dtype] = [], [], []
