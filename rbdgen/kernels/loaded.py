@@ -604,8 +604,8 @@ class CompiledKernels(NamesMissingKernels):
     def stream_bytes(self) -> int | None:
         """The output size of one batch call, in bytes, from which the rows-layout batch path
         writes its outputs with streaming (non-temporal) stores, past the caches: 32 MB by default
-        (issue 49; docs/performance.md §23: 1.1–1.4× per state for TALOS's FK, CRBA and frame
-        Jacobians from ~40 MB, slower below ~30 MB on the 2-core EPYC). Set it to what suits the
+        (issue 49; docs/performance.md §23: 1.03–1.53× per state from there, 0.62–0.97× where
+        the output fits in cache, on the 2-core EPYC). Set it to what suits the
         machine's last-level cache; 0: never stream. Shared by the library's kernels of this
         dtype. None: not a CPU library with a SIMD batch path."""
         return None if self._stream_get is None else int(self._stream_get())
