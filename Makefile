@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: mjcf-corpus demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts bench-rolled bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
+.PHONY: mjcf-corpus rtl-tools demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts bench-rolled bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -42,8 +42,18 @@ $(MJCF_CORPUS): | $(STAMP)
 	$(PY) -m pip download --quiet --no-deps --only-binary :all: dm_control==$(DM_CONTROL_VERSION) -d $(MJCF_DIR)/wheels
 	$(PY) tests/mjcf_corpus.py unpack $(MJCF_DIR)/wheels/dm_control-$(DM_CONTROL_VERSION)-py3-none-any.whl $(MJCF_DIR)/dm_control-$(DM_CONTROL_VERSION)
 
-test: $(STAMP) $(MJCF_CORPUS)
+test: $(STAMP) $(MJCF_CORPUS) rtl-tools
 	RBDGEN_REQUIRE_MJCF=1 $(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# The Verilog target's tools (issue 48): Verilator simulates the generated modules, Yosys elaborates
+# and synthesizes them. Debian packages (bookworm: verilator 5.006, yosys 0.23), installed with
+# apt-get when missing (~15 s; root, as on CI; elsewhere run it with sudo). tests/test_verilog.py
+# fails, naming this target, without them.
+rtl-tools:
+	@command -v verilator >/dev/null && command -v yosys >/dev/null || \
+	  { echo "installing verilator and yosys (apt-get)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends verilator yosys >/dev/null || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends verilator yosys >/dev/null; }; }
 
 # the developer loop: ≤ 3 minutes here with an empty compile cache (tests/conftest.py chooses the
 # tests: every kernel family on the iiwa and the floating quadruped, CUDA emulation and HLS C
@@ -117,6 +127,7 @@ generated: $(STAMP)
 	$(VENV)/bin/rbdgen generate robots/quadruped.urdf --floating-base --dtype float64 $(GEN_SKIP),aba_scan,$(GEN_STALE) --out generated --name quadruped --quiet
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target cuda --dtype float64 $(GEN_SKIP),rnea_scan,aba_scan,$(GEN_STALE) --out generated --name iiwa14_cuda --quiet
 	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target hls --fixed 32,16 --skip-kernels rnea_stale_yamakita,rnea_stale_hamilton,rnea_stale_binder_herzog_lwp --out generated --name iiwa14_hls --quiet
+	$(VENV)/bin/rbdgen generate robots/iiwa14.urdf --target verilog --fixed 32,16 --kernels forward_kinematics --out generated --name iiwa14_verilog --quiet
 
 # benchmarks (not a test): rbdgen vs the NumPy reference vs Pinocchio (C++) vs Pinocchio + CppADCodeGen,
 # ~13 min (+ one-off builds of the peers, cached under benchmarks/.build/); writes benchmarks/results/.

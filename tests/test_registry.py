@@ -79,7 +79,7 @@ def test_traces_are_shared_per_model_and_fold():
 
 
 def test_target_registry_and_options():
-    assert targets() == ("cpu", "cuda", "hls")
+    assert targets() == ("cpu", "cuda", "hls", "verilog")
     names = [o.name for o in all_options()]
     assert len(names) == len(set(names)), "a shared option is declared once"
     hls = get_target("hls")

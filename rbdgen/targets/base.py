@@ -241,22 +241,24 @@ def _ensure_loaded() -> None:
 
 
 def targets() -> tuple:
+    """The targets' names in folder order (cpu first), whatever order they were imported in (the
+    verilog target imports the hls one: registration order depends on who imported what first)."""
     _ensure_loaded()
-    return tuple(_TARGETS)
+    return tuple(sorted(_TARGETS))
 
 
 def get_target(name: str) -> Target:
     _ensure_loaded()
     if name not in _TARGETS:
-        raise RbdgenError(f"unknown target {name!r} (available: {', '.join(_TARGETS)})")
+        raise RbdgenError(f"unknown target {name!r} (available: {', '.join(sorted(_TARGETS))})")
     return _TARGETS[name]
 
 
 def all_options() -> list:
-    """Every target's options, each once (shared ones by identity), in registration order."""
+    """Every target's options, each once (shared ones by identity), in the targets' order."""
     _ensure_loaded()
     seen, out = set(), []
-    for t in _TARGETS.values():
+    for t in (_TARGETS[n] for n in sorted(_TARGETS)):
         for o in t.options:
             if o.name not in seen:
                 seen.add(o.name)

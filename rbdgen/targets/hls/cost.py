@@ -258,9 +258,14 @@ def _classify(kernel, model: Model):
     return kind, {"zero_mul": zero_mul, "shift_mul": shift_mul, "const_mul": const_mul, "sincos_units": len(angles)}
 
 
-def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dict:
-    """The estimate for one traced kernel (see the module docstring)."""
-    model = Model(numtype, clock_mhz)
+def asap(kernel, model: Model):
+    """The as-soon-as-possible schedule of ``kernel``'s live nodes on unshared operators: (kind
+    per node as :func:`_classify` gives it, the folding counts, finish time per node (0 for
+    constants and inputs, a wire's is its source's), the cycle each operation starts in, the
+    operations in order as (node, OpCost)). A registered operator starts on a cycle boundary and
+    takes whole cycles; adders chain from where their last operand finishes. The Verilog target
+    registers its values where this schedule crosses cycle boundaries
+    (:mod:`rbdgen.targets.verilog`)."""
     kind, folded = _classify(kernel, model)
     finish: dict[int, float] = {}
     start_of: dict[int, int] = {}
@@ -281,6 +286,13 @@ def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dic
             finish[n.id] = start + x.chain
         start_of[n.id] = math.floor(start + 1e-9)
         ops.append((n, x))
+    return kind, folded, finish, start_of, ops
+
+
+def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dict:
+    """The estimate for one traced kernel (see the module docstring)."""
+    model = Model(numtype, clock_mhz)
+    kind, folded, finish, start_of, ops = asap(kernel, model)
     path = max(finish.values(), default=0.0)
     cycles = math.ceil(path - 1e-9)
     # the cycle in which each operator's value is last read (through wires), for the registers

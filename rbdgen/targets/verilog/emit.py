@@ -1,0 +1,368 @@
+"""The Verilog of one kernel: a fixed-point datapath registered where the HLS cost model's
+as-soon-as-possible schedule crosses cycle boundaries, behind a start/done interface.
+
+The arithmetic is the HLS target's, bit for bit (issue 48): every IR node is one statement of the
+HLS C++ on ``ap_fixed<W, I, rounding, overflow>``, so every node here is the exact result of its
+operation quantised once to that type — a product rounded at its last fractional bit then
+saturated, a sum or difference saturated, a negation saturated, a constant quantised when the
+design is generated (:func:`rbdgen.targets.hls.cost.quantise`), sine and cosine by the same
+CORDIC (:mod:`rbdgen.targets.hls.cordic`) in the same integer widths. Rounding modes AP_RND_CONV
+(nearest, ties to even) and AP_TRN, overflow modes AP_SAT and AP_WRAP; the others are refused.
+Divisions are not in this first version (aba, minv, ∇FD): refused, naming the kernel.
+
+Timing (:func:`rbdgen.targets.hls.cost.asap`, the schedule ``inspect --cost --target hls``
+reports): cycle 0 starts at the clock edge that takes ``start``; a multiplier or CORDIC that the
+model gives L cycles starts on a cycle boundary from its operands' values and its result leaves
+the last of L pipeline registers (synthesis retimes the arithmetic into them); adders chain
+combinationally within a cycle, and a value that a later cycle reads is read from a register
+loaded at the end of the cycle it settles in. Every register is free-running: the inputs are
+held in registers for the whole computation, so every value settles, in the cycle the schedule
+gives it, and stays. ``done`` rises in cycle ⌈latency⌉, when the outputs are valid (an output
+settling in the middle of a cycle is registered; one leaving a pipeline register is that
+register), and stays until the next ``start``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...errors import RbdgenError
+from ..hls.cordic import cordic
+from ..hls.cost import Model, asap, quantise
+
+#: the ap_fixed modes the datapath implements
+ROUNDINGS = ("AP_RND_CONV", "AP_TRN")
+OVERFLOWS = ("AP_SAT", "AP_WRAP")
+
+
+@dataclass
+class Module:
+    name: str
+    text: str
+    inputs: list       # (name, size)
+    outputs: list      # (name, size)
+    latency: int       # cycles from the edge that takes start to the one after which done is high
+    length: float      # the schedule's length (latency = ⌈length⌉)
+    ops: dict          # class → operators instantiated
+    registers: int     # W-bit registers of the datapath (pipeline stages and cycle-boundary holds)
+
+
+def _lit(v: int, w: int) -> str:
+    """A signed ``w``-bit Verilog literal of the integer ``v``."""
+    return f"-{w}'sd{-v}" if v < 0 else f"{w}'sd{v}"
+
+
+class _Emitter:
+    def __init__(self, nt, clock_mhz: float):
+        if nt.kind != "fixed":
+            raise RbdgenError("the Verilog target needs a fixed-point datapath: give --fixed W,I (e.g. 32,16)")
+        if nt.rounding not in ROUNDINGS:
+            raise RbdgenError(f"the Verilog target implements the rounding modes {', '.join(ROUNDINGS)}, "
+                              f"not {nt.rounding}")
+        if nt.overflow not in OVERFLOWS:
+            raise RbdgenError(f"the Verilog target implements the overflow modes {', '.join(OVERFLOWS)}, "
+                              f"not {nt.overflow}")
+        self.nt = nt
+        self.model = Model(nt, clock_mhz)
+        self.W, self.F = nt.W, nt.frac_bits
+
+    # -- the arithmetic, as Verilog functions of the module ---------------------------------
+    def _quant(self, name: str, width: int, drop: int) -> list[str]:
+        """``function name(x)``: a signed ``width``-bit value with ``drop`` more fractional bits
+        than the datapath, rounded at the datapath's last fractional bit and brought to W bits by
+        its overflow mode."""
+        W = self.W
+        rw = max(width, W) + 1  # r: the rounded value, wide enough to compare with W bits' extremes
+        lines = [f"  function automatic signed [{W - 1}:0] {name}(input signed [{width - 1}:0] fx);",
+                 f"    reg signed [{rw - 1}:0] r;"]
+        if drop == 0:
+            lines.append("    begin r = fx;")
+        elif self.nt.rounding == "AP_TRN":
+            lines.append(f"    begin r = fx >>> {drop};")
+        else:  # nearest, ties to even: up when the dropped bits exceed half, or are half and r is odd
+            rest = f" | (|fx[{drop - 2}:0])" if drop >= 2 else ""
+            lines.append(f"    begin r = (fx >>> {drop}) + $signed({{1'b0, fx[{drop - 1}] & (fx[{drop}]{rest})}});")
+        if self.nt.overflow == "AP_SAT":
+            hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
+            lines += [f"      if (r > {_lit(hi, rw)}) {name} = {_lit(hi, W)};",
+                      f"      else if (r < {_lit(lo, rw)}) {name} = {_lit(lo, W)};",
+                      f"      else {name} = r[{W - 1}:0];"]
+        else:
+            lines.append(f"      {name} = r[{W - 1}:0];")
+        lines += ["    end", "  endfunction"]
+        return lines
+
+    def functions(self) -> list[str]:
+        W, F = self.W, self.F
+        out = ["  // ---- the datapath type's operations (ap_fixed<%d,%d>, %s, %s): exact, then quantised once"
+               % (W, self.nt.I, self.nt.rounding, self.nt.overflow)]
+        out += self._quant("q_mul_", 2 * W, F)
+        out += self._quant("q_sum_", W + 1, 0)
+        out += [f"  function automatic signed [{W - 1}:0] q_mul(input signed [{W - 1}:0] fa, input signed [{W - 1}:0] fb);",
+                f"    reg signed [{2 * W - 1}:0] p;",
+                "    begin p = fa * fb; q_mul = q_mul_(p); end",
+                "  endfunction",
+                f"  function automatic signed [{W - 1}:0] q_add(input signed [{W - 1}:0] fa, input signed [{W - 1}:0] fb);",
+                f"    reg signed [{W}:0] s;",
+                "    begin s = fa + fb; q_add = q_sum_(s); end",
+                "  endfunction",
+                f"  function automatic signed [{W - 1}:0] q_sub(input signed [{W - 1}:0] fa, input signed [{W - 1}:0] fb);",
+                f"    reg signed [{W}:0] s;",
+                "    begin s = fa - fb; q_sub = q_sum_(s); end",
+                "  endfunction",
+                f"  function automatic signed [{W - 1}:0] q_neg(input signed [{W - 1}:0] fa);",
+                f"    reg signed [{W}:0] s;",
+                "    begin s = -fa; q_neg = q_sum_(s); end",
+                "  endfunction"]
+        return out
+
+    def cordic_module(self, prefix: str) -> list[str]:
+        """``module <prefix>_sincos``: the HLS target's CORDIC (rbdgen/targets/hls/cordic.py), its
+        integer widths and constants, combinational (the kernel registers its result)."""
+        c = cordic(self.W, self.nt.I)
+        W, F, FI, WC, N = c.W, c.F, c.FI, c.WC, c.N
+        lines = [f"// sin and cos of x by CORDIC: {N} rotations on {WC}-bit values with {FI} fractional bits,",
+                 "// the integer arithmetic of the HLS target's rbd_sincos (rbdgen/targets/hls/cordic.py), bit for bit",
+                 f"module {prefix}_sincos (",
+                 f"  input wire signed [{W - 1}:0] x,",
+                 f"  output wire signed [{W - 1}:0] s,",
+                 f"  output wire signed [{W - 1}:0] c);"]
+        lines += self._quant("q_from_cordic", WC, FI - F)
+        KP, RP, WR = c.W_KPROD, c.W_RPROD, c.W_R
+        lines += [f"  // quadrant k = round(x * 2/pi), with 2/pi to {c.M} bits",
+                  f"  wire signed [{KP - 1}:0] xk = x;",
+                  f"  wire signed [{KP - 1}:0] kp = xk * {_lit(c.C2PI, KP)} + {_lit(1 << (F + c.M - 1), KP)};",
+                  f"  wire signed [{c.KW - 1}:0] k = kp >>> {F + c.M};",
+                  f"  // r = x - k * pi/2 with {FI} fractional bits (pi/2 to {FI + c.L} bits)",
+                  f"  wire signed [{RP - 1}:0] kk = k;",
+                  f"  wire signed [{RP - 1}:0] kpi = kk * {_lit(c.PIO2, RP)} + {_lit(1 << (c.L - 1), RP)};",
+                  f"  wire signed [{WR - 1}:0] xr = x;",
+                  f"  wire signed [{WR - 1}:0] kps = kpi >>> {c.L};",
+                  f"  wire signed [{WR - 1}:0] rw = (xr <<< {FI - F}) - kps;",
+                  f"  wire signed [{WC - 1}:0] z0 = rw[{WC - 1}:0];",
+                  f"  wire signed [{WC - 1}:0] x0 = {_lit(c.kinv, WC)};  // 1/gain",
+                  f"  wire signed [{WC - 1}:0] y0 = {_lit(0, WC)};"]
+        for i in range(N):
+            a = _lit(c.atan[i], WC)
+            sh = f" >>> {i}" if i else ""
+            lines += [f"  // rotation {i}: by -+atan(2^-{i})",
+                      f"  wire n{i} = z{i}[{WC - 1}];",
+                      f"  wire signed [{WC - 1}:0] x{i + 1} = n{i} ? x{i} + (y{i}{sh}) : x{i} - (y{i}{sh});",
+                      f"  wire signed [{WC - 1}:0] y{i + 1} = n{i} ? y{i} - (x{i}{sh}) : y{i} + (x{i}{sh});",
+                      f"  wire signed [{WC - 1}:0] z{i + 1} = n{i} ? z{i} + {a} : z{i} - {a};"]
+        lines += ["  // quadrant k mod 4 (the low bits of k): (sin, cos)(r + k pi/2)",
+                  f"  wire signed [{WC - 1}:0] sr = k[0] ? (k[1] ? -x{N} : x{N}) : (k[1] ? -y{N} : y{N});",
+                  f"  wire signed [{WC - 1}:0] cr = k[0] ? (k[1] ? y{N} : -y{N}) : (k[1] ? -x{N} : x{N});",
+                  "  // to the datapath type, with its rounding and overflow modes",
+                  "  assign s = q_from_cordic(sr);",
+                  "  assign c = q_from_cordic(cr);",
+                  "endmodule", ""]
+        return lines
+
+    # -- one kernel ------------------------------------------------------------------------------
+    def kernel(self, kernel, prefix: str, robot: str) -> Module:
+        W = self.W
+        nt = self.nt
+        divs = [n for n in kernel.live_nodes() if n.op == "div"]
+        if divs:
+            raise RbdgenError(f"{kernel.name}: the Verilog target has no divider yet (this kernel divides "
+                              f"{len(divs)} times); choose kernels that do not divide with --kernels, e.g. "
+                              "rnea,nle,gravity,crba,forward_kinematics,frame_placement")
+        if kernel.post:
+            raise RbdgenError(f"{kernel.name}: the Verilog target does not print looped products yet")
+        self.nodes = kernel.graph.nodes  # by id (ids are places in the list)
+        kind, _, finish, start_of, ops = asap(kernel, self.model)
+        length = max(finish.values(), default=0.0)
+        latency = max(1, math.ceil(length - 1e-9))
+        name = f"{prefix}_{kernel.name}"
+        ins = [(a.name, a.size) for a in kernel.inputs]
+        outs = [(a.name, a.size) for a, _ in kernel.outputs]
+        body: list[str] = []
+        regs = 0
+        counts: dict[str, int] = {}
+
+        # where each value is readable: (combinational expression, settle cycle, registered?)
+        # reg_of[id]: the signal a later cycle reads
+        expr: dict[int, str] = {}
+        settle: dict[int, int] = {}      # cycle in which a chained value settles
+        piped: dict[int, bool] = {}      # the value leaves a pipeline register (readable from then on)
+        held: dict[int, str] = {}        # the register a later cycle reads a chained value from
+        need_hold: set = set()
+        # a chained value read in a later cycle than it settles in needs a hold register
+        for n in kernel.live_nodes():
+            k, x = kind[n.id]
+            if k != "op":
+                continue
+            use = start_of[n.id] if x.cycles else self._settle(n.id, finish)
+            for a in n.args:
+                src = self._source(a, kind)
+                if src is not None and kind[src][0] == "op" and not kind[src][1].cycles:
+                    if self._settle(src, finish) < use:
+                        need_hold.add(src)
+        for arr, vals in kernel.outputs:
+            for v in vals:
+                src = self._source(v.node, kind)
+                if src is not None and kind[src][0] == "op" and not kind[src][1].cycles:
+                    need_hold.add(src)  # an output settling within a cycle is registered
+
+        def read(a, cycle: int) -> str:
+            """The value of node ``a`` as an operation in ``cycle`` reads it."""
+            k, x = kind[a.id]
+            if k == "zero":
+                return _lit(0, W)
+            if k == "const":
+                return self._const(a)
+            if k == "input":
+                return f"in_{a.name}_{a.index}"
+            if k == "wire":
+                return self._wire(a, kind, cycle, read)
+            if piped[a.id]:
+                return expr[a.id]
+            if settle[a.id] < cycle:
+                return held[a.id]
+            return expr[a.id]
+
+        sincos_of = self.sincos_of = {}  # angle node id → (sin, cos) pipeline outputs
+        for n, x in ops:
+            # the cycle the operation reads its operands in: a registered operator's first, the
+            # one a chained operator settles in (an adder the schedule starts before a cycle
+            # boundary and ends after it reads its operands from their registers)
+            c = start_of[n.id] if x.cycles else self._settle(n.id, finish)
+            t = f"t{n.id}"
+            cls = x.cls
+            counts[cls] = counts.get(cls, 0) + 1
+            blk = n.block
+            where = f"{blk.phase}" + (f", body {blk.body}" if blk and blk.body is not None else "") + \
+                (f", level {blk.level}" if blk and blk.level is not None else "") if blk else ""
+            if cls == "sincos":
+                angle = read(n.args[0], c)
+                u = f"u{n.id}"
+                body += [f"  // {where}: sin/cos of one angle, cycles {c}..{c + x.cycles} (CORDIC, {x.cycles} pipeline stages)",
+                         f"  wire signed [{W - 1}:0] {u}_s, {u}_c;",
+                         f"  {prefix}_sincos {u} (.x({angle}), .s({u}_s), .c({u}_c));"]
+                for part in ("s", "c"):
+                    body += self._pipe(f"{u}_{part}", f"{u}_{part}", x.cycles)
+                    regs += x.cycles
+                sincos_of[n.args[0].id] = (f"{u}_s_p{x.cycles}", f"{u}_c_p{x.cycles}")
+                expr[n.id] = sincos_of[n.args[0].id][0 if n.op == "sin" else 1]
+                piped[n.id] = True
+                continue
+            a = [read(v, c) for v in n.args]
+            if n.op == "mul":
+                e = f"q_mul({a[0]}, {a[1]})"
+            elif n.op == "add":
+                e = f"q_add({a[0]}, {a[1]})"
+            elif n.op == "sub":
+                e = f"q_sub({a[0]}, {a[1]})"
+            elif n.op == "neg":
+                e = f"q_neg({a[0]})"
+            else:  # a multiply by −2^k, which the cost model prices as an adder: still a product here
+                e = f"q_mul({a[0]}, {a[1]})"
+            if x.cycles:
+                body += [f"  // {where}: {n.op}, cycles {c}..{c + x.cycles}",
+                         f"  wire signed [{W - 1}:0] {t}_c = {e};"]
+                body += self._pipe(f"{t}_c", t, x.cycles)
+                regs += x.cycles
+                expr[n.id] = f"{t}_p{x.cycles}"
+                piped[n.id] = True
+            else:
+                s = self._settle(n.id, finish)
+                body += [f"  wire signed [{W - 1}:0] {t} = {e};  // {where}: cycle {s}"]
+                expr[n.id] = t
+                settle[n.id] = s
+                piped[n.id] = False
+                if n.id in need_hold:
+                    body.append(f"  reg signed [{W - 1}:0] {t}_r;")
+                    body.append(f"  always @(posedge clk) {t}_r <= {t};")
+                    held[n.id] = f"{t}_r"
+                    regs += 1
+        # outputs: a pipeline register's value as it is, a chained value from its hold register
+        out_lines = []
+        for arr, vals in kernel.outputs:
+            for i, v in enumerate(vals):
+                out_lines.append(f"  assign {arr.name}[{(i + 1) * W - 1}:{i * W}] = {read(v.node, latency + 1)};")
+        ports = ["  input wire clk,", "  input wire start,  // takes the inputs; done falls",
+                 *[f"  input wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in ins],
+                 *[f"  output wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in outs],
+                 f"  output reg done  // high from cycle {latency} after start until the next start: the outputs are valid"]
+        head = [f"// {kernel.name} of robot {robot}: {kernel.doc}",
+                f"// datapath ap_fixed<{W},{nt.I}> ({self.F} fractional bits, {nt.rounding}, {nt.overflow}), "
+                f"{self.model.period and 1000.0 / self.model.period:g} MHz schedule: latency {latency} cycles "
+                f"(schedule length {length:.2f})",
+                f"module {name} ("] + ports + [");"]
+        inreg = []
+        for nm, n in ins:
+            inreg.append(f"  reg signed [{W - 1}:0] " + ", ".join(f"in_{nm}_{i}" for i in range(n)) + ";")
+        inreg += ["  always @(posedge clk) if (start) begin"]
+        for nm, n in ins:
+            for i in range(n):
+                inreg.append(f"    in_{nm}_{i} <= {nm}[{(i + 1) * W - 1}:{i * W}];")
+        inreg += ["  end"]
+        regs += sum(n for _, n in ins)
+        cnt_w = max(1, latency.bit_length() + 1)
+        ctl = [f"  // cycle count since start: done in cycle {latency}",
+               f"  reg [{cnt_w - 1}:0] cycle;",
+               "  always @(posedge clk) begin",
+               "    if (start) begin cycle <= 0; done <= 1'b0; end",
+               f"    else if (!done) begin cycle <= cycle + 1'b1; done <= (cycle == {_ulit(latency - 1, cnt_w)}); end",
+               "  end"]
+        text = "\n".join(head + self.functions() + inreg + ctl + body + out_lines + ["endmodule", ""])
+        return Module(name, text, ins, outs, latency, length, counts, regs)
+
+    @staticmethod
+    def _settle(nid: int, finish: dict) -> int:
+        """The cycle a chained value settles in (one ending exactly on a boundary settles in the
+        cycle before it)."""
+        return max(0, math.ceil(finish[nid] - 1e-9) - 1)
+
+    def _source(self, node, kind):
+        """The operation whose value ``node`` is (through wires), or None (constant, input)."""
+        while True:
+            k, x = kind[node.id]
+            if k == "op":
+                return node.id
+            if k != "wire":
+                return None
+            node = self.nodes[x]
+
+    def _const(self, n) -> str:
+        return _lit(quantise(n.value, self.W, self.nt.I, self.nt.rounding, self.nt.overflow), self.W)
+
+    def _wire(self, n, kind, cycle, read) -> str:
+        """A node the cost model prices as a wire: x + 0, x − 0, x · 1, x · 2^k (a product all the
+        same: a shift right rounds), or the second of an angle's sine and cosine."""
+        _, x = kind[n.id]
+        if n.op in ("sin", "cos"):
+            return self.sincos_of[n.args[0].id][0 if n.op == "sin" else 1]
+        if n.op == "mul":
+            return f"q_mul({read(n.args[0], cycle)}, {read(n.args[1], cycle)})"
+        return read(self.nodes[x], cycle)
+
+    def _pipe(self, src: str, stem: str, stages: int) -> list[str]:
+        """``stages`` free-running registers after ``src``: ``<stem>_p1`` … ``<stem>_p<stages>``."""
+        regs = ", ".join(f"{stem}_p{i}" for i in range(1, stages + 1))
+        return [f"  reg signed [{self.W - 1}:0] {regs};",
+                f"  always @(posedge clk) begin {stem}_p1 <= {src};"
+                + "".join(f" {stem}_p{i} <= {stem}_p{i - 1};" for i in range(2, stages + 1)) + " end"]
+
+
+def _ulit(v: int, w: int) -> str:
+    return f"{w}'d{v}"
+
+
+def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=None) -> tuple[list[Module], str]:
+    """The modules of ``kernels`` and the shared CORDIC module's text."""
+    from ... import registry
+    from ...codegen import escape as esc
+
+    em = _Emitter(nt, clock_mhz)
+    mods = []
+    for k in kernels:
+        if progress:
+            progress(f"tracing {k}")
+        kern = registry.trace(model, k)
+        if progress:
+            progress(f"printing {k}")
+        mods.append(em.kernel(kern, prefix, esc.comment(model.name)))
+    return mods, "\n".join(em.cordic_module(prefix))
+
