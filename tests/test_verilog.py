@@ -38,7 +38,7 @@ from rbdgen.targets.verilog import sim
 
 from conftest import ROBOT_CASES, load_case, random_state
 
-KERNELS = ("rnea", "forward_kinematics", "crba")
+KERNELS = ("rnea", "forward_kinematics", "crba", "aba")
 FIXED = (32, 16)
 
 
@@ -55,7 +55,7 @@ def built():
 
 
 def _args(k, q, v, a):
-    return {"rnea": (q, v, a), "forward_kinematics": (q,), "crba": (q,)}[k]
+    return {"rnea": (q, v, a), "forward_kinematics": (q,), "crba": (q,), "aba": (q, v, a)}[k]
 
 
 def test_modules_match_the_hls_c_simulation_bit_for_bit(built):
@@ -68,7 +68,7 @@ def test_modules_match_the_hls_c_simulation_bit_for_bit(built):
         got, want = getattr(kv, k)(*args), getattr(kh, k)(*args)
         np.testing.assert_array_equal(got, want, err_msg=f"{k}: Verilator vs HLS C simulation")
         np.testing.assert_array_equal(getattr(kv, k)(*(x[5] for x in args)), want[5], err_msg=f"{k}: one state")
-        ref = registry.reference(m, k, {"q": q, "v": v, "a": a})[0]
+        ref = registry.reference(m, k, {"q": q, "v": v, "a": a, "tau": a})[0]
         err = np.max(np.abs(got - ref)) / np.max(np.abs(ref))
         assert err <= measured_bound(registry.get(k), nt), f"{k}: {err:.3g} against the reference"
 
@@ -76,7 +76,10 @@ def test_modules_match_the_hls_c_simulation_bit_for_bit(built):
 def test_latency_is_the_schedules_measured_cycle_by_cycle(built):
     """done rises in the cost model's latency (inspect --cost --target hls, unbudgeted), and
     the outputs sampled in every cycle become final then: never later, and in the slowest state
-    not earlier (a register missing on the critical path would make them final sooner)."""
+    not earlier (a register missing on the critical path would make them final sooner). aba's
+    last operation multiplies by 1/D: with 16 fractional bits its last change is often below a
+    quantum, so its outputs can be final a few cycles early (over 300 states iiwa aba 503 of 504,
+    minv 496 of 497; with 40 fractional bits minv measured 814 of 814): only "never later" there."""
     m, kv, _ = built
     q, v, a, _ = random_state(m, seed=7, n=12)
     nt = numeric_type("float64", FIXED)
@@ -85,14 +88,19 @@ def test_latency_is_the_schedules_measured_cycle_by_cycle(built):
         c = kv.cycles(k)
         model_latency = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ)["latency_cycles"]
         assert c["schedule"] == model_latency, k
-        assert c["done"] == model_latency and c["outputs_final"] == model_latency, (k, c)
+        assert c["done"] == model_latency, (k, c)
+        if k == "aba":
+            assert model_latency - 20 <= c["outputs_final"] <= model_latency, (k, c)
+        else:
+            assert c["outputs_final"] == model_latency, (k, c)
 
 
 def _synthetic_kernel():
-    """y = [x0·x1, x2·x3, x0 + x1, x2 − x3, −x0, x1·x2 + x3]: every operation of the datapath."""
+    """y = [x0·x1, x2·x3, x0 + x1, x2 − x3, −x0, x1·x2 + x3, x0 / x1, x2 / x3]: every operation of
+    the datapath but sine and cosine (which the HLS comparison covers)."""
     g = Graph()
     x = [g.input("x", i) for i in range(4)]
-    ys = [x[0] * x[1], x[2] * x[3], x[0] + x[1], x[2] - x[3], -x[0], x[1] * x[2] + x[3]]
+    ys = [x[0] * x[1], x[2] * x[3], x[0] + x[1], x[2] - x[3], -x[0], x[1] * x[2] + x[3], x[0] / x[1], x[2] / x[3]]
     return Kernel("ops", g, [Array("x", (4,))], [(Array("y", (len(ys),)), ys)], doc="datapath operations")
 
 
@@ -108,25 +116,37 @@ def _exact(W, F, raw):
         r = fl + (1 if fr > Fraction(1, 2) or (fr == Fraction(1, 2) and fl % 2) else 0)
         return min(hi, max(lo, r))
 
+    def div(a: int, b: int) -> int:  # rbd_div: (A << F) / B truncated toward zero; b = 0: a's extreme
+        if b == 0:
+            return lo if a < 0 else hi
+        n, d = a << F, b
+        t = abs(n) // abs(d)
+        return min(hi, max(lo, t if (n < 0) == (d < 0) else -t))
+
     x = [Fraction(r, 2 ** F) for r in raw]
     p12 = Fraction(q(x[1] * x[2]), 2 ** F)
-    return [q(x[0] * x[1]), q(x[2] * x[3]), q(x[0] + x[1]), q(x[2] - x[3]), q(-x[0]), q(p12 + x[3])]
+    return [q(x[0] * x[1]), q(x[2] * x[3]), q(x[0] + x[1]), q(x[2] - x[3]), q(-x[0]), q(p12 + x[3]),
+            div(raw[0], raw[1]), div(raw[2], raw[3])]
 
 
 def test_datapath_operations_round_ties_to_even_and_saturate(tmp_path):
     """The synthetic kernel on operands chosen to hit the rounding's ties (both parities, both
-    signs), values just off a tie, and both saturations, against exact integer arithmetic."""
+    signs), values just off a tie, both saturations, and the divider's cases (quotients truncated
+    toward zero of either sign, overflowing ones, zero divisors of a negative, zero and positive
+    dividend), against exact integer arithmetic."""
     W, I = 16, 8  # noqa: E741
     F = W - I
     nt = numeric_type("float64", (W, I))
     mod = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ).kernel(_synthetic_kernel(), "rbd_ops", "synthetic")
-    files = {f"{mod.name}.v": mod.text, "rbd_ops_sincos.v": "\n".join(vemit._Emitter(nt, 250).cordic_module("rbd_ops"))}
-    entry = {"doc": "ops", "inputs": [{"name": "x", "size": 4}], "outputs": [{"name": "y", "shape": [6]}],
-             "ops": {"mul": 3, "add": 3, "div": 0, "sincos": 0, "total": 6}, "module": mod.name,
+    em = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ)
+    files = {f"{mod.name}.v": mod.text, "rbd_ops_sincos.v": "\n".join(em.cordic_module("rbd_ops")),
+             "rbd_ops_div.v": "\n".join(em.divider_module("rbd_ops"))}
+    entry = {"doc": "ops", "inputs": [{"name": "x", "size": 4}], "outputs": [{"name": "y", "shape": [8]}],
+             "ops": {"mul": 3, "add": 3, "div": 2, "sincos": 0, "total": 8}, "module": mod.name,
              "latency_cycles": mod.latency}
     src = Sources("verilog", "rbd_ops", files, {"ops": entry},
                   {"numtype": {"kind": "fixed", "W": W, "I": I, "rounding": "AP_RND_CONV", "overflow": "AP_SAT"},
-                   "cordic": "rbd_ops_sincos.v"}, ("ap_fixed<16,8>",))
+                   "units": ["rbd_ops_sincos.v", "rbd_ops_div.v"]}, ("ap_fixed<16,8>",))
 
     lib = ctypes.CDLL(str(sim.build_verilog(src)))
     run, cycles = lib.rbd_ops_ops_f64_batch, lib.rbd_ops_ops_f64_cycles
@@ -142,10 +162,15 @@ def test_datapath_operations_round_ties_to_even_and_saturate(tmp_path):
         (127 << F >> 4, 127 << F >> 4, 127 << F >> 4, -(127 << F >> 4)),  # 7.9² saturates high and low
         ((1 << (W - 1)) - 1, (1 << (W - 1)) - 1, -(1 << (W - 1)), (1 << (W - 1)) - 1),  # sums past both ends
         (-(1 << (W - 1)), 2, 3, 4),    # −(−128) saturates
+        (-7, 2, 7, -2),                # −7/2 and 7/−2 in raw steps: truncated toward zero
+        (100 << F, 1, -(100 << F), 3),  # 100 / 2^-8 overflows high; −100 / (3·2^-8) low
+        (-5, 0, 0, 0),                 # zero divisors: a < 0 → min, a = 0 → max
+        (5, 0, 1, 1 << F),             # a > 0 → max; x / 1 = x
+        (1, 3, -1, 3),                 # tiny quotients
     ]
     raw = np.array(cases, dtype=np.int64)
     xs = np.ascontiguousarray(np.ldexp(raw.astype(float), -F))
-    got = np.zeros((len(cases), 6))
+    got = np.zeros((len(cases), 8))
     run(len(cases), xs.ctypes.data, got.ctypes.data)
     want = np.array([_exact(W, F, [int(r) for r in row]) for row in cases], dtype=np.int64)
     np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64), want)
@@ -156,8 +181,9 @@ def test_refusals_name_what_is_wrong(monkeypatch):
     m = _iiwa()
     with pytest.raises(RbdgenError, match=r"--fixed 32,0: integer bits I \(sign included\) must be between 1"):
         rbdgen.build(m, target="verilog", fixed=(32, 0), kernels=("rnea",))
-    with pytest.raises(RbdgenError, match=r"aba: the Verilog target has no divider yet \(this kernel divides 6 times\)"):
-        rbdgen.build(m, target="verilog", fixed=FIXED, kernels=("aba",))
+    grad_fd = [k for k in registry.applicable(m, None) if registry.trace(m, k).post][0]
+    with pytest.raises(RbdgenError, match=rf"{grad_fd}: the Verilog target does not print looped products yet"):
+        rbdgen.build(m, target="verilog", fixed=FIXED, kernels=(grad_fd,))
     with pytest.raises(RbdgenError, match=r"implements the rounding modes AP_RND_CONV, AP_TRN, not AP_RND\b"):
         rbdgen.build(m, target="verilog", fixed=FIXED, rounding="AP_RND", kernels=("rnea",))
     sim.verilator.cache_clear()
@@ -178,15 +204,16 @@ def test_sources_are_deterministic_and_yosys_elaborates_them(tmp_path):
 
     m = _iiwa()
     t = get_target("verilog")
-    a = t.generate(m, ("rnea", "forward_kinematics"), dtypes=("float64",), name=None, fixed=FIXED)
-    b = t.generate(m, ("rnea", "forward_kinematics"), dtypes=("float64",), name=None, fixed=FIXED)
+    ks = ("forward_kinematics", "aba")  # the CORDIC and the divider instantiated
+    a = t.generate(m, ks, dtypes=("float64",), name=None, fixed=FIXED)
+    b = t.generate(m, ks, dtypes=("float64",), name=None, fixed=FIXED)
     assert a.files == b.files
     yosys = shutil.which("yosys")
     assert yosys, "yosys not found on PATH (`make rtl-tools` installs it)"
     for fn, text in a.files.items():
         (tmp_path / fn).write_text(text)
     for k, e in a.kernels.items():
-        script = (f"read_verilog {e['module']}.v {a.info['cordic']}; hierarchy -check -top {e['module']}; proc; "
-                  "check -assert")
+        script = (f"read_verilog {e['module']}.v {' '.join(a.info['units'])}; hierarchy -check -top {e['module']}; "
+                  "proc; check -assert")
         r = subprocess.run([yosys, "-q", "-p", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, f"{k}: yosys: {(r.stderr or r.stdout)[-2000:]}"

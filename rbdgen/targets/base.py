@@ -64,7 +64,7 @@ def check_opt(opt: str) -> str:
 
 
 # options several targets share (one object each, so the CLI declares each flag once)
-OPT = Option("opt", "--opt", "compiler optimisation flag (default cpu: -O3, and -Os for kernels of 5 000 statements or more; cuda: -O3; hls C simulation: -O1)", ("compile",),
+OPT = Option("opt", "--opt", "compiler optimisation flag (default cpu: -O3, and -Os for kernels of 5 000 statements or more; cuda: -O3; hls C simulation: -O1; verilog simulation: -O0)", ("compile",),
              {"metavar": "-ON"}, check=check_opt)
 CXX = Option("cxx", "--cxx", "C++ compiler (default: $CXX, else g++)", ("compile",), {"metavar": "PATH"})
 

@@ -159,15 +159,64 @@ class _Emitter:
                   "endmodule", ""]
         return lines
 
+    def divider_module(self, prefix: str) -> list[str]:
+        """``module <prefix>_div``: a / b as the HLS target's ``rbd_div`` on ap_fixed computes it —
+        the dividend's raw bits shifted left by F, divided by the divisor's, truncated toward
+        zero, saturated to W bits; a zero divisor gives the format's extreme of a's sign (+max
+        for a = 0) and sets ``dz``. Sequential, one quotient bit per cycle (restoring division on
+        the magnitudes), W + F + 3 cycles from ``go`` to ``q``: the cost model's divider."""
+        W, F = self.W, self.F
+        N = W + F
+        hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
+        cw = max(1, (N + 1).bit_length())
+        return [
+            f"// a / b in ap_fixed<{W},{self.nt.I}> as rbd_div computes it: (A << {F}) / B truncated toward zero,",
+            f"// saturated; one quotient bit per cycle, {N + 3} cycles from go (the cycle a and b are valid) to q",
+            f"module {prefix}_div (",
+            "  input wire clk,",
+            "  input wire go,",
+            f"  input wire signed [{W - 1}:0] a,",
+            f"  input wire signed [{W - 1}:0] b,",
+            f"  output reg signed [{W - 1}:0] q,",
+            "  output reg dz);",
+            f"  wire signed [{N - 1}:0] num = {{a, {F}'b0}};",
+            f"  wire [{N - 1}:0] num_mag = num[{N - 1}] ? -num : num;",
+            f"  wire [{W - 1}:0] den_mag = b[{W - 1}] ? -b : b;",
+            f"  reg [{N - 1}:0] qd;   // the dividend's bits not yet brought down, then the quotient's",
+            f"  reg [{W}:0] rem;",
+            f"  reg [{W - 1}:0] den;",
+            "  reg neg, zero, a_neg;",
+            f"  reg [{cw - 1}:0] step;  // 0: idle; 1..{N}: quotient bits; {N + 1}: sign and saturation",
+            f"  reg signed [{N}:0] qs;",
+            f"  wire [{W}:0] shifted = {{rem[{W - 1}:0], qd[{N - 1}]}};",
+            "  always @(posedge clk) begin",
+            "    if (go) begin",
+            "      qd <= num_mag; rem <= 0; den <= den_mag;",
+            f"      neg <= a[{W - 1}] ^ b[{W - 1}]; zero <= (b == 0); a_neg <= a[{W - 1}];",
+            "      step <= 1;",
+            f"    end else if (step >= 1 && step <= {N}) begin",
+            f"      if (shifted >= {{1'b0, den}}) begin rem <= shifted - {{1'b0, den}}; qd <= {{qd[{N - 2}:0], 1'b1}}; end",
+            f"      else begin rem <= shifted; qd <= {{qd[{N - 2}:0], 1'b0}}; end",
+            "      step <= step + 1'b1;",
+            f"    end else if (step == {N + 1}) begin",
+            "      qs <= neg ? -$signed({1'b0, qd}) : $signed({1'b0, qd});",
+            "      step <= step + 1'b1;",
+            f"    end else if (step == {N + 2}) begin",
+            "      dz <= zero;",
+            f"      if (zero) q <= a_neg ? {_lit(lo, W)} : {_lit(hi, W)};",
+            f"      else if (qs > {_lit(hi, N + 1)}) q <= {_lit(hi, W)};",
+            f"      else if (qs < {_lit(lo, N + 1)}) q <= {_lit(lo, W)};",
+            f"      else q <= qs[{W - 1}:0];",
+            "      step <= 0;",
+            "    end",
+            "  end",
+            "endmodule",
+            ""]
+
     # -- one kernel ------------------------------------------------------------------------------
     def kernel(self, kernel, prefix: str, robot: str) -> Module:
         W = self.W
         nt = self.nt
-        divs = [n for n in kernel.live_nodes() if n.op == "div"]
-        if divs:
-            raise RbdgenError(f"{kernel.name}: the Verilog target has no divider yet (this kernel divides "
-                              f"{len(divs)} times); choose kernels that do not divide with --kernels, e.g. "
-                              "rnea,nle,gravity,crba,forward_kinematics,frame_placement")
         if kernel.post:
             raise RbdgenError(f"{kernel.name}: the Verilog target does not print looped products yet")
         self.nodes = kernel.graph.nodes  # by id (ids are places in the list)
@@ -223,6 +272,8 @@ class _Emitter:
             return expr[a.id]
 
         sincos_of = self.sincos_of = {}  # angle node id → (sin, cos) pipeline outputs
+        dzs = []  # the dividers' zero-divisor flags
+        CNT_W = max(1, latency.bit_length() + 1)  # noqa: N806 (the cycle counter's width)
         for n, x in ops:
             # the cycle the operation reads its operands in: a registered operator's first, the
             # one a chained operator settles in (an adder the schedule starts before a cycle
@@ -246,6 +297,18 @@ class _Emitter:
                 sincos_of[n.args[0].id] = (f"{u}_s_p{x.cycles}", f"{u}_c_p{x.cycles}")
                 expr[n.id] = sincos_of[n.args[0].id][0 if n.op == "sin" else 1]
                 piped[n.id] = True
+                continue
+            if cls == "div":
+                a = [read(v, c) for v in n.args]
+                u = f"d{n.id}"
+                body += [f"  // {where}: division, cycles {c}..{c + x.cycles} (sequential divider)",
+                         f"  wire signed [{W - 1}:0] {u}_q;",
+                         f"  wire {u}_dz;",
+                         f"  {prefix}_div {u} (.clk(clk), .go(running && cycle == {_ulit(c, CNT_W)}), .a({a[0]}), "
+                         f".b({a[1]}), .q({u}_q), .dz({u}_dz));"]
+                expr[n.id] = f"{u}_q"
+                piped[n.id] = True
+                dzs.append(f"{u}_dz")
                 continue
             a = [read(v, c) for v in n.args]
             if n.op == "mul":
@@ -284,6 +347,8 @@ class _Emitter:
         ports = ["  input wire clk,", "  input wire start,  // takes the inputs; done falls",
                  *[f"  input wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in ins],
                  *[f"  output wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in outs],
+                 *(["  output wire div_by_zero,  // with done: a divisor was zero (its quotient saturated, as rbd_div's)"]
+                   if dzs else []),
                  f"  output reg done  // high from cycle {latency} after start until the next start: the outputs are valid"]
         head = [f"// {kernel.name} of robot {robot}: {kernel.doc}",
                 f"// datapath ap_fixed<{W},{nt.I}> ({self.F} fractional bits, {nt.rounding}, {nt.overflow}), "
@@ -299,13 +364,24 @@ class _Emitter:
                 inreg.append(f"    in_{nm}_{i} <= {nm}[{(i + 1) * W - 1}:{i * W}];")
         inreg += ["  end"]
         regs += sum(n for _, n in ins)
-        cnt_w = max(1, latency.bit_length() + 1)
+        cnt_w = CNT_W
+        last = _ulit(latency - 1, cnt_w)
         ctl = [f"  // cycle count since start: done in cycle {latency}",
-               f"  reg [{cnt_w - 1}:0] cycle;",
-               "  always @(posedge clk) begin",
-               "    if (start) begin cycle <= 0; done <= 1'b0; end",
-               f"    else if (!done) begin cycle <= cycle + 1'b1; done <= (cycle == {_ulit(latency - 1, cnt_w)}); end",
-               "  end"]
+               f"  reg [{cnt_w - 1}:0] cycle;"]
+        if dzs:  # the dividers start on the count: only while it runs
+            ctl += ["  reg running = 1'b0;",
+                    "  always @(posedge clk) begin",
+                    "    if (start) begin cycle <= 0; done <= 1'b0; running <= 1'b1; end",
+                    f"    else if (!done) begin cycle <= cycle + 1'b1; done <= (cycle == {last}); "
+                    f"if (cycle == {last}) running <= 1'b0; end",
+                    "  end"]
+        else:
+            ctl += ["  always @(posedge clk) begin",
+                    "    if (start) begin cycle <= 0; done <= 1'b0; end",
+                    f"    else if (!done) begin cycle <= cycle + 1'b1; done <= (cycle == {last}); end",
+                    "  end"]
+        if dzs:
+            out_lines.append(f"  assign div_by_zero = {' | '.join(dzs)};")
         text = "\n".join(head + self.functions() + inreg + ctl + body + out_lines + ["endmodule", ""])
         return Module(name, text, ins, outs, latency, length, counts, regs)
 
@@ -350,8 +426,9 @@ def _ulit(v: int, w: int) -> str:
     return f"{w}'d{v}"
 
 
-def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=None) -> tuple[list[Module], str]:
-    """The modules of ``kernels`` and the shared CORDIC module's text."""
+def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=None) -> tuple[list[Module], dict]:
+    """The modules of ``kernels``, and the texts of the units they share: {"sincos": the CORDIC
+    module, "div": the divider module}."""
     from ... import registry
     from ...codegen import escape as esc
 
@@ -364,5 +441,5 @@ def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=
         if progress:
             progress(f"printing {k}")
         mods.append(em.kernel(kern, prefix, esc.comment(model.name)))
-    return mods, "\n".join(em.cordic_module(prefix))
+    return mods, {"sincos": "\n".join(em.cordic_module(prefix)), "div": "\n".join(em.divider_module(prefix))}
 
