@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: mjcf-corpus rtl-tools demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts bench-rolled bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
+.PHONY: mjcf-corpus rtl-tools demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts synth-report bench-rolled bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -179,6 +179,13 @@ bench-rolled: $(STAMP)
 LAYOUTS_ARGS ?=
 bench-layouts: $(STAMP)
 	$(PY) benchmarks/layouts.py $(LAYOUTS_ARGS)
+
+# the Verilog target synthesized by Yosys (issue 48; not a test): synth_xilinx -family xcup per kernel of
+# the iiwa (FK, rnea, crba, aba), cell counts beside the HLS cost model's estimate; ~30 min on 2 cores;
+# writes benchmarks/results/rtl.{json,md}. SYNTH_ARGS="--kernels forward_kinematics" for one kernel
+SYNTH_ARGS ?=
+synth-report: $(STAMP) rtl-tools
+	$(PY) benchmarks/rtl_synth.py $(SYNTH_ARGS)
 
 # Lathrop's Tables 1 and 4 (seed 003, transcribed with line numbers) beside our op counts and
 # critical paths (not a test): traced IR only, ~5 s; writes benchmarks/results/lathrop.{json,md}

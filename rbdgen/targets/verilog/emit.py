@@ -8,14 +8,16 @@ saturated, a sum or difference saturated, a negation saturated, a constant quant
 design is generated (:func:`rbdgen.targets.hls.cost.quantise`), sine and cosine by the same
 CORDIC (:mod:`rbdgen.targets.hls.cordic`) in the same integer widths. Rounding modes AP_RND_CONV
 (nearest, ties to even) and AP_TRN, overflow modes AP_SAT and AP_WRAP; the others are refused.
-Divisions are not in this first version (aba, minv, ∇FD): refused, naming the kernel.
+A quotient is ``rbd_div``'s, by a sequential divider (:meth:`_Emitter.divider_module`). The looped
+products of ∇FD's epilogue are not printed yet: that kernel is refused, naming itself.
 
 Timing (:func:`rbdgen.targets.hls.cost.asap`, the schedule ``inspect --cost --target hls``
 reports): cycle 0 starts at the clock edge that takes ``start``; a multiplier or CORDIC that the
 model gives L cycles starts on a cycle boundary from its operands' values and its result leaves
 the last of L pipeline registers (synthesis retimes the arithmetic into them); adders chain
 combinationally within a cycle, and a value that a later cycle reads is read from a register
-loaded at the end of the cycle it settles in. Every register is free-running: the inputs are
+loaded at the end of the cycle it settles in; a divider starts when the cycle count reaches its
+start cycle and holds its quotient from W + F + 3 cycles later. Every register is free-running: the inputs are
 held in registers for the whole computation, so every value settles, in the cycle the schedule
 gives it, and stays. ``done`` rises in cycle ⌈latency⌉, when the outputs are valid (an output
 settling in the middle of a cycle is registered; one leaving a pipeline register is that

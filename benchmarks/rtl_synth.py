@@ -1,0 +1,141 @@
+"""Synthesis of the Verilog target's modules by Yosys (issue 48): real cell counts beside the HLS
+cost model's estimate for the same design (not a test).
+
+For each kernel of the iiwa (default: forward kinematics, rnea, crba, aba) in ap_fixed<32,16> at
+250 MHz, ``rbdgen generate --target verilog`` writes the module, and Yosys 0.23 (Debian, from
+``make rtl-tools``) runs ``synth_xilinx -family xcup`` (UltraScale+: DSP48E2, LUT6, CARRY8) on it
+and reports its cells. Beside them: the HLS cost model's figures for the same kernel, format and
+clock (``inspect --cost --target hls``): its spatial DSPs (one operator per operation, the
+design this RTL is), its LUTs and flip-flops, and its latency, which the RTL has by construction
+and which tests/test_verilog.py measures in Verilator. Two kernels synthesize at a time (one core
+each); the Yosys logs stay in the work folder when --keep is given.
+
+    make synth-report                       # ~30 min on the 2-core VM
+    python benchmarks/rtl_synth.py --kernels forward_kinematics   # one kernel, ~2 min
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import measure as bench
+from measure import HERE, log
+
+import rbdgen
+import rbdgen.robots
+from rbdgen import registry
+from rbdgen.targets import get_target
+from rbdgen.targets.hls.cost import kernel_cost
+from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, numeric_type
+from rbdgen.toolchain.compiler import find_cxx
+
+KERNELS = ("forward_kinematics", "rnea", "crba", "aba")
+FIXED = (32, 16)
+#: the cells reported, grouped
+GROUPS = {"DSP48E2": ("DSP48E2",), "LUT": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6"),
+          "FF": ("FDRE", "FDSE", "FDCE", "FDPE"), "SRL": ("SRL16E", "SRLC32E"), "CARRY": ("CARRY4", "CARRY8"),
+          "MUXF": ("MUXF7", "MUXF8", "MUXF9")}
+
+
+def synth(work: Path, module: str, files: list, timeout_s: int) -> dict:
+    yosys = shutil.which("yosys")
+    if yosys is None:
+        raise SystemExit("yosys not found: run `make rtl-tools`")
+    stat = work / f"{module}.stat"
+    script = (f"read_verilog {' '.join(files)}; synth_xilinx -family xcup -top {module}; "
+              f"tee -q -o {stat.name} stat")
+    t = time.perf_counter()
+    r = subprocess.run([yosys, "-q", "-l", f"{module}.log", "-p", script], cwd=work, capture_output=True, text=True,
+                       timeout=timeout_s)
+    secs = time.perf_counter() - t
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout)[-500:], "seconds": round(secs, 1)}
+    cells = {}
+    text = stat.read_text()
+    top = text.split("=== design hierarchy ===")[-1]  # the flattened totals of the top module
+    for name, count in re.findall(r"^\s+(\w+)\s+(\d+)\s*$", top, re.M):
+        cells[name] = cells.get(name, 0) + int(count)
+    groups = {g: sum(cells.get(c, 0) for c in cs) for g, cs in GROUPS.items()}
+    return {"cells": cells, "groups": groups, "seconds": round(secs, 1)}
+
+
+def run(kernels, timeout_s: int, keep: bool) -> dict:
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    nt = numeric_type("float64", FIXED)
+    src = get_target("verilog").generate(m, tuple(kernels), dtypes=("float64",), name=None, fixed=FIXED)
+    work = Path(tempfile.mkdtemp(prefix="rbdgen-synth-"))
+    for fn, text in src.files.items():
+        (work / fn).write_text(text)
+    rows = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
+        futs = {}
+        for k, e in src.kernels.items():
+            log(f"synthesizing {e['module']} (Yosys synth_xilinx -family xcup)")
+            futs[k] = ex.submit(synth, work, e["module"], [f"{e['module']}.v", *src.info["units"]], timeout_s)
+        for k, f in futs.items():
+            est = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ)
+            rows[k] = {"yosys": f.result(), "model": {x: est[x] for x in ("dsp", "dsp_spatial", "lut", "ff",
+                                                                          "latency_cycles")},
+                       "rtl": {x: src.kernels[k][x] for x in ("latency_cycles", "operators", "registers")}}
+            log(f"{k}: {rows[k]['yosys'].get('groups') or rows[k]['yosys'].get('error')} "
+                f"in {rows[k]['yosys']['seconds']} s")
+    if keep:
+        log(f"Yosys logs kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def markdown(res: dict) -> str:
+    mi = res["machine"]
+    lines = ["# The Verilog target synthesized by Yosys (issue 48)", "",
+             f"iiwa14, ap_fixed<{FIXED[0]},{FIXED[1]}> (AP_RND_CONV, AP_SAT), schedule at {DEFAULT_CLOCK_MHZ:g} MHz; "
+             f"Yosys `synth_xilinx -family xcup` ({res['yosys']}); machine {mi.get('cpu')}, revision {mi.get('git')}. "
+             "Model: the HLS cost model for the same kernel, format and clock (`inspect --cost --target hls`): "
+             "DSP-spatial is one operator per operation, the design the RTL is; its LUT and FF figures price that "
+             "design's operators and the values a latency design holds between cycles. The RTL's latency is the "
+             "model's by construction and measured in Verilator by tests/test_verilog.py.", "",
+             "| kernel | latency (cycles) | DSP48E2 (model spatial) | LUT (model) | FF + SRL (model FF) | CARRY | "
+             "Yosys time |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for k, r in res["kernels"].items():
+        y, md = r["yosys"], r["model"]
+        if "error" in y:
+            lines.append(f"| {k} | {r['rtl']['latency_cycles']} | failed: {y['error'][:80]} | | | | {y['seconds']} s |")
+            continue
+        g = y["groups"]
+        lines.append(f"| {k} | {r['rtl']['latency_cycles']} | {g['DSP48E2']} ({md['dsp_spatial']}, "
+                     f"{g['DSP48E2'] / max(md['dsp_spatial'], 1):.2f}×) | {g['LUT']} ({md['lut']}, "
+                     f"{g['LUT'] / max(md['lut'], 1):.2f}×) | {g['FF']} + {g['SRL']} ({md['ff']}) | {g['CARRY']} | "
+                     f"{y['seconds']:.0f} s |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated kernels of the iiwa")
+    p.add_argument("--timeout", type=int, default=3600, help="seconds per kernel's synthesis")
+    p.add_argument("--keep", action="store_true", help="keep the work folder (Verilog, Yosys logs)")
+    p.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    p.add_argument("--render", action="store_true", help="only rewrite rtl.md from rtl.json")
+    args = p.parse_args(argv)
+    out = Path(args.out) if args.out else HERE / "results"
+    if args.render:
+        bench.write_report(out, "rtl", None, markdown, lambda res, path: False)
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    ver = subprocess.run(["yosys", "-V"], capture_output=True, text=True).stdout.strip() if shutil.which("yosys") else "?"
+    res = {"machine": bench.machine_info(find_cxx()), "yosys": ver,
+           "kernels": run([k for k in args.kernels.split(",") if k], args.timeout, args.keep)}
+    bench.write_report(out, "rtl", res, markdown, lambda res, path: False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
