@@ -30,7 +30,7 @@ import rbdgen
 from rbdgen import registry
 from rbdgen.codegen.sources import Sources
 from rbdgen.errors import RbdgenError
-from rbdgen.ir.graph import Array, Graph, Kernel
+from rbdgen.ir.graph import Array, Graph, Kernel, MatMul
 from rbdgen.targets.hls.cost import kernel_cost
 from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, measured_bound, numeric_type
 from rbdgen.targets.verilog import emit as vemit
@@ -38,7 +38,8 @@ from rbdgen.targets.verilog import sim
 
 from conftest import ROBOT_CASES, load_case, random_state
 
-KERNELS = ("rnea", "forward_kinematics", "aba")  # every operation: products, sums, CORDIC, divider
+# every operation: products, sums, CORDIC, divider; ∇FD's dense products after the datapath
+KERNELS = ("rnea", "forward_kinematics", "aba", "aba_derivatives")
 FIXED = (32, 16)
 
 
@@ -55,7 +56,11 @@ def built():
 
 
 def _args(k, q, v, a):
-    return {"rnea": (q, v, a), "forward_kinematics": (q,), "aba": (q, v, a)}[k]
+    return {"rnea": (q, v, a), "forward_kinematics": (q,), "aba": (q, v, a), "aba_derivatives": (q, v, a)}[k]
+
+
+def _tuple(x):
+    return x if isinstance(x, tuple) else (x,)
 
 
 def test_modules_match_the_hls_c_simulation_bit_for_bit(built):
@@ -64,13 +69,17 @@ def test_modules_match_the_hls_c_simulation_bit_for_bit(built):
     q, v, a, _ = random_state(m, seed=48, n=n)
     nt = numeric_type("float64", FIXED)
     for k in KERNELS:
-        args = _args(k, q, v, a)
-        got, want = getattr(kv, k)(*args), getattr(kh, k)(*args)
-        np.testing.assert_array_equal(got, want, err_msg=f"{k}: Verilator vs HLS C simulation")
-        np.testing.assert_array_equal(getattr(kv, k)(*(x[5] for x in args)), want[5], err_msg=f"{k}: one state")
-        ref = registry.reference(m, k, {"q": q, "v": v, "a": a, "tau": a})[0]
-        err = np.max(np.abs(got - ref)) / np.max(np.abs(ref))
-        assert err <= measured_bound(registry.get(k), nt), f"{k}: {err:.3g} against the reference"
+        s = slice(0, 6) if k == "aba_derivatives" else slice(None)  # 660 cycles of 12 000 operators: 6 states
+        args = _args(k, q[s], v[s], a[s])
+        got, want = _tuple(getattr(kv, k)(*args)), _tuple(getattr(kh, k)(*args))
+        one = _tuple(getattr(kv, k)(*(x[5] for x in args)))
+        refs = registry.reference(m, k, {"q": q[s], "v": v[s], "a": a[s], "tau": a[s]})
+        assert len(got) == len(want) == len(one) == len(refs), k
+        for o, (g, w, g1, ref) in enumerate(zip(got, want, one, refs)):
+            np.testing.assert_array_equal(g, w, err_msg=f"{k} output {o}: Verilator vs HLS C simulation")
+            np.testing.assert_array_equal(g1, w[5], err_msg=f"{k} output {o}: one state")
+            err = np.max(np.abs(g - ref)) / np.max(np.abs(ref))
+            assert err <= measured_bound(registry.get(k), nt), f"{k} output {o}: {err:.3g} against the reference"
 
 
 def test_latency_is_the_schedules_measured_cycle_by_cycle(built):
@@ -84,7 +93,8 @@ def test_latency_is_the_schedules_measured_cycle_by_cycle(built):
     q, v, a, _ = random_state(m, seed=7, n=12)
     nt = numeric_type("float64", FIXED)
     for k in KERNELS:
-        getattr(kv, k)(*_args(k, q, v, a))
+        args = _args(k, q, v, a)
+        getattr(kv, k)(*(tuple(x[:4] for x in args) if k == "aba_derivatives" else args))
         c = kv.cycles(k)
         model_latency = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ)["latency_cycles"]
         assert c["schedule"] == model_latency, k
@@ -177,13 +187,90 @@ def test_datapath_operations_round_ties_to_even_and_saturate(tmp_path):
     assert cycles(0) == mod.latency
 
 
+def _synthetic_sources(kern, W, I):  # noqa: E741
+    """The Sources of one synthetic kernel at ap_fixed<W, I> (rounding to nearest, saturating)."""
+    nt = numeric_type("float64", (W, I))
+    em = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ)
+    mod = em.kernel(kern, "rbd_ops", "synthetic")
+    files = {f"{mod.name}.v": mod.text, "rbd_ops_sincos.v": "\n".join(em.cordic_module("rbd_ops")),
+             "rbd_ops_div.v": "\n".join(em.divider_module("rbd_ops"))}
+    entry = {"doc": kern.doc, "inputs": [{"name": a.name, "size": a.size} for a in kern.inputs],
+             "outputs": [{"name": a.name, "shape": list(a.shape)} for a in kern.all_outputs],
+             "ops": {"mul": 3, "add": 3, "div": 2, "sincos": 0, "total": 8}, "module": mod.name,
+             "latency_cycles": mod.latency}
+    return mod, Sources("verilog", "rbd_ops", files, {kern.name: entry},
+                        {"numtype": {"kind": "fixed", "W": W, "I": I, "rounding": "AP_RND_CONV", "overflow": "AP_SAT"},
+                         "units": ["rbd_ops_sincos.v", "rbd_ops_div.v"]}, (f"ap_fixed<{W},{I}>",))
+
+
+def test_products_accumulate_as_the_hls_loop_rounds_and_saturates():
+    """∇FD's dense products (y = −A · B) on a synthetic 2×3 · 3×2 kernel, against exact integer
+    arithmetic of the HLS target's loop: acc = 0, then acc −= A[i][l] · B[l][j], each step the
+    exact difference quantised once (rounded at the last fractional bit, ties to even, then
+    saturated). Operands hit ties after an even and an odd accumulator (where rounding the
+    product first would differ), a sum that saturates and comes back (saturation at every step,
+    not at the end), and both signs."""
+    W, I = 16, 8  # noqa: E741
+    F = W - I
+    n, k, m = 2, 3, 2
+    g = Graph()
+    x = [g.input("x", i) for i in range(n * k + k * m)]
+    kern = Kernel("prod", g, [Array("x", (len(x),))], [], doc="dense product")
+    kern.temps = [(Array("A", (n * k,)), x[:n * k]), (Array("B", (k * m,)), x[n * k:])]
+    kern.post = [MatMul("y", "A", "B", n, k, m, -1.0)]
+    kern.epilogue_outputs = [Array("y", (n, m))]
+    mod, src = _synthetic_sources(kern, W, I)
+    lib = ctypes.CDLL(str(sim.build_verilog(src)))
+    run, cycles = lib.rbd_ops_prod_f64_batch, lib.rbd_ops_prod_f64_cycles
+    run.argtypes, run.restype = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p], None
+    cycles.argtypes, cycles.restype = [ctypes.c_int], ctypes.c_long
+    hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
+
+    def q(v: Fraction) -> int:
+        s_ = v * 2 ** F
+        fl = math.floor(s_)
+        fr = s_ - fl
+        return min(hi, max(lo, fl + (1 if fr > Fraction(1, 2) or (fr == Fraction(1, 2) and fl % 2) else 0)))
+
+    def want(raw):
+        A = [Fraction(r, 2 ** F) for r in raw[:n * k]]
+        B = [Fraction(r, 2 ** F) for r in raw[n * k:]]
+        out = []
+        for i in range(n):
+            for j in range(m):
+                acc = 0
+                for l in range(k):  # noqa: E741
+                    acc = q(Fraction(acc, 2 ** F) - A[i * k + l] * B[l * m + j])
+                out.append(acc)
+        return out
+
+    half = 1 << (F - 1)
+    big = 100 << F
+    cases = [
+        # A (2×3)                         B (3×2)
+        (1, 1, 3, -1, 2, 5,                half, -half, 2, half, half, 3 * half),   # ties: half a quantum
+        (-3, 1, 1, 3, -1, 1,               half, half, 1 << F, -half, half, half),  # ties after odd sums
+        (big, -big, 1, -big, big, 1,       big, 1 << F, big, 1 << F, 3, half),      # saturate, come back
+        (5, 7, -9, 11, -13, 17,            19, -23, 29, 31, -37, 41),               # small, off ties
+    ]
+    raw = np.array(cases, dtype=np.int64)
+    xs = np.ascontiguousarray(np.ldexp(raw.astype(float), -F))
+    got = np.zeros((len(cases), n * m))
+    run(len(cases), xs.ctypes.data, got.ctypes.data)
+    np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64),
+                                  np.array([want([int(r) for r in row]) for row in cases], dtype=np.int64))
+    # the cost model's epilogue: n·m elements plus the pipeline's depth, after no datapath
+    assert cycles(0) == mod.latency == kernel_cost(kern, numeric_type("float64", (W, I)), DEFAULT_CLOCK_MHZ)[
+        "latency_cycles"]
+    with pytest.raises(RbdgenError, match=r"prod: the Verilog target prints products scaled by ±1 only \(y is scaled by 2\)"):
+        kern.post = [MatMul("y", "A", "B", n, k, m, 2.0)]
+        vemit._Emitter(numeric_type("float64", (W, I)), DEFAULT_CLOCK_MHZ).kernel(kern, "rbd_ops", "synthetic")
+
+
 def test_refusals_name_what_is_wrong(monkeypatch):
     m = _iiwa()
     with pytest.raises(RbdgenError, match=r"--fixed 32,0: integer bits I \(sign included\) must be between 1"):
         rbdgen.build(m, target="verilog", fixed=(32, 0), kernels=("rnea",))
-    grad_fd = [k for k in registry.applicable(m, None) if registry.trace(m, k).post][0]
-    with pytest.raises(RbdgenError, match=rf"{grad_fd}: the Verilog target does not print looped products yet"):
-        rbdgen.build(m, target="verilog", fixed=FIXED, kernels=(grad_fd,))
     with pytest.raises(RbdgenError, match=r"implements the rounding modes AP_RND_CONV, AP_TRN, not AP_RND\b"):
         rbdgen.build(m, target="verilog", fixed=FIXED, rounding="AP_RND", kernels=("rnea",))
     sim.verilator.cache_clear()

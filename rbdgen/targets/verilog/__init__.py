@@ -4,8 +4,7 @@ HLS cost model's schedule crosses cycle boundaries (:mod:`.emit`), with a Verila
 (:mod:`.sim`): ``rbdgen.build(model, target="verilog", fixed=(32, 16))`` simulates the modules
 cycle by cycle, ``rbdgen validate --target verilog`` checks them against the reference.
 
-Not yet (docs/verilog.md): the looped ∇FD products, operator sharing under a DSP budget, an
-II = 1 pipelined variant, the Yosys synthesis report.
+Not yet (docs/verilog.md): operator sharing under a DSP budget, an II = 1 pipelined variant.
 """
 from __future__ import annotations
 
@@ -61,7 +60,7 @@ class VerilogTarget(Target):
             kern = registry.trace(model, k)
             entries[k] = {"doc": kern.doc,
                           "inputs": [{"name": a.name, "size": int(a.size)} for a in kern.inputs],
-                          "outputs": [{"name": a.name, "shape": [int(s) for s in a.shape]} for a, _ in kern.outputs],
+                          "outputs": [{"name": a.name, "shape": [int(s) for s in a.shape]} for a in kern.all_outputs],
                           "ops": {c: int(v) for c, v in kern.op_counts().items()},
                           "module": md.name, "latency_cycles": md.latency, "schedule_length": round(md.length, 4),
                           "operators": md.ops, "registers": md.registers}

@@ -8,8 +8,9 @@ saturated, a sum or difference saturated, a negation saturated, a constant quant
 design is generated (:func:`rbdgen.targets.hls.cost.quantise`), sine and cosine by the same
 CORDIC (:mod:`rbdgen.targets.hls.cordic`) in the same integer widths. Rounding modes AP_RND_CONV
 (nearest, ties to even) and AP_TRN, overflow modes AP_SAT and AP_WRAP; the others are refused.
-A quotient is ``rbd_div``'s, by a sequential divider (:meth:`_Emitter.divider_module`). The looped
-products of ∇FD's epilogue are not printed yet: that kernel is refused, naming itself.
+A quotient is ``rbd_div``'s, by a sequential divider (:meth:`_Emitter.divider_module`). ∇FD's
+dense products (−M⁻¹ · ∂τ/∂u) follow the straight-line datapath as the HLS target's loop computes
+them (:meth:`_Emitter._epilogue`): one element per cycle on k shared multipliers.
 
 Timing (:func:`rbdgen.targets.hls.cost.asap`, the schedule ``inspect --cost --target hls``
 reports): cycle 0 starts at the clock edge that takes ``start``; a multiplier or CORDIC that the
@@ -219,15 +220,20 @@ class _Emitter:
     def kernel(self, kernel, prefix: str, robot: str) -> Module:
         W = self.W
         nt = self.nt
-        if kernel.post:
-            raise RbdgenError(f"{kernel.name}: the Verilog target does not print looped products yet")
+        for mm in kernel.post:
+            if mm.scale not in (1.0, -1.0):
+                raise RbdgenError(f"{kernel.name}: the Verilog target prints products scaled by ±1 only "
+                                  f"({mm.out} is scaled by {mm.scale:g})")
         self.nodes = kernel.graph.nodes  # by id (ids are places in the list)
         kind, _, finish, start_of, ops = asap(kernel, self.model)
         length = max(finish.values(), default=0.0)
+        main = math.ceil(length - 1e-9)  # the cycle the products start in (all their operands valid)
+        epi = self._epilogue_plan(kernel, main)
+        length += epi["cycles"]
         latency = max(1, math.ceil(length - 1e-9))
         name = f"{prefix}_{kernel.name}"
         ins = [(a.name, a.size) for a in kernel.inputs]
-        outs = [(a.name, a.size) for a, _ in kernel.outputs]
+        outs = [(a.name, a.size) for a in kernel.all_outputs]
         body: list[str] = []
         regs = 0
         counts: dict[str, int] = {}
@@ -250,11 +256,11 @@ class _Emitter:
                 if src is not None and kind[src][0] == "op" and not kind[src][1].cycles:
                     if self._settle(src, finish) < use:
                         need_hold.add(src)
-        for arr, vals in kernel.outputs:
+        for arr, vals in kernel.traced_arrays():
             for v in vals:
                 src = self._source(v.node, kind)
                 if src is not None and kind[src][0] == "op" and not kind[src][1].cycles:
-                    need_hold.add(src)  # an output settling within a cycle is registered
+                    need_hold.add(src)  # an output (or a product's operand) settling within a cycle is registered
 
         def read(a, cycle: int) -> str:
             """The value of node ``a`` as an operation in ``cycle`` reads it."""
@@ -341,11 +347,19 @@ class _Emitter:
                     body.append(f"  always @(posedge clk) {t}_r <= {t};")
                     held[n.id] = f"{t}_r"
                     regs += 1
-        # outputs: a pipeline register's value as it is, a chained value from its hold register
+        # the products, after the straight-line datapath (their operands: its outputs and temps)
+        arrays = {a.name: [read(v.node, latency + 1) for v in vals] for a, vals in kernel.traced_arrays()}
+        if kernel.post:
+            epi_lines, epi_regs = self._epilogue(kernel, epi, arrays, CNT_W)
+            body += epi_lines
+            regs += epi_regs
+            counts["mul"] = counts.get("mul", 0) + epi["k"]
+        # outputs: a pipeline register's value as it is, a chained value from its hold register, a
+        # product's element from its register
         out_lines = []
-        for arr, vals in kernel.outputs:
-            for i, v in enumerate(vals):
-                out_lines.append(f"  assign {arr.name}[{(i + 1) * W - 1}:{i * W}] = {read(v.node, latency + 1)};")
+        for arr in kernel.all_outputs:
+            for i, v in enumerate(arrays[arr.name]):
+                out_lines.append(f"  assign {arr.name}[{(i + 1) * W - 1}:{i * W}] = {v};")
         ports = ["  input wire clk,", "  input wire start,  // takes the inputs; done falls",
                  *[f"  input wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in ins],
                  *[f"  output wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in outs],
@@ -387,6 +401,82 @@ class _Emitter:
         text = "\n".join(head + self.functions() + inreg + ctl + body + out_lines + ["endmodule", ""])
         return Module(name, text, ins, outs, latency, length, counts, regs)
 
+    def _epilogue_plan(self, kernel, main: int) -> dict:
+        """The products' timing as the cost model prices them (``kernel_cost``'s epilogue): one
+        after the other from cycle ``main``, each an element per cycle on k pipelined
+        multipliers (the same k for all), an element's k products summed in a chain of
+        ⌈k · adder delay⌉ cycles; element e of a product starting in cycle s is read in cycle
+        s + e and is final in its register from cycle s + e + it, it = L + ⌈k · adder delay⌉."""
+        if not kernel.post:
+            return {"cycles": 0}
+        ks = {mm.k for mm in kernel.post}
+        if len(ks) > 1 or len({mm.scale for mm in kernel.post}) > 1:
+            raise RbdgenError(f"{kernel.name}: the Verilog target prints products of one inner size and sign only "
+                              f"(this kernel's: {', '.join(f'{mm.out}: k={mm.k}, scale {mm.scale:g}' for mm in kernel.post)})")
+        k = ks.pop()
+        mul, add = self.model.mul(), self.model.add()
+        chain = math.ceil(k * add.chain - 1e-9) + add.cycles * k
+        it = mul.cycles + chain
+        starts, s = [], main
+        for mm in kernel.post:
+            starts.append(s)
+            s += mm.n * mm.m + it - 1
+        return {"cycles": s - main, "k": k, "L": mul.cycles, "chain": chain, "it": it, "starts": starts,
+                "neg": kernel.post[0].scale == -1.0}
+
+    def _epilogue(self, kernel, plan: dict, arrays: dict, cnt_w: int) -> tuple[list[str], int]:
+        """The products ``out = ±A · B`` as the HLS target's "dot" loop computes them in
+        ap_fixed: each element from an accumulator of the datapath type, 0, then acc ∓= A[i][l] ·
+        B[l][j] for l = 0 … k−1, every step the exact difference of the accumulator and the exact
+        (2W-bit) product, quantised once. k multipliers (lanes), their operands chosen by the
+        cycle count; each element lands in its own register. ``arrays``: name → the values the
+        products read (extended here with each product's element registers)."""
+        W, F = self.W, self.F
+        k, L, C, it = plan["k"], plan["L"], plan["chain"], plan["it"]
+        op = "-" if plan["neg"] else "+"
+        lines = [f"  // ---- the products ({', '.join(f'{mm.out} = {op}{mm.a} · {mm.b}' for mm in kernel.post)}), dense, "
+                 f"after the straight-line datapath: one element per cycle on {k} multipliers ({L} stages), its {k} "
+                 f"products summed in order in the datapath type ({C} cycle(s)), as the HLS target's loop"]
+        lines += self._quant("q_acc_", 2 * W + 1, F)
+        lines += [f"  function automatic signed [{W - 1}:0] q_acc(input signed [{W - 1}:0] facc, "
+                  f"input signed [{2 * W - 1}:0] fp);",
+                  f"    reg signed [{2 * W}:0] d;",
+                  f"    begin d = facc; d = (d <<< {F}) {op} fp; q_acc = q_acc_(d); end",
+                  "  endfunction"]
+        la = [f"ep_a{l}" for l in range(k)]
+        lb = [f"ep_b{l}" for l in range(k)]
+        lines += [f"  reg signed [{W - 1}:0] {', '.join(la + lb)};",
+                  "  always @* begin",
+                  "    " + " ".join(f"{x} = {_lit(0, W)};" for x in la + lb),
+                  "    case (cycle)"]
+        captures = []
+        for mm, s0 in zip(kernel.post, plan["starts"]):
+            A, B = arrays[mm.a], arrays[mm.b]
+            regs = [f"ep_{mm.out}_{e}" for e in range(mm.n * mm.m)]
+            for i in range(mm.n):
+                for j in range(mm.m):
+                    e = i * mm.m + j
+                    sets = [f"{la[l]} = {A[i * k + l]};" for l in range(k)] + \
+                           [f"{lb[l]} = {B[l * mm.m + j]};" for l in range(k)]
+                    lines.append(f"      {_ulit(s0 + e, cnt_w)}: begin {' '.join(sets)} end  // {mm.out}[{i}][{j}]")
+                    captures.append(f"      {_ulit(s0 + e + it - 1, cnt_w)}: {regs[e]} <= ep_s{k}_p{C - 1};"
+                                    if C > 1 else f"      {_ulit(s0 + e + it - 1, cnt_w)}: {regs[e]} <= ep_s{k};")
+            arrays[mm.out] = regs
+        lines += ["      default: ;", "    endcase", "  end"]
+        for l in range(k):
+            lines.append(f"  wire signed [{2 * W - 1}:0] ep_m{l} = ep_a{l} * ep_b{l};  // exact")
+            lines += self._pipe(f"ep_m{l}", f"ep_m{l}", L, 2 * W)
+        lines.append(f"  wire signed [{W - 1}:0] ep_s0 = {_lit(0, W)};")
+        for l in range(k):
+            lines.append(f"  wire signed [{W - 1}:0] ep_s{l + 1} = q_acc(ep_s{l}, ep_m{l}_p{L});")
+        if C > 1:
+            lines += self._pipe(f"ep_s{k}", f"ep_s{k}", C - 1)
+        n_el = sum(mm.n * mm.m for mm in kernel.post)
+        lines += [f"  reg signed [{W - 1}:0] " + ", ".join(r for mm in kernel.post for r in arrays[mm.out]) + ";",
+                  "  // each element's register loads in the last cycle of its sum",
+                  "  always @(posedge clk) begin", "    case (cycle)", *captures, "      default: ;", "    endcase", "  end"]
+        return lines, 2 * k + 2 * k * L + (C - 1) + n_el
+
     @staticmethod
     def _settle(nid: int, finish: dict) -> int:
         """The cycle a chained value settles in (one ending exactly on a boundary settles in the
@@ -416,10 +506,10 @@ class _Emitter:
             return f"q_mul({read(n.args[0], cycle)}, {read(n.args[1], cycle)})"
         return read(self.nodes[x], cycle)
 
-    def _pipe(self, src: str, stem: str, stages: int) -> list[str]:
+    def _pipe(self, src: str, stem: str, stages: int, width: int | None = None) -> list[str]:
         """``stages`` free-running registers after ``src``: ``<stem>_p1`` … ``<stem>_p<stages>``."""
         regs = ", ".join(f"{stem}_p{i}" for i in range(1, stages + 1))
-        return [f"  reg signed [{self.W - 1}:0] {regs};",
+        return [f"  reg signed [{(width or self.W) - 1}:0] {regs};",
                 f"  always @(posedge clk) begin {stem}_p1 <= {src};"
                 + "".join(f" {stem}_p{i} <= {stem}_p{i - 1};" for i in range(2, stages + 1)) + " end"]
 
