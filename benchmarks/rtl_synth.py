@@ -10,13 +10,20 @@ design this RTL is), its LUTs and flip-flops, and its latency, which the RTL has
 and which tests/test_verilog.py measures in Verilator. Two kernels synthesize at a time (one core
 each); the Yosys logs stay in the work folder when --keep is given.
 
+A kernel written ``kernel@N`` is the design within N DSP48E2 slices (``--dsp-budget N``: the
+multipliers and CORDIC units shared on the HLS list schedule); its model figures are the budgeted
+design's (``inspect --cost --target hls --dsp-budget N``). ∇FD is only synthesized so: unshared
+it would need 12 010 DSPs, more than a VCU118's 6 840.
+
     make synth-report                       # ~30 min on the 2-core VM
     python benchmarks/rtl_synth.py --kernels forward_kinematics   # one kernel, ~2 min
+    python benchmarks/rtl_synth.py --kernels aba_derivatives@200 --merge   # add a row to rtl.json
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import re
 import shutil
 import subprocess
@@ -34,9 +41,10 @@ from rbdgen import registry
 from rbdgen.targets import get_target
 from rbdgen.targets.hls.cost import kernel_cost
 from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, numeric_type
+from rbdgen.targets.hls.schedule import budget_cost
 from rbdgen.toolchain.compiler import find_cxx
 
-KERNELS = ("forward_kinematics", "rnea", "crba", "aba")
+KERNELS = ("forward_kinematics", "rnea", "crba", "aba", "aba_derivatives@200")
 FIXED = (32, 16)
 #: the cells reported, grouped
 GROUPS = {"DSP48E2": ("DSP48E2",), "LUT": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6"),
@@ -66,26 +74,45 @@ def synth(work: Path, module: str, files: list, timeout_s: int) -> dict:
     return {"cells": cells, "groups": groups, "seconds": round(secs, 1)}
 
 
-def run(kernels, timeout_s: int, keep: bool) -> dict:
+def parse(spec: str) -> tuple[str, int | None]:
+    """``kernel`` or ``kernel@N`` (within N DSPs) → (kernel, N or None)."""
+    k, _, b = spec.partition("@")
+    return k, (int(b) if b else None)
+
+
+def run(specs, timeout_s: int, keep: bool, revision: str) -> dict:
     m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
     nt = numeric_type("float64", FIXED)
-    src = get_target("verilog").generate(m, tuple(kernels), dtypes=("float64",), name=None, fixed=FIXED)
     work = Path(tempfile.mkdtemp(prefix="rbdgen-synth-"))
-    for fn, text in src.files.items():
-        (work / fn).write_text(text)
     rows = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
         futs = {}
-        for k, e in src.kernels.items():
-            log(f"synthesizing {e['module']} (Yosys synth_xilinx -family xcup)")
-            futs[k] = ex.submit(synth, work, e["module"], [f"{e['module']}.v", *src.info["units"]], timeout_s)
-        for k, f in futs.items():
-            est = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ)
-            rows[k] = {"yosys": f.result(), "model": {x: est[x] for x in ("dsp", "dsp_spatial", "lut", "ff",
-                                                                          "latency_cycles")},
-                       "rtl": {x: src.kernels[k][x] for x in ("latency_cycles", "operators", "registers")}}
-            log(f"{k}: {rows[k]['yosys'].get('groups') or rows[k]['yosys'].get('error')} "
-                f"in {rows[k]['yosys']['seconds']} s")
+        for spec in specs:
+            k, budget = parse(spec)
+            src = get_target("verilog").generate(m, (k,), dtypes=("float64",), name=None, fixed=FIXED,
+                                                 dsp_budget=budget)
+            d = work / (f"budget{budget}" if budget else "unshared")
+            d.mkdir(exist_ok=True)
+            for fn, text in src.files.items():
+                (d / fn).write_text(text)
+            e = src.kernels[k]
+            log(f"synthesizing {e['module']}" + (f" within {budget} DSPs" if budget else "")
+                + " (Yosys synth_xilinx -family xcup)")
+            futs[spec] = (src, ex.submit(synth, d, e["module"], [f"{e['module']}.v", *src.info["units"]], timeout_s))
+        for spec, (src, f) in futs.items():
+            k, budget = parse(spec)
+            kern = registry.trace(m, k)
+            if budget:
+                est = budget_cost(kern, nt, DEFAULT_CLOCK_MHZ, budget)
+                est["dsp_spatial"] = est["dsp"]  # the design the RTL is: the shared operators
+            else:
+                est = kernel_cost(kern, nt, DEFAULT_CLOCK_MHZ)
+            rows[spec] = {"yosys": f.result(), "model": {x: est[x] for x in ("dsp", "dsp_spatial", "lut", "ff",
+                                                                             "latency_cycles")},
+                          "rtl": {x: src.kernels[k][x] for x in ("latency_cycles", "operators", "registers")},
+                          "dsp_budget": budget, "revision": revision}
+            log(f"{spec}: {rows[spec]['yosys'].get('groups') or rows[spec]['yosys'].get('error')} "
+                f"in {rows[spec]['yosys']['seconds']} s")
     if keep:
         log(f"Yosys logs kept in {work}")
     else:
@@ -97,23 +124,28 @@ def markdown(res: dict) -> str:
     mi = res["machine"]
     lines = ["# The Verilog target synthesized by Yosys (issue 48)", "",
              f"iiwa14, ap_fixed<{FIXED[0]},{FIXED[1]}> (AP_RND_CONV, AP_SAT), schedule at {DEFAULT_CLOCK_MHZ:g} MHz; "
-             f"Yosys `synth_xilinx -family xcup` ({res['yosys']}); machine {mi.get('cpu')}, revision {mi.get('git')}. "
-             "Model: the HLS cost model for the same kernel, format and clock (`inspect --cost --target hls`): "
-             "DSP-spatial is one operator per operation, the design the RTL is; its LUT and FF figures price that "
-             "design's operators and the values a latency design holds between cycles. The RTL's latency is the "
-             "model's by construction and measured in Verilator by tests/test_verilog.py.", "",
-             "| kernel | latency (cycles) | DSP48E2 (model spatial) | LUT (model) | FF + SRL (model FF) | CARRY | "
-             "Yosys time |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for k, r in res["kernels"].items():
+             f"Yosys `synth_xilinx -family xcup` ({res['yosys']}); machine {mi.get('cpu')}, revision of each row "
+             "below. Model: the HLS cost model for the same kernel, format and clock (`inspect --cost --target "
+             "hls`): DSP-spatial is one operator per operation, the design the unshared RTL is; a row `@ N DSP` "
+             "is the design within a budget of N (`--dsp-budget N`: multipliers and CORDIC units shared on the "
+             "list schedule) beside the budgeted model (`inspect --cost --dsp-budget N`). The LUT and FF figures "
+             "price the design's operators (and, budgeted, its operand multiplexers) and the values a latency "
+             "design holds between cycles. The RTL's latency is the model's by construction and measured in "
+             "Verilator by tests/test_verilog.py.", "",
+             "| kernel | latency (cycles) | DSP48E2 (model) | LUT (model) | FF + SRL (model FF) | CARRY | "
+             "Yosys time | revision |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for spec, r in res["kernels"].items():
+        k = spec.replace("@", " @ ") + (" DSP" if "@" in spec else "")
         y, md = r["yosys"], r["model"]
         if "error" in y:
-            lines.append(f"| {k} | {r['rtl']['latency_cycles']} | failed: {y['error'][:80]} | | | | {y['seconds']} s |")
+            lines.append(f"| {k} | {r['rtl']['latency_cycles']} | failed: {y['error'][:80]} | | | | {y['seconds']} s "
+                         f"| {r.get('revision', mi.get('git'))} |")
             continue
         g = y["groups"]
         lines.append(f"| {k} | {r['rtl']['latency_cycles']} | {g['DSP48E2']} ({md['dsp_spatial']}, "
                      f"{g['DSP48E2'] / max(md['dsp_spatial'], 1):.2f}×) | {g['LUT']} ({md['lut']}, "
                      f"{g['LUT'] / max(md['lut'], 1):.2f}×) | {g['FF']} + {g['SRL']} ({md['ff']}) | {g['CARRY']} | "
-                     f"{y['seconds']:.0f} s |")
+                     f"{y['seconds']:.0f} s | {r.get('revision', mi.get('git'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -124,6 +156,7 @@ def main(argv=None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the work folder (Verilog, Yosys logs)")
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     p.add_argument("--render", action="store_true", help="only rewrite rtl.md from rtl.json")
+    p.add_argument("--merge", action="store_true", help="keep rtl.json's rows of kernels not synthesized now")
     args = p.parse_args(argv)
     out = Path(args.out) if args.out else HERE / "results"
     if args.render:
@@ -131,8 +164,13 @@ def main(argv=None) -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     ver = subprocess.run(["yosys", "-V"], capture_output=True, text=True).stdout.strip() if shutil.which("yosys") else "?"
-    res = {"machine": bench.machine_info(find_cxx()), "yosys": ver,
-           "kernels": run([k for k in args.kernels.split(",") if k], args.timeout, args.keep)}
+    machine = bench.machine_info(find_cxx())
+    rows = run([k for k in args.kernels.split(",") if k], args.timeout, args.keep, machine.get("git"))
+    if args.merge and (out / "rtl.json").exists():
+        old = json.loads((out / "rtl.json").read_text())
+        kept = {k: {"revision": old["machine"].get("git"), **r} for k, r in old["kernels"].items() if k not in rows}
+        rows = {**kept, **rows}
+    res = {"machine": machine, "yosys": ver, "kernels": rows}
     bench.write_report(out, "rtl", res, markdown, lambda res, path: False)
     return 0
 

@@ -32,14 +32,18 @@ from rbdgen.codegen.sources import Sources
 from rbdgen.errors import RbdgenError
 from rbdgen.ir.graph import Array, Graph, Kernel, MatMul
 from rbdgen.targets.hls.cost import kernel_cost
+from rbdgen.targets.hls.schedule import budget_cost
 from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, measured_bound, numeric_type
 from rbdgen.targets.verilog import emit as vemit
 from rbdgen.targets.verilog import sim
 
 from conftest import ROBOT_CASES, load_case, random_state
 
-# every operation: products, sums, CORDIC, divider; ∇FD's dense products after the datapath
-KERNELS = ("rnea", "forward_kinematics", "aba", "aba_derivatives")
+# every operation unshared: products, sums, CORDIC, divider. ∇FD (its datapath and dense products)
+# runs within a DSP budget, the design a real part holds (test_a_dsp_budget_shares_the_operators);
+# unshared, its products are the synthetic kernel's test (unshared ∇FD, 12 010 DSPs, was checked
+# by hand: bit for bit on 23 states, 660 cycles measured = the cost model's; 45 s more of CI)
+KERNELS = ("rnea", "forward_kinematics", "aba")
 FIXED = (32, 16)
 
 
@@ -52,7 +56,7 @@ def _iiwa():
 def built():
     m = _iiwa()
     return m, rbdgen.build(m, target="verilog", fixed=FIXED, kernels=KERNELS), \
-        rbdgen.build(m, target="hls", fixed=FIXED, kernels=KERNELS)
+        rbdgen.build(m, target="hls", fixed=FIXED, kernels=KERNELS + ("aba_derivatives",))
 
 
 def _args(k, q, v, a):
@@ -69,11 +73,10 @@ def test_modules_match_the_hls_c_simulation_bit_for_bit(built):
     q, v, a, _ = random_state(m, seed=48, n=n)
     nt = numeric_type("float64", FIXED)
     for k in KERNELS:
-        s = slice(0, 6) if k == "aba_derivatives" else slice(None)  # 660 cycles of 12 000 operators: 6 states
-        args = _args(k, q[s], v[s], a[s])
+        args = _args(k, q, v, a)
         got, want = _tuple(getattr(kv, k)(*args)), _tuple(getattr(kh, k)(*args))
         one = _tuple(getattr(kv, k)(*(x[5] for x in args)))
-        refs = registry.reference(m, k, {"q": q[s], "v": v[s], "a": a[s], "tau": a[s]})
+        refs = registry.reference(m, k, {"q": q, "v": v, "a": a, "tau": a})
         assert len(got) == len(want) == len(one) == len(refs), k
         for o, (g, w, g1, ref) in enumerate(zip(got, want, one, refs)):
             np.testing.assert_array_equal(g, w, err_msg=f"{k} output {o}: Verilator vs HLS C simulation")
@@ -93,8 +96,7 @@ def test_latency_is_the_schedules_measured_cycle_by_cycle(built):
     q, v, a, _ = random_state(m, seed=7, n=12)
     nt = numeric_type("float64", FIXED)
     for k in KERNELS:
-        args = _args(k, q, v, a)
-        getattr(kv, k)(*(tuple(x[:4] for x in args) if k == "aba_derivatives" else args))
+        getattr(kv, k)(*_args(k, q, v, a))
         c = kv.cycles(k)
         model_latency = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ)["latency_cycles"]
         assert c["schedule"] == model_latency, k
@@ -139,25 +141,35 @@ def _exact(W, F, raw):
             div(raw[0], raw[1]), div(raw[2], raw[3])]
 
 
-def test_datapath_operations_round_ties_to_even_and_saturate(tmp_path):
+def _synthetic_sources(kern, W, I, budget=None):  # noqa: E741
+    """The module and Sources of one synthetic kernel at ap_fixed<W, I> (rounding to nearest,
+    saturating), unshared or within ``budget`` DSPs."""
+    nt = numeric_type("float64", (W, I))
+    em = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ)
+    mod = em.kernel(kern, "rbd_ops", "synthetic", budget)
+    files = {f"{mod.name}.v": mod.text, "rbd_ops_sincos.v": "\n".join(em.cordic_module("rbd_ops")),
+             "rbd_ops_div.v": "\n".join(em.divider_module("rbd_ops"))}
+    entry = {"doc": kern.doc, "inputs": [{"name": a.name, "size": a.size} for a in kern.inputs],
+             "outputs": [{"name": a.name, "shape": list(a.shape)} for a in kern.all_outputs],
+             "ops": {"mul": 3, "add": 3, "div": 2, "sincos": 0, "total": 8}, "module": mod.name,
+             "latency_cycles": mod.latency}
+    return mod, Sources("verilog", "rbd_ops", files, {kern.name: entry},
+                        {"numtype": {"kind": "fixed", "W": W, "I": I, "rounding": "AP_RND_CONV", "overflow": "AP_SAT"},
+                         "units": ["rbd_ops_sincos.v", "rbd_ops_div.v"]}, (f"ap_fixed<{W},{I}>",))
+
+
+@pytest.mark.parametrize("budget", [None, 1], ids=["unshared", "one-multiplier"])
+def test_datapath_operations_round_ties_to_even_and_saturate(budget):
     """The synthetic kernel on operands chosen to hit the rounding's ties (both parities, both
     signs), values just off a tie, both saturations, and the divider's cases (quotients truncated
     toward zero of either sign, overflowing ones, zero divisors of a negative, zero and positive
-    dividend), against exact integer arithmetic."""
+    dividend), against exact integer arithmetic; unshared, and within one DSP (its three products,
+    two of them ready in cycle 0, on one multiplier)."""
     W, I = 16, 8  # noqa: E741
     F = W - I
-    nt = numeric_type("float64", (W, I))
-    mod = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ).kernel(_synthetic_kernel(), "rbd_ops", "synthetic")
-    em = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ)
-    files = {f"{mod.name}.v": mod.text, "rbd_ops_sincos.v": "\n".join(em.cordic_module("rbd_ops")),
-             "rbd_ops_div.v": "\n".join(em.divider_module("rbd_ops"))}
-    entry = {"doc": "ops", "inputs": [{"name": "x", "size": 4}], "outputs": [{"name": "y", "shape": [8]}],
-             "ops": {"mul": 3, "add": 3, "div": 2, "sincos": 0, "total": 8}, "module": mod.name,
-             "latency_cycles": mod.latency}
-    src = Sources("verilog", "rbd_ops", files, {"ops": entry},
-                  {"numtype": {"kind": "fixed", "W": W, "I": I, "rounding": "AP_RND_CONV", "overflow": "AP_SAT"},
-                   "units": ["rbd_ops_sincos.v", "rbd_ops_div.v"]}, ("ap_fixed<16,8>",))
-
+    mod, src = _synthetic_sources(_synthetic_kernel(), W, I, budget)
+    if budget:
+        assert mod.ops["mul"] == 1 and mod.text.count("_a * mu") == 1, "one shared multiplier"
     lib = ctypes.CDLL(str(sim.build_verilog(src)))
     run, cycles = lib.rbd_ops_ops_f64_batch, lib.rbd_ops_ops_f64_cycles
     run.argtypes, run.restype = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p], None
@@ -185,31 +197,24 @@ def test_datapath_operations_round_ties_to_even_and_saturate(tmp_path):
     want = np.array([_exact(W, F, [int(r) for r in row]) for row in cases], dtype=np.int64)
     np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64), want)
     assert cycles(0) == mod.latency
+    if budget:
+        assert mod.latency == budget_cost(_synthetic_kernel(), numeric_type("float64", (W, I)), DEFAULT_CLOCK_MHZ,
+                                          budget)["latency_cycles"]
 
 
-def _synthetic_sources(kern, W, I):  # noqa: E741
-    """The Sources of one synthetic kernel at ap_fixed<W, I> (rounding to nearest, saturating)."""
-    nt = numeric_type("float64", (W, I))
-    em = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ)
-    mod = em.kernel(kern, "rbd_ops", "synthetic")
-    files = {f"{mod.name}.v": mod.text, "rbd_ops_sincos.v": "\n".join(em.cordic_module("rbd_ops")),
-             "rbd_ops_div.v": "\n".join(em.divider_module("rbd_ops"))}
-    entry = {"doc": kern.doc, "inputs": [{"name": a.name, "size": a.size} for a in kern.inputs],
-             "outputs": [{"name": a.name, "shape": list(a.shape)} for a in kern.all_outputs],
-             "ops": {"mul": 3, "add": 3, "div": 2, "sincos": 0, "total": 8}, "module": mod.name,
-             "latency_cycles": mod.latency}
-    return mod, Sources("verilog", "rbd_ops", files, {kern.name: entry},
-                        {"numtype": {"kind": "fixed", "W": W, "I": I, "rounding": "AP_RND_CONV", "overflow": "AP_SAT"},
-                         "units": ["rbd_ops_sincos.v", "rbd_ops_div.v"]}, (f"ap_fixed<{W},{I}>",))
-
-
-def test_products_accumulate_as_the_hls_loop_rounds_and_saturates():
+# the products' plans (schedule.epilogue_plan: II, elements per step) at ap_fixed<16,8>, one DSP a
+# multiplier: unshared (1, 1) on 3 multipliers of their own; 2 DSPs: 2 multipliers, 3 products an
+# element, II = 2 (the first product waits a cycle for the second); 6 DSPs: 2 elements a step
+@pytest.mark.parametrize("budget,plan", [(None, (1, 1)), (2, (2, 1)), (6, (1, 2))],
+                         ids=["unshared", "II2", "two-per-step"])
+def test_products_accumulate_as_the_hls_loop_rounds_and_saturates(budget, plan):
     """∇FD's dense products (y = −A · B) on a synthetic 2×3 · 3×2 kernel, against exact integer
     arithmetic of the HLS target's loop: acc = 0, then acc −= A[i][l] · B[l][j], each step the
     exact difference quantised once (rounded at the last fractional bit, ties to even, then
     saturated). Operands hit ties after an even and an odd accumulator (where rounding the
     product first would differ), a sum that saturates and comes back (saturation at every step,
-    not at the end), and both signs."""
+    not at the end), and both signs. Unshared and on the budget's shared multipliers, in each of
+    the plans the list schedule picks; the latency is the cost model's, or the budget's."""
     W, I = 16, 8  # noqa: E741
     F = W - I
     n, k, m = 2, 3, 2
@@ -219,7 +224,11 @@ def test_products_accumulate_as_the_hls_loop_rounds_and_saturates():
     kern.temps = [(Array("A", (n * k,)), x[:n * k]), (Array("B", (k * m,)), x[n * k:])]
     kern.post = [MatMul("y", "A", "B", n, k, m, -1.0)]
     kern.epilogue_outputs = [Array("y", (n, m))]
-    mod, src = _synthetic_sources(kern, W, I)
+    nt = numeric_type("float64", (W, I))
+    if budget:
+        bc = budget_cost(kern, nt, DEFAULT_CLOCK_MHZ, budget)
+        assert bc["epilogue_plan"] == plan, bc
+    mod, src = _synthetic_sources(kern, W, I, budget)
     lib = ctypes.CDLL(str(sim.build_verilog(src)))
     run, cycles = lib.rbd_ops_prod_f64_batch, lib.rbd_ops_prod_f64_cycles
     run.argtypes, run.restype = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p], None
@@ -260,11 +269,58 @@ def test_products_accumulate_as_the_hls_loop_rounds_and_saturates():
     np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64),
                                   np.array([want([int(r) for r in row]) for row in cases], dtype=np.int64))
     # the cost model's epilogue: n·m elements plus the pipeline's depth, after no datapath
-    assert cycles(0) == mod.latency == kernel_cost(kern, numeric_type("float64", (W, I)), DEFAULT_CLOCK_MHZ)[
-        "latency_cycles"]
+    model = bc if budget else kernel_cost(kern, nt, DEFAULT_CLOCK_MHZ)
+    assert cycles(0) == mod.latency == model["latency_cycles"]
+    if budget:
+        assert mod.ops["mul"] == bc["mul_units"] == mod.text.count("_a * mu"), "the budget's multipliers"
     with pytest.raises(RbdgenError, match=r"prod: the Verilog target prints products scaled by ±1 only \(y is scaled by 2\)"):
         kern.post = [MatMul("y", "A", "B", n, k, m, 2.0)]
         vemit._Emitter(numeric_type("float64", (W, I)), DEFAULT_CLOCK_MHZ).kernel(kern, "rbd_ops", "synthetic")
+
+
+def test_a_dsp_budget_shares_the_operators(built):
+    """Under --dsp-budget the multipliers and CORDIC units are shared on the HLS list schedule
+    (``inspect --cost --dsp-budget``): iiwa rnea and ∇FD within 100 DSP48E2 (∇FD: 21 multipliers
+    of 4 slices and a CORDIC unit, its products three elements a step, the last step of a row one)
+    give the HLS C simulation's outputs bit for bit, and done rises, and the outputs are final, in
+    the list schedule's latency."""
+    m, _, kh = built
+    budget = 100
+    ks = ("rnea", "aba_derivatives")
+    kv = rbdgen.build(m, target="verilog", fixed=FIXED, kernels=ks, dsp_budget=budget)
+    q, v, a, _ = random_state(m, seed=49, n=6)
+    nt = numeric_type("float64", FIXED)
+    src = rbdgen.targets.get_target("verilog").generate(m, ks, dtypes=("float64",), name=None, fixed=FIXED,
+                                                          dsp_budget=budget)
+    for k in ks:
+        for o, (g, w) in enumerate(zip(_tuple(getattr(kv, k)(q, v, a)), _tuple(getattr(kh, k)(q, v, a)))):
+            np.testing.assert_array_equal(g, w, err_msg=f"{k} output {o} within {budget} DSPs: Verilator vs HLS C simulation")
+        bc = budget_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ, budget)
+        c = kv.cycles(k)
+        assert c["done"] == c["schedule"] == c["outputs_final"] == bc["latency_cycles"], (k, c, bc["latency_cycles"])
+        e = src.kernels[k]
+        assert e["dsp"] == bc["dsp"] <= budget and e["operators"]["mul"] == bc["mul_units"], (k, e, bc)
+        assert src.files[f"{e['module']}.v"].count("_a * mu") == bc["mul_units"], k
+    assert bc["epilogue_plan"] == (1, 3), bc  # the ∇FD plan the docstring describes
+
+
+@pytest.mark.parametrize("budget,dsps", [(None, 3), (1, 1)], ids=["unshared", "one-multiplier"])
+def test_yosys_maps_a_budget_to_its_dsps(tmp_path, budget, dsps):
+    """What the budget promises is what synthesis builds: the synthetic kernel's three 16-bit
+    products on three DSP48E2 unshared and on one within a budget of 1 (yosys synth_xilinx
+    -family xcup, the flow of make synth-report)."""
+    _, src = _synthetic_sources(_synthetic_kernel(), 16, 8, budget)
+    for fn, text in src.files.items():
+        (tmp_path / fn).write_text(text)
+    yosys = shutil.which("yosys")
+    assert yosys, "yosys not found on PATH (`make rtl-tools` installs it)"
+    script = (f"read_verilog {' '.join(sorted(src.files))}; synth_xilinx -family xcup -top rbd_ops_ops; "
+              "tee -o stat.txt stat")
+    r = subprocess.run([yosys, "-q", "-p", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stderr or r.stdout)[-2000:]
+    counts = [int(ln.split()[-1]) for ln in (tmp_path / "stat.txt").read_text().splitlines()
+              if ln.split()[:1] == ["DSP48E2"]]
+    assert counts and counts[-1] == dsps, counts
 
 
 def test_refusals_name_what_is_wrong(monkeypatch):

@@ -282,12 +282,24 @@ def min_dsp(kernel, numtype) -> int:
 
 def budget_cost(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers: int | None = None,
                 adders: int | None = None, graph=None, memo: dict | None = None) -> dict:
+    """The list-scheduled design of ``kernel`` within ``dsp_budget`` DSP48E2 slices: see
+    :func:`budget_design`, whose figures these are."""
+    return budget_design(kernel, numtype, clock_mhz, dsp_budget, dividers=dividers, adders=adders, graph=graph,
+                         memo=memo)[0]
+
+
+def budget_design(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers: int | None = None,
+                  adders: int | None = None, graph=None, memo: dict | None = None):
     """The list-scheduled design of ``kernel`` within ``dsp_budget`` DSP48E2 slices (see the module
     docstring): cycles, latency, DSPs, instances per class, the back-to-back II, LUT/FF
     estimates, and the pragma limits the generated source carries. ``dividers``/``adders``:
     optional limits on those classes too (unlimited by default). ``graph``: a cached
     ``kernel_graph(kernel, model, True)``; ``memo``: a dict kept between calls for the same
-    kernel, type, clock and divider/adder limits (a sweep over budgets reuses its schedules)."""
+    kernel, type, clock and divider/adder limits (a sweep over budgets reuses its schedules).
+
+    Returns (the figures, the graph, the schedule): the graph's operations (``OpGraph.ids``: IR
+    node ids) start and finish where the schedule says, which is what the Verilog target's
+    shared design binds to its operators (:mod:`rbdgen.targets.verilog.emit`)."""
     if numtype.kind != "fixed":
         raise RbdgenError("--dsp-budget needs an ap_fixed datapath (--fixed W,I): floating-point adders use DSPs "
                           "too and are not scheduled under a budget")
@@ -355,7 +367,7 @@ def budget_cost(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers:
             busy = unit[c].busy if c in unit else 1
             ii = max(ii, math.ceil(count * busy / units[c]))
     lut, ff = _area(g, sch, model, unit, units, n_of, cycles)
-    return {
+    return ({
         "dsp_budget": dsp_budget, "dsp": int(dsp), "latency_cycles": int(cycles),
         "latency_us": cycles * model.period / 1000.0, "ii": int(ii),
         "mul_units": units["mul"], "sincos_units": units["sincos"], "div_units": units["div"],
@@ -363,7 +375,7 @@ def budget_cost(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers:
         "lut": int(lut), "ff": int(ff), "clock_mhz": float(clock_mhz), "type": numtype.describe(),
         "limit_mul": mul_units if n_mul_all else None, "limit_sincos": sc_units if angles else None,
         "epilogue_plan": plan,
-    }
+    }, g, sch)
 
 
 def _area(g: OpGraph, sch: Schedule, model: Model, unit: dict, units: dict, n_of: dict,

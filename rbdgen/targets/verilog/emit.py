@@ -48,6 +48,25 @@ class Module:
     length: float      # the schedule's length (latency = ⌈length⌉)
     ops: dict          # class → operators instantiated
     registers: int     # W-bit registers of the datapath (pipeline stages and cycle-boundary holds)
+    budget: dict | None = None  # the shared design's figures (schedule.budget_design), None unshared
+
+
+@dataclass
+class _Val:
+    """Where an operation's value can be read: ``direct`` in cycle ``avail`` (and after, if it
+    ``stays``), else its register ``reg``, loaded at the end of cycle ``avail``."""
+    direct: str
+    avail: int
+    stays: bool
+    reg: str | None = None
+
+
+def _get(v: _Val, cycle: int) -> str:
+    if v.stays or cycle <= v.avail:
+        return v.direct
+    if v.reg is None:
+        raise AssertionError(f"{v.direct} is read in cycle {cycle}, after its cycle {v.avail}, with no register")
+    return v.reg
 
 
 def _lit(v: int, w: int) -> str:
@@ -217,7 +236,10 @@ class _Emitter:
             ""]
 
     # -- one kernel ------------------------------------------------------------------------------
-    def kernel(self, kernel, prefix: str, robot: str) -> Module:
+    def kernel(self, kernel, prefix: str, robot: str, dsp_budget: int | None = None) -> Module:
+        """The module of one traced kernel: unshared (every operation its own operator, on the
+        as-soon-as-possible schedule), or within ``dsp_budget`` DSP48E2 slices (multipliers and
+        CORDIC units shared on the list schedule of :func:`rbdgen.targets.hls.schedule.budget_design`)."""
         W = self.W
         nt = self.nt
         for mm in kernel.post:
@@ -225,10 +247,15 @@ class _Emitter:
                 raise RbdgenError(f"{kernel.name}: the Verilog target prints products scaled by ±1 only "
                                   f"({mm.out} is scaled by {mm.scale:g})")
         self.nodes = kernel.graph.nodes  # by id (ids are places in the list)
-        kind, _, finish, start_of, ops = asap(kernel, self.model)
-        length = max(finish.values(), default=0.0)
+        if dsp_budget is None:
+            kind, _, finish, start_of, ops = asap(kernel, self.model)
+            length = max(finish.values(), default=0.0)
+            bc = None
+        else:
+            kind, finish, start_of, ops, bc, length = self._budgeted(kernel, dsp_budget)
+        shared = bc is not None
         main = math.ceil(length - 1e-9)  # the cycle the products start in (all their operands valid)
-        epi = self._epilogue_plan(kernel, main)
+        epi = self._epilogue_plan(kernel, main, bc)
         length += epi["cycles"]
         latency = max(1, math.ceil(length - 1e-9))
         name = f"{prefix}_{kernel.name}"
@@ -237,30 +264,38 @@ class _Emitter:
         body: list[str] = []
         regs = 0
         counts: dict[str, int] = {}
+        CNT_W = max(1, latency.bit_length() + 1)  # noqa: N806 (the cycle counter's width)
 
-        # where each value is readable: (combinational expression, settle cycle, registered?)
-        # reg_of[id]: the signal a later cycle reads
-        expr: dict[int, str] = {}
-        settle: dict[int, int] = {}      # cycle in which a chained value settles
-        piped: dict[int, bool] = {}      # the value leaves a pipeline register (readable from then on)
-        held: dict[int, str] = {}        # the register a later cycle reads a chained value from
-        need_hold: set = set()
-        # a chained value read in a later cycle than it settles in needs a hold register
-        for n in kernel.live_nodes():
-            k, x = kind[n.id]
-            if k != "op":
-                continue
-            use = start_of[n.id] if x.cycles else self._settle(n.id, finish)
+        # when each operation reads its operands, and from when its value is valid: a registered
+        # operator's first cycle and the cycle its result leaves its last register; a chained one
+        # reads and settles in one cycle (an adder the schedule starts before a cycle boundary and
+        # ends after it reads its operands from their registers)
+        def reads_in(n, x) -> int:
+            return start_of[n.id] if x.cycles else self._settle(n.id, finish)
+
+        avail = {n.id: (start_of[n.id] + x.cycles if x.cycles else self._settle(n.id, finish)) for n, x in ops}
+        # the last cycle each value is read in: a value read after its cycle is read from a register
+        # loaded in that cycle (unshared: a chained value only, pipelined ones stay; shared: every
+        # value but a quotient, as the operators go on to other operations)
+        last: dict[int, int] = {}
+        for n, x in ops:
+            c = reads_in(n, x)
             for a in n.args:
                 src = self._source(a, kind)
-                if src is not None and kind[src][0] == "op" and not kind[src][1].cycles:
-                    if self._settle(src, finish) < use:
-                        need_hold.add(src)
-        for arr, vals in kernel.traced_arrays():
-            for v in vals:
+                if src is not None and kind[src][0] == "op":
+                    last[src] = max(last.get(src, -1), c)
+        for _, vals_ in kernel.traced_arrays():  # outputs, and the products' operands
+            for v in vals_:
                 src = self._source(v.node, kind)
-                if src is not None and kind[src][0] == "op" and not kind[src][1].cycles:
-                    need_hold.add(src)  # an output (or a product's operand) settling within a cycle is registered
+                if src is not None and kind[src][0] == "op":
+                    last[src] = max(last.get(src, -1), latency)
+
+        def stays(x) -> bool:  # the value stays valid once it is
+            return x.cls == "div" or (not shared and x.cycles > 0)
+
+        need = {nid for nid, c in last.items() if c > avail[nid] and not stays(kind[nid][1])}
+        vals: dict = {}
+        self.vals = vals
 
         def read(a, cycle: int) -> str:
             """The value of node ``a`` as an operation in ``cycle`` reads it."""
@@ -273,20 +308,38 @@ class _Emitter:
                 return f"in_{a.name}_{a.index}"
             if k == "wire":
                 return self._wire(a, kind, cycle, read)
-            if piped[a.id]:
-                return expr[a.id]
-            if settle[a.id] < cycle:
-                return held[a.id]
-            return expr[a.id]
+            return _get(vals[a.id], cycle)
 
-        sincos_of = self.sincos_of = {}  # angle node id → (sin, cos) pipeline outputs
+        def capture(direct: str, at: int) -> str:
+            """A register of ``direct`` loaded at the end of cycle ``at``: unshared free-running (its
+            operands stay), shared loaded in that cycle only."""
+            nonlocal regs
+            regs += 1
+            r = f"{direct}_r"
+            body.append(f"  reg signed [{W - 1}:0] {r};")
+            body.append(f"  always @(posedge clk) if (cycle == {_ulit(at, CNT_W)}) {r} <= {direct};" if shared
+                        else f"  always @(posedge clk) {r} <= {direct};")
+            return r
+
+        # the shared operators: each operation of a class on the first instance free in its cycle
+        units: dict[str, list] = {"mul": [], "sincos": []}   # instance → [(cycle, operands, comment)]
+        unit_of: dict[int, int] = {}
+        if shared:
+            taken: dict[tuple, int] = {}
+            for n, x in ops:
+                if x.cls in units:
+                    key = (x.cls, start_of[n.id])
+                    unit_of[n.id] = taken.get(key, 0)
+                    taken[key] = unit_of[n.id] + 1
+            for cls in units:
+                units[cls] = [[] for _ in range(max((v for (c, _), v in taken.items() if c == cls), default=0))]
+        n_mul = max(len(units["mul"]), epi.get("units", 0) if shared else 0)
+        units["mul"] += [[] for _ in range(n_mul - len(units["mul"]))]
+        L_MUL = self.model.mul().cycles  # noqa: N806 (a shared multiplier is full width)
+
         dzs = []  # the dividers' zero-divisor flags
-        CNT_W = max(1, latency.bit_length() + 1)  # noqa: N806 (the cycle counter's width)
         for n, x in ops:
-            # the cycle the operation reads its operands in: a registered operator's first, the
-            # one a chained operator settles in (an adder the schedule starts before a cycle
-            # boundary and ends after it reads its operands from their registers)
-            c = start_of[n.id] if x.cycles else self._settle(n.id, finish)
+            c = reads_in(n, x)
             t = f"t{n.id}"
             cls = x.cls
             counts[cls] = counts.get(cls, 0) + 1
@@ -295,16 +348,25 @@ class _Emitter:
                 (f", level {blk.level}" if blk and blk.level is not None else "") if blk else ""
             if cls == "sincos":
                 angle = read(n.args[0], c)
-                u = f"u{n.id}"
-                body += [f"  // {where}: sin/cos of one angle, cycles {c}..{c + x.cycles} (CORDIC, {x.cycles} pipeline stages)",
-                         f"  wire signed [{W - 1}:0] {u}_s, {u}_c;",
-                         f"  {prefix}_sincos {u} (.x({angle}), .s({u}_s), .c({u}_c));"]
-                for part in ("s", "c"):
-                    body += self._pipe(f"{u}_{part}", f"{u}_{part}", x.cycles)
-                    regs += x.cycles
-                sincos_of[n.args[0].id] = (f"{u}_s_p{x.cycles}", f"{u}_c_p{x.cycles}")
-                expr[n.id] = sincos_of[n.args[0].id][0 if n.op == "sin" else 1]
-                piped[n.id] = True
+                if shared:
+                    u = unit_of[n.id]
+                    units["sincos"][u].append((c, [angle], where))
+                    body.append(f"  wire signed [{W - 1}:0] {t}_sin = su{u}_s_p{x.cycles}, {t}_cos = su{u}_c_p{x.cycles};"
+                                f"  // {where}: sin/cos of one angle on CORDIC unit {u}, cycles {c}..{c + x.cycles}")
+                    parts = {"sin": f"{t}_sin", "cos": f"{t}_cos"}
+                else:
+                    u = f"u{n.id}"
+                    body += [f"  // {where}: sin/cos of one angle, cycles {c}..{c + x.cycles} (CORDIC, {x.cycles} pipeline stages)",
+                             f"  wire signed [{W - 1}:0] {u}_s, {u}_c;",
+                             f"  {prefix}_sincos {u} (.x({angle}), .s({u}_s), .c({u}_c));"]
+                    for part in ("s", "c"):
+                        body += self._pipe(f"{u}_{part}", f"{u}_{part}", x.cycles)
+                        regs += x.cycles
+                    parts = {"sin": f"{u}_s_p{x.cycles}", "cos": f"{u}_c_p{x.cycles}"}
+                for part, direct in parts.items():
+                    reg = capture(direct, avail[n.id]) if n.id in need else None
+                    vals[(n.id, part)] = _Val(direct, avail[n.id], stays(x), reg)
+                vals[n.id] = vals[(n.id, n.op)]
                 continue
             if cls == "div":
                 a = [read(v, c) for v in n.args]
@@ -314,11 +376,18 @@ class _Emitter:
                          f"  wire {u}_dz;",
                          f"  {prefix}_div {u} (.clk(clk), .go(running && cycle == {_ulit(c, CNT_W)}), .a({a[0]}), "
                          f".b({a[1]}), .q({u}_q), .dz({u}_dz));"]
-                expr[n.id] = f"{u}_q"
-                piped[n.id] = True
+                vals[n.id] = _Val(f"{u}_q", avail[n.id], True)
                 dzs.append(f"{u}_dz")
                 continue
             a = [read(v, c) for v in n.args]
+            if shared and cls == "mul":
+                u = unit_of[n.id]
+                units["mul"][u].append((c, a, where))
+                body.append(f"  wire signed [{W - 1}:0] {t} = q_mul_(mu{u}_p{x.cycles});  "
+                            f"// {where}: mul on multiplier {u}, cycles {c}..{c + x.cycles}")
+                reg = capture(t, avail[n.id]) if n.id in need else None
+                vals[n.id] = _Val(t, avail[n.id], False, reg)
+                continue
             if n.op == "mul":
                 e = f"q_mul({a[0]}, {a[1]})"
             elif n.op == "add":
@@ -334,42 +403,47 @@ class _Emitter:
                          f"  wire signed [{W - 1}:0] {t}_c = {e};"]
                 body += self._pipe(f"{t}_c", t, x.cycles)
                 regs += x.cycles
-                expr[n.id] = f"{t}_p{x.cycles}"
-                piped[n.id] = True
+                vals[n.id] = _Val(f"{t}_p{x.cycles}", avail[n.id], True)
             else:
-                s = self._settle(n.id, finish)
+                s = avail[n.id]
                 body += [f"  wire signed [{W - 1}:0] {t} = {e};  // {where}: cycle {s}"]
-                expr[n.id] = t
-                settle[n.id] = s
-                piped[n.id] = False
-                if n.id in need_hold:
-                    body.append(f"  reg signed [{W - 1}:0] {t}_r;")
-                    body.append(f"  always @(posedge clk) {t}_r <= {t};")
-                    held[n.id] = f"{t}_r"
-                    regs += 1
+                reg = capture(t, s) if n.id in need else None
+                vals[n.id] = _Val(t, s, False, reg)
+        if shared:
+            counts["mul"] = len(units["mul"])
+            if units["sincos"]:
+                counts["sincos"] = len(units["sincos"])
         # the products, after the straight-line datapath (their operands: its outputs and temps)
-        arrays = {a.name: [read(v.node, latency + 1) for v in vals] for a, vals in kernel.traced_arrays()}
+        arrays = {a.name: [(lambda c, v=v: read(v.node, c)) for v in vals_] for a, vals_ in kernel.traced_arrays()}
+        epi_lines: list[str] = []
         if kernel.post:
-            epi_lines, epi_regs = self._epilogue(kernel, epi, arrays, CNT_W)
-            body += epi_lines
+            if not shared:  # k multipliers of their own
+                units["ep"] = [[] for _ in range(epi["k"])]
+            epi_lines, epi_regs = self._epilogue(kernel, epi, arrays, units, CNT_W)
             regs += epi_regs
-            counts["mul"] = counts.get("mul", 0) + epi["k"]
-        # outputs: a pipeline register's value as it is, a chained value from its hold register, a
-        # product's element from its register
+            if not shared:
+                counts["mul"] = counts.get("mul", 0) + epi["k"]
+        # outputs: a value in its cycle or from its register, a product's element from its register
         out_lines = []
         for arr in kernel.all_outputs:
-            for i, v in enumerate(arrays[arr.name]):
-                out_lines.append(f"  assign {arr.name}[{(i + 1) * W - 1}:{i * W}] = {v};")
+            for i, rd in enumerate(arrays[arr.name]):
+                out_lines.append(f"  assign {arr.name}[{(i + 1) * W - 1}:{i * W}] = {rd(latency)};")
+        unit_decl, unit_logic, unit_regs = self._units(units, prefix, CNT_W, L_MUL, shared)
+        regs += unit_regs
         ports = ["  input wire clk,", "  input wire start,  // takes the inputs; done falls",
                  *[f"  input wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in ins],
                  *[f"  output wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in outs],
                  *(["  output wire div_by_zero,  // with done: a divisor was zero (its quotient saturated, as rbd_div's)"]
                    if dzs else []),
                  f"  output reg done  // high from cycle {latency} after start until the next start: the outputs are valid"]
+        what = (f"{self.model.period and 1000.0 / self.model.period:g} MHz schedule: latency {latency} cycles "
+                f"(schedule length {length:.2f})")
+        if shared:
+            what = (f"within {dsp_budget} DSP48E2 ({len(units['mul'])} shared {self.model.mul().dsp}-slice multipliers"
+                    + (f", {len(units['sincos'])} CORDIC unit(s)" if units["sincos"] else "")
+                    + f"; {bc['dsp']} DSPs), " + what.replace("schedule:", "list schedule:"))
         head = [f"// {kernel.name} of robot {robot}: {kernel.doc}",
-                f"// datapath ap_fixed<{W},{nt.I}> ({self.F} fractional bits, {nt.rounding}, {nt.overflow}), "
-                f"{self.model.period and 1000.0 / self.model.period:g} MHz schedule: latency {latency} cycles "
-                f"(schedule length {length:.2f})",
+                f"// datapath ap_fixed<{W},{nt.I}> ({self.F} fractional bits, {nt.rounding}, {nt.overflow}), {what}",
                 f"module {name} ("] + ports + [");"]
         inreg = []
         for nm, n in ins:
@@ -381,32 +455,112 @@ class _Emitter:
         inreg += ["  end"]
         regs += sum(n for _, n in ins)
         cnt_w = CNT_W
-        last = _ulit(latency - 1, cnt_w)
+        last_c = _ulit(latency - 1, cnt_w)
         ctl = [f"  // cycle count since start: done in cycle {latency}",
                f"  reg [{cnt_w - 1}:0] cycle;"]
         if dzs:  # the dividers start on the count: only while it runs
             ctl += ["  reg running = 1'b0;",
                     "  always @(posedge clk) begin",
                     "    if (start) begin cycle <= 0; done <= 1'b0; running <= 1'b1; end",
-                    f"    else if (!done) begin cycle <= cycle + 1'b1; done <= (cycle == {last}); "
-                    f"if (cycle == {last}) running <= 1'b0; end",
+                    f"    else if (!done) begin cycle <= cycle + 1'b1; done <= (cycle == {last_c}); "
+                    f"if (cycle == {last_c}) running <= 1'b0; end",
                     "  end"]
         else:
             ctl += ["  always @(posedge clk) begin",
                     "    if (start) begin cycle <= 0; done <= 1'b0; end",
-                    f"    else if (!done) begin cycle <= cycle + 1'b1; done <= (cycle == {last}); end",
+                    f"    else if (!done) begin cycle <= cycle + 1'b1; done <= (cycle == {last_c}); end",
                     "  end"]
         if dzs:
             out_lines.append(f"  assign div_by_zero = {' | '.join(dzs)};")
-        text = "\n".join(head + self.functions() + inreg + ctl + body + out_lines + ["endmodule", ""])
-        return Module(name, text, ins, outs, latency, length, counts, regs)
+        funcs = self.functions() + (self._acc_functions(epi) if kernel.post else [])
+        text = "\n".join(head + funcs + inreg + ctl + unit_decl + body + epi_lines + unit_logic + out_lines
+                         + ["endmodule", ""])
+        return Module(name, text, ins, outs, latency, length, counts, regs, bc)
 
-    def _epilogue_plan(self, kernel, main: int) -> dict:
-        """The products' timing as the cost model prices them (``kernel_cost``'s epilogue): one
-        after the other from cycle ``main``, each an element per cycle on k pipelined
-        multipliers (the same k for all), an element's k products summed in a chain of
-        ⌈k · adder delay⌉ cycles; element e of a product starting in cycle s is read in cycle
-        s + e and is final in its register from cycle s + e + it, it = L + ⌈k · adder delay⌉."""
+    def _budgeted(self, kernel, dsp_budget: int):
+        """The shared design's schedule: (kind per node, finish per operation, start cycle per
+        operation, the operations as (node, OpCost), the budget's figures, the datapath's length)
+        — the list schedule ``inspect --cost --target hls --dsp-budget`` reports, every multiplier
+        full width (any operation may land on any instance)."""
+        from ..hls.cost import _classify
+        from ..hls.schedule import budget_design
+
+        bc, g, sch = budget_design(kernel, self.nt, 1000.0 / self.model.period, dsp_budget)
+        kind, _ = _classify(kernel, self.model)
+        full = self.model.mul()
+        finish: dict[int, float] = {}
+        start_of: dict[int, int] = {}
+        for i, nid in enumerate(g.ids):
+            finish[nid] = sch.finish[i]
+            start_of[nid] = math.floor(sch.start[i] + 1e-9)
+        ops = []
+        for n in kernel.live_nodes():
+            k, x = kind[n.id]
+            if k == "op":
+                if x.cls == "mul":
+                    x = full
+                    kind[n.id] = ("op", x)
+                ops.append((n, x))
+        return kind, finish, start_of, ops, bc, sch.length
+
+    def _units(self, units: dict, prefix: str, cnt_w: int, L: int, shared: bool):  # noqa: N803
+        """The shared operators: declarations (before the datapath reads them), and each one's
+        operand multiplexer (by the cycle count), operator and pipeline registers (after it, so
+        every value a multiplexer picks is declared). Multipliers ``mu<i>`` (the straight-line
+        datapath's and, shared, the products') and ``ep<i>`` (the products' own, unshared) give the
+        exact 2W-bit product; CORDIC units ``su<i>`` sine and cosine. Their pipeline registers hold
+        once ``done`` rises, so a value leaving one in the last cycle stays."""
+        W = self.W
+        decl, logic = [], []
+        regs = 0
+        sc_cycles = self.model.sincos().cycles
+        for cls, insts in units.items():
+            stem = {"mul": "mu", "ep": "ep", "sincos": "su"}[cls]
+            for i, issues in enumerate(insts):
+                u = f"{stem}{i}"
+                issues = sorted(issues, key=lambda e: e[0])
+                if [c for c, _, _ in issues] != sorted({c for c, _, _ in issues}):
+                    raise AssertionError(f"{u}: two operations in one cycle")
+                if cls == "sincos":
+                    ports, L_u = [f"{u}_x"], sc_cycles  # noqa: N806
+                    decl.append(f"  reg signed [{W - 1}:0] {u}_x;")
+                    decl.append(f"  wire signed [{W - 1}:0] {u}_s, {u}_c;")
+                    for part in ("s", "c"):
+                        decl.append(f"  reg signed [{W - 1}:0] " + ", ".join(f"{u}_{part}_p{j}" for j in range(1, L_u + 1)) + ";")
+                    regs += 2 * L_u
+                else:
+                    ports, L_u = [f"{u}_a", f"{u}_b"], L  # noqa: N806
+                    decl.append(f"  reg signed [{W - 1}:0] {u}_a, {u}_b;")
+                    decl.append(f"  reg signed [{2 * W - 1}:0] " + ", ".join(f"{u}_p{j}" for j in range(1, L + 1)) + ";")
+                    regs += 2 * L
+                what = {"mul": "multiplier", "ep": "multiplier of the products", "sincos": "CORDIC unit"}[cls]
+                logic += [f"  // {what} {i}: {len(issues)} operation(s), operands by cycle",
+                          "  always @* begin",
+                          "    " + " ".join(f"{p} = {_lit(0, W)};" for p in ports),
+                          "    case (cycle)"]
+                for c, operands, note in issues:
+                    sets = " ".join(f"{p} = {o};" for p, o in zip(ports, operands))
+                    logic.append(f"      {_ulit(c, cnt_w)}: begin {sets} end  // {note}")
+                logic += ["      default: ;", "    endcase", "  end"]
+                if cls == "sincos":
+                    logic.append(f"  {prefix}_sincos {u} (.x({u}_x), .s({u}_s), .c({u}_c));")
+                    for part in ("s", "c"):
+                        logic.append(f"  always @(posedge clk) if (!done) begin {u}_{part}_p1 <= {u}_{part};"
+                                     + "".join(f" {u}_{part}_p{j} <= {u}_{part}_p{j - 1};" for j in range(2, L_u + 1))
+                                     + " end")
+                else:
+                    logic.append(f"  always @(posedge clk) if (!done) begin {u}_p1 <= {u}_a * {u}_b;"
+                                 + "".join(f" {u}_p{j} <= {u}_p{j - 1};" for j in range(2, L + 1)) + " end")
+        return decl, logic, regs
+
+    def _epilogue_plan(self, kernel, main: int, bc: dict | None) -> dict:
+        """The products' timing as the cost model prices them (``kernel_cost``'s epilogue, and
+        under a budget ``schedule._epilogue``): one after the other from cycle ``main``; a step
+        of ii cycles per ``u`` elements of a row, each element's k products on ⌈k / ii⌉
+        multipliers, ⌈k / ii⌉ a cycle (unshared: ii = u = 1, k multipliers of their own), summed
+        in a chain of ⌈k · adder delay⌉ cycles after the last; the elements of step t of a
+        product starting in cycle s are final in their registers from cycle s + t·ii + ii − 1 +
+        it, it = L + ⌈k · adder delay⌉."""
         if not kernel.post:
             return {"cycles": 0}
         ks = {mm.k for mm in kernel.post}
@@ -414,68 +568,91 @@ class _Emitter:
             raise RbdgenError(f"{kernel.name}: the Verilog target prints products of one inner size and sign only "
                               f"(this kernel's: {', '.join(f'{mm.out}: k={mm.k}, scale {mm.scale:g}' for mm in kernel.post)})")
         k = ks.pop()
+        ii, per = (1, 1) if bc is None else bc["epilogue_plan"]
         mul, add = self.model.mul(), self.model.add()
         chain = math.ceil(k * add.chain - 1e-9) + add.cycles * k
         it = mul.cycles + chain
         starts, s = [], main
         for mm in kernel.post:
             starts.append(s)
-            s += mm.n * mm.m + it - 1
+            s += mm.n * math.ceil(mm.m / per) * ii + it - 1
+        lanes = math.ceil(k / ii)
         return {"cycles": s - main, "k": k, "L": mul.cycles, "chain": chain, "it": it, "starts": starts,
-                "neg": kernel.post[0].scale == -1.0}
+                "neg": kernel.post[0].scale == -1.0, "ii": ii, "per": per, "lanes": lanes, "units": lanes * per}
 
-    def _epilogue(self, kernel, plan: dict, arrays: dict, cnt_w: int) -> tuple[list[str], int]:
+    def _acc_functions(self, plan: dict) -> list[str]:
+        """``q_acc(acc, p)``: one step of a product's sum, acc ∓ p (p exact, 2W bits) quantised once."""
+        W, F = self.W, self.F
+        op = "-" if plan["neg"] else "+"
+        return self._quant("q_acc_", 2 * W + 1, F) + [
+            f"  function automatic signed [{W - 1}:0] q_acc(input signed [{W - 1}:0] facc, input signed [{2 * W - 1}:0] fp);",
+            f"    reg signed [{2 * W}:0] d;",
+            f"    begin d = facc; d = (d <<< {F}) {op} fp; q_acc = q_acc_(d); end",
+            "  endfunction"]
+
+    def _epilogue(self, kernel, plan: dict, arrays: dict, units: dict, cnt_w: int) -> tuple[list[str], int]:
         """The products ``out = ±A · B`` as the HLS target's "dot" loop computes them in
         ap_fixed: each element from an accumulator of the datapath type, 0, then acc ∓= A[i][l] ·
         B[l][j] for l = 0 … k−1, every step the exact difference of the accumulator and the exact
-        (2W-bit) product, quantised once. k multipliers (lanes), their operands chosen by the
-        cycle count; each element lands in its own register. ``arrays``: name → the values the
-        products read (extended here with each product's element registers)."""
-        W, F = self.W, self.F
-        k, L, C, it = plan["k"], plan["L"], plan["chain"], plan["it"]
+        (2W-bit) product, quantised once. The products are issued to the multipliers (``units``:
+        the shared ones, or k of their own) by the cycle count, delayed so that an element's k
+        products meet, summed in order, and each element lands in its own register. ``arrays``:
+        name → readers (cycle → expression) of the values the products read, extended here with
+        each product's element registers."""
+        W = self.W
+        k, L, C, it, ii, per, lanes = (plan[x] for x in ("k", "L", "chain", "it", "ii", "per", "lanes"))
         op = "-" if plan["neg"] else "+"
+        cls = "ep" if "ep" in units else "mul"
+        stem = "ep" if cls == "ep" else "mu"
         lines = [f"  // ---- the products ({', '.join(f'{mm.out} = {op}{mm.a} · {mm.b}' for mm in kernel.post)}), dense, "
-                 f"after the straight-line datapath: one element per cycle on {k} multipliers ({L} stages), its {k} "
-                 f"products summed in order in the datapath type ({C} cycle(s)), as the HLS target's loop"]
-        lines += self._quant("q_acc_", 2 * W + 1, F)
-        lines += [f"  function automatic signed [{W - 1}:0] q_acc(input signed [{W - 1}:0] facc, "
-                  f"input signed [{2 * W - 1}:0] fp);",
-                  f"    reg signed [{2 * W}:0] d;",
-                  f"    begin d = facc; d = (d <<< {F}) {op} fp; q_acc = q_acc_(d); end",
-                  "  endfunction"]
-        la = [f"ep_a{l}" for l in range(k)]
-        lb = [f"ep_b{l}" for l in range(k)]
-        lines += [f"  reg signed [{W - 1}:0] {', '.join(la + lb)};",
-                  "  always @* begin",
-                  "    " + " ".join(f"{x} = {_lit(0, W)};" for x in la + lb),
-                  "    case (cycle)"]
-        captures = []
+                 f"after the straight-line datapath: {per} element(s) of a row every {ii} cycle(s), each element's {k} "
+                 f"products on {lanes} multiplier(s) ({L} stages), summed in order in the datapath type "
+                 f"({C} cycle(s)), as the HLS target's loop"]
+        captures: dict[int, list] = {}  # cycle → the element registers loaded at its end
         for mm, s0 in zip(kernel.post, plan["starts"]):
             A, B = arrays[mm.a], arrays[mm.b]
             regs = [f"ep_{mm.out}_{e}" for e in range(mm.n * mm.m)]
-            for i in range(mm.n):
-                for j in range(mm.m):
-                    e = i * mm.m + j
-                    sets = [f"{la[l]} = {A[i * k + l]};" for l in range(k)] + \
-                           [f"{lb[l]} = {B[l * mm.m + j]};" for l in range(k)]
-                    lines.append(f"      {_ulit(s0 + e, cnt_w)}: begin {' '.join(sets)} end  // {mm.out}[{i}][{j}]")
-                    captures.append(f"      {_ulit(s0 + e + it - 1, cnt_w)}: {regs[e]} <= ep_s{k}_p{C - 1};"
-                                    if C > 1 else f"      {_ulit(s0 + e + it - 1, cnt_w)}: {regs[e]} <= ep_s{k};")
-            arrays[mm.out] = regs
-        lines += ["      default: ;", "    endcase", "  end"]
-        for l in range(k):
-            lines.append(f"  wire signed [{2 * W - 1}:0] ep_m{l} = ep_a{l} * ep_b{l};  // exact")
-            lines += self._pipe(f"ep_m{l}", f"ep_m{l}", L, 2 * W)
-        lines.append(f"  wire signed [{W - 1}:0] ep_s0 = {_lit(0, W)};")
-        for l in range(k):
-            lines.append(f"  wire signed [{W - 1}:0] ep_s{l + 1} = q_acc(ep_s{l}, ep_m{l}_p{L});")
-        if C > 1:
-            lines += self._pipe(f"ep_s{k}", f"ep_s{k}", C - 1)
-        n_el = sum(mm.n * mm.m for mm in kernel.post)
-        lines += [f"  reg signed [{W - 1}:0] " + ", ".join(r for mm in kernel.post for r in arrays[mm.out]) + ";",
+            blocks = math.ceil(mm.m / per)
+            for t in range(mm.n * blocks):
+                i, jb = divmod(t, blocks)
+                for r in range(per):
+                    j = jb * per + r
+                    if j >= mm.m:
+                        continue
+                    for l in range(k):  # noqa: E741
+                        g, lane = divmod(l, lanes)
+                        c = s0 + t * ii + g
+                        units[cls][r * lanes + lane].append(
+                            (c, [A[i * k + l](c), B[l * mm.m + j](c)], f"{mm.out}[{i}][{j}], product {l}"))
+                    done_at = s0 + t * ii + ii - 1 + it  # the element is final from this cycle
+                    end = f"ep_c{r}_s{k}_p{C - 1}" if C > 1 else f"ep_c{r}_s{k}"
+                    captures.setdefault(done_at - 1, []).append(f"{regs[i * mm.m + j]} <= {end};")
+            arrays[mm.out] = [(lambda c, x=x: x) for x in regs]
+        n_regs = 0
+        if ii > 1:  # the earlier groups' products wait for the last group's
+            for u in range(per * lanes):
+                d = [f"{stem}{u}_d{j}" for j in range(1, ii)]
+                lines += [f"  reg signed [{2 * W - 1}:0] {', '.join(d)};",
+                          f"  always @(posedge clk) begin {d[0]} <= {stem}{u}_p{L};"
+                          + "".join(f" {d[j]} <= {d[j - 1]};" for j in range(1, ii - 1)) + " end"]
+                n_regs += 2 * (ii - 1)
+        for r in range(per):
+            lines.append(f"  wire signed [{W - 1}:0] ep_c{r}_s0 = {_lit(0, W)};")
+            for l in range(k):  # noqa: E741
+                g, lane = divmod(l, lanes)
+                delay = ii - 1 - g
+                src = f"{stem}{r * lanes + lane}_p{L}" if delay == 0 else f"{stem}{r * lanes + lane}_d{delay}"
+                lines.append(f"  wire signed [{W - 1}:0] ep_c{r}_s{l + 1} = q_acc(ep_c{r}_s{l}, {src});")
+            if C > 1:
+                lines += self._pipe(f"ep_c{r}_s{k}", f"ep_c{r}_s{k}", C - 1)
+                n_regs += C - 1
+        elements = [r for mm in kernel.post for r in (x(0) for x in arrays[mm.out])]
+        lines += [f"  reg signed [{W - 1}:0] " + ", ".join(elements) + ";",
                   "  // each element's register loads in the last cycle of its sum",
-                  "  always @(posedge clk) begin", "    case (cycle)", *captures, "      default: ;", "    endcase", "  end"]
-        return lines, 2 * k + 2 * k * L + (C - 1) + n_el
+                  "  always @(posedge clk) begin", "    case (cycle)",
+                  *(f"      {_ulit(c, cnt_w)}: begin {' '.join(x)} end" for c, x in sorted(captures.items())),
+                  "      default: ;", "    endcase", "  end"]
+        return lines, n_regs + len(elements)
 
     @staticmethod
     def _settle(nid: int, finish: dict) -> int:
@@ -500,8 +677,8 @@ class _Emitter:
         """A node the cost model prices as a wire: x + 0, x − 0, x · 1, x · 2^k (a product all the
         same: a shift right rounds), or the second of an angle's sine and cosine."""
         _, x = kind[n.id]
-        if n.op in ("sin", "cos"):
-            return self.sincos_of[n.args[0].id][0 if n.op == "sin" else 1]
+        if n.op in ("sin", "cos"):  # the other of an angle's pair: the CORDIC's other output
+            return _get(self.vals[(x, n.op)], cycle)
         if n.op == "mul":
             return f"q_mul({read(n.args[0], cycle)}, {read(n.args[1], cycle)})"
         return read(self.nodes[x], cycle)
@@ -518,9 +695,10 @@ def _ulit(v: int, w: int) -> str:
     return f"{w}'d{v}"
 
 
-def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=None) -> tuple[list[Module], dict]:
-    """The modules of ``kernels``, and the texts of the units they share: {"sincos": the CORDIC
-    module, "div": the divider module}."""
+def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=None,
+                    dsp_budget: int | None = None) -> tuple[list[Module], dict]:
+    """The modules of ``kernels`` (each within ``dsp_budget`` DSP48E2 slices if given), and the
+    texts of the units they share: {"sincos": the CORDIC module, "div": the divider module}."""
     from ... import registry
     from ...codegen import escape as esc
 
@@ -532,6 +710,6 @@ def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=
         kern = registry.trace(model, k)
         if progress:
             progress(f"printing {k}")
-        mods.append(em.kernel(kern, prefix, esc.comment(model.name)))
+        mods.append(em.kernel(kern, prefix, esc.comment(model.name), dsp_budget))
     return mods, {"sincos": "\n".join(em.cordic_module(prefix)), "div": "\n".join(em.divider_module(prefix))}
 
