@@ -141,33 +141,36 @@ def _exact(W, F, raw):
             div(raw[0], raw[1]), div(raw[2], raw[3])]
 
 
-def _synthetic_sources(kern, W, I, budget=None):  # noqa: E741
+def _synthetic_sources(kern, W, I, budget=None, ii=None):  # noqa: E741
     """The module and Sources of one synthetic kernel at ap_fixed<W, I> (rounding to nearest,
-    saturating), unshared or within ``budget`` DSPs."""
+    saturating): unshared, within ``budget`` DSPs, or pipelined (``ii=1``)."""
     nt = numeric_type("float64", (W, I))
     em = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ)
-    mod = em.kernel(kern, "rbd_ops", "synthetic", budget)
+    mod = em.kernel(kern, "rbd_ops", "synthetic", budget, ii)
     files = {f"{mod.name}.v": mod.text, "rbd_ops_sincos.v": "\n".join(em.cordic_module("rbd_ops")),
-             "rbd_ops_div.v": "\n".join(em.divider_module("rbd_ops"))}
+             "rbd_ops_div.v": "\n".join(em.divider_module("rbd_ops")),
+             "rbd_ops_divp.v": "\n".join(em.divider_pipelined_module("rbd_ops"))}
     entry = {"doc": kern.doc, "inputs": [{"name": a.name, "size": a.size} for a in kern.inputs],
              "outputs": [{"name": a.name, "shape": list(a.shape)} for a in kern.all_outputs],
              "ops": {"mul": 3, "add": 3, "div": 2, "sincos": 0, "total": 8}, "module": mod.name,
-             "latency_cycles": mod.latency}
+             "latency_cycles": mod.latency, **({"ii": ii} if ii else {})}
     return mod, Sources("verilog", "rbd_ops", files, {kern.name: entry},
                         {"numtype": {"kind": "fixed", "W": W, "I": I, "rounding": "AP_RND_CONV", "overflow": "AP_SAT"},
-                         "units": ["rbd_ops_sincos.v", "rbd_ops_div.v"]}, (f"ap_fixed<{W},{I}>",))
+                         "units": ["rbd_ops_sincos.v", "rbd_ops_div.v", "rbd_ops_divp.v"]}, (f"ap_fixed<{W},{I}>",))
 
 
-@pytest.mark.parametrize("budget", [None, 1], ids=["unshared", "one-multiplier"])
-def test_datapath_operations_round_ties_to_even_and_saturate(budget):
+@pytest.mark.parametrize("budget,ii", [(None, None), (1, None), (None, 1)],
+                         ids=["unshared", "one-multiplier", "pipelined"])
+def test_datapath_operations_round_ties_to_even_and_saturate(budget, ii):
     """The synthetic kernel on operands chosen to hit the rounding's ties (both parities, both
     signs), values just off a tie, both saturations, and the divider's cases (quotients truncated
     toward zero of either sign, overflowing ones, zero divisors of a negative, zero and positive
-    dividend), against exact integer arithmetic; unshared, and within one DSP (its three products,
-    two of them ready in cycle 0, on one multiplier)."""
+    dividend), against exact integer arithmetic; unshared, within one DSP (its three products,
+    two of them ready in cycle 0, on one multiplier), and pipelined (a state every cycle, the
+    dividers pipelined: the 13 cases in 13 cycles)."""
     W, I = 16, 8  # noqa: E741
     F = W - I
-    mod, src = _synthetic_sources(_synthetic_kernel(), W, I, budget)
+    mod, src = _synthetic_sources(_synthetic_kernel(), W, I, budget, ii)
     if budget:
         assert mod.ops["mul"] == 1 and mod.text.count("_a * mu") == 1, "one shared multiplier"
     lib = ctypes.CDLL(str(sim.build_verilog(src)))
@@ -197,6 +200,8 @@ def test_datapath_operations_round_ties_to_even_and_saturate(budget):
     want = np.array([_exact(W, F, [int(r) for r in row]) for row in cases], dtype=np.int64)
     np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64), want)
     assert cycles(0) == mod.latency
+    if ii:
+        assert cycles(1) == len(cases), "one state a cycle"
     if budget:
         assert mod.latency == budget_cost(_synthetic_kernel(), numeric_type("float64", (W, I)), DEFAULT_CLOCK_MHZ,
                                           budget)["latency_cycles"]
@@ -323,6 +328,31 @@ def test_yosys_maps_a_budget_to_its_dsps(tmp_path, budget, dsps):
     assert counts and counts[-1] == dsps, counts
 
 
+def test_pipelined_modules_take_a_state_every_cycle(built):
+    """--ii 1: every operation its own operator, every value carried through a delay line to the
+    cycles that read it, the dividers pipelined. iiwa rnea and aba (CORDIC, dividers) fed 23
+    states on 23 consecutive cycles give the HLS C simulation's outputs bit for bit, the first
+    in the cost model's latency for --ii 1 (the same as the latency design's) and the last 22
+    cycles after it."""
+    m, _, kh = built
+    ks = ("rnea", "aba")
+    kv = rbdgen.build(m, target="verilog", fixed=FIXED, kernels=ks, ii=1)
+    q, v, a, _ = random_state(m, seed=50, n=23)
+    nt = numeric_type("float64", FIXED)
+    for k in ks:
+        np.testing.assert_array_equal(getattr(kv, k)(q, v, a), getattr(kh, k)(q, v, a),
+                                      err_msg=f"{k} pipelined: Verilator vs HLS C simulation")
+        c = kv.cycles(k)
+        model = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ, ii=1)
+        assert c == {"valid": model["latency_cycles"], "span": 23, "schedule": model["latency_cycles"]}, (k, c)
+    with pytest.raises(RbdgenError, match=r"--ii 2: the Verilog target pipelines at --ii 1 only"):
+        rbdgen.build(m, target="verilog", fixed=FIXED, kernels=("rnea",), ii=2)
+    with pytest.raises(RbdgenError, match=r"--dsp-budget 100 with --ii 1: .*choose one"):
+        rbdgen.build(m, target="verilog", fixed=FIXED, kernels=("rnea",), ii=1, dsp_budget=100)
+    with pytest.raises(RbdgenError, match=r"aba_derivatives: its dense products at --ii 1 would need n·m·k multipliers"):
+        rbdgen.build(m, target="verilog", fixed=FIXED, kernels=("aba_derivatives",), ii=1)
+
+
 def test_refusals_name_what_is_wrong(monkeypatch):
     m = _iiwa()
     with pytest.raises(RbdgenError, match=r"--fixed 32,0: integer bits I \(sign included\) must be between 1"):
@@ -353,10 +383,18 @@ def test_sources_are_deterministic_and_yosys_elaborates_them(tmp_path):
     assert a.files == b.files
     yosys = shutil.which("yosys")
     assert yosys, "yosys not found on PATH (`make rtl-tools` installs it)"
-    for fn, text in a.files.items():
-        (tmp_path / fn).write_text(text)
-    for k, e in a.kernels.items():
-        script = (f"read_verilog {e['module']}.v {' '.join(a.info['units'])}; hierarchy -check -top {e['module']}; "
-                  "proc; check -assert")
-        r = subprocess.run([yosys, "-q", "-p", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, f"{k}: yosys: {(r.stderr or r.stdout)[-2000:]}"
+    # pipelined: FK's delay lines, and the pipelined divider (on its own: a pipelined aba's 504 cycles
+    # of delay lines take Yosys 40 s)
+    p = t.generate(m, ("forward_kinematics",), dtypes=("float64",), name=None, fixed=FIXED, ii=1)
+    divp = [u for u in p.info["units"] if u.endswith("_divp.v")][0]
+    p.kernels["divp"] = {"module": divp[:-2]}
+    for src, d in ((a, tmp_path / "latency"), (p, tmp_path / "pipelined")):
+        d.mkdir()
+        for fn, text in src.files.items():
+            (d / fn).write_text(text)
+        for k, e in src.kernels.items():
+            files = sorted({f"{e['module']}.v", *src.info["units"]})
+            script = (f"read_verilog {' '.join(files)}; hierarchy -check -top {e['module']}; "
+                      "proc; check -assert")
+            r = subprocess.run([yosys, "-q", "-p", script], cwd=d, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, f"{k} ({d.name}): yosys: {(r.stderr or r.stdout)[-2000:]}"

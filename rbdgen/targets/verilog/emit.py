@@ -23,6 +23,13 @@ held in registers for the whole computation, so every value settles, in the cycl
 gives it, and stays. ``done`` rises in cycle ⌈latency⌉, when the outputs are valid (an output
 settling in the middle of a cycle is registered; one leaving a pipeline register is that
 register), and stays until the next ``start``.
+
+Two more designs from the same datapath (docs/verilog.md): within a DSP budget
+(``dsp_budget``), the HLS list schedule's timing on shared multipliers and CORDIC units with
+operand multiplexers by the cycle count and values caught in registers in their cycle
+(:meth:`_Emitter._units`); and pipelined (``ii=1``), every value carried by a delay line to the
+cycles that read it and the dividers pipelined (:meth:`_Emitter.divider_pipelined_module`), a
+state every cycle.
 """
 from __future__ import annotations
 
@@ -59,11 +66,14 @@ class _Val:
     avail: int
     stays: bool
     reg: str | None = None
+    delayed: bool = False  # pipelined (II = 1): read d cycles late from ``<direct>_d<d>``
 
 
 def _get(v: _Val, cycle: int) -> str:
     if v.stays or cycle <= v.avail:
         return v.direct
+    if v.delayed:
+        return f"{v.direct}_d{cycle - v.avail}"
     if v.reg is None:
         raise AssertionError(f"{v.direct} is read in cycle {cycle}, after its cycle {v.avail}, with no register")
     return v.reg
@@ -235,13 +245,75 @@ class _Emitter:
             "endmodule",
             ""]
 
+    def divider_pipelined_module(self, prefix: str) -> list[str]:
+        """``module <prefix>_divp``: :meth:`divider_module`'s quotient, fully pipelined (a new
+        division every cycle): the same W + F + 3 cycles from the cycle a and b are valid to the
+        one q is, one register stage per quotient bit (restoring division on the magnitudes)."""
+        W, F = self.W, self.F
+        N = W + F
+        hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
+        lines = [
+            f"// a / b in ap_fixed<{W},{self.nt.I}> as rbd_div computes it (see {prefix}_div), pipelined: a division",
+            f"// enters every cycle, its quotient leaves {N + 3} cycles later",
+            f"module {prefix}_divp (",
+            "  input wire clk,",
+            f"  input wire signed [{W - 1}:0] a,",
+            f"  input wire signed [{W - 1}:0] b,",
+            f"  output reg signed [{W - 1}:0] q,",
+            "  output reg dz);",
+            f"  wire signed [{N - 1}:0] num = {{a, {F}'b0}};",
+            f"  // stage s = 0..{N}: qd_s the dividend's bits not yet brought down, then the quotient's;",
+            "  // rem_s the remainder; den_s the divisor's magnitude; f_s the signs and the zero test",
+            f"  reg [{N - 1}:0] " + ", ".join(f"qd_{i}" for i in range(N + 1)) + ";",
+            f"  reg [{W}:0] " + ", ".join(f"rem_{i}" for i in range(N + 1)) + ";",
+            f"  reg [{W - 1}:0] " + ", ".join(f"den_{i}" for i in range(N + 1)) + ";",
+            "  reg [2:0] " + ", ".join(f"f_{i}" for i in range(N + 2)) + ";  // {a < 0, b == 0, a/b < 0}",
+            f"  reg signed [{N}:0] qs;",
+            "  always @(posedge clk) begin",
+            f"    qd_0 <= num[{N - 1}] ? -num : num; rem_0 <= 0; den_0 <= b[{W - 1}] ? -b : b;",
+            f"    f_0 <= {{a[{W - 1}], b == 0, a[{W - 1}] ^ b[{W - 1}]}};",
+            "  end"]
+        for i in range(N):
+            sh = f"{{rem_{i}[{W - 1}:0], qd_{i}[{N - 1}]}}"
+            lines += [f"  wire [{W}:0] sh_{i} = {sh};",
+                      f"  always @(posedge clk) begin f_{i + 1} <= f_{i}; den_{i + 1} <= den_{i};",
+                      f"    if (sh_{i} >= {{1'b0, den_{i}}}) begin rem_{i + 1} <= sh_{i} - {{1'b0, den_{i}}}; "
+                      f"qd_{i + 1} <= {{qd_{i}[{N - 2}:0], 1'b1}}; end",
+                      f"    else begin rem_{i + 1} <= sh_{i}; qd_{i + 1} <= {{qd_{i}[{N - 2}:0], 1'b0}}; end",
+                      "  end"]
+        lines += [
+            "  always @(posedge clk) begin",
+            f"    qs <= f_{N}[0] ? -$signed({{1'b0, qd_{N}}}) : $signed({{1'b0, qd_{N}}}); f_{N + 1} <= f_{N};",
+            f"    dz <= f_{N + 1}[1];",
+            f"    if (f_{N + 1}[1]) q <= f_{N + 1}[2] ? {_lit(lo, W)} : {_lit(hi, W)};",
+            f"    else if (qs > {_lit(hi, N + 1)}) q <= {_lit(hi, W)};",
+            f"    else if (qs < {_lit(lo, N + 1)}) q <= {_lit(lo, W)};",
+            f"    else q <= qs[{W - 1}:0];",
+            "  end",
+            "endmodule",
+            ""]
+        return lines
+
     # -- one kernel ------------------------------------------------------------------------------
-    def kernel(self, kernel, prefix: str, robot: str, dsp_budget: int | None = None) -> Module:
+    def kernel(self, kernel, prefix: str, robot: str, dsp_budget: int | None = None,
+               ii: int | None = None) -> Module:
         """The module of one traced kernel: unshared (every operation its own operator, on the
-        as-soon-as-possible schedule), or within ``dsp_budget`` DSP48E2 slices (multipliers and
-        CORDIC units shared on the list schedule of :func:`rbdgen.targets.hls.schedule.budget_design`)."""
+        as-soon-as-possible schedule), within ``dsp_budget`` DSP48E2 slices (multipliers and
+        CORDIC units shared on the list schedule of :func:`rbdgen.targets.hls.schedule.budget_design`),
+        or unshared and pipelined (``ii=1``: a new state every cycle; every value carried to the
+        cycles that read it through a delay line, pipelined dividers)."""
         W = self.W
         nt = self.nt
+        pipelined = ii is not None
+        if pipelined:
+            if ii != 1:
+                raise RbdgenError(f"--ii {ii}: the Verilog target pipelines at --ii 1 only (a new state every cycle)")
+            if dsp_budget is not None:
+                raise RbdgenError(f"--dsp-budget {dsp_budget} with --ii {ii}: a budget shares operators in the "
+                                  "latency design, --ii pipelines every operation on its own operator; choose one")
+            if kernel.post:
+                raise RbdgenError(f"{kernel.name}: its dense products at --ii 1 would need n·m·k multipliers each "
+                                  "(an element a cycle is the latency design's); not printed pipelined")
         for mm in kernel.post:
             if mm.scale not in (1.0, -1.0):
                 raise RbdgenError(f"{kernel.name}: the Verilog target prints products scaled by ±1 only "
@@ -291,9 +363,22 @@ class _Emitter:
                     last[src] = max(last.get(src, -1), latency)
 
         def stays(x) -> bool:  # the value stays valid once it is
-            return x.cls == "div" or (not shared and x.cycles > 0)
+            return not pipelined and (x.cls == "div" or (not shared and x.cycles > 0))
 
         need = {nid for nid, c in last.items() if c > avail[nid] and not stays(kind[nid][1])}
+        # pipelined: the inputs too are carried to the cycles that read them
+        in_last: dict[tuple, int] = {}
+        if pipelined:
+            for n, x in ops:
+                for a in n.args:
+                    o = self._origin(a, kind)
+                    if kind[o.id][0] == "input":
+                        in_last[(o.name, o.index)] = max(in_last.get((o.name, o.index), 0), reads_in(n, x))
+            for _, vals_ in kernel.traced_arrays():
+                for v in vals_:
+                    o = self._origin(v.node, kind)
+                    if kind[o.id][0] == "input":
+                        in_last[(o.name, o.index)] = latency
         vals: dict = {}
         self.vals = vals
 
@@ -305,15 +390,21 @@ class _Emitter:
             if k == "const":
                 return self._const(a)
             if k == "input":
-                return f"in_{a.name}_{a.index}"
+                return f"in_{a.name}_{a.index}" + (f"_d{cycle}" if pipelined and cycle > 0 else "")
             if k == "wire":
                 return self._wire(a, kind, cycle, read)
             return _get(vals[a.id], cycle)
 
-        def capture(direct: str, at: int) -> str:
+        def capture(direct: str, at: int, nid: int = -1) -> str:
             """A register of ``direct`` loaded at the end of cycle ``at``: unshared free-running (its
-            operands stay), shared loaded in that cycle only."""
+            operands stay), shared loaded in that cycle only; pipelined, a delay line to the last
+            cycle that reads it (``<direct>_d1`` … valid in cycles ``at`` + 1 …)."""
             nonlocal regs
+            if pipelined:
+                depth = last[nid] - at
+                regs += depth
+                body.extend(self._delay(direct, depth))
+                return f"{direct}_d"
             regs += 1
             r = f"{direct}_r"
             body.append(f"  reg signed [{W - 1}:0] {r};")
@@ -364,13 +455,26 @@ class _Emitter:
                         regs += x.cycles
                     parts = {"sin": f"{u}_s_p{x.cycles}", "cos": f"{u}_c_p{x.cycles}"}
                 for part, direct in parts.items():
-                    reg = capture(direct, avail[n.id]) if n.id in need else None
-                    vals[(n.id, part)] = _Val(direct, avail[n.id], stays(x), reg)
+                    reg = capture(direct, avail[n.id], n.id) if n.id in need else None
+                    vals[(n.id, part)] = _Val(direct, avail[n.id], stays(x), reg, pipelined)
                 vals[n.id] = vals[(n.id, n.op)]
                 continue
             if cls == "div":
                 a = [read(v, c) for v in n.args]
                 u = f"d{n.id}"
+                if pipelined:
+                    body += [f"  // {where}: division, cycles {c}..{c + x.cycles} (pipelined divider)",
+                             f"  wire signed [{W - 1}:0] {u}_q;",
+                             f"  wire {u}_dz;",
+                             f"  {prefix}_divp {u} (.clk(clk), .a({a[0]}), .b({a[1]}), .q({u}_q), .dz({u}_dz));"]
+                    reg = capture(f"{u}_q", avail[n.id], n.id) if n.id in need else None
+                    vals[n.id] = _Val(f"{u}_q", avail[n.id], False, reg, True)
+                    if latency > avail[n.id]:  # the flag travels with its state to the outputs
+                        body += self._delay(f"{u}_dz", latency - avail[n.id], 1)
+                        dzs.append(f"{u}_dz_d{latency - avail[n.id]}")
+                    else:
+                        dzs.append(f"{u}_dz")
+                    continue
                 body += [f"  // {where}: division, cycles {c}..{c + x.cycles} (sequential divider)",
                          f"  wire signed [{W - 1}:0] {u}_q;",
                          f"  wire {u}_dz;",
@@ -385,7 +489,7 @@ class _Emitter:
                 units["mul"][u].append((c, a, where))
                 body.append(f"  wire signed [{W - 1}:0] {t} = q_mul_(mu{u}_p{x.cycles});  "
                             f"// {where}: mul on multiplier {u}, cycles {c}..{c + x.cycles}")
-                reg = capture(t, avail[n.id]) if n.id in need else None
+                reg = capture(t, avail[n.id], n.id) if n.id in need else None
                 vals[n.id] = _Val(t, avail[n.id], False, reg)
                 continue
             if n.op == "mul":
@@ -403,12 +507,13 @@ class _Emitter:
                          f"  wire signed [{W - 1}:0] {t}_c = {e};"]
                 body += self._pipe(f"{t}_c", t, x.cycles)
                 regs += x.cycles
-                vals[n.id] = _Val(f"{t}_p{x.cycles}", avail[n.id], True)
+                reg = capture(f"{t}_p{x.cycles}", avail[n.id], n.id) if pipelined and n.id in need else None
+                vals[n.id] = _Val(f"{t}_p{x.cycles}", avail[n.id], not pipelined, reg, pipelined)
             else:
                 s = avail[n.id]
                 body += [f"  wire signed [{W - 1}:0] {t} = {e};  // {where}: cycle {s}"]
-                reg = capture(t, s) if n.id in need else None
-                vals[n.id] = _Val(t, s, False, reg)
+                reg = capture(t, s, n.id) if n.id in need else None
+                vals[n.id] = _Val(t, s, False, reg, pipelined)
         if shared:
             counts["mul"] = len(units["mul"])
             if units["sincos"]:
@@ -430,14 +535,20 @@ class _Emitter:
                 out_lines.append(f"  assign {arr.name}[{(i + 1) * W - 1}:{i * W}] = {rd(latency)};")
         unit_decl, unit_logic, unit_regs = self._units(units, prefix, CNT_W, L_MUL, shared)
         regs += unit_regs
-        ports = ["  input wire clk,", "  input wire start,  // takes the inputs; done falls",
+        ports = ["  input wire clk,",
+                 "  input wire start,  // takes the inputs (pipelined: a state at every edge start is high at)"
+                 if pipelined else "  input wire start,  // takes the inputs; done falls",
                  *[f"  input wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in ins],
                  *[f"  output wire [{n * W - 1}:0] {nm},  // {n} values, value i in bits [W(i+1)-1 : Wi]" for nm, n in outs],
-                 *(["  output wire div_by_zero,  // with done: a divisor was zero (its quotient saturated, as rbd_div's)"]
-                   if dzs else []),
+                 *([f"  output wire div_by_zero,  // with {'valid' if pipelined else 'done'}: a divisor was zero "
+                    "(its quotient saturated, as rbd_div's)"] if dzs else []),
+                 f"  output wire valid  // high in cycle {latency} after a start: that state's outputs, one state a cycle"
+                 if pipelined else
                  f"  output reg done  // high from cycle {latency} after start until the next start: the outputs are valid"]
         what = (f"{self.model.period and 1000.0 / self.model.period:g} MHz schedule: latency {latency} cycles "
                 f"(schedule length {length:.2f})")
+        if pipelined:
+            what = f"pipelined, a state every cycle (II = 1), {what}"
         if shared:
             what = (f"within {dsp_budget} DSP48E2 ({len(units['mul'])} shared {self.model.mul().dsp}-slice multipliers"
                     + (f", {len(units['sincos'])} CORDIC unit(s)" if units["sincos"] else "")
@@ -448,17 +559,25 @@ class _Emitter:
         inreg = []
         for nm, n in ins:
             inreg.append(f"  reg signed [{W - 1}:0] " + ", ".join(f"in_{nm}_{i}" for i in range(n)) + ";")
-        inreg += ["  always @(posedge clk) if (start) begin"]
+        inreg += ["  always @(posedge clk) begin" if pipelined else "  always @(posedge clk) if (start) begin"]
         for nm, n in ins:
             for i in range(n):
                 inreg.append(f"    in_{nm}_{i} <= {nm}[{(i + 1) * W - 1}:{i * W}];")
         inreg += ["  end"]
         regs += sum(n for _, n in ins)
+        for (nm, i), c in sorted(in_last.items()):  # pipelined: each input to the last cycle reading it
+            inreg += self._delay(f"in_{nm}_{i}", c)
+            regs += c
         cnt_w = CNT_W
         last_c = _ulit(latency - 1, cnt_w)
         ctl = [f"  // cycle count since start: done in cycle {latency}",
                f"  reg [{cnt_w - 1}:0] cycle;"]
-        if dzs:  # the dividers start on the count: only while it runs
+        if pipelined:
+            ctl = [f"  // which cycles hold a state: start's bit travels {latency} cycles to valid",
+                   f"  reg [{latency}:0] live = 0;",
+                   f"  always @(posedge clk) live <= {{live[{latency - 1}:0], start}};" if latency > 0 else "",
+                   f"  assign valid = live[{latency}];"]
+        elif dzs:  # the dividers start on the count: only while it runs
             ctl += ["  reg running = 1'b0;",
                     "  always @(posedge clk) begin",
                     "    if (start) begin cycle <= 0; done <= 1'b0; running <= 1'b1; end",
@@ -683,6 +802,23 @@ class _Emitter:
             return f"q_mul({read(n.args[0], cycle)}, {read(n.args[1], cycle)})"
         return read(self.nodes[x], cycle)
 
+    def _delay(self, src: str, depth: int, width: int | None = None) -> list[str]:
+        """A free-running delay line of ``depth`` registers after ``src``: ``<src>_d1`` …
+        ``<src>_d<depth>`` (synthesis maps long ones to shift-register LUTs)."""
+        if depth <= 0:
+            return []
+        w = width or self.W
+        regs = ", ".join(f"{src}_d{i}" for i in range(1, depth + 1))
+        return [f"  reg {'signed ' if w > 1 else ''}[{w - 1}:0] {regs};" if w > 1 else f"  reg {regs};",
+                f"  always @(posedge clk) begin {src}_d1 <= {src};"
+                + "".join(f" {src}_d{i} <= {src}_d{i - 1};" for i in range(2, depth + 1)) + " end"]
+
+    def _origin(self, node, kind):
+        """The node whose value ``node`` is, through wires (an operation, constant or input)."""
+        while kind[node.id][0] == "wire":
+            node = self.nodes[kind[node.id][1]]
+        return node
+
     def _pipe(self, src: str, stem: str, stages: int, width: int | None = None) -> list[str]:
         """``stages`` free-running registers after ``src``: ``<stem>_p1`` … ``<stem>_p<stages>``."""
         regs = ", ".join(f"{stem}_p{i}" for i in range(1, stages + 1))
@@ -696,9 +832,10 @@ def _ulit(v: int, w: int) -> str:
 
 
 def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=None,
-                    dsp_budget: int | None = None) -> tuple[list[Module], dict]:
-    """The modules of ``kernels`` (each within ``dsp_budget`` DSP48E2 slices if given), and the
-    texts of the units they share: {"sincos": the CORDIC module, "div": the divider module}."""
+                    dsp_budget: int | None = None, ii: int | None = None) -> tuple[list[Module], dict]:
+    """The modules of ``kernels`` (each within ``dsp_budget`` DSP48E2 slices, or pipelined at
+    ``ii`` = 1, if given), and the texts of the units they share: {"sincos": the CORDIC module,
+    "div": the divider module, and pipelined "divp": the pipelined divider}."""
     from ... import registry
     from ...codegen import escape as esc
 
@@ -710,6 +847,9 @@ def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=
         kern = registry.trace(model, k)
         if progress:
             progress(f"printing {k}")
-        mods.append(em.kernel(kern, prefix, esc.comment(model.name), dsp_budget))
-    return mods, {"sincos": "\n".join(em.cordic_module(prefix)), "div": "\n".join(em.divider_module(prefix))}
+        mods.append(em.kernel(kern, prefix, esc.comment(model.name), dsp_budget, ii))
+    units = {"sincos": "\n".join(em.cordic_module(prefix)), "div": "\n".join(em.divider_module(prefix))}
+    if ii is not None:
+        units["divp"] = "\n".join(em.divider_pipelined_module(prefix))
+    return mods, units
 
