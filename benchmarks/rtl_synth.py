@@ -10,7 +10,8 @@ design this RTL is), its LUTs and flip-flops, and its latency, which the RTL has
 and which tests/test_verilog.py measures in Verilator. Two kernels synthesize at a time (one core
 each); the Yosys logs stay in the work folder when --keep is given.
 
-A kernel written ``kernel@N`` is the design within N DSP48E2 slices (``--dsp-budget N``: the
+A kernel written ``kernel+ii1`` is the pipelined design (``--ii 1``: a state every cycle) beside
+the model's ``--ii 1`` figures. A kernel written ``kernel@N`` is the design within N DSP48E2 slices (``--dsp-budget N``: the
 multipliers and CORDIC units shared on the HLS list schedule); its model figures are the budgeted
 design's (``inspect --cost --target hls --dsp-budget N``). ∇FD is only synthesized so: unshared
 it would need 12 010 DSPs, more than a VCU118's 6 840.
@@ -44,7 +45,7 @@ from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, numeric_type
 from rbdgen.targets.hls.schedule import budget_cost
 from rbdgen.toolchain.compiler import find_cxx
 
-KERNELS = ("forward_kinematics", "rnea", "crba", "aba", "aba_derivatives@200")
+KERNELS = ("forward_kinematics", "rnea", "crba", "aba", "rnea@100", "rnea+ii1", "aba_derivatives@200")
 FIXED = (32, 16)
 #: the cells reported, grouped
 GROUPS = {"DSP48E2": ("DSP48E2",), "LUT": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6"),
@@ -74,10 +75,13 @@ def synth(work: Path, module: str, files: list, timeout_s: int) -> dict:
     return {"cells": cells, "groups": groups, "seconds": round(secs, 1)}
 
 
-def parse(spec: str) -> tuple[str, int | None]:
-    """``kernel`` or ``kernel@N`` (within N DSPs) → (kernel, N or None)."""
+def parse(spec: str) -> tuple[str, int | None, int | None]:
+    """``kernel``, ``kernel@N`` (within N DSPs) or ``kernel+ii1`` (pipelined, a state a cycle) →
+    (kernel, N or None, 1 or None)."""
+    if spec.endswith("+ii1"):
+        return spec[:-4], None, 1
     k, _, b = spec.partition("@")
-    return k, (int(b) if b else None)
+    return k, (int(b) if b else None), None
 
 
 def run(specs, timeout_s: int, keep: bool, revision: str) -> dict:
@@ -88,29 +92,29 @@ def run(specs, timeout_s: int, keep: bool, revision: str) -> dict:
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
         futs = {}
         for spec in specs:
-            k, budget = parse(spec)
+            k, budget, ii = parse(spec)
             src = get_target("verilog").generate(m, (k,), dtypes=("float64",), name=None, fixed=FIXED,
-                                                 dsp_budget=budget)
-            d = work / (f"budget{budget}" if budget else "unshared")
+                                                 dsp_budget=budget, ii=ii)
+            d = work / (f"budget{budget}" if budget else "ii1" if ii else "unshared")
             d.mkdir(exist_ok=True)
             for fn, text in src.files.items():
                 (d / fn).write_text(text)
             e = src.kernels[k]
-            log(f"synthesizing {e['module']}" + (f" within {budget} DSPs" if budget else "")
+            log(f"synthesizing {e['module']}" + (f" within {budget} DSPs" if budget else " pipelined" if ii else "")
                 + " (Yosys synth_xilinx -family xcup)")
             futs[spec] = (src, ex.submit(synth, d, e["module"], [f"{e['module']}.v", *src.info["units"]], timeout_s))
         for spec, (src, f) in futs.items():
-            k, budget = parse(spec)
+            k, budget, ii = parse(spec)
             kern = registry.trace(m, k)
             if budget:
                 est = budget_cost(kern, nt, DEFAULT_CLOCK_MHZ, budget)
                 est["dsp_spatial"] = est["dsp"]  # the design the RTL is: the shared operators
             else:
-                est = kernel_cost(kern, nt, DEFAULT_CLOCK_MHZ)
+                est = kernel_cost(kern, nt, DEFAULT_CLOCK_MHZ, ii=ii)
             rows[spec] = {"yosys": f.result(), "model": {x: est[x] for x in ("dsp", "dsp_spatial", "lut", "ff",
                                                                              "latency_cycles")},
                           "rtl": {x: src.kernels[k][x] for x in ("latency_cycles", "operators", "registers")},
-                          "dsp_budget": budget, "revision": revision}
+                          "dsp_budget": budget, "ii": ii, "revision": revision}
             log(f"{spec}: {rows[spec]['yosys'].get('groups') or rows[spec]['yosys'].get('error')} "
                 f"in {rows[spec]['yosys']['seconds']} s")
     if keep:
@@ -128,14 +132,15 @@ def markdown(res: dict) -> str:
              "below. Model: the HLS cost model for the same kernel, format and clock (`inspect --cost --target "
              "hls`): DSP-spatial is one operator per operation, the design the unshared RTL is; a row `@ N DSP` "
              "is the design within a budget of N (`--dsp-budget N`: multipliers and CORDIC units shared on the "
-             "list schedule) beside the budgeted model (`inspect --cost --dsp-budget N`). The LUT and FF figures "
+             "list schedule) beside the budgeted model (`inspect --cost --dsp-budget N`); a row `--ii 1` is the "
+             "pipelined design (a state every cycle) beside the model's `--ii 1` figures. The LUT and FF figures "
              "price the design's operators (and, budgeted, its operand multiplexers) and the values a latency "
              "design holds between cycles. The RTL's latency is the model's by construction and measured in "
              "Verilator by tests/test_verilog.py.", "",
              "| kernel | latency (cycles) | DSP48E2 (model) | LUT (model) | FF + SRL (model FF) | CARRY | "
              "Yosys time | revision |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for spec, r in res["kernels"].items():
-        k = spec.replace("@", " @ ") + (" DSP" if "@" in spec else "")
+        k = spec.replace("@", " @ ").replace("+ii1", ", --ii 1") + (" DSP" if "@" in spec else "")
         y, md = r["yosys"], r["model"]
         if "error" in y:
             lines.append(f"| {k} | {r['rtl']['latency_cycles']} | failed: {y['error'][:80]} | | | | {y['seconds']} s "
