@@ -46,14 +46,15 @@ test: $(STAMP) $(MJCF_CORPUS) rtl-tools
 	RBDGEN_REQUIRE_MJCF=1 $(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The Verilog target's tools (issue 48): Verilator simulates the generated modules, Yosys elaborates
-# and synthesizes them. Debian packages (bookworm: verilator 5.006, yosys 0.23), installed with
+# and synthesizes them, Icarus Verilog (a second, independent simulator) runs the generated
+# testbenches. Debian packages (bookworm: verilator 5.006, yosys 0.23, iverilog 11), installed with
 # apt-get when missing (~15 s; root, as on CI; elsewhere run it with sudo). tests/test_verilog.py
 # fails, naming this target, without them.
 rtl-tools:
-	@command -v verilator >/dev/null && command -v yosys >/dev/null || \
-	  { echo "installing verilator and yosys (apt-get)"; \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends verilator yosys >/dev/null || \
-	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends verilator yosys >/dev/null; }; }
+	@command -v verilator >/dev/null && command -v yosys >/dev/null && command -v iverilog >/dev/null || \
+	  { echo "installing verilator, yosys and iverilog (apt-get)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends verilator yosys iverilog >/dev/null || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends verilator yosys iverilog >/dev/null; }; }
 
 # the developer loop: ≤ 3 minutes here with an empty compile cache (tests/conftest.py chooses the
 # tests: every kernel family on the iiwa and the floating quadruped, CUDA emulation and HLS C

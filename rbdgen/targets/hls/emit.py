@@ -299,11 +299,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     harness = f"{prefix}_csim.cpp"
     files[harness] = render("hls/csim.cpp.j2", harness_prefix=harness_prefix, **ctx)
     # testbench: seeded random states within the joint limits, format vs the same code in double
-    rng = np.random.default_rng(12345)
-    q = model.random_q(rng, tb_states)
-    env = {"q": q, "v": rng.normal(size=(tb_states, model.nv)), "a": rng.normal(size=(tb_states, model.nv)),
-           "tau": 10.0 * rng.normal(size=(tb_states, model.nv))}
-    env = registry.complete_inputs(model, env, seed=12345)  # inputs beyond these (stale): as the registry draws them
+    env = testbench_states(model, tb_states)
     # q, v, a, tau always (as before other inputs existed), the others where a kernel here takes them
     used = {n for kk in ks for n in registry.get(kk["name"]).input_names}
     tb_inputs = [{"name": n, "size": x.shape[1], "data": ", ".join(_c_float(v) for v in x.ravel())}
@@ -396,6 +392,16 @@ def measured_bound(decl, numtype: NumType) -> float | None:
     derived = [tol * 2.0 ** ((W0 - I0) - F) for (W0, I0), tol in decl.fixed_tol.items()
                if F >= W0 - I0 and I >= I0]
     return min(derived) if derived else None
+
+
+def testbench_states(model, n: int = 4) -> dict:
+    """The generated testbenches' states (HLS and Verilog): seeded random states within the joint
+    limits, input name → array (n, size)."""
+    rng = np.random.default_rng(12345)
+    q = model.random_q(rng, n)
+    env = {"q": q, "v": rng.normal(size=(n, model.nv)), "a": rng.normal(size=(n, model.nv)),
+           "tau": 10.0 * rng.normal(size=(n, model.nv))}
+    return registry.complete_inputs(model, env, seed=12345)  # inputs beyond these (stale): as the registry draws them
 
 
 def testbench_tolerance(decl, numtype: NumType) -> float:

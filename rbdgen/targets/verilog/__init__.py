@@ -16,8 +16,10 @@ from ...errors import RbdgenError
 from ...kernels.loaded import kernel_specs
 from ..base import CXX, OPT, Target, check_opt, register
 from ..hls import HlsTarget
-from ..hls.emit import DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType, measured_bound, numeric_type
+from ..hls.emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType, measured_bound, numeric_type,
+                        testbench_states)
 from .emit import verilog_kernels
+from .testbench import testbench
 
 _HLS_OPTIONS = {o.name: o for o in HlsTarget.options}
 #: the datapath when --fixed is not given: the format the HLS target's accuracy sweep measured for
@@ -57,9 +59,11 @@ class VerilogTarget(Target):
         entries = {}
         from ... import registry
 
+        env = testbench_states(model)
         for md, k in zip(mods, kernels):
             files[f"{md.name}.v"] = banner + md.text
             kern = registry.trace(model, k)
+            files[f"tb_{md.name}.v"] = banner + testbench(md, kern, nt, env, pipelined=ii is not None)
             entries[k] = {"doc": kern.doc,
                           "inputs": [{"name": a.name, "size": int(a.size)} for a in kern.inputs],
                           "outputs": [{"name": a.name, "shape": [int(s) for s in a.shape]} for a in kern.all_outputs],
