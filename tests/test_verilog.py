@@ -31,11 +31,11 @@ from rbdgen import registry
 from rbdgen.codegen.sources import Sources
 from rbdgen.errors import RbdgenError
 from rbdgen.ir.graph import Array, Graph, Kernel, MatMul
+from rbdgen.targets.hls import exact
 from rbdgen.targets.hls.cost import kernel_cost, quantise
 from rbdgen.targets.hls.schedule import budget_cost
 from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, measured_bound, numeric_type
 from rbdgen.targets.verilog import emit as vemit
-from rbdgen.targets.verilog import golden
 from rbdgen.targets.verilog import sim
 
 from conftest import ROBOT_CASES, load_case, random_state
@@ -355,7 +355,7 @@ def test_pipelined_modules_take_a_state_every_cycle(built):
 
 
 def test_exact_model_is_the_hls_c_simulation(built):
-    """rbdgen.targets.verilog.golden (the generated testbenches' expected outputs) computes in
+    """rbdgen.targets.hls.exact (the generated testbenches' expected outputs) computes in
     Python integers what the HLS C simulation computes on ap_fixed: bit for bit on iiwa rnea, FK,
     aba and ∇FD (CORDIC, divider, the products' accumulation)."""
     m, _, kh = built
@@ -367,7 +367,7 @@ def test_exact_model_is_the_hls_c_simulation(built):
         want = _tuple(getattr(kh, k)(*(env[x.name] for x in kern.inputs)))
         for s in range(len(q)):
             raw = {x.name: [quantise(float(y), *FIXED) for y in env[x.name][s]] for x in kern.inputs}
-            got = golden.outputs(kern, nt, raw)
+            got = exact.outputs(kern, nt, raw)
             for arr, w in zip(kern.all_outputs, want):
                 np.testing.assert_array_equal(np.ldexp(np.array(got[arr.name], dtype=float), -(FIXED[0] - FIXED[1])),
                                               w[s].ravel(), err_msg=f"{k} {arr.name} state {s}")

@@ -14,11 +14,12 @@ from ...errors import RbdgenError
 from ...kernels.loaded import kernel_specs
 from ...toolchain.compiler import build_library
 from ..base import CXX, OPT, Option, Target, check_opt, register
+from .autofix import default_tol, format_auto_table
 from .csim import HLSKernels, hls_flags
 from .emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_PART, DEFAULT_ROUNDING, INTERFACES, OVERFLOW,
-                   ROUNDING, NumType, _check_clock, _check_dsp_budget, _check_fixed, _check_ii, budget_table,
+                   ROUNDING, NumType, _check_clock, _check_dsp_budget, _check_fixed, _check_ii, _check_tol, budget_table,
                    cost_table, format_budget_table, format_cost_table, generate_hls, measured_bound, numeric_type,
-                   parse_fixed, resolve_part)
+                   parse_fixed, resolve_part, resolve_fixed)
 from .schedule import PARTS, part_preset
 
 
@@ -33,8 +34,12 @@ class HlsTarget(Target):
     returns = "rbdgen.targets.hls.csim.HLSKernels"
     options = (
         Option("fixed", "--fixed", "hls: ap_fixed<W,I> datapath (W total bits <= 64, I integer bits incl. sign), "
-               "e.g. 32,16; default: floating point of --dtype", ("generate", "cost"), {"metavar": "W,I"},
+               "e.g. 32,16, or 'auto': the narrowest format whose measured error meets --tol for every kernel "
+               "(docs/hls.md); default: floating point of --dtype", ("generate", "cost"), {"metavar": "W,I|auto"},
                check=_check_fixed),
+        Option("tol", "--tol", "hls: with --fixed auto, the relative error each kernel's format must meet on sampled "
+               "states (default: the kernel's float32 bound x 100)", ("generate", "cost"),
+               {"type": float, "metavar": "E"}, check=_check_tol),
         Option("rounding", "--rounding", f"hls: ap_fixed rounding (quantisation) mode (default {DEFAULT_ROUNDING})",
                ("generate", "cost"), {"choices": ROUNDING}),
         Option("overflow", "--overflow", f"hls: ap_fixed overflow mode (default {DEFAULT_OVERFLOW})",
@@ -65,7 +70,8 @@ class HlsTarget(Target):
         return numeric_type(dtypes[0], fixed, rounding or DEFAULT_ROUNDING, overflow or DEFAULT_OVERFLOW)
 
     def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, fixed=None, rounding=None,
-                 overflow=None, ii=None, clock_mhz=None, part=None, interface=None, dsp_budget=None):
+                 overflow=None, ii=None, clock_mhz=None, part=None, interface=None, dsp_budget=None, tol=None):
+        fixed, choices = resolve_fixed(model, kernels, fixed, tol, rounding, overflow, progress)
         nt = self.numtype(dtypes, fixed, rounding, overflow)
         gen = generate_hls(model, nt, kernels, ii=ii, interface=interface or "ap_memory", part=part or DEFAULT_PART,
                            clock_mhz=DEFAULT_CLOCK_MHZ if clock_mhz is None else clock_mhz, name=name, fold=fold,
@@ -75,7 +81,7 @@ class HlsTarget(Target):
                 "harness_prefix": gen.harness_prefix, "testbench": gen.testbench, "tcl": gen.tcl,
                 "library": f"{gen.prefix}_hls_{nt.tag}" + ("" if fold else "_dense"),
                 "numtype": {"kind": nt.kind, "W": nt.W, "I": nt.I, "rounding": nt.rounding, "overflow": nt.overflow},
-                "type": nt.ctype}
+                "type": nt.ctype, **({"fixed_auto": choices} if choices else {})}
         return Sources(self.name, gen.prefix, dict(gen.files), entries, info, (nt.ctype,))
 
     def load(self, sources, model, dtype=None, *, progress=None, opt=None, csim="fast", cxx=None):
@@ -88,21 +94,27 @@ class HlsTarget(Target):
 
     def tolerance(self, decl, dtype, options):
         fixed = options.get("fixed")
+        if fixed == "auto":  # the accuracy the format was chosen for
+            return options.get("tol") or default_tol(decl)
         if fixed is None:
             return super().tolerance(decl, dtype, options)
         W, I = parse_fixed(fixed)  # noqa: E741
         return measured_bound(decl, NumType("fixed", W, I))
 
     def describe(self, options):
+        if options.get("fixed") == "auto":
+            return "hls C simulation, ap_fixed chosen per --fixed auto"
         nt = self.numtype((options.get("dtype", "float64"),), options.get("fixed"), options.get("rounding"),
                           options.get("overflow"))
         return f"hls C simulation, {nt.describe()}"
 
     def cost_sections(self, model, kernels, *, dtype="float64", progress=None, fixed=None, rounding=None,
-                      overflow=None, clock_mhz=None, ii=None, part=None, dsp_budget=None):
+                      overflow=None, clock_mhz=None, ii=None, part=None, dsp_budget=None, tol=None):
+        fixed, choices = resolve_fixed(model, kernels, fixed, tol, rounding, overflow, progress)
         nt = self.numtype((dtype,), fixed, rounding, overflow)
         clock = clock_mhz or DEFAULT_CLOCK_MHZ
-        out = [format_cost_table(cost_table(model, nt, kernels, clock_mhz=clock, ii=ii, progress=progress),
+        out = [format_auto_table(choices, nt)] if choices else []
+        out += [format_cost_table(cost_table(model, nt, kernels, clock_mhz=clock, ii=ii, progress=progress),
                                  nt, clock, ii)]
         part_no, budget = resolve_part(part or DEFAULT_PART, dsp_budget, nt, ii)
         if budget is not None:

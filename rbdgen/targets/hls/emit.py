@@ -504,8 +504,30 @@ def format_budget_table(rows: list[dict], numtype: NumType, clock_mhz: float, ds
 # ---- the target ------------------------------------------------------------------------------
 
 def _check_fixed(value):
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"  # chosen per kernel when the model is known (rbdgen/targets/hls/autofix.py)
     nt = numeric_type(fixed=value)
     return (nt.W, nt.I)
+
+
+def _check_tol(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise RbdgenError(f"--tol must be a positive relative error (e.g. 1e-3), got {value!r}")
+    return float(value)
+
+
+def resolve_fixed(model, kernels, fixed, tol=None, rounding=None, overflow=None, progress=None):
+    """``fixed`` as (W, I), and the per-kernel choices of ``--fixed auto`` (else None): the
+    format covering every kernel's (see :mod:`rbdgen.targets.hls.autofix`)."""
+    if fixed != "auto":
+        if tol is not None:
+            raise RbdgenError("--tol is the accuracy --fixed auto chooses formats for; give --fixed auto with it")
+        return fixed, None
+    from .autofix import choose_all, covering
+
+    choices = choose_all(model, kernels, tol=tol, rounding=rounding or DEFAULT_ROUNDING,
+                         overflow=overflow or DEFAULT_OVERFLOW, progress=progress)
+    return covering(choices), choices
 
 
 def _clock_problem(value) -> str | None:

@@ -17,7 +17,7 @@ from ...kernels.loaded import kernel_specs
 from ..base import CXX, OPT, Target, check_opt, register
 from ..hls import HlsTarget
 from ..hls.emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType, measured_bound, numeric_type,
-                        testbench_states)
+                        resolve_fixed, testbench_states)
 from .emit import verilog_kernels
 from .testbench import testbench
 
@@ -36,7 +36,7 @@ class VerilogTarget(Target):
     returns = "rbdgen.targets.verilog.sim.VerilogKernels"
     # the same flags as the hls target: one datapath type, one schedule (options are shared objects,
     # so the CLI declares each flag once)
-    options = (_HLS_OPTIONS["fixed"], _HLS_OPTIONS["rounding"], _HLS_OPTIONS["overflow"],
+    options = (_HLS_OPTIONS["fixed"], _HLS_OPTIONS["tol"], _HLS_OPTIONS["rounding"], _HLS_OPTIONS["overflow"],
                _HLS_OPTIONS["clock_mhz"], _HLS_OPTIONS["dsp_budget"], _HLS_OPTIONS["ii"], OPT, CXX)
 
     @staticmethod
@@ -46,9 +46,10 @@ class VerilogTarget(Target):
                             overflow or DEFAULT_OVERFLOW)
 
     def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, fixed=None, rounding=None,
-                 overflow=None, clock_mhz=None, dsp_budget=None, ii=None):
+                 overflow=None, clock_mhz=None, dsp_budget=None, ii=None, tol=None):
         if not fold:
             raise RbdgenError("--target verilog prints the pruned kernels only (fold=True)")
+        fixed, choices = resolve_fixed(model, kernels, fixed, tol, rounding, overflow, progress)
         nt = self.numtype(dtypes, fixed, rounding, overflow)
         clock = DEFAULT_CLOCK_MHZ if clock_mhz is None else clock_mhz
         prefix = prefix_for(name or model.name)
@@ -77,7 +78,7 @@ class VerilogTarget(Target):
                 entries[k]["dsp"] = md.budget["dsp"]
         info = {"numtype": {"kind": nt.kind, "W": nt.W, "I": nt.I, "rounding": nt.rounding, "overflow": nt.overflow},
                 "clock_mhz": clock, **({"dsp_budget": dsp_budget} if dsp_budget is not None else {}),
-                **({"ii": ii} if ii is not None else {}), "units": [f"{prefix}_{u}.v" for u in units], "type": f"ap_fixed<{nt.W},{nt.I}>", "modules": {k: e["module"] for k, e in entries.items()}}
+                **({"ii": ii} if ii is not None else {}), **({"fixed_auto": choices} if choices else {}), "units": [f"{prefix}_{u}.v" for u in units], "type": f"ap_fixed<{nt.W},{nt.I}>", "modules": {k: e["module"] for k, e in entries.items()}}
         return Sources(self.name, prefix, files, entries, info, (f"ap_fixed<{nt.W},{nt.I}>",))
 
     def load(self, sources, model, dtype=None, *, progress=None, cxx=None, opt=None):
@@ -89,12 +90,17 @@ class VerilogTarget(Target):
                             opt=check_opt(opt) if opt else None)
 
     def tolerance(self, decl, dtype, options):
+        from ..hls.autofix import default_tol
         from ..hls.emit import parse_fixed
 
+        if options.get("fixed") == "auto":  # the accuracy the format was chosen for
+            return options.get("tol") or default_tol(decl)
         W, I = parse_fixed(options.get("fixed") or DEFAULT_FIXED)  # noqa: E741
         return measured_bound(decl, NumType("fixed", W, I))
 
     def describe(self, options):
+        if options.get("fixed") == "auto":
+            return "verilog (Verilator), ap_fixed chosen per --fixed auto"
         nt = self.numtype(("float64",), options.get("fixed"), options.get("rounding"), options.get("overflow"))
         return f"verilog (Verilator), {nt.describe()}"
 

@@ -18,8 +18,8 @@ Raw values are Python integers: x = raw · 2^−F.
 from __future__ import annotations
 
 from ...errors import RbdgenError
-from ..hls.cordic import cordic
-from ..hls.cost import quantise
+from .cordic import cordic
+from .cost import quantise
 
 
 def _wrap(v: int, w: int) -> int:
@@ -90,9 +90,10 @@ class Datapath:
         return self.q(_wrap(sr, WC), FI - F), self.q(_wrap(cr, WC), FI - F)
 
 
-def outputs(kernel, nt, inputs: dict) -> dict:
+def outputs(kernel, nt, inputs: dict, peak: list | None = None) -> dict:
     """The raw outputs of traced ``kernel`` (every array of ``kernel.all_outputs``, flat) for one
-    state of raw ``inputs`` (name → list of raw integers)."""
+    state of raw ``inputs`` (name → list of raw integers). ``peak``: a one-element list that
+    receives the largest magnitude of any value computed (raw), if larger than what it holds."""
     d = Datapath(nt)
     val: dict[int, int] = {}
     angles: dict[int, tuple] = {}
@@ -121,6 +122,8 @@ def outputs(kernel, nt, inputs: dict) -> dict:
                 val[n.id] = d.div(*x)
             else:
                 raise RbdgenError(f"{kernel.name}: no exact model of operation {op!r}")
+    if peak is not None:
+        peak[0] = max(peak[0], max((abs(x) for x in val.values()), default=0))
     arrays = {a.name: [val[v.node.id] for v in vals] for a, vals in kernel.traced_arrays()}
     for mm in kernel.post:
         if mm.scale not in (1.0, -1.0):
@@ -134,4 +137,6 @@ def outputs(kernel, nt, inputs: dict) -> dict:
                     acc = d.acc(acc, A[i * mm.k + l] * B[l * mm.m + j], mm.scale == -1.0)
                 out.append(acc)
         arrays[mm.out] = out
+        if peak is not None:
+            peak[0] = max(peak[0], max((abs(x) for x in out), default=0))
     return {a.name: arrays[a.name] for a in kernel.all_outputs}
