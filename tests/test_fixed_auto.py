@@ -74,3 +74,29 @@ def test_refusals():
                         "--fixed", "auto", "--tol", "-1", "--kernels", "rnea"], capture_output=True, text=True)
     assert r.returncode == 2 and "--tol must be a positive relative error" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_verilog_gives_each_module_its_own_format():
+    """Each Verilog module is its own kernel, so --fixed auto builds each in its own format, with a
+    CORDIC and divider per format: iiwa rnea and FK (whose formats differ), each bit for bit
+    with the HLS C simulation in its format."""
+    import numpy as np
+
+    from rbdgen.targets import get_target
+
+    from conftest import random_state
+
+    m = _iiwa()
+    ks = ("rnea", "forward_kinematics")
+    src = get_target("verilog").generate(m, ks, dtypes=("float64",), name=None, fixed="auto")
+    fmt = {k: (e["numtype"]["W"], e["numtype"]["I"]) for k, e in src.kernels.items()}
+    assert fmt == {k: (c["W"], c["I"]) for k, c in src.info["fixed_auto"].items()}
+    assert fmt["rnea"] != fmt["forward_kinematics"], fmt
+    for k, (w, i) in fmt.items():
+        assert f"rbd_iiwa14_w{w}i{i}_sincos" in src.files[f"{src.kernels[k]['module']}.v"], k
+    kv = rbdgen.build(m, target="verilog", fixed="auto", kernels=ks)
+    q, v, a, _ = random_state(m, seed=5, n=5)
+    for k in ks:
+        kh = rbdgen.build(m, target="hls", fixed=fmt[k], kernels=(k,))
+        args = (q,) if k == "forward_kinematics" else (q, v, a)
+        np.testing.assert_array_equal(getattr(kv, k)(*args), getattr(kh, k)(*args), err_msg=k)

@@ -12,9 +12,10 @@ added) whose error is at most **half** the tolerance — the 2× margin rbdgen's
 keep over what they measured, so that ``validate`` on other states passes the tolerance too.
 The tolerance defaults to the kernel's declared float32 bound × 100.
 
-A design holds one datapath type, so ``generate`` uses the format that covers every kernel
-asked for (the most integer bits any kernel needs and the most fractional bits) and the manifest
-records each kernel's own choice; formats per kernel within one design are not printed yet.
+An HLS design holds one datapath type, so ``generate --target hls`` uses the format that covers
+every kernel asked for (the most integer bits any kernel needs and the most fractional bits) and
+the manifest records each kernel's own choice; the Verilog target builds each module in its
+kernel's own format.
 """
 from __future__ import annotations
 

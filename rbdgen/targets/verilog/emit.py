@@ -296,7 +296,7 @@ class _Emitter:
 
     # -- one kernel ------------------------------------------------------------------------------
     def kernel(self, kernel, prefix: str, robot: str, dsp_budget: int | None = None,
-               ii: int | None = None) -> Module:
+               ii: int | None = None, units_prefix: str | None = None) -> Module:
         """The module of one traced kernel: unshared (every operation its own operator, on the
         as-soon-as-possible schedule), within ``dsp_budget`` DSP48E2 slices (multipliers and
         CORDIC units shared on the list schedule of :func:`rbdgen.targets.hls.schedule.budget_design`),
@@ -304,6 +304,7 @@ class _Emitter:
         cycles that read it through a delay line, pipelined dividers)."""
         W = self.W
         nt = self.nt
+        up = units_prefix or prefix  # the CORDIC and divider modules' prefix (one set per format)
         pipelined = ii is not None
         if pipelined:
             if ii != 1:
@@ -449,7 +450,7 @@ class _Emitter:
                     u = f"u{n.id}"
                     body += [f"  // {where}: sin/cos of one angle, cycles {c}..{c + x.cycles} (CORDIC, {x.cycles} pipeline stages)",
                              f"  wire signed [{W - 1}:0] {u}_s, {u}_c;",
-                             f"  {prefix}_sincos {u} (.x({angle}), .s({u}_s), .c({u}_c));"]
+                             f"  {up}_sincos {u} (.x({angle}), .s({u}_s), .c({u}_c));"]
                     for part in ("s", "c"):
                         body += self._pipe(f"{u}_{part}", f"{u}_{part}", x.cycles)
                         regs += x.cycles
@@ -466,7 +467,7 @@ class _Emitter:
                     body += [f"  // {where}: division, cycles {c}..{c + x.cycles} (pipelined divider)",
                              f"  wire signed [{W - 1}:0] {u}_q;",
                              f"  wire {u}_dz;",
-                             f"  {prefix}_divp {u} (.clk(clk), .a({a[0]}), .b({a[1]}), .q({u}_q), .dz({u}_dz));"]
+                             f"  {up}_divp {u} (.clk(clk), .a({a[0]}), .b({a[1]}), .q({u}_q), .dz({u}_dz));"]
                     reg = capture(f"{u}_q", avail[n.id], n.id) if n.id in need else None
                     vals[n.id] = _Val(f"{u}_q", avail[n.id], False, reg, True)
                     if latency > avail[n.id]:  # the flag travels with its state to the outputs
@@ -478,7 +479,7 @@ class _Emitter:
                 body += [f"  // {where}: division, cycles {c}..{c + x.cycles} (sequential divider)",
                          f"  wire signed [{W - 1}:0] {u}_q;",
                          f"  wire {u}_dz;",
-                         f"  {prefix}_div {u} (.clk(clk), .go(running && cycle == {_ulit(c, CNT_W)}), .a({a[0]}), "
+                         f"  {up}_div {u} (.clk(clk), .go(running && cycle == {_ulit(c, CNT_W)}), .a({a[0]}), "
                          f".b({a[1]}), .q({u}_q), .dz({u}_dz));"]
                 vals[n.id] = _Val(f"{u}_q", avail[n.id], True)
                 dzs.append(f"{u}_dz")
@@ -533,7 +534,7 @@ class _Emitter:
         for arr in kernel.all_outputs:
             for i, rd in enumerate(arrays[arr.name]):
                 out_lines.append(f"  assign {arr.name}[{(i + 1) * W - 1}:{i * W}] = {rd(latency)};")
-        unit_decl, unit_logic, unit_regs = self._units(units, prefix, CNT_W, L_MUL, shared)
+        unit_decl, unit_logic, unit_regs = self._units(units, up, CNT_W, L_MUL, shared)
         regs += unit_regs
         ports = ["  input wire clk,",
                  "  input wire start,  // takes the inputs (pipelined: a state at every edge start is high at)"
@@ -832,14 +833,27 @@ def _ulit(v: int, w: int) -> str:
 
 
 def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=None,
-                    dsp_budget: int | None = None, ii: int | None = None) -> tuple[list[Module], dict]:
+                    dsp_budget: int | None = None, ii: int | None = None,
+                    formats: dict | None = None) -> tuple[list[Module], dict]:
     """The modules of ``kernels`` (each within ``dsp_budget`` DSP48E2 slices, or pipelined at
     ``ii`` = 1, if given), and the texts of the units they share: {"sincos": the CORDIC module,
-    "div": the divider module, and pipelined "divp": the pipelined divider}."""
+    "div": the divider module, and pipelined "divp": the pipelined divider}. ``formats``: kernel →
+    its own datapath type (``--fixed auto``); where they differ, each format has its own units,
+    keyed ``w<W>i<I>_sincos`` … (modules ``<prefix>_w<W>i<I>_sincos`` …)."""
     from ... import registry
     from ...codegen import escape as esc
 
-    em = _Emitter(nt, clock_mhz)
+    nts = {k: (formats or {}).get(k, nt) for k in kernels}
+    distinct = sorted({(x.W, x.I) for x in nts.values()}) or [(nt.W, nt.I)]
+    emitters = {}
+    for x in nts.values():
+        emitters.setdefault((x.W, x.I), _Emitter(x, clock_mhz))
+    if not emitters:
+        emitters[(nt.W, nt.I)] = _Emitter(nt, clock_mhz)
+
+    def tag(w, i):
+        return "" if len(distinct) == 1 else f"w{w}i{i}_"
+
     mods = []
     for k in kernels:
         if progress:
@@ -847,9 +861,16 @@ def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=
         kern = registry.trace(model, k)
         if progress:
             progress(f"printing {k}")
-        mods.append(em.kernel(kern, prefix, esc.comment(model.name), dsp_budget, ii))
-    units = {"sincos": "\n".join(em.cordic_module(prefix)), "div": "\n".join(em.divider_module(prefix))}
-    if ii is not None:
-        units["divp"] = "\n".join(em.divider_pipelined_module(prefix))
+        x = nts[k]
+        t = tag(x.W, x.I)
+        mods.append(emitters[(x.W, x.I)].kernel(kern, prefix, esc.comment(model.name), dsp_budget, ii,
+                                                units_prefix=f"{prefix}_{t}".rstrip("_")))
+    units = {}
+    for (w, i), em in sorted(emitters.items()):
+        t = tag(w, i)
+        up = f"{prefix}_{t}".rstrip("_")
+        units[f"{t}sincos"] = "\n".join(em.cordic_module(up))
+        units[f"{t}div"] = "\n".join(em.divider_module(up))
+        if ii is not None:
+            units[f"{t}divp"] = "\n".join(em.divider_pipelined_module(up))
     return mods, units
-

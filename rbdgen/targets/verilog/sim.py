@@ -254,7 +254,7 @@ def build_verilog(sources, *, progress=None, cxx=None, opt=None):
             if progress:
                 progress(f"verilating {entry['module']}")
             files.update(verilate(sources.files, entry["module"], info["units"], Path(tmp)))
-            files[f"{sources.prefix}_{k}_run.cpp"] = harness(sources.prefix, k, entry, info["numtype"])
+            files[f"{sources.prefix}_{k}_run.cpp"] = harness(sources.prefix, k, entry, entry.get("numtype", info["numtype"]))
     for fn in RUNTIME:
         files[fn] = (inc / fn).read_text()
     srcs = sorted(fn for fn in files if fn.endswith(".cpp"))
