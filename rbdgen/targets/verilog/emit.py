@@ -104,7 +104,9 @@ class _Emitter:
         than the datapath, rounded at the datapath's last fractional bit and brought to W bits by
         its overflow mode."""
         W = self.W
-        rw = max(width, W) + 1  # r: the rounded value, wide enough to compare with W bits' extremes
+        # r: the rounded value; no wider than the value after the shift plus the rounding's carry
+        # (a 64-bit product is rounded in 49 bits at 32,16, not 65), and at least W + 1
+        rw = max(width - drop, W) + 1
         lines = [f"  function automatic signed [{W - 1}:0] {name}(input signed [{width - 1}:0] fx);",
                  f"    reg signed [{rw - 1}:0] r;"]
         if drop == 0:
@@ -115,10 +117,11 @@ class _Emitter:
             rest = f" | (|fx[{drop - 2}:0])" if drop >= 2 else ""
             lines.append(f"    begin r = (fx >>> {drop}) + $signed({{1'b0, fx[{drop - 1}] & (fx[{drop}]{rest})}});")
         if self.nt.overflow == "AP_SAT":
+            # in range when the bits above the result's are copies of its sign: one reduction, not
+            # two comparisons with the extremes; out of range, the extreme of r's sign
             hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
-            lines += [f"      if (r > {_lit(hi, rw)}) {name} = {_lit(hi, W)};",
-                      f"      else if (r < {_lit(lo, rw)}) {name} = {_lit(lo, W)};",
-                      f"      else {name} = r[{W - 1}:0];"]
+            lines += [f"      if ((&r[{rw - 1}:{W - 1}]) | ~(|r[{rw - 1}:{W - 1}])) {name} = r[{W - 1}:0];",
+                      f"      else {name} = r[{rw - 1}] ? {_lit(lo, W)} : {_lit(hi, W)};"]
         else:
             lines.append(f"      {name} = r[{W - 1}:0];")
         lines += ["    end", "  endfunction"]
