@@ -12,15 +12,17 @@ module rbd_iiwa14_verilog_forward_kinematics (
   function automatic signed [31:0] q_mul_(input signed [63:0] fx);
     reg signed [48:0] r;
     begin r = (fx >>> 16) + $signed({1'b0, fx[15] & (fx[16] | (|fx[14:0]))});
-      if ((&r[48:31]) | ~(|r[48:31])) q_mul_ = r[31:0];
-      else q_mul_ = r[48] ? -32'sd2147483648 : 32'sd2147483647;
+      if (r > 49'sd2147483647) q_mul_ = 32'sd2147483647;
+      else if (r < -49'sd2147483648) q_mul_ = -32'sd2147483648;
+      else q_mul_ = r[31:0];
     end
   endfunction
   function automatic signed [31:0] q_sum_(input signed [32:0] fx);
     reg signed [33:0] r;
     begin r = fx;
-      if ((&r[33:31]) | ~(|r[33:31])) q_sum_ = r[31:0];
-      else q_sum_ = r[33] ? -32'sd2147483648 : 32'sd2147483647;
+      if (r > 34'sd2147483647) q_sum_ = 32'sd2147483647;
+      else if (r < -34'sd2147483648) q_sum_ = -32'sd2147483648;
+      else q_sum_ = r[31:0];
     end
   endfunction
   function automatic signed [31:0] q_mul(input signed [31:0] fa, input signed [31:0] fb);

@@ -8,8 +8,9 @@ module rbd_iiwa14_verilog_sincos (
   function automatic signed [31:0] q_from_cordic(input signed [26:0] fx);
     reg signed [32:0] r;
     begin r = (fx >>> 8) + $signed({1'b0, fx[7] & (fx[8] | (|fx[6:0]))});
-      if ((&r[32:31]) | ~(|r[32:31])) q_from_cordic = r[31:0];
-      else q_from_cordic = r[32] ? -32'sd2147483648 : 32'sd2147483647;
+      if (r > 33'sd2147483647) q_from_cordic = 32'sd2147483647;
+      else if (r < -33'sd2147483648) q_from_cordic = -32'sd2147483648;
+      else q_from_cordic = r[31:0];
     end
   endfunction
   // quadrant k = round(x * 2/pi), with 2/pi to 19 bits

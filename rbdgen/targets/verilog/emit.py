@@ -105,7 +105,8 @@ class _Emitter:
         its overflow mode."""
         W = self.W
         # r: the rounded value; no wider than the value after the shift plus the rounding's carry
-        # (a 64-bit product is rounded in 49 bits at 32,16, not 65), and at least W + 1
+        # (a 64-bit product is rounded in 49 bits at 32,16, not 65), and at least W + 1. Yosys
+        # trims the widths itself (the same netlist for FK); Verilator's C++ of ∇FD is 15 % smaller
         rw = max(width - drop, W) + 1
         lines = [f"  function automatic signed [{W - 1}:0] {name}(input signed [{width - 1}:0] fx);",
                  f"    reg signed [{rw - 1}:0] r;"]
@@ -117,11 +118,13 @@ class _Emitter:
             rest = f" | (|fx[{drop - 2}:0])" if drop >= 2 else ""
             lines.append(f"    begin r = (fx >>> {drop}) + $signed({{1'b0, fx[{drop - 1}] & (fx[{drop}]{rest})}});")
         if self.nt.overflow == "AP_SAT":
-            # in range when the bits above the result's are copies of its sign: one reduction, not
-            # two comparisons with the extremes; out of range, the extreme of r's sign
+            # two comparisons with the extremes. (Testing instead that the bits above the result's
+            # are copies of its sign was measured on iiwa FK: Yosys gave 9 % more LUTs and 6 154 more
+            # MUXF7/8 for 66 % fewer flip-flops; docs/verilog.md)
             hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
-            lines += [f"      if ((&r[{rw - 1}:{W - 1}]) | ~(|r[{rw - 1}:{W - 1}])) {name} = r[{W - 1}:0];",
-                      f"      else {name} = r[{rw - 1}] ? {_lit(lo, W)} : {_lit(hi, W)};"]
+            lines += [f"      if (r > {_lit(hi, rw)}) {name} = {_lit(hi, W)};",
+                      f"      else if (r < {_lit(lo, rw)}) {name} = {_lit(lo, W)};",
+                      f"      else {name} = r[{W - 1}:0];"]
         else:
             lines.append(f"      {name} = r[{W - 1}:0];")
         lines += ["    end", "  endfunction"]
