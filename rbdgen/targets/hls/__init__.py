@@ -14,12 +14,12 @@ from ...errors import RbdgenError
 from ...kernels.loaded import kernel_specs
 from ...toolchain.compiler import build_library
 from ..base import CXX, OPT, Option, Target, check_opt, register
-from .autofix import default_tol, format_auto_table
+from .autofix import default_tol, format_auto_table, resolve_fixed
 from .csim import HLSKernels, hls_flags
 from .emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_PART, DEFAULT_ROUNDING, INTERFACES, OVERFLOW,
                    ROUNDING, NumType, _check_clock, _check_dsp_budget, _check_fixed, _check_ii, _check_tol, budget_table,
                    cost_table, format_budget_table, format_cost_table, generate_hls, measured_bound, numeric_type,
-                   parse_fixed, resolve_part, resolve_fixed)
+                   parse_fixed, resolve_part)
 from .schedule import PARTS, part_preset
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from ... import registry
 from ...errors import RbdgenError
 from .cost import quantise
-from .emit import MAX_W, NumType
+from .emit import DEFAULT_OVERFLOW, DEFAULT_ROUNDING, MAX_W, NumType
 
 #: sampled states per kernel (the search's cost: a few ms of exact arithmetic each)
 STATES = 24
@@ -123,3 +123,15 @@ def format_auto_table(choices: dict, nt) -> str:
     lines += ["  ".join(x.ljust(w) for x, w in zip(r, width)).rstrip() for r in rows]
     lines.append(f"the design's format (covering every kernel): ap_fixed<{nt.W},{nt.I}>")
     return "\n".join(lines)
+
+
+def resolve_fixed(model, kernels, fixed, tol=None, rounding=None, overflow=None, progress=None):
+    """``fixed`` as (W, I), and the per-kernel choices of ``--fixed auto`` (else None): the
+    format covering every kernel's (see :mod:`rbdgen.targets.hls.autofix`)."""
+    if fixed != "auto":
+        if tol is not None:
+            raise RbdgenError("--tol is the accuracy --fixed auto chooses formats for; give --fixed auto with it")
+        return fixed, None
+    choices = choose_all(model, kernels, tol=tol, rounding=rounding or DEFAULT_ROUNDING,
+                         overflow=overflow or DEFAULT_OVERFLOW, progress=progress)
+    return covering(choices), choices

@@ -516,19 +516,6 @@ def _check_tol(value):
     return float(value)
 
 
-def resolve_fixed(model, kernels, fixed, tol=None, rounding=None, overflow=None, progress=None):
-    """``fixed`` as (W, I), and the per-kernel choices of ``--fixed auto`` (else None): the
-    format covering every kernel's (see :mod:`rbdgen.targets.hls.autofix`)."""
-    if fixed != "auto":
-        if tol is not None:
-            raise RbdgenError("--tol is the accuracy --fixed auto chooses formats for; give --fixed auto with it")
-        return fixed, None
-    from .autofix import choose_all, covering
-
-    choices = choose_all(model, kernels, tol=tol, rounding=rounding or DEFAULT_ROUNDING,
-                         overflow=overflow or DEFAULT_OVERFLOW, progress=progress)
-    return covering(choices), choices
-
 
 def _clock_problem(value) -> str | None:
     """Why ``value`` is not a clock in MHz a design can have, or None."""

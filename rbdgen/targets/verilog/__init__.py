@@ -16,8 +16,9 @@ from ...errors import RbdgenError
 from ...kernels.loaded import kernel_specs
 from ..base import CXX, OPT, Target, check_opt, register
 from ..hls import HlsTarget
+from ..hls.autofix import resolve_fixed
 from ..hls.emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType, measured_bound, numeric_type,
-                        resolve_fixed, testbench_states)
+                        testbench_states)
 from .emit import verilog_kernels
 from .testbench import testbench
 
