@@ -43,9 +43,10 @@ $(MJCF_CORPUS): | $(STAMP)
 	$(PY) tests/mjcf_corpus.py unpack $(MJCF_DIR)/wheels/dm_control-$(DM_CONTROL_VERSION)-py3-none-any.whl $(MJCF_DIR)/dm_control-$(DM_CONTROL_VERSION)
 
 # --durations: the 25 slowest tests at the end of every run, so that CI's time budget (25 min on
-# the 2-core VM) shows where it goes
+# the 2-core VM) shows where it goes; --dist loadgroup: a module marked xdist_group runs on one
+# worker (its module-scoped builds once), the rest as --dist load
 test: $(STAMP) $(MJCF_CORPUS) rtl-tools
-	RBDGEN_REQUIRE_MJCF=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	RBDGEN_REQUIRE_MJCF=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 # The Verilog target's tools (issue 48): Verilator simulates the generated modules, Yosys elaborates
 # and synthesizes them, Icarus Verilog (a second, independent simulator) runs the generated

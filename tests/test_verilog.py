@@ -45,6 +45,10 @@ from conftest import ROBOT_CASES, load_case, random_state
 # unshared, its products are the synthetic kernel's test (unshared ∇FD, 12 010 DSPs, was checked
 # by hand: bit for bit on 23 states, 660 cycles measured = the cost model's; 45 s more of CI)
 KERNELS = ("rnea", "forward_kinematics", "aba")
+
+# one pytest-xdist worker for the module (make test runs --dist loadgroup): the `built` fixture
+# (Verilator builds of three kernels, ~70 s) is then built once, not once per worker
+pytestmark = pytest.mark.xdist_group("verilog")
 FIXED = (32, 16)
 
 
