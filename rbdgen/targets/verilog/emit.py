@@ -411,7 +411,7 @@ class _Emitter:
                 depth = last[nid] - at
                 regs += depth
                 body.extend(self._delay(direct, depth))
-                return f"{direct}_d"
+                return None  # read through _get's delayed names, not one register
             regs += 1
             r = f"{direct}_r"
             body.append(f"  reg signed [{W - 1}:0] {r};")
@@ -850,15 +850,12 @@ def verilog_kernels(model, kernels, nt, clock_mhz: float, prefix: str, progress=
     from ...codegen import escape as esc
 
     nts = {k: (formats or {}).get(k, nt) for k in kernels}
-    distinct = sorted({(x.W, x.I) for x in nts.values()}) or [(nt.W, nt.I)]
-    emitters = {}
-    for x in nts.values():
+    emitters = {}  # one per format; the design's own when there are no kernels
+    for x in list(nts.values()) or [nt]:
         emitters.setdefault((x.W, x.I), _Emitter(x, clock_mhz))
-    if not emitters:
-        emitters[(nt.W, nt.I)] = _Emitter(nt, clock_mhz)
 
     def tag(w, i):
-        return "" if len(distinct) == 1 else f"w{w}i{i}_"
+        return "" if len(emitters) == 1 else f"w{w}i{i}_"
 
     mods = []
     for k in kernels:
