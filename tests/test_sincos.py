@@ -45,6 +45,12 @@ void sc_g4(long n, const double* x, double* s, double* c) {
     t_trig::rbd_sincos4(x[i], x[i + 1], x[i + 2], x[i + 3], s[i], c[i], s[i + 1], c[i + 1], s[i + 2], c[i + 2],
                         s[i + 3], c[i + 3]);
 }
+// the same, inlined (the kernels printed as one function call this one)
+void sc_i4(long n, const double* x, double* s, double* c) {
+  for (long i = 0; i + 4 <= n; i += 4)
+    t_trig::rbd_sincos4_inline(x[i], x[i + 1], x[i + 2], x[i + 3], s[i], c[i], s[i + 1], c[i + 1], s[i + 2],
+                               c[i + 2], s[i + 3], c[i + 3]);
+}
 // a group of three padded with its last angle: the last outputs are written twice
 void sc_g3(long n, const double* x, double* s, double* c) {
   for (long i = 0; i + 3 <= n; i += 3)
@@ -115,7 +121,7 @@ def test_constants_are_their_definitions():
     assert r ** (trig.COS_DEGREE + 2) / math.factorial(trig.COS_DEGREE + 2) < 1e-3 * math.ulp(math.cos(r))
 
 
-@pytest.mark.parametrize("fn", ["sc_d2", "sc_d4", "sc_g4", "sc_g3"])
+@pytest.mark.parametrize("fn", ["sc_d2", "sc_d4", "sc_g4", "sc_i4", "sc_g3"])
 def test_random_arguments_within_one_ulp(lib, fn):
     rng = np.random.default_rng(7)
     n = 3000
@@ -152,7 +158,7 @@ def test_beyond_the_limit_and_special_values_match_libm(lib):
     x = np.array([trig.FAST_LIMIT, np.nextafter(trig.FAST_LIMIT, np.inf), 1e6, -3e9, 1e22, -1e300,
                   np.finfo(float).max, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 0.0, -0.0])
     x = np.concatenate([x, x[::-1]])  # every value in every lane position
-    for fn in ("sc_d2", "sc_d4", "sc_g4"):
+    for fn in ("sc_d2", "sc_d4", "sc_g4", "sc_i4"):
         s, c = call(lib, fn, x)
         with np.errstate(invalid="ignore"):
             rs, rc = np.sin(x), np.cos(x)

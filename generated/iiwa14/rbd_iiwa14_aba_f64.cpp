@@ -26,6 +26,7 @@ namespace rbd_iiwa14_f64 {
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
 using rbd_iiwa14_trig::rbd_sincos4;
+using rbd_iiwa14_trig::rbd_sincos4_inline;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 // the batch path's states per vector follow the instruction set this source is compiled for

@@ -26,6 +26,7 @@ namespace rbd_iiwa14_f64 {
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_iiwa14_sincos.hpp)
 using rbd_iiwa14_trig::rbd_sincos;
 using rbd_iiwa14_trig::rbd_sincos4;
+using rbd_iiwa14_trig::rbd_sincos4_inline;
 using rbd_iiwa14_trig::rbd_sin;
 using rbd_iiwa14_trig::rbd_cos;
 // the batch path's states per vector follow the instruction set this source is compiled for
@@ -239,9 +240,9 @@ template <typename S>
 static inline void frame_bias_acceleration_local(const S* __restrict q, const S* __restrict v, S* __restrict a) {
   // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
   S t1, t0, t3, t2, t5, t4, t7, t6;
-  rbd_sincos4(q[1], q[2], q[3], q[4], t1, t0, t3, t2, t5, t4, t7, t6);
+  rbd_sincos4_inline(q[1], q[2], q[3], q[4], t1, t0, t3, t2, t5, t4, t7, t6);
   S t9, t8, t11, t10;
-  rbd_sincos4(q[5], q[6], q[6], q[6], t9, t8, t11, t10, t11, t10, t11, t10);
+  rbd_sincos4_inline(q[5], q[6], q[6], q[6], t9, t8, t11, t10, t11, t10, t11, t10);
   // ---- velocities and bias accelerations: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t12 = v[0] * t1;
   const S t13 = v[0] * t0;

@@ -25,25 +25,26 @@ __attribute__((always_inline)) static inline void sincos_core(V x, V& s, V& c) {
   const V t = x * 0x1.45f306dc9c883p-1 + 0x1.8p+52;
   const V k = t - 0x1.8p+52;
   const U quadrant = __builtin_bit_cast(U, t);  // k mod 4 in the low two bits
-  // r + rl = x − k·π/2 with π/2 = C1 + C2 + C3 + C4; every k·Ci but the last is exact
+  // r + rl = x − k·π/2 with π/2 = C1 + C2 + C3 + C4; every k·Ci but the last is exact. Ordered
+  // for latency: r is one subtraction after k·C2 + k·C3, and its rounding error (rl) is found
+  // beside the polynomials, which need it only at the end
   const V r1 = x - k * 0x1.921fb54400000p+0;  // exact (Sterbenz)
   const V p2 = k * 0x1.0b4611a600000p-34;
-  const V h1 = r1 - p2;
-  V b = h1 - r1;
-  V lo = (r1 - (h1 - b)) - (p2 + b);  // TwoSum: h1 + lo == r1 − p2 exactly
   const V p3 = k * 0x1.3198a2e000000p-69;
-  const V h2 = h1 - p3;
-  b = h2 - h1;
-  lo += (h1 - (h2 - b)) - (p3 + b);
-  lo -= k * 0x1.b839a252049c1p-104;
-  const V r = h2 + lo;
-  const V rl = lo - (r - h2);
-  // Taylor series on |r| ≤ π/4: sin to r^17, cos to r^18 (the next terms are < 1e-19 relative)
+  const V p = p2 + p3;
+  const V pl = (p3 - (p - p2)) + k * 0x1.b839a252049c1p-104;  // Fast2Sum (|p2| ≥ |p3|): p + (p3 − (p − p2)) == p2 + p3
+  const V r = r1 - p;
+  const V b = r - r1;
+  const V rl = ((r1 - (r - b)) - (p + b)) - pl;  // TwoSum: r + (r1 − (r − b)) − (p + b) == r1 − p
+  // Taylor series on |r| ≤ π/4: sin to r^17, cos to r^18 (the next terms are < 1e-19
+  // relative), by Estrin's scheme in z, z², z⁴
   const V z = r * r;
   const V hz = 0.5 * z;
-  const V ps = r + (r * z * (-0x1.5555555555555p-3 + z * (0x1.1111111111111p-7 + z * (-0x1.a01a01a01a01ap-13 + z * (0x1.71de3a556c734p-19 + z * (-0x1.ae64567f544e4p-26 + z * (0x1.6124613a86d09p-33 + z * (-0x1.ae7f3e733b81fp-41 + z * (0x1.952c77030ad4ap-49)))))))) + rl * (1.0 - hz));
+  const V z2 = z * z;
+  const V z4 = z2 * z2;
+  const V ps = r + (r * z * (((-0x1.5555555555555p-3 + z * 0x1.1111111111111p-7) + z2 * (-0x1.a01a01a01a01ap-13 + z * 0x1.71de3a556c734p-19)) + z4 * ((-0x1.ae64567f544e4p-26 + z * 0x1.6124613a86d09p-33) + z2 * (-0x1.ae7f3e733b81fp-41 + z * 0x1.952c77030ad4ap-49))) + rl * (1.0 - hz));
   const V w = 1.0 - hz;
-  const V pc = w + (((1.0 - w) - hz) + (z * z * (0x1.5555555555555p-5 + z * (-0x1.6c16c16c16c17p-10 + z * (0x1.a01a01a01a01ap-16 + z * (-0x1.27e4fb7789f5cp-22 + z * (0x1.1eed8eff8d898p-29 + z * (-0x1.93974a8c07c9dp-37 + z * (0x1.ae7f3e733b81fp-45 + z * (-0x1.6827863b97d97p-53)))))))) - r * rl));
+  const V pc = w + (((1.0 - w) - hz) + (z2 * (((0x1.5555555555555p-5 + z * -0x1.6c16c16c16c17p-10) + z2 * (0x1.a01a01a01a01ap-16 + z * -0x1.27e4fb7789f5cp-22)) + z4 * ((0x1.1eed8eff8d898p-29 + z * -0x1.93974a8c07c9dp-37) + z2 * (0x1.ae7f3e733b81fp-45 + z * -0x1.6827863b97d97p-53))) - r * rl));
   // quadrant: swap for odd k; sin negative for k mod 4 in {2, 3}, cos for k mod 4 in {1, 2}
   const auto odd = (quadrant & 1) != 0;
   const V s0 = odd ? pc : ps;
@@ -118,8 +119,8 @@ static inline void rbd_sincos(V x, V& s, V& c) {
 // floats and for the batch path's vectors, four calls of rbd_sincos. Arguments may repeat (a
 // group padded with its last angle writes the same outputs twice).
 #if defined(__AVX__)
-// out of line: one copy per translation unit, however many groups call it (instruction cache)
-__attribute__((noinline)) static void sincos4_packed(lanes_of<4>::D x, lanes_of<4>::D& s, lanes_of<4>::D& c) {
+// the core in a vector of four doubles, then the rare lanes beyond the limit
+__attribute__((always_inline)) static inline void sincos4_body(lanes_of<4>::D x, lanes_of<4>::D& s, lanes_of<4>::D& c) {
   typedef typename lanes_of<4>::D D;
   typedef typename lanes_of<4>::U U;
   sincos_core<D, U>(x, s, c);
@@ -132,17 +133,26 @@ __attribute__((noinline)) static void sincos4_packed(lanes_of<4>::D x, lanes_of<
       }
   }
 }
+// out of line: one copy per translation unit, however many groups call it (instruction cache);
+// the kernels split into parts call this one. The kernels printed as one function inline the
+// body instead (rbd_sincos4_inline): no call, and the results stay in registers instead of passing
+// through the stack (iiwa14's crba 70 -> 66 ns, FK 49 -> 45 ns; the split derivatives ran slower
+// with it: docs/performance.md §24)
+__attribute__((noinline)) static void sincos4_packed(lanes_of<4>::D x, lanes_of<4>::D& s, lanes_of<4>::D& c) {
+  sincos4_body(x, s, c);
+}
 #endif
 
-template <typename S>
-__attribute__((always_inline)) static inline void rbd_sincos4(S x0, S x1, S x2, S x3, S& s0, S& c0, S& s1, S& c1,
-                                                              S& s2, S& c2, S& s3, S& c3) {
+template <bool Inline, typename S>
+__attribute__((always_inline)) static inline void sincos4_of(S x0, S x1, S x2, S x3, S& s0, S& c0, S& s1, S& c1,
+                                                             S& s2, S& c2, S& s3, S& c3) {
 #if defined(__AVX__)
   if constexpr (std::is_same<S, double>::value) {
     typedef typename lanes_of<4>::D D;
     const D x = {x0, x1, x2, x3};
     D s, c;
-    sincos4_packed(x, s, c);
+    if constexpr (Inline) sincos4_body(x, s, c);
+    else sincos4_packed(x, s, c);
     s0 = s[0]; c0 = c[0]; s1 = s[1]; c1 = c[1];
     s2 = s[2]; c2 = c[2]; s3 = s[3]; c3 = c[3];
     return;
@@ -152,6 +162,18 @@ __attribute__((always_inline)) static inline void rbd_sincos4(S x0, S x1, S x2, 
   rbd_sincos(x1, s1, c1);
   rbd_sincos(x2, s2, c2);
   rbd_sincos(x3, s3, c3);
+}
+
+template <typename S>
+__attribute__((always_inline)) static inline void rbd_sincos4(S x0, S x1, S x2, S x3, S& s0, S& c0, S& s1, S& c1,
+                                                              S& s2, S& c2, S& s3, S& c3) {
+  sincos4_of<false>(x0, x1, x2, x3, s0, c0, s1, c1, s2, c2, s3, c3);
+}
+
+template <typename S>
+__attribute__((always_inline)) static inline void rbd_sincos4_inline(S x0, S x1, S x2, S x3, S& s0, S& c0, S& s1,
+                                                                     S& c1, S& s2, S& c2, S& s3, S& c3) {
+  sincos4_of<true>(x0, x1, x2, x3, s0, c0, s1, c1, s2, c2, s3, c3);
 }
 
 // one of the two alone (a joint whose sine or cosine the pruning removed)

@@ -26,6 +26,7 @@ namespace rbd_quadruped_f64 {
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
 using rbd_quadruped_trig::rbd_sincos4;
+using rbd_quadruped_trig::rbd_sincos4_inline;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 // the batch path's states per vector follow the instruction set this source is compiled for

@@ -26,6 +26,7 @@ namespace rbd_quadruped_f64 {
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
 using rbd_quadruped_trig::rbd_sincos4;
+using rbd_quadruped_trig::rbd_sincos4_inline;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 // the batch path's states per vector follow the instruction set this source is compiled for
@@ -239,11 +240,11 @@ template <typename S>
 static inline void crba(const S* __restrict q, S* __restrict M) {
   // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
   S t1, t0, t3, t2, t5, t4, t7, t6;
-  rbd_sincos4(q[18], q[17], q[16], q[15], t1, t0, t3, t2, t5, t4, t7, t6);
+  rbd_sincos4_inline(q[18], q[17], q[16], q[15], t1, t0, t3, t2, t5, t4, t7, t6);
   S t9, t8, t11, t10, t13, t12, t15, t14;
-  rbd_sincos4(q[14], q[13], q[12], q[11], t9, t8, t11, t10, t13, t12, t15, t14);
+  rbd_sincos4_inline(q[14], q[13], q[12], q[11], t9, t8, t11, t10, t13, t12, t15, t14);
   S t17, t16, t19, t18, t21, t20, t23, t22;
-  rbd_sincos4(q[10], q[9], q[8], q[7], t17, t16, t19, t18, t21, t20, t23, t22);
+  rbd_sincos4_inline(q[10], q[9], q[8], q[7], t17, t16, t19, t18, t21, t20, t23, t22);
   // ---- crba composite inertia: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t24 = 0.00114 * t0;
   const S t25 = -0.034100000000000005 * t1;

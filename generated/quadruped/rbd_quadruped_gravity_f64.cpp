@@ -26,6 +26,7 @@ namespace rbd_quadruped_f64 {
 // sine and cosine of one angle, one range reduction; scalars and SIMD vectors (rbd_quadruped_sincos.hpp)
 using rbd_quadruped_trig::rbd_sincos;
 using rbd_quadruped_trig::rbd_sincos4;
+using rbd_quadruped_trig::rbd_sincos4_inline;
 using rbd_quadruped_trig::rbd_sin;
 using rbd_quadruped_trig::rbd_cos;
 // the batch path's states per vector follow the instruction set this source is compiled for
@@ -239,11 +240,11 @@ template <typename S>
 static inline void gravity(const S* __restrict q, S* __restrict tau) {
   // ---- sine and cosine of the joint angles, all first: independent of each other, they overlap (4 to a call)
   S t1, t0, t3, t2, t5, t4, t7, t6;
-  rbd_sincos4(q[7], q[8], q[9], q[10], t1, t0, t3, t2, t5, t4, t7, t6);
+  rbd_sincos4_inline(q[7], q[8], q[9], q[10], t1, t0, t3, t2, t5, t4, t7, t6);
   S t9, t8, t11, t10, t13, t12, t15, t14;
-  rbd_sincos4(q[11], q[12], q[13], q[14], t9, t8, t11, t10, t13, t12, t15, t14);
+  rbd_sincos4_inline(q[11], q[12], q[13], q[14], t9, t8, t11, t10, t13, t12, t15, t14);
   S t17, t16, t19, t18, t21, t20, t23, t22;
-  rbd_sincos4(q[15], q[16], q[17], q[18], t17, t16, t19, t18, t21, t20, t23, t22);
+  rbd_sincos4_inline(q[15], q[16], q[17], q[18], t17, t16, t19, t18, t21, t20, t23, t22);
   // ---- rnea forward: body 0 trunk (joint root_joint), tree level 0
   const S t24 = q[3] * q[3];
   const S t25 = q[4] * q[4];

@@ -42,6 +42,10 @@ class Dialect:
     #: packs one state's angles into one SIMD call of its vector core; docs/performance.md §14);
     #: a remainder of two or more is padded with the last angle again, a single one stays alone
     sincos_group: int = 0
+    #: with ``sincos_group``: appended to the grouped call's name in kernels printed as one
+    #: function (not split into parts), e.g. "_inline": the CPU header's variant that inlines
+    #: the SIMD core (no call, results in registers; docs/performance.md §24)
+    sincos_inline: str = ""
     #: spread the outputs that are constants or inputs (a derivative's structural zeros: 1 661
     #: of TALOS ∇ID's) over the kernel's sequential parts instead of appending them all to the
     #: last one, which they made three times the size of the others and three times as long to
@@ -311,6 +315,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
     parts = [PrintedPart(f"{kernel.name}_part{p}", []) for p in range(nparts)]
     last_block: list = [None] * nparts
     group = dialect.sincos_group if dialect.sincos and hoisted else 0
+    inline = dialect.sincos_inline if nparts == 1 and partition is None else ""
     # grouped hoisted pairs, per part: (angle, sin name, cos name), and the stores of their results
     pend_pairs: dict[int, list] = {}
     pend_stores: dict[int, list] = {}
@@ -325,7 +330,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                 lines.append(f"{dialect.sincos}({g[0][0]}, {g[0][1]}, {g[0][2]});")
                 continue
             g = g + [g[-1]] * (group - len(g))  # padded: the last angle again, the same outputs
-            lines.append(f"{dialect.sincos}{group}(" + ", ".join(x for x, _, _ in g) + ", "
+            lines.append(f"{dialect.sincos}{group}{inline}(" + ", ".join(x for x, _, _ in g) + ", "
                          + ", ".join(f"{s_}, {c_}" for _, s_, c_ in g) + ");")
         lines.extend(pend_stores.pop(p, []))
 

@@ -12,15 +12,22 @@ The method (textbook, nothing copied):
 
 - ``k = round(x · 2/π)`` by the add-and-subtract-1.5·2⁵² trick (exact for |x·2/π| < 2⁵¹; needs
   no SSE4.1 round instruction), whose low mantissa bits also hold ``k mod 4``, the quadrant.
-- ``r = x − k·π/2`` in double-double (Cody–Waite): π/2 is split into C1 + C2 + C3 + C4 where
-  C1…C3 have at most 33 significant bits, so ``k·Ci`` is exact for |k| < 2²⁰, and C4 carries the
-  next 53 bits (152 bits of π/2 in all). ``x − k·C1`` is exact (Sterbenz); the next two
-  subtractions are exact TwoSums whose rounding parts accumulate in ``lo``. The absolute error of
-  ``r + r_lo`` is ~2⁻¹⁰⁵, so even the doubles closest to a multiple of π/2 below the fast-path
-  limit (|r| ≈ 2⁻⁶⁰·⁵ for |x| < 2¹⁷, found by the test) keep a relative error far below an ulp.
+- ``r + r_lo = x − k·π/2`` in double-double (Cody–Waite): π/2 is split into C1 + C2 + C3 + C4
+  where C1…C3 have at most 33 significant bits, so ``k·Ci`` is exact for |k| < 2²⁰, and C4
+  carries the next 53 bits (152 bits of π/2 in all). ``x − k·C1`` is exact (Sterbenz);
+  ``p = k·C2 + k·C3`` is summed first, exactly (Fast2Sum: |k·C2| ≥ |k·C3|), with ``k·C4`` in its
+  tail, and only then subtracted: ``r = (x − k·C1) − p`` is one rounding away from ``k``, and the
+  polynomials start from it while the exact TwoSum error of that subtraction (minus ``p``'s
+  tail) becomes ``r_lo`` beside them. Latency, not operation count, is what this order buys:
+  every kernel of one state starts with its joint angles' sines and cosines, and the chain from
+  ``x`` to the results went from ~115 to ~65 cycles (docs/performance.md §24). The absolute error
+  of ``r + r_lo`` is ~2⁻¹⁰⁵, so even the doubles closest to a multiple of π/2 below the
+  fast-path limit (|r| ≈ 2⁻⁶⁰·⁵ for |x| < 2¹⁷, found by the test) keep a relative error far below
+  an ulp; ``r_lo`` need not be below an ulp of ``r`` (it is when the cancellation is shallow), it
+  enters to first order.
 - On |r| ≤ π/4 (a hair more after rounding k): Taylor series of sin to r¹⁷ and of cos to r¹⁸;
   the first omitted terms are below 10⁻¹⁹ relative, so the series' truncation costs nothing
-  and no fitted (minimax) coefficients are needed. ``r_lo`` enters to first order.
+  and no fitted (minimax) coefficients are needed. Both are evaluated by Estrin's scheme.
 - Beyond the fast-path limit (|x| > 2¹⁷, inf, NaN) the lane falls back to ``std::sin`` /
   ``std::cos``: correct over the whole double range.
 
@@ -81,12 +88,18 @@ def cos_coefficients() -> list[float]:
     return [float(Fraction((-1) ** (i // 2), math.factorial(i))) for i in range(4, COS_DEGREE + 1, 2)]
 
 
-def horner(var: str, coeffs: list[float]) -> str:
-    """C text of ``coeffs[0] + var·(coeffs[1] + var·(…))`` with exact hexadecimal literals."""
-    text = coeffs[-1].hex()
-    for c in reversed(coeffs[:-1]):
-        text = f"{c.hex()} + {var} * ({text})"
-    return text
+def estrin(coeffs: list[float]) -> str:
+    """C text of ``coeffs[0] + z·coeffs[1] + z²·coeffs[2] + …`` (eight coefficients) by Estrin's
+    scheme, in ``z``, ``z2 = z²`` and ``z4 = z⁴``, with exact hexadecimal literals: four pairs
+    ``c + z·c'`` and two levels of ``a + z2·b``, ``a + z4·b`` side by side, four multiply-adds deep
+    after ``z4`` instead of Horner's eight in a row (the polynomials are on the critical path of
+    every kernel that starts from joint angles; their terms are ≤ r²/6 of the result, so the
+    order of their roundings does not show in the ulp)."""
+    if len(coeffs) != 8:
+        raise ValueError(f"estrin: eight coefficients expected, got {len(coeffs)}")
+    h = [c.hex() for c in coeffs]
+    pair = [f"({h[i]} + z * {h[i + 1]})" for i in range(0, 8, 2)]
+    return f"(({pair[0]} + z2 * {pair[1]}) + z4 * ({pair[2]} + z2 * {pair[3]}))"
 
 
 def template_constants() -> dict:
@@ -101,6 +114,6 @@ def _template_constants() -> dict:
     return {
         "limit": FAST_LIMIT.hex(), "limit_text": f"2^{int(math.log2(FAST_LIMIT))}",
         "two_over_pi": two_over_pi.hex(), "c1": c1.hex(), "c2": c2.hex(), "c3": c3.hex(), "c4": c4.hex(),
-        "sin_poly": horner("z", sin_coefficients()), "cos_poly": horner("z", cos_coefficients()),
+        "sin_poly": estrin(sin_coefficients()), "cos_poly": estrin(cos_coefficients()),
         "sin_degree": SIN_DEGREE, "cos_degree": COS_DEGREE, "split_bits": SPLIT_BITS,
     }

@@ -22,7 +22,7 @@ from ...errors import RbdgenError
 from ...model import RobotModel
 from ...toolchain.compiler import cxx_flags
 
-CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, spread_constants=True, const_runs=3,
+CPU = Dialect("cpu", sincos="rbd_sincos", hoist_trig=True, sincos_group=4, sincos_inline="_inline", spread_constants=True, const_runs=3,
               const_runs_below=5000, epilogue="tiles")  # = LARGE_STATEMENTS (asserted below)
 
 #: a batch runs in parallel only when it carries at least this many operations (~10 µs of the
