@@ -233,8 +233,8 @@ static inline void rbd_stream_fence() {
 
 // ======================================================================================
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
-// ops: 3978 mul, 3671 add/sub, 6 div, 12 sin/cos; critical path 161 ops
-// 7482 statements in 11 parts, 479 scalars of scratch
+// ops: 3978 mul, 3675 add/sub, 6 div, 12 sin/cos; critical path 157 ops
+// 7486 statements in 11 parts, 479 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_aba_derivatives_parts0_f64.cpp, rbd_iiwa14_aba_derivatives_parts1_f64.cpp
 template <typename S>
@@ -345,7 +345,7 @@ void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long 
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 147L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 7667L >= 200000L && n * 7667L >= rbd_parallel_threshold())
+#pragma omp parallel if (n * 7671L >= 200000L && n * 7671L >= rbd_parallel_threshold())
   {
     rbd_buf<vec_t> buf(647 + 49);
     vec_t* q_v = buf.data() + 0;
@@ -407,7 +407,7 @@ void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long 
 void rbd_iiwa14_aba_derivatives_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* tau, long tau_ld, double* dqdd_dq, long dqdd_dq_ld, double* dqdd_dv, long dqdd_dv_ld, double* dqdd_dtau, long dqdd_dtau_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 7667L >= 200000L && n * 7667L >= rbd_parallel_threshold())
+#pragma omp parallel if (n * 7671L >= 200000L && n * 7671L >= rbd_parallel_threshold())
   {
     rbd_buf<vec_t> buf(647);
     vec_t* q_v = buf.data() + 0;

@@ -233,7 +233,7 @@ static inline void rbd_stream_fence() {
 
 // ======================================================================================
 // aba: forward dynamics q̈ (articulated-body algorithm)
-// ops: 864 mul, 673 add/sub, 6 div, 12 sin/cos; critical path 120 ops
+// ops: 864 mul, 673 add/sub, 6 div, 12 sin/cos; critical path 116 ops
 // 1712 statements in 3 parts, 86 scalars of scratch
 // ======================================================================================
 template <typename S>
@@ -1806,10 +1806,10 @@ static __attribute__((noinline)) void aba_part2([[maybe_unused]] const S* __rest
   const S t1414 = t1410 - w[11];
   const S t1415 = t1314 * t1413;
   const S t1416 = -0.009912 * t1414;
-  const S t1417 = t1415 + t1416;
-  const S t1418 = t1317 * t1411;
-  const S t1419 = t1417 + t1418;
-  const S t1420 = t1318 * t1412;
+  const S t1417 = t1317 * t1411;
+  const S t1418 = t1318 * t1412;
+  const S t1419 = t1415 + t1416;
+  const S t1420 = t1417 + t1418;
   const S t1421 = t1419 + t1420;
   const S t1422 = t1394 - t1421;
   const S t1423 = t1353 * t1422;
@@ -1836,14 +1836,14 @@ static __attribute__((noinline)) void aba_part2([[maybe_unused]] const S* __rest
   const S t1442 = t1438 - w[18];
   const S t1443 = w[31] * t1439;
   const S t1444 = w[32] * t1440;
-  const S t1445 = t1443 + t1444;
-  const S t1446 = w[33] * t1414;
-  const S t1447 = t1445 + t1446;
-  const S t1448 = w[53] * t1441;
-  const S t1449 = t1447 + t1448;
-  const S t1450 = w[29] * t1442;
-  const S t1451 = t1449 + t1450;
-  const S t1452 = w[30] * t1412;
+  const S t1445 = w[33] * t1414;
+  const S t1446 = w[53] * t1441;
+  const S t1447 = w[29] * t1442;
+  const S t1448 = w[30] * t1412;
+  const S t1449 = t1443 + t1444;
+  const S t1450 = t1445 + t1446;
+  const S t1451 = t1447 + t1448;
+  const S t1452 = t1449 + t1450;
   const S t1453 = t1451 + t1452;
   const S t1454 = t1319 - t1453;
   const S t1455 = w[23] * t1454;
@@ -1872,15 +1872,15 @@ static __attribute__((noinline)) void aba_part2([[maybe_unused]] const S* __rest
   const S t1476 = t1472 - w[27];
   const S t1477 = w[39] * t1473;
   const S t1478 = -0.006150600000000001 * t1474;
-  const S t1479 = t1477 + t1478;
-  const S t1480 = w[42] * t1440;
-  const S t1481 = t1479 - t1480;
-  const S t1482 = w[43] * t1475;
-  const S t1483 = t1481 + t1482;
-  const S t1484 = w[40] * t1476;
-  const S t1485 = t1483 + t1484;
-  const S t1486 = w[41] * t1466;
-  const S t1487 = t1485 - t1486;
+  const S t1479 = w[42] * t1440;
+  const S t1480 = w[43] * t1475;
+  const S t1481 = w[40] * t1476;
+  const S t1482 = w[41] * t1466;
+  const S t1483 = t1477 + t1478;
+  const S t1484 = t1480 - t1479;
+  const S t1485 = t1481 - t1482;
+  const S t1486 = t1483 + t1484;
+  const S t1487 = t1485 + t1486;
   const S t1488 = w[54] - t1487;
   const S t1489 = w[28] * t1488;
   qdd[3] = t1489;
@@ -1908,14 +1908,14 @@ static __attribute__((noinline)) void aba_part2([[maybe_unused]] const S* __rest
   const S t1510 = t1506 - w[37];
   const S t1511 = w[65] * t1507;
   const S t1512 = w[66] * t1508;
-  const S t1513 = t1511 + t1512;
-  const S t1514 = w[67] * t1474;
-  const S t1515 = t1513 + t1514;
-  const S t1516 = w[74] * t1509;
-  const S t1517 = t1515 + t1516;
-  const S t1518 = w[75] * t1510;
-  const S t1519 = t1517 + t1518;
-  const S t1520 = w[64] * t1476;
+  const S t1513 = w[67] * t1474;
+  const S t1514 = w[74] * t1509;
+  const S t1515 = w[75] * t1510;
+  const S t1516 = w[64] * t1476;
+  const S t1517 = t1511 + t1512;
+  const S t1518 = t1513 + t1514;
+  const S t1519 = t1515 + t1516;
+  const S t1520 = t1517 + t1518;
   const S t1521 = t1519 + t1520;
   const S t1522 = w[52] - t1521;
   const S t1523 = w[38] * t1522;
@@ -1940,13 +1940,13 @@ static __attribute__((noinline)) void aba_part2([[maybe_unused]] const S* __rest
   const S t1540 = w[46] + t1537;
   const S t1541 = w[47] * t1538;
   const S t1542 = -4.32e-07 * t1539;
-  const S t1543 = t1541 + t1542;
-  const S t1544 = w[49] * t1508;
-  const S t1545 = t1543 - t1544;
-  const S t1546 = w[50] * t1540;
-  const S t1547 = t1545 + t1546;
-  const S t1548 = w[48] * t1534;
-  const S t1549 = t1547 - t1548;
+  const S t1543 = w[49] * t1508;
+  const S t1544 = w[50] * t1540;
+  const S t1545 = w[48] * t1534;
+  const S t1546 = t1541 + t1542;
+  const S t1547 = t1544 - t1543;
+  const S t1548 = t1546 + t1547;
+  const S t1549 = t1548 - t1545;
   const S t1550 = w[68] - t1549;
   const S t1551 = w[58] * t1550;
   qdd[5] = t1551;

@@ -233,8 +233,8 @@ static inline void rbd_stream_fence() {
 
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
-// ops: 2919 mul, 2318 add/sub, 14 div, 24 sin/cos; critical path 95 ops
-// 6178 statements in 9 parts, 195 scalars of scratch
+// ops: 2919 mul, 2318 add/sub, 14 div, 24 sin/cos; critical path 96 ops
+// 6181 statements in 9 parts, 195 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_quadruped_minv_parts0_f64.cpp, rbd_quadruped_minv_parts1_f64.cpp
 template <typename S>

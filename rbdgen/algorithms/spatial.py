@@ -10,7 +10,12 @@ from __future__ import annotations
 from ..ir.graph import Graph, Value
 
 
-def dot(g: Graph, a, b) -> Value:
+def dot(g: Graph, a, b, tree: bool = False) -> Value:
+    """Σ aₖ·bₖ. Summed left to right (a compiler contracts the chain into multiply-adds: n
+    instructions, n dependent steps), or with ``tree`` pairwise, ((a₀b₀ + a₁b₁) + (a₂b₂ + a₃b₃)) + …:
+    the same operations, ⌈log₂ n⌉ + 1 dependent steps instead of n, and more instructions (a
+    product of each pair is not contracted). For the sums on a kernel's critical path, e.g. ABA's
+    second forward pass (docs/performance.md §24)."""
     if not g.fold:
         acc = None
         for x, y in zip(a, b):
@@ -21,12 +26,20 @@ def dot(g: Graph, a, b) -> Value:
     # skipping those pairs here builds the same graph without the calls (most pairs of a spatial
     # product are such zeros)
     acc = g.const(0.0)
+    terms = []
     for x, y in zip(a, b):
         if (x.node.value == 0.0 if isinstance(x, Value) else x == 0.0) or \
                 (y.node.value == 0.0 if isinstance(y, Value) else y == 0.0):
             continue
-        acc = acc + x * y
-    return acc
+        if tree:
+            terms.append(x * y)
+        else:
+            acc = acc + x * y
+    if not tree or not terms:
+        return acc
+    while len(terms) > 1:
+        terms = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)] + terms[len(terms) - len(terms) % 2:]
+    return terms[0]
 
 
 def cross(a, b):
