@@ -205,6 +205,8 @@ def test_states_last_refusals_and_power_of_two_rows():
             call(Q, V, A[:, :7], layout="states_last")
         with pytest.raises(ValueError, match=r"rnea: argument 'v' has dtype float32"):
             call(Q, V.astype(np.float32), A, layout="states_last")
+        with pytest.raises(ValueError, match=r"rnea: argument 'v' is float64 in non-native byte order \(big-endian\)"):
+            call(Q, V.astype(">f8"), A, layout="states_last")
         buf = np.zeros(8 * 7)
         overlapping = np.lib.stride_tricks.as_strided(buf, (7, 8), (4 * 8, 8))
         with pytest.raises(ValueError, match=r"rnea: out= array 'tau' .* is not laid out states last with rows of at least N"):

@@ -250,8 +250,20 @@ class _Method:
                              f"got {type(x).__name__}") from None
         return np.asarray(x)
 
-    def _arg(self, name, x, size, batch=None):
+    def _check_dtype(self, name, x):
+        """ValueError unless ``x`` holds the library's dtype (in native byte order), naming the
+        argument and the conversion (both batch layouts)."""
         dt = self.owner.dtype
+        if x.dtype == dt:
+            return
+        if x.dtype.newbyteorder("=") == dt:
+            raise ValueError(f"{self.name}: argument '{name}' is {dt} in non-native byte order "
+                             f"({'big' if x.dtype.byteorder == '>' else 'little'}-endian); "
+                             f"convert with .astype(np.{dt})")
+        raise ValueError(f"{self.name}: argument '{name}' has dtype {x.dtype}, this kernel takes {dt} "
+                         f"(convert with .astype(np.{dt}) or build with dtype='{x.dtype}')")
+
+    def _arg(self, name, x, size, batch=None):
         x = self._coerce(name, x)
         shape = self._structured.get(name)
         lead = x.ndim - len(shape) if shape is not None else -1
@@ -261,13 +273,7 @@ class _Method:
                 raise ValueError(f"{self.name}: argument '{name}' is not C-contiguous within a state "
                                  "(use np.ascontiguousarray)")
             x = flat
-        if x.dtype != dt:
-            if x.dtype.newbyteorder("=") == dt:
-                raise ValueError(f"{self.name}: argument '{name}' is {dt} in non-native byte order "
-                                 f"({'big' if x.dtype.byteorder == '>' else 'little'}-endian); "
-                                 f"convert with .astype(np.{dt})")
-            raise ValueError(f"{self.name}: argument '{name}' has dtype {x.dtype}, this kernel takes {dt} "
-                             f"(convert with .astype(np.{dt}) or build with dtype='{x.dtype}')")
+        self._check_dtype(name, x)
         if x.ndim not in (1, 2) or x.shape[-1] != size:
             if shape is not None:
                 dims = ", ".join(map(str, shape))
@@ -343,9 +349,7 @@ class _Method:
         for (name, size), x in zip(self.inputs, args):
             x = self._coerce(name, x)
             shape = self._structured.get(name, (size,))
-            if x.dtype != dt:
-                raise ValueError(f"{self.name}: argument '{name}' has dtype {x.dtype}, this kernel takes {dt} "
-                                 f"(convert with .astype(np.{dt}) or build with dtype='{x.dtype}')")
+            self._check_dtype(name, x)
             if x.ndim >= 2 and x.shape[:-1] in (shape, (size,)):
                 values = x.ndim - 1
             else:
