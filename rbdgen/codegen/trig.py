@@ -16,12 +16,12 @@ The method (textbook, nothing copied):
   where C1…C3 have at most 33 significant bits, so ``k·Ci`` is exact for |k| < 2²⁰, and C4
   carries the next 53 bits (152 bits of π/2 in all). ``x − k·C1`` is exact (Sterbenz);
   ``p = k·C2 + k·C3`` is summed first, exactly (Fast2Sum: |k·C2| ≥ |k·C3|), with ``k·C4`` in its
-  tail, and only then subtracted: ``r = (x − k·C1) − p`` is one rounding away from ``k``, and the
-  polynomials start from it while the exact TwoSum error of that subtraction (minus ``p``'s
-  tail) becomes ``r_lo`` beside them. Latency, not operation count, is what this order buys:
-  every kernel of one state starts with its joint angles' sines and cosines, and the chain from
-  ``x`` to the results went from ~115 to ~65 cycles (docs/performance.md §24). The absolute error
-  of ``r + r_lo`` is ~2⁻¹⁰⁵, so even the doubles closest to a multiple of π/2 below the
+  tail, and only then subtracted: ``r = (x − k·C1) − p`` is two dependent operations after
+  ``k·C2``, and the polynomials start from it while the exact TwoSum error of that subtraction
+  (minus ``p``'s tail) becomes ``r_lo`` beside them. Latency, not operation count, is what this
+  order buys: every kernel of one state starts with its joint angles' sines and cosines, and a
+  dependent 4-angle call went from ~115 to ~80 cycles, ~65 inlined (docs/performance.md §24). The
+  absolute error of ``r + r_lo`` is ~2⁻¹⁰⁵, so even the doubles closest to a multiple of π/2 below the
   fast-path limit (|r| ≈ 2⁻⁶⁰·⁵ for |x| < 2¹⁷, found by the test) keep a relative error far below
   an ulp; ``r_lo`` need not be below an ulp of ``r`` (it is when the cancellation is shallow), it
   enters to first order.
