@@ -41,6 +41,7 @@ import tempfile
 from pathlib import Path
 
 import measure  # noqa: F401  (environment first)
+from fd_profile import FAKE_TRIG
 from measure import ROBOTS, build_driver, log, pool_bytes, run_driver, states
 
 import numpy as np
@@ -58,11 +59,9 @@ import json, sys
 import rbdgen
 from rbdgen.targets.cpu import generate_cpu
 urdf, floating, frames, kernels, stub = json.loads(sys.argv[1])
-if stub:  # every grouped sine/cosine call replaced by two multiplies per angle
+if stub:  # every grouped sine/cosine call replaced by two multiplies per angle (fd_profile.FAKE_TRIG)
+    FAKE = stub
     import rbdgen.targets.cpu as cpu
-    FAKE = ("\ntemplate <typename S> static inline void rbd_fake_sincos4(S a, S b, S c, S d, S& sa, S& ca, S& sb, "
-            "S& cb, S& sc, S& cc, S& sd, S& cd) { sa = a * 0.5; ca = a * 0.25; sb = b * 0.5; cb = b * 0.25; "
-            "sc = c * 0.5; cc = c * 0.25; sd = d * 0.5; cd = d * 0.25; }\n")
     real = cpu.generate_cpu
     def stubbed(*a, **kw):
         gen = real(*a, **kw)
@@ -116,7 +115,7 @@ def build_side(tree: Path, cache: Path, urdf: Path, floating: bool, frames: list
     env = dict(os.environ, PYTHONPATH=str(tree), RBDGEN_CACHE_DIR=str(cache))
     if stub:
         env["RBDGEN_GENERATION_CACHE"] = "0"  # the stub is applied to what is generated
-    r = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, json.dumps([str(urdf), floating, frames, kernels, stub])],
+    r = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, json.dumps([str(urdf), floating, frames, kernels, FAKE_TRIG if stub else ""])],
                        capture_output=True, text=True, env=env, cwd=str(cache))
     if r.returncode != 0:
         raise SystemExit(f"ab_rev: building with the rbdgen of {tree} failed:\n{r.stderr[-2000:]}")
