@@ -104,7 +104,8 @@ class Build:
     def label(self) -> str:
         k = self.kwargs.get("kernels")
         kern = "every kernel" if k is None else ",".join(k)
-        extra = " ".join(f"{a}={self.kwargs[a]}" for a in ("opt", "arch", "dtype", "werror") if a in self.kwargs)
+        extra = " ".join(f"{a}={self.kwargs[a]}" for a in ("opt", "arch", "dtype", "werror", "unroll")
+                         if a in self.kwargs)
         return f"{self.model}: {kern} ({extra or 'defaults'}{'' if 'arch' in self.kwargs else ', the GPUs found'})"
 
 
@@ -144,6 +145,8 @@ def plan(cases=None, kernels=None, parts=("tests", "interop", "bench", "seeds"))
     if "tests" in parts:
         # test_gpu_every_kernel_matches_reference: every kernel of every robot case, as built there
         out += [Build("tests/test_cuda.py: every kernel, every case", i, dict(test_cuda.GPU_BUILD)) for i in ids]
+        out += [Build("tests/test_cuda.py: every kernel, every case, rolled", i, dict(test_cuda.GPU_BUILD_ROLLED))
+                for i in ids]
         if "iiwa14-fixed" in ids:
             # _require_gpu's first build (the emulation tests' iiwa build), _gpu_kern (the stream, allocation
             # and interop tests), the debug-mode test's child process (the bundled URDF, no frames)

@@ -527,6 +527,7 @@ def test_gpu_tests_fail_where_a_gpu_is_listed_but_unusable(monkeypatch):
 #: on a machine without a GPU (`make gpu-check-prepare`), so that a lent GPU only runs them: a
 #: build added to a gpu-marked test belongs in its plan too
 GPU_BUILD = dict(target="cuda", opt="-O3")  # every kernel of a robot case
+GPU_BUILD_ROLLED = dict(GPU_BUILD, unroll=False)  # the same, rolled (issue 44)
 GPU_KERN_BUILD = dict(target="cuda", kernels=("rnea", "rnea_derivatives"), opt="-O1", werror=True)
 
 
@@ -547,27 +548,28 @@ def _iiwa_batch(cp, n, seed=4):
 @pytest.mark.gpu
 @pytest.mark.parametrize("robot,floating", ROBOT_CASES)
 def test_gpu_every_kernel_matches_reference(robot, floating):
-    """Every kernel in every launch shape (auto, thread, block), numpy and cupy arrays. One test
-    per robot case, the shapes in a loop: the NumPy reference of the humanoids' and tiago's
-    derivatives takes tens of seconds, computed once for the three shapes."""
+    """Every kernel in every launch shape (auto, thread, block), numpy and cupy arrays, unrolled
+    and rolled. One test per robot case, the shapes and lowerings in a loop: the NumPy reference
+    of the humanoids' and tiago's derivatives takes tens of seconds, computed once for all six."""
     cupy = _require_cupy()
     model = load_case(robot, floating)
-    kern = rbdgen.build(model, **GPU_BUILD)
+    kerns = [rbdgen.build(model, **GPU_BUILD), rbdgen.build(model, **GPU_BUILD_ROLLED)]
     q, v, a, tau = random_state(model, seed=9, n=N)
-    for k in kern.kernels:
+    for k in kerns[0].kernels:
         args = kernel_args(k, q, v, a, tau, model)
         exp = ref_out(model, k, *args)
-        for shape in ("auto", "thread", "block"):
+        for kern, shape in ((kern, shape) for kern in kerns for shape in ("auto", "thread", "block")):
             if shape == "thread" and not kern.info[k]["thread_shape"]:
                 # not generated (per-thread scratch over the limit: TALOS' derivatives): a clear error
                 with pytest.raises(ValueError, match="no thread shape"):
                     kern.kernel(k)(*args, shape=shape)
                 continue
+            low = kern.info[k]["lowering"]
             got = kern.kernel(k)(*args, shape=shape)  # numpy in: explicit transfers
-            assert kernel_err(got, exp) <= TOL64, (k, shape)
+            assert kernel_err(got, exp) <= TOL64, (k, shape, low)
             dev = kern.kernel(k)(*map(cupy.asarray, args), shape=shape)
             dev = tuple(cupy.asnumpy(x) for x in dev) if isinstance(dev, tuple) else cupy.asnumpy(dev)
-            assert kernel_err(dev, exp) <= TOL64, (k, shape, "cupy")
+            assert kernel_err(dev, exp) <= TOL64, (k, shape, low, "cupy")
 
 
 @pytest.mark.gpu

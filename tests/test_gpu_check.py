@@ -40,6 +40,8 @@ def test_the_plan_holds_every_robot_case_and_the_gpu_tests_builds():
     builds = gpu_check.plan()
     cases = {b.model for b in builds if b.what.startswith("tests/test_cuda.py: every kernel")}
     assert cases == {p.id for p in ROBOT_CASES}
+    rolled = {b.model for b in builds if b.kwargs.get("unroll") is False}
+    assert rolled == cases
     # as the tests build (no arch: the GPUs found there), or with the architecture they name
     assert all(b.kwargs.get("arch") in (None, gpu_check.ARCH) for b in builds)
     whats = " ".join(b.what for b in builds)
@@ -51,16 +53,17 @@ def test_dry_mode_finds_the_prebuilt_libraries(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gpu_check, "build_launch_bench", lambda folder: folder / "cuda_launch-none")
     assert gpu_check.main(["dry", *_args(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert "MISSING" in out and "0 of 1 libraries prebuilt; 1 missing" in out
+    # the case's library unrolled and rolled (test_gpu_every_kernel_matches_reference runs both)
+    assert "MISSING" in out and "0 of 2 libraries prebuilt; 2 missing" in out
     assert "pytest -m gpu tests/test_cuda.py" in out  # the run it would make
 
     assert gpu_check.main(["prepare", *_args(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "1 of 1 libraries prebuilt" in out and "MISSING" not in out
+    assert "2 of 2 libraries prebuilt" in out and "MISSING" not in out
     part = tmp_path / "carry" / "part1"  # one part: a small plan fits one device call
     manifest = json.loads((part / "manifest.json").read_text())
     assert manifest["cases"] == [CASE] and manifest["steps"] == list(gpu_check.STEP_LIMITS)
-    assert f"carry/part1: " in out and CASE in out
+    assert "carry/part1: " in out and CASE in out
 
     # the GPU machine's side: the packed libraries elsewhere, nvcc the stub
     there = tmp_path / "there"

@@ -173,11 +173,15 @@ def test_bad_unroll_values_are_refused(capsys, tmp_path):
                             "--unroll", "sometimes")
     assert rc == 2
     assert_one_error_line(err, out, "unroll", "sometimes")
-    # the CUDA and HLS targets have no rolled lowering (yet): the option is refused, not ignored
     rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--out", tmp_path / "o",
-                            "--target", "cuda", "--unroll", "no")
+                            "--target", "cuda", "--unroll", "maybe")
     assert rc == 2
-    assert_one_error_line(err, out, "--unroll", "cpu")
+    assert_one_error_line(err, out, "unroll", "maybe")
+    # the HLS target has no rolled lowering (yet): the option is refused, not ignored
+    rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--out", tmp_path / "o",
+                            "--target", "hls", "--unroll", "no")
+    assert rc == 2
+    assert_one_error_line(err, out, "--unroll", "cpu or cuda")
     with pytest.raises(TypeError, match="unroll"):
         rbdgen.build(m, target="hls", kernels=["rnea"], unroll=False)
 
@@ -204,3 +208,141 @@ def test_cli_generates_a_rolled_package(capsys, tmp_path):
                        cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr
     assert float(r.stdout.split()[-1]) < 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA: the rolled lowering on the GPU target (thread shape: the serial driver on one thread;
+# block shape: each stage's blocks shared out over the lanes). No GPU here: nvcc compiles the
+# device code (sm_90, warnings as errors) and the host emulation runs the same __host__
+# __device__ functions in the kernel's order, thread by thread (test_cuda.py says how).
+# ---------------------------------------------------------------------------------------------
+
+def _cuda_errors(kern, model, shape, n=13, single=3):
+    """Per kernel: the error of the emulated ``shape`` against the NumPy reference (batch and
+    one state), or None where the kernel has no such shape (it refuses, saying why)."""
+    from conftest import kernel_args, kernel_err, random_state, ref_out
+
+    q, v, a, tau = random_state(model, seed=7, n=n)
+    e = kern.emulated(shape)
+    errs = {}
+    for k in e.kernels:
+        args = kernel_args(k, q, v, a, tau, model)
+        exp = ref_out(model, k, *args)
+        f = e.kernel(k)
+        try:
+            batch = f(*args)
+        except ValueError as err:
+            assert shape == "thread" and "no thread shape" in str(err), err
+            errs[k] = None
+            continue
+        one = f(*(x[single] for x in args))
+        exp1 = tuple(x[single] for x in exp) if isinstance(exp, tuple) else exp[single]
+        errs[k] = max(kernel_err(batch, exp), kernel_err(one, exp1))
+    return errs
+
+
+def _check_cuda(model, kernels=None, no_thread=("aba_derivatives",)):
+    """Build rolled (sm_90, -O0: the emulation is host code), both shapes against the reference;
+    the thread shape missing for ``no_thread`` at most (one state's workspace over the
+    per-thread limit)."""
+    from conftest import TOL64
+
+    kern = rbdgen.build(model, target="cuda", kernels=kernels, unroll=False, opt="-O0", arch="90", werror=True)
+    assert all(kern.info[k]["lowering"] == "rolled" for k in kern.kernels)
+    for shape in ("thread", "block"):
+        errs = _cuda_errors(kern, model, shape)
+        bad = {k: e for k, e in errs.items() if e is not None and not e <= TOL64}
+        assert not bad, (shape, bad)
+        # the thread shape is refused only where one state's workspace is over the per-thread limit
+        missing = {k for k, e in errs.items() if e is None}
+        if shape == "thread":
+            assert missing == {k for k in kern.kernels if not kern.info[k]["thread_shape"]}, missing
+            assert missing <= set(no_thread), missing
+        else:
+            assert not missing
+    return kern
+
+
+#: one kernel of each family (the other kernels are these with fewer inputs, or other frames);
+#: every kernel of every robot case is built rolled and run on the GPU by the GPU check
+#: (test_cuda.py: test_gpu_every_kernel_matches_reference)
+CUDA_FAMILIES = ("rnea", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics",
+                 "frame_jacobian_world", "frame_bias_acceleration_local", "osim_inverse", "contact_terms",
+                 "rnea_scan", "aba_scan", "rnea_stale_hamilton")
+
+
+def test_rolled_cuda_every_kernel_family_emulated():
+    """A kernel of each family on a floating, branched robot with frames, rolled, in both
+    launch shapes."""
+    model = load_case(_robot("quadruped"), True)
+    kern = _check_cuda(model, CUDA_FAMILIES)
+    assert set(kern.kernels) == set(CUDA_FAMILIES) and set(CUDA_FAMILIES) <= set(registry.applicable(model, None))
+    # the block shape shares each tree level's bodies out: the four legs side by side
+    assert kern.info["rnea"]["lanes"] >= 4 and kern.info["crba"]["lanes"] >= 4
+
+
+def test_rolled_cuda_joint_kinds_and_a_tree():
+    """Every joint type on a binary tree, where a stage holds many members of one kind."""
+    _check_cuda(_periodic(14, branched=True), ["rnea", "crba", "minv", "rnea_scan", "aba_scan"])
+
+
+def test_rolled_stages_never_read_their_own_stage():
+    """The block shape runs a stage's blocks on different lanes with no barrier between them, so
+    none may read a value another block of the same stage (or a later one) writes. The emulation
+    runs the lanes in order and would not notice; this checks the stages themselves, on every
+    kernel of a branched floating robot and of a tree with every joint type."""
+    for model in (load_case(_robot("quadruped"), True), _periodic(14, branched=True)):
+        for k in registry.applicable(model, None):
+            R = roll(registry.trace(model, k, generic=True))
+            stage = R.stage
+            seg_of = {n.id: si for si, s in enumerate(R.segments) for n in s.nodes}
+            for si, s in enumerate(R.segments):
+                for n in s.nodes:
+                    for a in n.args:
+                        u = seg_of.get(a.id, si)
+                        assert u == si or stage[u] < stage[si], (k, si, u)
+                        if a.op in ("sin", "cos") and a.id not in seg_of:
+                            assert stage[si] >= 1, (k, si)
+
+
+def test_rolled_cuda_tables_move_to_global_memory_when_large(tmp_path):
+    """A rolled kernel's tables are read from constant memory up to CONSTANT_TABLES bytes and
+    from global memory above (64 KiB of constant memory a module); the big chain's still compile
+    and run (emulated) against the reference."""
+    from rbdgen.targets.cuda.emit import CONSTANT_TABLES, generate_cuda
+
+    small = generate_cuda(load_case(_robot("iiwa14"), False), kernels=["rnea"], unroll=False)
+    assert small.kernels["rnea"]["float64"]["tables_bytes"] <= CONSTANT_TABLES
+    assert "#define RBD_IIWA14_RNEA_F64_TABLE __constant__" in small.files["rbd_iiwa14_rnea_f64.cuh"]
+    m = _urdf_model(tmp_path, chain_urdf(200, seed=200, fixed_every=0), "c200")
+    gen = generate_cuda(m, kernels=["rnea", "rnea_scan"], unroll=False)
+    # a random chain: every body's numbers its own (~0.9 KB a body for rnea)
+    assert all(i["float64"]["tables_bytes"] > CONSTANT_TABLES for i in gen.kernels.values())
+    scan = next(t for f, t in gen.files.items() if f.endswith("_rnea_scan_f64.cuh"))
+    assert "_RNEA_SCAN_F64_TABLE __device__\n" in scan
+    kern = _check_cuda(m, ["rnea", "rnea_scan"], no_thread=("rnea", "rnea_scan"))
+    assert kern.info["rnea_scan"]["lanes"] > 1  # the scan's levels: many bodies side by side
+
+
+def test_rolled_cuda_generation_is_deterministic_and_smaller():
+    from rbdgen.targets.cuda.emit import generate_cuda
+
+    m = load_case(_robot("quadruped"), True)
+    a = generate_cuda(m, kernels=["aba_derivatives"], unroll=False).files
+    registry._cache.clear()
+    b = generate_cuda(m, kernels=["aba_derivatives"], unroll=False).files
+    assert a == b
+    u = generate_cuda(m, kernels=["aba_derivatives"]).files
+    assert sum(map(len, a.values())) < sum(map(len, u.values())) / 2
+
+
+def test_rolled_cuda_float32_within_the_declared_bounds():
+    """float32: the tables' literals, the kinds and the gather in single precision."""
+    from conftest import TOL32, kernel_errors
+
+    m = load_case(_robot("iiwa14"), False)
+    kern = rbdgen.build(m, target="cuda", dtype="float32", kernels=("rnea", "minv"), unroll=False, opt="-O0",
+                        arch="90", werror=True)
+    for shape in ("thread", "block"):
+        errs = kernel_errors(kern.emulated(shape), m, np.float32, seed=5, n=13, single=3)
+        assert all(e <= TOL32[k] for k, e in errs.items()), (shape, errs)

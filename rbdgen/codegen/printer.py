@@ -62,6 +62,9 @@ class Dialect:
     const_runs_below: int = 0
     qualifier: str = "static inline"
     part_qualifier: str = "static __attribute__((noinline))"
+    #: the rolled lowering's per-kind functions (templates over the scalar type): out of line, so
+    #: that the compiler's time stays linear in the kinds (rbdgen.codegen.rolled)
+    rolled_qualifier: str = "static __attribute__((noinline))"
     comment: str = "//"
     #: how a literal is written around its digits: "{}" (C literals, the default) or e.g.
     #: "S({})" where the scalar type has no arithmetic with double (HLS ap_fixed)

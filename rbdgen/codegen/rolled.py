@@ -11,6 +11,8 @@ crosses a block lives in ``w``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.graph import Kernel
 from ..ir.ops import OPS
 from ..ir.roll import Rolled, roll
@@ -20,10 +22,10 @@ from .printer import Dialect, PrintedKernel, block_text, epilogue_lines, literal
 _PER_LINE = 8
 
 
-def _table(ctype: str, name: str, rows: list, fmt) -> list[str]:
+def _table(ctype: str, name: str, rows: list, fmt, decl: str = "static const") -> list[str]:
     """``static const ctype name[len(rows)][len(rows[0])]``, a row per line (long rows wrapped)."""
     width = len(rows[0])
-    lines = [f"static const {ctype} {name}[{len(rows)}][{width}] = {{"]
+    lines = [f"{decl} {ctype} {name}[{len(rows)}][{width}] = {{"]
     for r in rows:
         cells = [fmt(x) for x in r]
         if width <= 2 * _PER_LINE:
@@ -37,8 +39,8 @@ def _table(ctype: str, name: str, rows: list, fmt) -> list[str]:
     return lines
 
 
-def _flat(ctype: str, name: str, vals: list, fmt) -> list[str]:
-    lines = [f"static const {ctype} {name}[{len(vals)}] = {{"]
+def _flat(ctype: str, name: str, vals: list, fmt, decl: str = "static const") -> list[str]:
+    lines = [f"{decl} {ctype} {name}[{len(vals)}] = {{"]
     for i in range(0, len(vals), 2 * _PER_LINE):
         lines.append("  " + ", ".join(fmt(x) for x in vals[i:i + 2 * _PER_LINE]) + ",")
     lines.append("};")
@@ -46,37 +48,107 @@ def _flat(ctype: str, name: str, vals: list, fmt) -> list[str]:
 
 
 def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S",
-                 rolled: Rolled | None = None) -> PrintedKernel:
+                 rolled: Rolled | None = None, table: str = "static const") -> PrintedKernel:
     """Print ``kernel`` rolled: per-kind functions and tables (:attr:`PrintedKernel.tables`,
-    namespace scope) and a body that runs them and gathers the outputs."""
+    namespace scope) and a body that runs them and gathers the outputs. ``table``: how a table
+    is declared (the CUDA target names the memory space its device code reads it from)."""
     R = rolled or roll(kernel)
+    zero = dialect.zero.format(scalar=scalar)
+    kn = kernel.name
+    ins = [a.name for a in kernel.inputs]
+    tables = _kind_functions(kernel, R, dtype, dialect, scalar, table)
+    # the driver: the runs in trace order
+    call_in = ", ".join(ins)
+    body = [f"{dialect.comment} ---- rolled: {len(R.segments)} blocks of {len(R.kinds)} kinds in {len(R.runs)} runs "
+            f"({R.n_ops} ops printed for the {sum(len(s.nodes) for s in R.segments)} the unrolled kernel has)"]
+    tables += _table("int", f"{kn}_runs", [list(r) for r in R.runs], str, table)
+    tables.append("")
+    if R.trig:
+        names_ = sorted({a for a, _ in R.trig})
+        body.append(f"{dialect.comment} ---- sine and cosine of the {len(R.trig)} joint angles, all first"
+                    + (f", {dialect.sincos_group} to a call" if dialect.sincos and dialect.sincos_group > 1 else ""))
+        for arr in names_:
+            idx = [(j, i) for j, (a, i) in enumerate(R.trig) if a == arr]
+            tables += _flat("int", f"{kn}_angle_{arr}", [i for _, i in idx], str, table)
+            tables += _flat("int", f"{kn}_angle_{arr}_slot", [2 * j for j, _ in idx], str, table)
+            n = len(idx)
+            group = dialect.sincos_group if dialect.sincos and dialect.sincos_group > 1 else 1
+            if group > 1 and n >= group:
+                ang, sl = f"{kn}_angle_{arr}", f"{kn}_angle_{arr}_slot"
+                xs = ", ".join(f"{arr}[{ang}[j + {g}]]" for g in range(group))
+                outs = ", ".join(f"w[{sl}[j + {g}]], w[{sl}[j + {g}] + 1]" for g in range(group))
+                body.append(f"for (int j = 0; j + {group} <= {n}; j += {group}) {dialect.sincos}{group}({xs}, {outs});")
+            start = n - n % group if group > 1 and n >= group else 0
+            if start < n:
+                body.append(f"for (int j = {start}; j < {n}; ++j) {_trig_call(kn, arr, dialect)}")
+    body += [f"for (int r = 0; r < {len(R.runs)}; ++r) {{",
+             f"  const int lo = {kn}_runs[r][1], hi = {kn}_runs[r][2];",
+             f"  switch ({kn}_runs[r][0]) {{"]
+    for k in R.kinds:
+        body.append(f"    case {k.id}: for (int m = lo; m < hi; ++m) {_kind_call(kn, k, scalar, call_in)} break;")
+    body += ["  }", "}"]
+    gtables, glines, temp_base, scratch = _gather(kernel, R, dtype, dialect, scalar, table)
+    tables += gtables
+    tables.append("")
+    body += glines
+    body += epilogue_lines(kernel, kernel.post, temp_base, {}, dtype, dialect, scalar, zero)
+    return PrintedKernel(
+        name=kernel.name,
+        doc=kernel.doc,
+        inputs=kernel.inputs,
+        outputs=kernel.all_outputs,
+        parts=[],
+        body=body,
+        scratch=scratch,
+        counts=kernel.op_counts(dense_epilogue=dialect.epilogue == "dot"),
+        temp_base=temp_base,
+        tables=tables,
+        lowering="rolled",
+    )
+
+
+def _trig_call(kn: str, arr: str, dialect: Dialect, j: str = "j") -> str:
+    """Sine and cosine of the j-th angle of ``arr`` into its two workspace slots."""
+    ang, sl = f"{kn}_angle_{arr}", f"{kn}_angle_{arr}_slot"
+    if dialect.sincos:
+        return f"{dialect.sincos}({arr}[{ang}[{j}]], w[{sl}[{j}]], w[{sl}[{j}] + 1]);"
+    return (f"{{ w[{sl}[{j}]] = {dialect.sin}({arr}[{ang}[{j}]]); "
+            f"w[{sl}[{j}] + 1] = {dialect.cos}({arr}[{ang}[{j}]]); }}")
+
+
+def _kind_call(kn: str, k, scalar: str, call_in: str, m: str = "m") -> str:
+    fn = f"{kn}_k{k.id}"
+    cptr = f"{fn}_c[{m}]" if k.ctab and k.ctab[0] else "nullptr"
+    return f"{fn}<{scalar}>({call_in}, w, {cptr}, {fn}_x[{m}]);"
+
+
+def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str, table: str) -> list[str]:
+    """Each kind's tables and function (namespace scope)."""
     ctype = "float" if dtype == "float32" else "double"
     zero = dialect.zero.format(scalar=scalar)
     names = {"sin": dialect.sin, "cos": dialect.cos}
     lit = lambda x: literal(x, dtype, dialect)  # noqa: E731
     kn = kernel.name
-    ins = [a.name for a in kernel.inputs]
-    in_params = ", ".join(f"[[maybe_unused]] const {scalar}* __restrict {a}" for a in ins)
+    in_params = ", ".join(f"[[maybe_unused]] const {scalar}* __restrict {a.name}" for a in kernel.inputs)
     tables: list[str] = []
     members_of = {k.id: len(k.members) for k in R.kinds}
     # each kind a function of its own: g++'s time stays linear in the kinds (inlined into the
     # driver's switch, a 30-link chain's rnea, aba and rnea_scan took 4.1 s to build instead of
     # 2.6, and ran no faster)
-    inline = "__attribute__((noinline))"
     for k in R.kinds:
         fn = f"{kn}_k{k.id}"
         ncol = len(k.ctab[0]) if k.ctab else 0
         if ncol:
             tables += [f"{dialect.comment} kind {k.id}'s constants that differ between its {members_of[k.id]} members, "
                        "a row per member"]
-            tables += _table(ctype, f"{fn}_c", k.ctab, lit)
+            tables += _table(ctype, f"{fn}_c", k.ctab, lit, table)
         tables += [f"{dialect.comment} kind {k.id}'s integers, a row per member: its workspace base, then the input "
                    "indices and the workspace slots it reads"]
-        tables += _table("int", f"{fn}_x", k.itab, str)
+        tables += _table("int", f"{fn}_x", k.itab, str, table)
         tables.append(f"{dialect.comment} kind {k.id} ({members_of[k.id]} member{'s' if members_of[k.id] > 1 else ''}"
                       f", {len(k.ops)} ops), like {block_text(k.block)}")
         tables.append("template <typename S>")
-        tables.append(f"static {inline} void {fn}({in_params}, S* __restrict w, "
+        tables.append(f"{dialect.rolled_qualifier} void {fn}({in_params}, S* __restrict w, "
                       f"[[maybe_unused]] const {ctype}* __restrict c, const int* __restrict x) {{")
 
         def ref(a):
@@ -126,44 +198,22 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
                 tables.append(f"  w[x[0] + {e}] = t{p};" if e else f"  w[x[0]] = t{p};")
         tables.append("}")
         tables.append("")
-    # the driver: the runs in trace order
-    call_in = ", ".join(ins)
-    body = [f"{dialect.comment} ---- rolled: {len(R.segments)} blocks of {len(R.kinds)} kinds in {len(R.runs)} runs "
-            f"({R.n_ops} ops printed for the {sum(len(s.nodes) for s in R.segments)} the unrolled kernel has)"]
-    tables += _table("int", f"{kn}_runs", [list(r) for r in R.runs], str)
-    tables.append("")
-    if R.trig:
-        names_ = sorted({a for a, _ in R.trig})
-        body.append(f"{dialect.comment} ---- sine and cosine of the {len(R.trig)} joint angles, all first"
-                    + (f", {dialect.sincos_group} to a call" if dialect.sincos and dialect.sincos_group > 1 else ""))
-        for arr in names_:
-            idx = [(j, i) for j, (a, i) in enumerate(R.trig) if a == arr]
-            tables += _flat("int", f"{kn}_angle_{arr}", [i for _, i in idx], str)
-            tables += _flat("int", f"{kn}_angle_{arr}_slot", [2 * j for j, _ in idx], str)
-            n = len(idx)
-            ang, sl = f"{kn}_angle_{arr}", f"{kn}_angle_{arr}_slot"
-            group = dialect.sincos_group if dialect.sincos and dialect.sincos_group > 1 else 1
-            if group > 1 and n >= group:
-                xs = ", ".join(f"{arr}[{ang}[j + {g}]]" for g in range(group))
-                outs = ", ".join(f"w[{sl}[j + {g}]], w[{sl}[j + {g}] + 1]" for g in range(group))
-                body.append(f"for (int j = 0; j + {group} <= {n}; j += {group}) {dialect.sincos}{group}({xs}, {outs});")
-            start = n - n % group if group > 1 and n >= group else 0
-            if start < n:
-                if dialect.sincos:
-                    call = f"{dialect.sincos}({arr}[{ang}[j]], w[{sl}[j]], w[{sl}[j] + 1]);"
-                else:
-                    call = (f"{{ w[{sl}[j]] = {dialect.sin}({arr}[{ang}[j]]); "
-                            f"w[{sl}[j] + 1] = {dialect.cos}({arr}[{ang}[j]]); }}")
-                body.append(f"for (int j = {start}; j < {n}; ++j) {call}")
-    body += [f"for (int r = 0; r < {len(R.runs)}; ++r) {{",
-             f"  const int lo = {kn}_runs[r][1], hi = {kn}_runs[r][2];",
-             f"  switch ({kn}_runs[r][0]) {{"]
-    for k in R.kinds:
-        fn = f"{kn}_k{k.id}"
-        cptr = f"{fn}_c[m]" if k.ctab and k.ctab[0] else "nullptr"
-        body.append(f"    case {k.id}: for (int m = lo; m < hi; ++m) {fn}<{scalar}>({call_in}, w, {cptr}, {fn}_x[m]); break;")
-    body += ["  }", "}"]
-    # gather the outputs and temps from the workspace; temps after it in w
+    return tables
+
+
+def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str, table: str,
+            lanes: tuple | None = None):
+    """(tables, lines, temp_base, scratch): the outputs and temps gathered from the workspace
+    (the temps after the exports in ``w``). ``lanes``: (this thread's lane, the number of lanes)
+    as C expressions, to share the copies out over cooperating threads (element k on lane
+    k mod lanes); the tables are the same either way."""
+    ctype = "float" if dtype == "float32" else "double"
+    zero = dialect.zero.format(scalar=scalar)
+    lit = lambda x: literal(x, dtype, dialect)  # noqa: E731
+    kn = kernel.name
+    first, step = ("0", "++k") if lanes is None else (lanes[0], f"k += {lanes[1]}")
+    tables: list[str] = []
+    body: list[str] = []
     temp_base: dict[str, int] = {}
     scratch = R.w_size
     for spec, _ in kernel.temps:
@@ -174,6 +224,7 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
         lits: list[float] = []
         codes: list[int] = []
         copies: list[str] = []
+        copy_at: list[tuple] = []
         for idx, item in enumerate(g):
             if item[0] == "w":
                 codes.append(item[1])
@@ -184,31 +235,107 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
                 codes.append(-1 - len(lits))
                 lits.append(0.0)
                 copies.append(f"{dest}[{idx}] = {item[1]}[{item[2]}];")
+                copy_at.append((idx, copies[-1]))
         body.append(f"{dialect.comment} ---- {spec.name}: gathered from the workspace")
+        loop = f"for (int k = {first}; k < {len(codes)}; {step})"
         contiguous = all(c >= 0 for c in codes) and codes == list(range(codes[0], codes[0] + len(codes)))
         if contiguous:
-            body.append(f"for (int k = 0; k < {len(codes)}; ++k) {dest}[k] = w[{codes[0]} + k];")
+            body.append(f"{loop} {dest}[k] = w[{codes[0]} + k];")
             continue
-        tables += _flat("int", f"{kn}_{spec.name}_from", codes, str)
+        tables += _flat("int", f"{kn}_{spec.name}_from", codes, str, table)
         if lits:
-            tables += _flat(ctype, f"{kn}_{spec.name}_lit", lits, lit)
-            body.append(f"for (int k = 0; k < {len(codes)}; ++k) {{ const int s = {kn}_{spec.name}_from[k]; "
+            tables += _flat(ctype, f"{kn}_{spec.name}_lit", lits, lit, table)
+            body.append(f"{loop} {{ const int s = {kn}_{spec.name}_from[k]; "
                         f"{dest}[k] = s >= 0 ? w[s] : {zero} + {kn}_{spec.name}_lit[-1 - s]; }}")
         else:
-            body.append(f"for (int k = 0; k < {len(codes)}; ++k) {dest}[k] = w[{kn}_{spec.name}_from[k]];")
+            body.append(f"{loop} {dest}[k] = w[{kn}_{spec.name}_from[k]];")
+        if lanes is not None:
+            # by the lane whose loop wrote a zero there, after it
+            copies = [f"if ({idx} % {lanes[1]} == {lanes[0]}) {c}" for idx, c in copy_at]
         body += copies
-    tables.append("")
-    body += epilogue_lines(kernel, kernel.post, temp_base, {}, dtype, dialect, scalar, zero)
-    return PrintedKernel(
-        name=kernel.name,
-        doc=kernel.doc,
-        inputs=kernel.inputs,
-        outputs=kernel.all_outputs,
-        parts=[],
-        body=body,
-        scratch=scratch,
-        counts=kernel.op_counts(dense_epilogue=dialect.epilogue == "dot"),
-        temp_base=temp_base,
-        tables=tables,
-        lowering="rolled",
-    )
+    return tables, body, temp_base, scratch
+
+
+
+@dataclass
+class RolledLanes:
+    """A rolled kernel on cooperating lanes (the CUDA block shape): the segments in stages, each
+    stage's members shared out over the lanes, a barrier between stages. ``tables``: the task
+    tables and the stage function (after :func:`print_rolled`'s tables, whose kinds, angle and
+    gather tables it uses); ``gather``: the outputs gathered from the workspace, element k on
+    lane k mod lanes (a phase of its own, before the ``post`` products)."""
+
+    stage_fn: str
+    n_stages: int
+    lanes: int
+    width: int                # most members in one stage
+    lane_loads: list          # per stage, the ops of each lane (the warp model's input)
+    tables: list
+    gather: list
+    scratch: int
+    temp_base: dict
+
+
+def print_rolled_lanes(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, max_lanes: int,
+                       scalar: str = "S", table: str = "static const") -> RolledLanes:
+    """The stage function ``<kernel>_rs(st, lane, inputs…, outputs…, w)`` of the rolled kernel
+    ``R`` for ``max_lanes`` cooperating lanes at most: stage ``st``'s members on lane ``lane``
+    (longest kind first, each to the least loaded lane), the sines and cosines shared out in
+    stage 0. Same kinds, same operations, same workspace as :func:`print_rolled`'s serial driver,
+    so the same bits."""
+    kn = kernel.name
+    stage = R.stage
+    n_stages = max(stage, default=0) + 1
+    by_stage: list[list[int]] = [[] for _ in range(n_stages)]
+    for si, st in enumerate(stage):
+        by_stage[st].append(si)
+    width = max(len(b) for b in by_stage)
+    lanes = max(1, min(max_lanes, width))
+    cost = [len(R.kinds[R.seg_kind[si]].ops) for si in range(len(R.segments))]
+    tasks: list[list[int]] = []
+    at = [0]
+    loads = []
+    for st, segs in enumerate(by_stage):
+        load = [0] * lanes
+        mine: list[list[int]] = [[] for _ in range(lanes)]
+        if st == 0 and R.trig:  # the sines and cosines first, spread over the lanes
+            for j in range(len(R.trig)):
+                load[j % lanes] += 2
+        for si in sorted(segs, key=lambda si: (-cost[si], si)):
+            lane = min(range(lanes), key=lambda x: (load[x], x))
+            load[lane] += cost[si]
+            mine[lane].append(si)
+        for lane in range(lanes):
+            for si in sorted(mine[lane]):  # trace order within a lane
+                tasks.append([R.seg_kind[si], R.seg_row[si]])
+            at.append(len(tasks))
+        loads.append(load)
+    fn = f"{kn}_rs"
+    ins = [a.name for a in kernel.inputs]
+    call_in = ", ".join(ins)
+    sig = ", ".join([f"[[maybe_unused]] const {scalar}* __restrict {a.name}" for a in kernel.inputs]
+                    + [f"[[maybe_unused]] {scalar}* __restrict {a.name}" for a in kernel.all_outputs])
+    tables = [f"{dialect.comment} the block shape's tasks (kind, member), stage by stage and lane by lane: stage st's "
+              f"on lane l are {fn}_task[{kn}_at[st * {lanes} + l]] up to {kn}_at[st * {lanes} + l + 1]"]
+    tables += _table("int", f"{kn}_task", tasks or [[0, 0]], str, table)
+    tables += _flat("int", f"{kn}_at", at, str, table)
+    tables += [f"{dialect.comment} one stage of {kn} on one of {lanes} lanes: {n_stages} stages, a barrier after each; "
+               f"up to {width} members of kinds in one stage",
+               "template <typename S>",
+               f"{dialect.rolled_qualifier} void {fn}(int st, int lane, {sig}, S* __restrict w) {{"]
+    if R.trig:
+        tables.append("  if (st == 0) {  // the joint angles' sines and cosines")
+        for arr in sorted({a for a, _ in R.trig}):
+            n = sum(1 for a, _ in R.trig if a == arr)
+            tables.append(f"    for (int j = lane; j < {n}; j += {lanes}) {_trig_call(kn, arr, dialect)}")
+        tables.append("  }")
+    tables += [f"  const int lo = {kn}_at[st * {lanes} + lane], hi = {kn}_at[st * {lanes} + lane + 1];",
+               "  for (int t = lo; t < hi; ++t) {",
+               f"    const int m = {kn}_task[t][1];",
+               f"    switch ({kn}_task[t][0]) {{"]
+    used = sorted({t[0] for t in tasks})
+    for kid in used:
+        tables.append(f"      case {kid}: {_kind_call(kn, R.kinds[kid], scalar, call_in)} break;")
+    tables += ["      default: break;", "    }", "  }", "}", ""]
+    _, gather, temp_base, scratch = _gather(kernel, R, dtype, dialect, scalar, table, lanes=("lane", "LANES"))
+    return RolledLanes(fn, n_stages, lanes, width, loads, tables, gather, scratch, temp_base)

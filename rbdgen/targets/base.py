@@ -69,6 +69,21 @@ OPT = Option("opt", "--opt", "compiler optimisation flag (default cpu: -O3, and 
 CXX = Option("cxx", "--cxx", "C++ compiler (default: $CXX, else g++)", ("compile",), {"metavar": "PATH"})
 
 
+def unroll_option(value) -> str:
+    """The ``unroll`` option's checked value, spelled "yes", "no" or "auto" (a False would read
+    as "not given" on the command line); the targets' ``generate`` turn it back."""
+    from ..ir.roll import check_unroll
+
+    return {True: "yes", False: "no", "auto": "auto"}[check_unroll(value)]
+
+
+UNROLL = Option("unroll", "--unroll", "cpu, cuda: yes (default): straight-line code, every body unrolled; no: loops "
+                "over the bodies, one piece of code per kind of body (big robots: seconds to build, small machine "
+                "code; cuda: the block shape's lanes share out the bodies of each tree level); auto: rolled for the "
+                "kernels of at least rbdgen.ir.roll.AUTO_OPS operations", ("generate",),
+                {"metavar": "yes|no|auto"}, check=unroll_option)
+
+
 def _stable_repr(v) -> str:
     """``repr(v)`` with sets sorted: a set of strings is ordered by the process's string hash
     seed, and the generation cache's key must be the same in every process."""

@@ -18,7 +18,7 @@ from ...errors import RbdgenError
 from ...ir.roll import check_unroll
 from ...kernels.loaded import CompiledKernels, kernel_specs
 from ...toolchain.compiler import build_library, cxx_flags, python_include, resolve_march, vector_bytes
-from ..base import CXX, OPT, Option, Target, check_opt, register
+from ..base import CXX, OPT, UNROLL, Option, Target, check_opt, register
 from .emit import (CPU, DEFAULT_OPT, LARGE_OPT, LARGE_STATEMENTS, NO_SLP, generate_cpu, kernel_lanes,
                    resolve_auto_lanes)
 
@@ -62,12 +62,6 @@ def _left_out(binding: str, text: str, prefix: str, tag: str, kernels: list) -> 
             f'extern "C" {{\n{calls}}}\n')
 
 
-def _unroll_option(value) -> str:
-    """The option's checked value, spelled "yes", "no" or "auto" (a False would read as "not
-    given" on the command line); :meth:`CpuTarget.generate` turns it back."""
-    return {True: "yes", False: "no", "auto": "auto"}[check_unroll(value)]
-
-
 class CpuTarget(Target):
     name = "cpu"
     help = "C++17 and a Python package (g++/clang++; SIMD across states, OpenMP across blocks)"
@@ -84,10 +78,7 @@ class CpuTarget(Target):
                "sources (default: one register of the instruction set the sources are compiled for, with AVX-512 "
                "8 doubles for the kernels whose arithmetic pays for them)",
                ("generate",), {"type": int, "metavar": "N"}, check=_check_lanes),
-        Option("unroll", "--unroll", "cpu: yes (default): straight-line code, every body unrolled; no: loops over "
-               "the bodies, one piece of code per kind of body (big robots: seconds to build, small machine code); "
-               "auto: rolled for the kernels of at least rbdgen.ir.roll.AUTO_OPS operations",
-               ("generate",), {"metavar": "yes|no|auto"}, check=_unroll_option),
+        UNROLL,
     )
 
     def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, simd=True, lanes=None,

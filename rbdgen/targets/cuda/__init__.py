@@ -10,7 +10,8 @@ report (``inspect --cost --target cuda``, CI's resource bounds), ``runtime`` the
 from __future__ import annotations
 
 from ...codegen.sources import DTYPES, Sources, check_dtype
-from ..base import OPT, Option, Target, check_opt, register
+from ...ir.roll import check_unroll
+from ..base import OPT, UNROLL, Option, Target, check_opt, register
 from .emit import format_schedule_table, generate_cuda, schedule_table
 from .resources import format_resources, gpu_for, kernel_resources
 from .runtime import compile_and_load
@@ -32,10 +33,12 @@ class CudaTarget(Target):
         Option("werror", "", "cuda: warnings are errors (as in CI)", ("compile",)),
         Option("emulate", "--emulate", "cuda: run the GPU program on the CPU (no GPU needed)", ("run",),
                {"is_flag": True}),
+        UNROLL,
     )
 
-    def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None):
-        gen = generate_cuda(model, dtypes=dtypes, kernels=kernels, fold=fold, name=name, progress=progress)
+    def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, unroll=True):
+        gen = generate_cuda(model, dtypes=dtypes, kernels=kernels, fold=fold, name=name, progress=progress,
+                            unroll=check_unroll(unroll))
         entries = {}
         for k, per in gen.kernels.items():
             i = per[dtypes[0]]
@@ -46,7 +49,7 @@ class CudaTarget(Target):
                 "library": gen.prefix + "_cuda" + ("" if fold else "_dense"),
                 "launch": {k: {d: {x: i[d][x] for x in ("lanes", "states_per_block", "stages", "width",
                                                          "thread_tile", "workspace", "default_shape",
-                                                         "thread_shape", "speedup")}
+                                                         "thread_shape", "speedup", "lowering")}
                                for d in dtypes} for k, i in gen.kernels.items()},
                 # the CMake project of the same sources, for C++ without Python (docs/cpp.md); not read by load
                 "cmake": list(gen.cmake)}

@@ -31,15 +31,20 @@ issue 45, ``docs/cpp.md``) for C++ users who never run Python.
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 
 from ... import registry
 from ...codegen import escape as esc
 from ...codegen.printer import DEFAULT_PART_SIZE, SPLIT_ABOVE, Dialect, print_epilogue_shared, print_kernel
 from ...codegen.render import render
+from ...codegen.rolled import print_rolled, print_rolled_lanes
 from ...codegen.sources import DTYPES, c_identifier, prefix_for
-from ...ir.schedule import level_schedule
+from ...ir.roll import check_unroll, roll, rolled_lowering
+from ...ir.schedule import Schedule, level_schedule
 from ...model import RobotModel
 from ...textutil import text_table
 from .nvcc import DEFAULT_ARCHS, DEVICE_FLAGS
@@ -48,7 +53,12 @@ from .resources import H100, occupancy
 #: the thread shape's products keep their span loops rolled: fully unrolled, nvcc held the
 #: quadruped ∇FD's output rows in registers (255 a thread) and spilled 1.5 KiB; rolled, 168 and none
 #: (device code only: the host emulation's g++ rejects an unknown pragma under -Werror)
-CUDA = Dialect("cuda", sincos="rbd_sincos", epilogue_span_pragma="#ifdef __CUDA_ARCH__\n#pragma unroll 1\n#endif")
+CUDA = Dialect("cuda", sincos="rbd_sincos", epilogue_span_pragma="#ifdef __CUDA_ARCH__\n#pragma unroll 1\n#endif",
+               rolled_qualifier="static __host__ __device__ __noinline__")
+#: a rolled kernel's tables (rbdgen.codegen.rolled) up to this size are read from constant memory
+#: (64 KiB a module; the members of a kind are the same for every thread of a warp, so a read is a
+#: broadcast from the constant cache), larger ones from global memory through the L1 cache
+CONSTANT_TABLES = 32 * 1024
 
 #: shared memory a block may take without opting in (every GPU since Kepler)
 SHARED_LIMIT = 48 * 1024
@@ -115,6 +125,17 @@ def _thread_layout(ins, outs, nbytes):
     return best[1] if best else (0, 1, {}, False)
 
 
+def _table_bytes(lines: list, nbytes: int) -> int:
+    """Bytes of the rolled tables printed in ``lines`` (their declared sizes: ints 4 bytes, the
+    scalar ``nbytes``)."""
+    total = 0
+    for ln in lines:
+        if ln.startswith("static ") and "[" in ln and ln.endswith("= {"):
+            dims = [int(d) for d in re.findall(r"\[(\d+)\]", ln)]
+            total += math.prod(dims) * (4 if " int " in ln else nbytes)
+    return total
+
+
 def _epilogue_ops(kernel) -> int:
     """Multiplies and adds of the ``post`` products as printed (over B's nonzero spans,
     :meth:`~rbdgen.ir.graph.MatMul.op_counts`)."""
@@ -146,8 +167,12 @@ def warp_model(sched, total: int, epilogue_ops: int = 0, states_per_block: int =
 
 def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: bool = True,
                   part_size: int = DEFAULT_PART_SIZE, name: str | None = None, max_lanes: int = MAX_LANES,
-                  progress=None) -> GeneratedCuda:
-    """Render the CUDA sources of ``kernels``. Deterministic: same input → same bytes."""
+                  progress=None, unroll=True) -> GeneratedCuda:
+    """Render the CUDA sources of ``kernels``. Deterministic: same input → same bytes.
+    ``unroll``: True (straight-line code), False (loops over bodies, one function per kind of
+    body: :mod:`rbdgen.codegen.rolled`; the block shape's lanes share out each tree level's
+    bodies) or "auto" (rolled from :data:`rbdgen.ir.roll.AUTO_OPS` operations, per kernel)."""
+    unroll = check_unroll(unroll)
     kernels = registry.applicable(model, kernels)
     prefix = prefix_for(name or model.name)
     robot = esc.comment(model.name)  # names reach generated code only through rbdgen.codegen.escape
@@ -160,11 +185,18 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
     for k in kernels:
         if progress:
             progress(f"tracing {k}")
-        kernel = registry.trace(model, k, fold=fold)
+        rolled = unroll is False
+        kernel = None
+        if not rolled:
+            kernel = registry.trace(model, k, fold=fold)
+            rolled = rolled_lowering(unroll, kernel)
+        R = None
+        if rolled:  # traced with the model's numbers as parameters: one function per kind of body
+            kernel = registry.trace(model, k, fold=fold, generic=True)
+            R = roll(kernel, cooperative=True)  # one workspace layout for both launch shapes
         shape = registry.get(k).gpu_shape  # the kernel's preferred launch shape
-        sched = level_schedule(kernel, max_lanes=max_lanes)
+        sched = None if rolled else level_schedule(kernel, max_lanes=max_lanes)
         counts = kernel.op_counts()
-        n_ops = sum(map(sum, sched.lane_loads))
         epi_ops = _epilogue_ops(kernel)
         api_k = None
         for dtype in dtypes:
@@ -172,10 +204,27 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
             nbytes = 8 if dtype == "float64" else 4
             if progress:
                 progress(f"printing {k} ({dtype})")
-            pt = print_kernel(kernel, dtype, CUDA, part_size=part_size)
-            pb = print_kernel(kernel, dtype, CUDA, partition=sched.part, epilogue=False,
-                              part_stage=[st for st, _ in sched.pieces])
-            epi = print_epilogue_shared(kernel, pb, dtype, CUDA, "lane", "LANES")
+            tables, rolled_info = [], None
+            if rolled:
+                macro = f"{prefix.upper()}_{k.upper()}_{tag.upper()}_TABLE"
+                decl = f"static {macro} const"
+                pt = print_rolled(kernel, dtype, CUDA, rolled=R, table=decl)
+                rl = print_rolled_lanes(kernel, R, dtype, CUDA, max_lanes, table=decl)
+                sched = Schedule(rl.lanes, rl.n_stages, {}, [], rl.width, [max(x) for x in rl.lane_loads],
+                                 rl.lane_loads)
+                pb = SimpleNamespace(scratch=rl.scratch, temp_base=rl.temp_base, parts=[])
+                epi = [rl.gather] + print_epilogue_shared(kernel, pb, dtype, CUDA, "lane", "LANES")
+                tables = pt.tables + rl.tables
+                nbytes_tables = _table_bytes(tables, nbytes)
+                rolled_info = {"stages": rl.n_stages, "fn": rl.stage_fn, "macro": macro, "bytes": nbytes_tables,
+                               "space": "__constant__" if nbytes_tables <= CONSTANT_TABLES else "__device__",
+                               "kinds": len(R.kinds), "segments": len(R.segments)}
+            else:
+                pt = print_kernel(kernel, dtype, CUDA, part_size=part_size)
+                pb = print_kernel(kernel, dtype, CUDA, partition=sched.part, epilogue=False,
+                                  part_stage=[st for st, _ in sched.pieces])
+                epi = print_epilogue_shared(kernel, pb, dtype, CUDA, "lane", "LANES")
+            n_ops = sum(map(sum, sched.lane_loads))
             ins, outs = pt.inputs, pt.outputs
             arrays = list(ins) + list(outs)
             tile, stride, offs, staged_out = _thread_layout(ins, outs, nbytes)
@@ -186,7 +235,7 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
             # the thread shape's scratch is per-thread local memory: past the limit there is none
             thread_ok = pt.scratch * nbytes <= THREAD_LOCAL_LIMIT
             # block shape: stages of pieces; states per block and where the workspace lives
-            stages = [[] for _ in range(sched.n_stages)]
+            stages = [[] for _ in range(0 if rolled else sched.n_stages)]
             for p, (st, lane) in enumerate(sched.pieces):
                 stages[st].append({"lane": lane, "lines": pb.parts[p].lines})
             lanes = sched.lanes
@@ -234,6 +283,7 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
                 "stage_inline": "__noinline__" if pt.n_statements > SPLIT_ABOVE else "inline",
                 "state_args": ", ".join(b_args), "emu_args": ", ".join(b_emu), "in_off": in_off,
                 "direct_args": ", ".join(f"{a.name} + i * {a.size}" for a in arrays),
+                "tables": tables, "rolled": rolled_info,
             }
             ctx = dict(banner=banner, robot=robot, dtype=dtype, ctype=ctype, tag=tag, prefix=prefix,
                        header=header, k=kk)
@@ -252,7 +302,8 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
                 "inputs": [(a.name, a.size) for a in ins], "outputs": [(a.name, tuple(a.shape)) for a in outs],
                 "default_shape": shape if thread_ok else "block", "doc": kernel.doc, "source": src,
                 "speedup": model_w["speedup"], "speedup_old": model_w["speedup_old"], "thread_shape": thread_ok,
-                "outputs_staged": staged_out,
+                "outputs_staged": staged_out, "lowering": "rolled" if rolled else "unrolled",
+                "tables_bytes": rolled_info["bytes"] if rolled else 0,
             }
             if api_k is None:
                 api_k = {"name": k, "doc": kernel.doc, "inputs": ins, "outputs": outs, "c_sig": {}}

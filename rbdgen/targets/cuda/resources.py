@@ -144,6 +144,8 @@ def kernel_resources(gen, dtype: str = "float64", *, gpu: Gpu = H100, nvcc: str 
                                 + sum(math.prod(s) for _, s in info["outputs"]))
         roof = roofline(gpu, info["counts"], bytes_state, dtype)
         for shape in ("thread", "block"):
+            if shape == "thread" and not info["thread_shape"]:
+                continue  # not generated: one state's workspace is over the per-thread limit
             mine = [f for f in funcs.values() if _shape_of(f.name) == shape]
             entry = next((f for f in mine if f.entry), None)
             if entry is None:
