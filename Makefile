@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: mjcf-corpus rtl-tools demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts synth-report bench-rolled bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
+.PHONY: mjcf-corpus rtl-tools demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts synth-report bench-rolled bench-rolled-cuda bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -176,6 +176,11 @@ bench-scan: $(STAMP)
 # Writes benchmarks/results/rolled.{json,md}; ROLLED_ARGS=--quick for a smoke run.
 bench-rolled: $(STAMP)
 	$(PY) benchmarks/rolled.py $(ROLLED_ARGS)
+
+# the CUDA target rolled against unrolled (issue 44; no GPU needed, not a test): build time, source
+# size and ptxas's report per kernel for the three bench robots (~20 min on 2 cores)
+bench-rolled-cuda: $(STAMP)
+	$(PY) benchmarks/rolled_cuda.py
 
 # batch layouts and streaming stores (issue 49, item 3; not a test): rows, rows streamed, states last,
 # per state on one core for three robots at N = 256 … 16 384; ~5 min; writes

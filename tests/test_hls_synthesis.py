@@ -33,7 +33,7 @@ import pytest
 import rbdgen
 import rbdgen.robots
 from rbdgen import registry
-from rbdgen.algorithms import KERNELS
+from rbdgen.algorithms import KERNELS, OPT_IN
 from rbdgen.targets.hls import emit as H
 from rbdgen.targets.hls.csim import ap_types_dir
 
@@ -103,20 +103,31 @@ def test_synthesis_path_compiles(fmt, kernel, tmp_path_factory):
     assert r.returncode == 0, f"{fmt} {kernel} does not compile with __SYNTHESIS__:\n{r.stderr[-3000:]}"
 
 
+_opt_in: dict = {}
+
+
+def _opt_in_generated(tmp_path_factory, fmt):
+    """The opt-in kernels' sources (generated once per format and worker)."""
+    if fmt not in _opt_in:
+        m = _iiwa().with_constraints([rbdgen.Contact(_iiwa().frames[0], "6d")])
+        gen = H.generate_hls(m, FORMATS[fmt], kernels=OPT_IN)
+        d = tmp_path_factory.mktemp(f"opt_in_{fmt}")
+        for fn, text in gen.files.items():
+            (d / fn).write_text(text)
+        _opt_in[fmt] = (gen, d)
+    return _opt_in[fmt]
+
+
+@pytest.mark.parametrize("kernel", OPT_IN)
 @pytest.mark.parametrize("fmt", ["fixed32_16"])
-def test_synthesis_path_compiles_the_opt_in_kernels(fmt, tmp_path):
+def test_synthesis_path_compiles_the_opt_in_kernels(fmt, kernel, tmp_path_factory):
     """Fijany's Schur-complement kernels (built only when named: not in KERNELS above), the
     constrained one with the flange welded. ap_fixed only (where the math header's overloads
-    bite; ~13 s per source: float and double take the same code paths as every kernel above)."""
-    from rbdgen.algorithms import OPT_IN
-
-    m = _iiwa().with_constraints([rbdgen.Contact(_iiwa().frames[0], "6d")])
-    gen = H.generate_hls(m, FORMATS[fmt], kernels=OPT_IN)
-    for fn, text in gen.files.items():
-        (tmp_path / fn).write_text(text)
-    for k in OPT_IN:
-        r = _compile_synthesis(tmp_path, f"{gen.prefix}_{k}.cpp")
-        assert r.returncode == 0, f"{fmt} {k} does not compile with __SYNTHESIS__:\n{r.stderr[-3000:]}"
+    bite; ~13 s per source: float and double take the same code paths as every kernel above).
+    One test per kernel, so that the workers share them out."""
+    gen, d = _opt_in_generated(tmp_path_factory, fmt)
+    r = _compile_synthesis(d, f"{gen.prefix}_{kernel}.cpp")
+    assert r.returncode == 0, f"{fmt} {kernel} does not compile with __SYNTHESIS__:\n{r.stderr[-3000:]}"
 
 
 @pytest.mark.parametrize("interface,ii", [("s_axilite", None), ("m_axi", 21)])
