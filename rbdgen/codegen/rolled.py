@@ -116,10 +116,10 @@ def _trig_call(kn: str, arr: str, dialect: Dialect, j: str = "j") -> str:
             f"w[{sl}[{j}] + 1] = {dialect.cos}({arr}[{ang}[{j}]]); }}")
 
 
-def _kind_call(kn: str, k, scalar: str, call_in: str, m: str = "m") -> str:
+def _kind_call(kn: str, k, scalar: str, call_in: str, m: str = "m", suffix: str = "") -> str:
     fn = f"{kn}_k{k.id}"
     cptr = f"{fn}_c[{m}]" if k.ctab and k.ctab[0] else "nullptr"
-    return f"{fn}<{scalar}>({call_in}, w, {cptr}, {fn}_x[{m}]);"
+    return f"{fn}<{scalar}>({call_in}, w, {cptr}, {fn}_x{suffix}[{m}]);"
 
 
 def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str, table: str) -> list[str]:
@@ -202,7 +202,7 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
 
 
 def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str, table: str,
-            lanes: tuple | None = None):
+            lanes: tuple | None = None, suffix: str = ""):
     """(tables, lines, temp_base, scratch): the outputs and temps gathered from the workspace
     (the temps after the exports in ``w``). ``lanes``: (this thread's lane, the number of lanes)
     as C expressions, to share the copies out over cooperating threads (element k on lane
@@ -242,13 +242,14 @@ def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str
         if contiguous:
             body.append(f"{loop} {dest}[k] = w[{codes[0]} + k];")
             continue
-        tables += _flat("int", f"{kn}_{spec.name}_from", codes, str, table)
+        frm, lt = f"{kn}_{spec.name}_from{suffix}", f"{kn}_{spec.name}_lit{suffix}"
+        tables += _flat("int", frm, codes, str, table)
         if lits:
-            tables += _flat(ctype, f"{kn}_{spec.name}_lit", lits, lit, table)
-            body.append(f"{loop} {{ const int s = {kn}_{spec.name}_from[k]; "
-                        f"{dest}[k] = s >= 0 ? w[s] : {zero} + {kn}_{spec.name}_lit[-1 - s]; }}")
+            tables += _flat(ctype, lt, lits, lit, table)
+            body.append(f"{loop} {{ const int s = {frm}[k]; "
+                        f"{dest}[k] = s >= 0 ? w[s] : {zero} + {lt}[-1 - s]; }}")
         else:
-            body.append(f"{loop} {dest}[k] = w[{kn}_{spec.name}_from[k]];")
+            body.append(f"{loop} {dest}[k] = w[{frm}[k]];")
         if lanes is not None:
             # by the lane whose loop wrote a zero there, after it
             copies = [f"if ({idx} % {lanes[1]} == {lanes[0]}) {c}" for idx, c in copy_at]
@@ -277,12 +278,14 @@ class RolledLanes:
 
 
 def print_rolled_lanes(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, max_lanes: int,
-                       scalar: str = "S", table: str = "static const") -> RolledLanes:
+                       scalar: str = "S", table: str = "static const", suffix: str = "") -> RolledLanes:
     """The stage function ``<kernel>_rs(st, lane, inputs…, outputs…, w)`` of the rolled kernel
     ``R`` for ``max_lanes`` cooperating lanes at most: stage ``st``'s members on lane ``lane``
     (longest kind first, each to the least loaded lane), the sines and cosines shared out in
-    stage 0. Same kinds, same operations, same workspace as :func:`print_rolled`'s serial driver,
-    so the same bits."""
+    stage 0. Same kinds, same operations as :func:`print_rolled`'s serial driver, so the same
+    bits. ``suffix``: ``R`` has a workspace layout of its own (:func:`rbdgen.ir.roll.relayout`,
+    cooperative), whose integer and gather tables are printed here with this suffix; empty:
+    the layout of the serial driver's tables, printed there."""
     kn = kernel.name
     stage = R.stage
     n_stages = max(stage, default=0) + 1
@@ -315,7 +318,13 @@ def print_rolled_lanes(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, 
     call_in = ", ".join(ins)
     sig = ", ".join([f"[[maybe_unused]] const {scalar}* __restrict {a.name}" for a in kernel.inputs]
                     + [f"[[maybe_unused]] {scalar}* __restrict {a.name}" for a in kernel.all_outputs])
-    tables = [f"{dialect.comment} the block shape's tasks (kind, member), stage by stage and lane by lane: stage st's "
+    tables = []
+    if suffix:
+        tables.append(f"{dialect.comment} the kinds' integers in the block shape's workspace layout (each kind's "
+                      f"{{base, input indices, slots}} rows as in _x)")
+        for k in R.kinds:
+            tables += _table("int", f"{kn}_k{k.id}_x{suffix}", k.itab, str, table)
+    tables += [f"{dialect.comment} the block shape's tasks (kind, member), stage by stage and lane by lane: stage st's "
               f"on lane l are {fn}_task[{kn}_at[st * {lanes} + l]] up to {kn}_at[st * {lanes} + l + 1]"]
     tables += _table("int", f"{kn}_task", tasks or [[0, 0]], str, table)
     tables += _flat("int", f"{kn}_at", at, str, table)
@@ -335,7 +344,10 @@ def print_rolled_lanes(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, 
                f"    switch ({kn}_task[t][0]) {{"]
     used = sorted({t[0] for t in tasks})
     for kid in used:
-        tables.append(f"      case {kid}: {_kind_call(kn, R.kinds[kid], scalar, call_in)} break;")
+        tables.append(f"      case {kid}: {_kind_call(kn, R.kinds[kid], scalar, call_in, suffix=suffix)} break;")
     tables += ["      default: break;", "    }", "  }", "}", ""]
-    _, gather, temp_base, scratch = _gather(kernel, R, dtype, dialect, scalar, table, lanes=("lane", "LANES"))
+    gtables, gather, temp_base, scratch = _gather(kernel, R, dtype, dialect, scalar, table, lanes=("lane", "LANES"),
+                                                  suffix=suffix)
+    if suffix:
+        tables = gtables + [""] + tables
     return RolledLanes(fn, n_stages, lanes, width, loads, tables, gather, scratch, temp_base)

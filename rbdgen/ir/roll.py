@@ -27,7 +27,7 @@ same operands, so the same bits (tests/test_rolled.py checks both against the re
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import RbdgenError
 from .graph import Kernel, Node
@@ -237,23 +237,7 @@ def roll(kernel: Kernel, cooperative: bool = False) -> Rolled:
             places.update(p for p, n in enumerate(segs[si].nodes) if n.id in exported)
         k.exports = sorted(places)
         k.export_pos = {p: e for e, p in enumerate(k.exports)}
-    # workspace: the sines and cosines first (sin, cos of each angle), then each segment's
-    # exports at its base (a place another segment's dead exports left, where one fits)
-    slot: dict[int, int] = {}
-    for j, (_, sn, cn) in enumerate(trig):
-        for n, off in ((sn, 0), (cn, 1)):
-            if n is not None:
-                slot[n.id] = 2 * j + off
-    stage = _stages(segs, seg_of)
-    sizes = [len(kinds[seg_kind[si]].exports) for si in range(len(segs))]
-    # one thread runs the segments in the trace's order: a "stage" per segment then
-    order = stage if cooperative else list(range(len(segs)))
-    base_of, w = _bases(segs, seg_of, order, sizes, exported_to_arrays(kernel), 2 * len(trig))
-    for si, s in enumerate(segs):
-        k = kinds[seg_kind[si]]
-        for p, e in k.export_pos.items():
-            slot[s.nodes[p].id] = base_of[si] + e
-    # tables: a column per value that differs between members
+    # tables: a column per value that differs between members (the integer rows: _layout)
     for k in kinds:
         rows = [per_seg[si] for si in k.members]
         ccols, icols = [], [0]  # itab column 0: the base
@@ -274,12 +258,8 @@ def roll(kernel: Kernel, cooperative: bool = False) -> Rolled:
         for j in range(k.n_ext):
             k.ext_col[j] = len(icols)
             icols.append(("x", j))
-        for si, (cvals, ivals, enodes) in zip(k.members, rows):
+        for cvals, _, _ in rows:
             k.ctab.append([cvals[j] for j in ccols])
-            row = [base_of[si]]
-            for c in icols[1:]:
-                row.append(ivals[c[1]][1] if c[0] == "i" else slot[enodes[c[1]].id])
-            k.itab.append(row)
     runs = []
     for si in range(len(segs)):
         kid, r = seg_kind[si], seg_row[si]
@@ -287,6 +267,53 @@ def roll(kernel: Kernel, cooperative: bool = False) -> Rolled:
             runs[-1][2] = r + 1
         else:
             runs.append([kid, r, r + 1])
+    stage = _stages(segs, seg_of)
+    sizes = [len(kinds[seg_kind[si]].exports) for si in range(len(segs))]
+    R = Rolled(kernel, segs, kinds, seg_kind, seg_row, [tuple(r) for r in runs], 0, {}, [],
+               [(a.name, a.index) for a, _, _ in trig], stage, 2 * len(trig) + sum(sizes))
+    R._rows, R._seg_of, R._trig_nodes = per_seg, seg_of, trig
+    _layout(R, cooperative)
+    return R
+
+
+def relayout(R: Rolled, cooperative: bool) -> Rolled:
+    """``R`` with the other workspace layout (:func:`roll`'s ``cooperative``): the same kinds,
+    constants and runs; other bases, external slots, gather and workspace size. The CUDA target
+    gives its thread shape the trace order's (smaller) layout and its block shape the
+    cooperative one, each with its own integer tables."""
+    kinds = [replace(k, itab=[]) for k in R.kinds]
+    out = replace(R, kinds=kinds, slot={}, gather=[], w_size=0)
+    out._rows, out._seg_of, out._trig_nodes = R._rows, R._seg_of, R._trig_nodes
+    _layout(out, cooperative)
+    return out
+
+
+def _layout(R: Rolled, cooperative: bool) -> None:
+    """Fill in ``R``'s workspace layout: the sines and cosines first (sin, cos of each angle),
+    then each segment's exports at its base (a place another segment's dead exports left, where
+    one fits); the kinds' integer rows; the gather of the outputs."""
+    segs, kinds, kernel = R.segments, R.kinds, R.kernel
+    slot: dict[int, int] = {}
+    for j, (_, sn, cn) in enumerate(R._trig_nodes):
+        for n, off in ((sn, 0), (cn, 1)):
+            if n is not None:
+                slot[n.id] = 2 * j + off
+    sizes = [len(kinds[R.seg_kind[si]].exports) for si in range(len(segs))]
+    # one thread runs the segments in the trace's order: a "stage" per segment then
+    order = R.stage if cooperative else list(range(len(segs)))
+    base_of, w = _bases(segs, R._seg_of, order, sizes, exported_to_arrays(kernel), 2 * len(R.trig))
+    for si, s in enumerate(segs):
+        k = kinds[R.seg_kind[si]]
+        for p, e in k.export_pos.items():
+            slot[s.nodes[p].id] = base_of[si] + e
+    for k in kinds:
+        icols = sorted([(c, ("i", j)) for j, c in k.input_col.items()] + [(c, ("x", j)) for j, c in k.ext_col.items()])
+        for si in k.members:
+            _, ivals, enodes = R._rows[si]
+            row = [base_of[si]]
+            for _, (what, j) in icols:
+                row.append(ivals[j][1] if what == "i" else slot[enodes[j].id])
+            k.itab.append(row)
     gather = []
     for _, vals in kernel.traced_arrays():
         g = []
@@ -299,8 +326,7 @@ def roll(kernel: Kernel, cooperative: bool = False) -> Rolled:
             else:
                 g.append(("w", slot[n.id]))
         gather.append(g)
-    return Rolled(kernel, segs, kinds, seg_kind, seg_row, [tuple(r) for r in runs], w, slot, gather,
-                  [(a.name, a.index) for a, _, _ in trig], stage, 2 * len(trig) + sum(sizes))
+    R.slot, R.gather, R.w_size = slot, gather, w
 
 
 def exported_to_arrays(kernel: Kernel) -> set:

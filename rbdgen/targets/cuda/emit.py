@@ -43,7 +43,7 @@ from ...codegen.printer import DEFAULT_PART_SIZE, SPLIT_ABOVE, Dialect, print_ep
 from ...codegen.render import render
 from ...codegen.rolled import print_rolled, print_rolled_lanes
 from ...codegen.sources import DTYPES, c_identifier, prefix_for
-from ...ir.roll import check_unroll, roll, rolled_lowering
+from ...ir.roll import check_unroll, relayout, roll, rolled_lowering
 from ...ir.schedule import Schedule, level_schedule
 from ...model import RobotModel
 from ...textutil import text_table
@@ -193,7 +193,11 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
         R = None
         if rolled:  # traced with the model's numbers as parameters: one function per kind of body
             kernel = registry.trace(model, k, fold=fold, generic=True)
-            R = roll(kernel, cooperative=True)  # one workspace layout for both launch shapes
+            # the thread shape runs the blocks in the trace's order, the block shape in stages: each
+            # its own workspace layout (the first holds fewer values: a gradient's columns one
+            # after another instead of side by side), the same kinds and constants
+            R = roll(kernel)
+            RC = relayout(R, cooperative=True)
         shape = registry.get(k).gpu_shape  # the kernel's preferred launch shape
         sched = None if rolled else level_schedule(kernel, max_lanes=max_lanes)
         counts = kernel.op_counts()
@@ -209,7 +213,7 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
                 macro = f"{prefix.upper()}_{k.upper()}_{tag.upper()}_TABLE"
                 decl = f"static {macro} const"
                 pt = print_rolled(kernel, dtype, CUDA, rolled=R, table=decl)
-                rl = print_rolled_lanes(kernel, R, dtype, CUDA, max_lanes, table=decl)
+                rl = print_rolled_lanes(kernel, RC, dtype, CUDA, max_lanes, table=decl, suffix="_b")
                 sched = Schedule(rl.lanes, rl.n_stages, {}, [], rl.width, [max(x) for x in rl.lane_loads],
                                  rl.lane_loads)
                 pb = SimpleNamespace(scratch=rl.scratch, temp_base=rl.temp_base, parts=[])
