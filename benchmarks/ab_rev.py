@@ -58,7 +58,7 @@ BUILD_SCRIPT = r"""
 import json, sys
 import rbdgen
 from rbdgen.targets.cpu import generate_cpu
-urdf, floating, frames, kernels, stub = json.loads(sys.argv[1])
+urdf, floating, frames, kernels, stub, unroll = json.loads(sys.argv[1])
 if stub:  # every grouped sine/cosine call replaced by two multiplies per angle (fd_profile.FAKE_TRIG)
     FAKE = stub
     import rbdgen.targets.cpu as cpu
@@ -74,8 +74,8 @@ if stub:  # every grouped sine/cosine call replaced by two multiplies per angle 
         return gen
     cpu.generate_cpu = stubbed
 model = rbdgen.load_urdf(urdf, floating_base=floating).with_frames(frames)
-gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, python=False)
-kern = rbdgen.build(model, kernels=kernels)
+gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, python=False, unroll=unroll)
+kern = rbdgen.build(model, kernels=kernels, unroll=unroll)
 sig = {k: [[a.name, a.size] for a in list(pk.inputs) + list(pk.outputs)] for k, pk in gen.kernels.items()}
 from importlib import resources
 templates = str(resources.files("rbdgen.templates"))
@@ -111,11 +111,12 @@ DEFAULT_KERNELS = ("rnea", "nle", "gravity", "crba", "aba", "minv", "forward_kin
 
 
 def build_side(tree: Path, cache: Path, urdf: Path, floating: bool, frames: list, kernels: list,
-               stub: bool = False) -> dict:
+               stub: bool = False, unroll: bool = True) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree), RBDGEN_CACHE_DIR=str(cache))
     if stub:
         env["RBDGEN_GENERATION_CACHE"] = "0"  # the stub is applied to what is generated
-    r = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, json.dumps([str(urdf), floating, frames, kernels, FAKE_TRIG if stub else ""])],
+    r = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, json.dumps([str(urdf), floating, frames, kernels, FAKE_TRIG if stub else "",
+                                                              unroll])],
                        capture_output=True, text=True, env=env, cwd=str(cache))
     if r.returncode != 0:
         raise SystemExit(f"ab_rev: building with the rbdgen of {tree} failed:\n{r.stderr[-2000:]}")
@@ -150,6 +151,8 @@ def main(argv=None) -> int:
     p.add_argument("--kernels", default=",".join(DEFAULT_KERNELS))
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--stub-trig", action="store_true", help="also this tree with the sines and cosines stubbed out")
+    p.add_argument("--unroll", choices=("yes", "no"), default="yes",
+                   help="no: both sides' rolled kernels (issue 44; the base must have them)")
     p.add_argument("--out", default=None, help="write every round's medians here as JSON")
     args = p.parse_args(argv)
     rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", args.base + "^{commit}"],
@@ -179,7 +182,8 @@ def main(argv=None) -> int:
             urdf = path_fn()
             model = rbdgen.load_urdf(urdf, floating_base=floating).with_frames(measure.FRAMES[robot])
             kernels = [k for k in args.kernels.split(",") if k in registry.applicable(model, None)]
-            gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, python=False)
+            unroll = args.unroll == "yes"
+            gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, python=False, unroll=unroll)
             sig = {k: [[a.name, a.size] for a in list(pk.inputs) + list(pk.outputs)] for k, pk in gen.kernels.items()}
             exes, lat = {}, {}
             sides = [("base", base_tree), ("this tree", REPO)] + ([("no trig", REPO)] if args.stub_trig else [])
@@ -187,7 +191,8 @@ def main(argv=None) -> int:
                 log(f"{robot}: building {len(kernels)} kernels with the rbdgen of {side} …")
                 cache = work / f"cache-{robot}-{side.replace(' ', '_')}"
                 cache.mkdir()
-                built = build_side(tree, cache, urdf, floating, measure.FRAMES[robot], kernels, side == "no trig")
+                built = build_side(tree, cache, urdf, floating, measure.FRAMES[robot], kernels, side == "no trig",
+                                   unroll)
                 bad = [k for k in kernels if built["sig"].get(k) != sig[k]]
                 if bad:
                     raise SystemExit(f"ab_rev: {', '.join(bad)}: the signature differs between {rev[:9]} and this tree")
