@@ -94,6 +94,12 @@ class Rolled:
     stage: list = field(default_factory=list)
     #: workspace slots the exports would take without reuse (each segment its own)
     w_unshared: int = 0
+    #: what a layout (:func:`_layout`) is computed from: per segment (constants, input elements,
+    #: external nodes) in its signature's order; node id → segment (-1: a sine or cosine computed
+    #: first); the (angle, sine node, cosine node) computed first
+    rows: list = field(default_factory=list, repr=False)
+    seg_of: dict = field(default_factory=dict, repr=False)
+    trig_nodes: list = field(default_factory=list, repr=False)
 
     @property
     def n_ops(self) -> int:
@@ -270,8 +276,7 @@ def roll(kernel: Kernel, cooperative: bool = False) -> Rolled:
     stage = _stages(segs, seg_of)
     sizes = [len(kinds[seg_kind[si]].exports) for si in range(len(segs))]
     R = Rolled(kernel, segs, kinds, seg_kind, seg_row, [tuple(r) for r in runs], 0, {}, [],
-               [(a.name, a.index) for a, _, _ in trig], stage, 2 * len(trig) + sum(sizes))
-    R._rows, R._seg_of, R._trig_nodes = per_seg, seg_of, trig
+               [(a.name, a.index) for a, _, _ in trig], stage, 2 * len(trig) + sum(sizes), per_seg, seg_of, trig)
     _layout(R, cooperative)
     return R
 
@@ -283,7 +288,6 @@ def relayout(R: Rolled, cooperative: bool) -> Rolled:
     cooperative one, each with its own integer tables."""
     kinds = [replace(k, itab=[]) for k in R.kinds]
     out = replace(R, kinds=kinds, slot={}, gather=[], w_size=0)
-    out._rows, out._seg_of, out._trig_nodes = R._rows, R._seg_of, R._trig_nodes
     _layout(out, cooperative)
     return out
 
@@ -294,14 +298,14 @@ def _layout(R: Rolled, cooperative: bool) -> None:
     one fits); the kinds' integer rows; the gather of the outputs."""
     segs, kinds, kernel = R.segments, R.kinds, R.kernel
     slot: dict[int, int] = {}
-    for j, (_, sn, cn) in enumerate(R._trig_nodes):
+    for j, (_, sn, cn) in enumerate(R.trig_nodes):
         for n, off in ((sn, 0), (cn, 1)):
             if n is not None:
                 slot[n.id] = 2 * j + off
     sizes = [len(kinds[R.seg_kind[si]].exports) for si in range(len(segs))]
     # one thread runs the segments in the trace's order: a "stage" per segment then
     order = R.stage if cooperative else list(range(len(segs)))
-    base_of, w = _bases(segs, R._seg_of, order, sizes, exported_to_arrays(kernel), 2 * len(R.trig))
+    base_of, w = _bases(segs, R.seg_of, order, sizes, exported_to_arrays(kernel), 2 * len(R.trig))
     for si, s in enumerate(segs):
         k = kinds[R.seg_kind[si]]
         for p, e in k.export_pos.items():
@@ -309,7 +313,7 @@ def _layout(R: Rolled, cooperative: bool) -> None:
     for k in kinds:
         icols = sorted([(c, ("i", j)) for j, c in k.input_col.items()] + [(c, ("x", j)) for j, c in k.ext_col.items()])
         for si in k.members:
-            _, ivals, enodes = R._rows[si]
+            _, ivals, enodes = R.rows[si]
             row = [base_of[si]]
             for _, (what, j) in icols:
                 row.append(ivals[j][1] if what == "i" else slot[enodes[j].id])
