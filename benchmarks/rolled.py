@@ -99,11 +99,17 @@ def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
 def run_one(spec, lowering, kernels, quick) -> dict:
     """:func:`one` in a process of its own (its own memory, caches and compile cache)."""
     cmd = [sys.executable, __file__, "--one", spec, lowering, ",".join(kernels or ["all"]), "--quick" if quick else ""]
+    return run_json([c for c in cmd if c], spec, lowering, TIMEOUT_S)
+
+
+def run_json(cmd: list, spec: str, lowering: str, timeout: float) -> dict:
+    """Run ``cmd`` (a script's ``--one`` mode) and return the JSON of its last line, with the wall
+    time; an error entry where it fails or takes longer than ``timeout`` seconds."""
     t0 = time.perf_counter()
     try:
-        r = subprocess.run([c for c in cmd if c], capture_output=True, text=True, timeout=TIMEOUT_S)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"spec": spec, "lowering": lowering, "error": f"not done in {TIMEOUT_S} s"}
+        return {"spec": spec, "lowering": lowering, "error": f"not done in {timeout} s"}
     if r.returncode != 0:
         return {"spec": spec, "lowering": lowering, "error": (r.stderr or r.stdout).strip().splitlines()[-1][:300]}
     out = json.loads(r.stdout.strip().splitlines()[-1])

@@ -66,17 +66,9 @@ def one(spec: str, lowering: str) -> dict:
 
 
 def run_one(spec: str, lowering: str) -> dict:
-    t0 = time.perf_counter()
-    try:
-        r = subprocess.run([sys.executable, __file__, "--one", spec, lowering], capture_output=True, text=True,
-                           timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"spec": spec, "lowering": lowering, "error": f"not done in {TIMEOUT_S} s"}
-    if r.returncode != 0:
-        return {"spec": spec, "lowering": lowering, "error": (r.stderr or r.stdout).strip().splitlines()[-1][:300]}
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    out["wall_s"] = round(time.perf_counter() - t0, 1)
-    return out
+    from rolled import run_json
+
+    return run_json([sys.executable, __file__, "--one", spec, lowering], spec, lowering, TIMEOUT_S)
 
 
 def report(res: dict) -> str:
