@@ -309,6 +309,22 @@ _cache_lock = threading.Lock()
 _CACHE_SIZE = 24
 
 
+def trace_lowered(model, name: str, unroll, fold: bool = True):
+    """(kernel, rolled) for ``unroll`` (True, False or "auto", :func:`rbdgen.ir.roll.check_unroll`'d):
+    the folded trace where the kernel is printed unrolled; the generic trace (the model's numbers
+    as parameters) where it is rolled — always for False, for "auto" from
+    :data:`rbdgen.ir.roll.AUTO_OPS` live operations of the folded trace. Shared by the targets
+    that have both lowerings (cpu, cuda)."""
+    from .ir.roll import rolled_lowering
+
+    rolled = unroll is False
+    if not rolled:
+        kernel = trace(model, name, fold=fold)
+        if not rolled_lowering(unroll, kernel):
+            return kernel, False
+    return trace(model, name, fold=fold, generic=True), True
+
+
 def trace(model, name: str, fold: bool = True, cached: bool = True, generic: bool = False):
     """The :class:`~rbdgen.ir.graph.Kernel` of ``name`` for ``model``: the algorithm traced over
     the declared inputs, its outputs laid out as declared. Traced once per (model, kernel, fold,

@@ -16,7 +16,7 @@ from ...codegen import trig
 from ...codegen.printer import DEFAULT_PART_SIZE, Dialect, print_kernel, tiled
 from ...codegen.render import render
 from ...codegen.rolled import print_rolled
-from ...ir.roll import check_unroll, roll, rolled_lowering
+from ...ir.roll import check_unroll, roll
 from ...codegen.sources import DTYPES, c_identifier, prefix_for
 from ...errors import RbdgenError
 from ...model import RobotModel
@@ -87,15 +87,10 @@ def _print_one(model, k: str, dtypes, fold: bool, part_size: int, unroll, progre
     for the rolled lowering with the model's numbers as parameters) and printed."""
     if progress:
         progress(f"tracing {k}")
-    kern = None
-    rolled = unroll is False
-    if not rolled:
-        kern = registry.trace(model, k, fold=fold)
-        rolled = rolled_lowering(unroll, kern)
+    # rolled: the same algorithm traced with the model's per-body numbers as parameters (not
+    # folded), one piece of code per joint kind (rbdgen.ir.roll)
+    kern, rolled = registry.trace_lowered(model, k, unroll, fold)
     if rolled:
-        # the same algorithm traced with the model's per-body numbers as parameters (not
-        # folded): one piece of code per joint kind (rbdgen.ir.roll)
-        kern = registry.trace(model, k, fold=fold, generic=True)
         R = roll(kern)
     out = {}
     for dt in dtypes:

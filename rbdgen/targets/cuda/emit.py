@@ -43,7 +43,7 @@ from ...codegen.printer import DEFAULT_PART_SIZE, SPLIT_ABOVE, Dialect, print_ep
 from ...codegen.render import render
 from ...codegen.rolled import print_rolled, print_rolled_lanes
 from ...codegen.sources import DTYPES, c_identifier, prefix_for
-from ...ir.roll import check_unroll, relayout, roll, rolled_lowering
+from ...ir.roll import check_unroll, relayout, roll
 from ...ir.schedule import Schedule, level_schedule
 from ...model import RobotModel
 from ...textutil import text_table
@@ -185,14 +185,9 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
     for k in kernels:
         if progress:
             progress(f"tracing {k}")
-        rolled = unroll is False
-        kernel = None
-        if not rolled:
-            kernel = registry.trace(model, k, fold=fold)
-            rolled = rolled_lowering(unroll, kernel)
-        R = None
-        if rolled:  # traced with the model's numbers as parameters: one function per kind of body
-            kernel = registry.trace(model, k, fold=fold, generic=True)
+        # rolled: traced with the model's numbers as parameters, one function per kind of body
+        kernel, rolled = registry.trace_lowered(model, k, unroll, fold)
+        if rolled:
             # the thread shape runs the blocks in the trace's order, the block shape in stages: each
             # its own workspace layout (the first holds fewer values: a gradient's columns one
             # after another instead of side by side), the same kinds and constants
