@@ -410,7 +410,14 @@ def _trace(model, d: KernelDecl, fold: bool, generic: bool = False):
     if post:
         kern.output_order = list(d.output_names)
     if generic:
+        # the model's numbers are constants again; what the trace computed from them alone (a
+        # leaf body's articulated inertia, its 1/D) is computed here, once per body in float64,
+        # as the folded trace does: the rolled kinds read it from their tables instead of
+        # computing it in the kernel's arithmetic (an ap_fixed<32,16> datapath lost 5-10x of its
+        # accuracy on aba and minv so)
         t.g.params_to_consts()
+        t.g.fold_constants()
+        kern.__dict__.pop("_live", None)
     return kern
 
 

@@ -168,6 +168,27 @@ class Graph:
             if n.op == "param":
                 n.op, n.value, n.index = "const", n.index, None
 
+    def fold_constants(self) -> int:
+        """Every operation whose operands are all constants becomes a constant of its value, in
+        creation order (so chains fold), after :meth:`params_to_consts`; its count. Only the
+        operation itself is replaced: no rule of :meth:`op` runs on the result, so a product
+        that comes out 0 or ±1 stays an operand like any other and the structure of the code
+        around it is the one traced (what keeps a rolled kind's members alike). A result that
+        is not finite (a massless body's 1/D) stays an operation, as traced."""
+        folded = 0
+        for n in self.nodes:
+            if n.op in ("const", "input", "param") or not n.args or any(a.op != "const" for a in n.args):
+                continue
+            try:
+                x = float(OPS[n.op].fold(*(a.value for a in n.args)))
+            except (ZeroDivisionError, OverflowError, ValueError):
+                continue
+            if not math.isfinite(x):
+                continue
+            n.op, n.value, n.args = "const", 0.0 if x == 0.0 else x, ()
+            folded += 1
+        return folded
+
     def input(self, name: str, index: int) -> Value:
         key = (name, index)
         n = self._inputs.get(key)
