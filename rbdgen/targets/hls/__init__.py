@@ -88,8 +88,9 @@ class HlsTarget(Target):
         info = sources.info
         flags = hls_flags(check_opt(opt or "-O1"), csim)
         names = [info["header"], *info["hls_sources"], info["csim_harness"]]
+        # every source includes the header (and through it the ap_types) first: precompiled once
         lib = build_library({fn: sources.files[fn] for fn in names}, names[1:], info["library"], flags, cxx=cxx,
-                            progress=progress)
+                            progress=progress, pch=info["header"])
         return HLSKernels(lib, model, NumType(**info["numtype"]), info["harness_prefix"], kernel_specs(sources.kernels))
 
     def tolerance(self, decl, dtype, options):

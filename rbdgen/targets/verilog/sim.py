@@ -259,4 +259,6 @@ def build_verilog(sources, *, progress=None, cxx=None, opt=None):
         files[fn] = (inc / fn).read_text()
     srcs = sorted(fn for fn in files if fn.endswith(".cpp"))
     flags = ["-std=c++17", opt or DEFAULT_OPT, "-fPIC", "-w", "-pthread", f"-I{inc}", f"-I{inc / 'vltstd'}"]
-    return build_library(files, srcs, f"{sources.prefix}_verilog", flags, cxx=cxx, progress=progress)
+    # Verilator's sources include its runtime header first: precompiled once for all of them
+    return build_library(files, srcs, f"{sources.prefix}_verilog", flags, cxx=cxx, progress=progress,
+                         pch=str(inc / "verilated.h"))
