@@ -299,6 +299,41 @@ def test_a_compile_cache_hit_hashes_the_library_once_per_process(tmp_path, monke
     assert len(calls) == 1
 
 
+@pytest.mark.parametrize("where", ["in the sources", "a path"])
+def test_a_precompiled_header_is_used_and_leaves_nothing_in_the_cache(tmp_path, monkeypatch, where):
+    """build_library(pch=…): GCC compiles the header once and takes the .gch for a source that
+    includes it first (-H prints "! …h.h.gch" for a precompiled header it used); a source that
+    includes it later parses it (the .gch is unusable there; a header given by path is reached
+    through the forwarding header); the library works, and neither the .gch nor the forwarder
+    is kept in the cache."""
+    monkeypatch.setenv("RBDGEN_CACHE_DIR", str(tmp_path / "cache"))
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    header = ("#pragma once\n#ifndef RBD_PCH_BUILT\n#define RBD_PCH_BUILT\n#else\n#error parsed twice\n#endif\n"
+              "inline int rbd_three() { return 3; }\n")
+    first = '#include "h.h"\nextern "C" int rbd_first() { return rbd_three(); }\n'
+    later = 'static int rbd_zero = 0;\n#include "h.h"\nextern "C" int rbd_later() { return rbd_three() + rbd_zero; }\n'
+    files = {"a.cpp": first, "b.cpp": later}
+    if where == "a path":
+        (inc / "h.h").write_text(header)
+        pch, flags = str(inc / "h.h"), ["-O1", "-fPIC", "-H", "-I", str(inc)]
+    else:
+        files["h.h"] = header
+        pch, flags = "h.h", ["-O1", "-fPIC", "-H"]
+    seen, printed = [], {}
+    lib = compiler.build_library(files, ["a.cpp", "b.cpp"], "rbd_pch", flags, pch=pch, progress=seen.append,
+                                 on_output=printed.__setitem__)
+    assert any(m == "precompiling h.h" for m in seen), seen
+    used = [ln for ln in printed["a.cpp"].splitlines() if ln.startswith("!") and ln.endswith("h.h.gch")]
+    assert used, printed["a.cpp"]
+    assert not any(ln.startswith("!") for ln in printed["b.cpp"].splitlines()), printed["b.cpp"]
+    dll = ctypes.CDLL(str(lib))
+    assert dll.rbd_first() == 3 and dll.rbd_later() == 3
+    kept = sorted(p.name for p in lib.parent.iterdir())
+    assert not [n for n in kept if n.endswith(".gch")], kept
+    assert ("h.h" in kept) == (where == "in the sources"), kept
+
+
 # ---- when a batch goes parallel (issue 47, item 3) -------------------------------------------------
 
 _THRESHOLD_SCRIPT = """
