@@ -232,7 +232,8 @@ def _target_kwargs(target: str, command: str, given: dict) -> dict:
     wrong = [k for k in used if k not in ours]
     if wrong:
         owners = sorted({x for k in wrong for x in targets_of(k)})
-        raise click.UsageError(f"{', '.join(flags[k] for k in wrong)}: only with --target {' or '.join(owners)}")
+        which = owners[0] if len(owners) == 1 else f"{', '.join(owners[:-1])} or {owners[-1]}"
+        raise click.UsageError(f"{', '.join(flags[k] for k in wrong)}: only with --target {which}")
     return used
 
 

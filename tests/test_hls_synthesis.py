@@ -146,6 +146,18 @@ def test_synthesis_path_compiles_other_interfaces(interface, ii, tmp_path_factor
         assert r.returncode == 0, f"{interface}: {src}:\n{r.stderr[-3000:]}"
 
 
+@pytest.mark.parametrize("fmt", ["fixed32_16", "float"])
+def test_synthesis_path_compiles_rolled_kernels(fmt, tmp_path_factory):
+    """The rolled lowering (--unroll no): its kinds' functions with their ROM tables, the runs'
+    loops, the sines and cosines by one rbd_sincos in a loop, the gathered outputs and the dense
+    products' mirrors: ∇FD holds every one of these, forward kinematics the rest."""
+    gen, d = _generated(tmp_path_factory, fmt, kernels=("forward_kinematics", "aba_derivatives"), unroll=False)
+    for src in gen.sources:
+        assert "#pragma HLS INLINE off" in gen.files[src], src
+        r = _compile_synthesis(d, src)
+        assert r.returncode == 0, f"{fmt} rolled {src} does not compile with __SYNTHESIS__:\n{r.stderr[-3000:]}"
+
+
 def test_ii_below_the_port_limit_warns(tmp_path, capsys):
     """One word per cycle through an AXI port: aba's 21 input words on one m_axi master allow
     II ≥ 21, ∇FD's 49-word outputs on s_axilite II ≥ 49; ap_memory ports any II."""

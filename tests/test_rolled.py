@@ -178,13 +178,13 @@ def test_bad_unroll_values_are_refused(capsys, tmp_path):
                             "--target", "cuda", "--unroll", "maybe")
     assert rc == 2
     assert_one_error_line(err, out, "unroll", "maybe")
-    # the HLS target has no rolled lowering (yet): the option is refused, not ignored
+    # the Verilog target has no rolled lowering: the option is refused, not ignored
     rc, out, err = run_main(capsys, "generate", rbdgen.robots.path("iiwa14"), "--out", tmp_path / "o",
-                            "--target", "hls", "--unroll", "no")
+                            "--target", "verilog", "--fixed", "32,16", "--unroll", "no")
     assert rc == 2
-    assert_one_error_line(err, out, "--unroll", "cpu or cuda")
+    assert_one_error_line(err, out, "--unroll", "cpu, cuda or hls")
     with pytest.raises(TypeError, match="unroll"):
-        rbdgen.build(m, target="hls", kernels=["rnea"], unroll=False)
+        rbdgen.build(m, target="verilog", fixed=(32, 16), kernels=["rnea"], unroll=False)
 
 
 def test_cli_generates_a_rolled_package(capsys, tmp_path):
@@ -347,3 +347,109 @@ def test_rolled_cuda_float32_within_the_declared_bounds():
     for shape in ("thread", "block"):
         errs = kernel_errors(kern.emulated(shape), m, np.float32, seed=5, n=13, single=3)
         assert all(e <= TOL32[k] for k, e in errs.items()), (shape, errs)
+
+
+# ---------------------------------------------------------------------------------------------
+# HLS: the rolled lowering as a folded design (a module per kind, shared by its members, its
+# numbers from ROM tables). C-simulated with g++ and the ap_types headers, as every HLS kernel;
+# the synthesis path of the rolled sources is test_hls_synthesis.py's.
+# ---------------------------------------------------------------------------------------------
+
+
+def _straight_line_of_the_same_trace(monkeypatch, model, **kw):
+    """The HLS kernels of the rolled lowering's own trace (the generic one) printed straight-line:
+    what the rolled kernels must compute bit for bit."""
+    with monkeypatch.context() as mp:
+        mp.setattr(registry, "trace_lowered",
+                   lambda m, k, unroll, fold=True: (registry.trace(m, k, fold=fold, generic=True), False))
+        return rbdgen.build(model, target="hls", name=f"{model.name}_straight", **kw)
+
+
+@pytest.mark.parametrize("case, fixed, kernels", [
+    ("iiwa14-fixed", (32, 16), ("rnea", "forward_kinematics", "aba", "minv", "aba_derivatives")),
+    ("quadruped-floating", None, ("crba", "aba", "rnea_derivatives")),
+], ids=["iiwa14-fixed32_16", "quadruped-floating-double"])
+def test_rolled_hls_is_its_trace_bit_for_bit_and_within_the_bounds(case, fixed, kernels, monkeypatch):
+    """The rolled HLS kernels (the kinds' functions, their ROM tables, the runs, the gather and
+    the dense products' mirrored outputs) against the same trace printed straight-line: the same
+    bits in ap_fixed<32,16> and in double. And against the reference (and Pinocchio) within the
+    kernel's measured bound for the format: the rolled trace computes from the model's numbers
+    alone in float64 (Graph.fold_constants) what the folded trace does, so its ap_fixed error is
+    the straight-line design's (before that, 5-10x larger on iiwa aba and minv)."""
+    robot, base = case.rsplit("-", 1)
+    model = load_case(_robot(robot), base == "floating")
+    kw = dict(kernels=kernels, fixed=fixed)
+    rolled = rbdgen.build(model, target="hls", unroll=False, **kw)
+    straight = _straight_line_of_the_same_trace(monkeypatch, model, **kw)
+    inp = registry.random_inputs(model, 6, seed=11)
+    for k in kernels:
+        args = [inp[a.name] for a in registry.get(k).inputs]
+        a, b = getattr(rolled, k)(*args), getattr(straight, k)(*args)
+        for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+            np.testing.assert_array_equal(x, y, err_msg=f"{case} {k}: rolled vs straight-line HLS")
+    rows = validate(model, target="hls", unroll=False, states=4, seed=3, progress=False, compiled=rolled, **kw)
+    bad = [(r.kernel, r.err_ref, r.err_pin, r.tol) for r in rows if not r.passed]
+    assert not bad, bad
+
+
+def test_rolled_hls_sources_are_a_folded_design(tmp_path):
+    """What the sources say a tool would build: each kind a function the tool keeps (INLINE off)
+    with its tables inside, typed as the datapath (ROMs), each run a loop of constant bounds,
+    the workspace a memory (not partitioned into registers); the straight-line design's
+    pragmas where they apply. Deterministic, and the options that schedule the straight-line
+    datapath are refused with the reason."""
+    from rbdgen.targets.hls.emit import generate_hls, numeric_type
+
+    m = load_case(_robot("quadruped"), True)
+    nt = numeric_type(fixed=(32, 16))
+    gen = generate_hls(m, nt, kernels=("aba", "aba_derivatives"), unroll=False)
+    assert gen.files == generate_hls(m, nt, kernels=("aba", "aba_derivatives"), unroll=False).files
+    src = gen.files[f"{gen.prefix}_aba_derivatives.cpp"]
+    n_kinds = src.count("#pragma HLS INLINE off")
+    assert n_kinds >= 5 and src.count("static const S c_tab[") + src.count("static const int x_tab[") > n_kinds
+    assert "rolled" in src and "ARRAY_PARTITION variable=w" not in src
+    assert "aba_derivatives_runs" not in src and "switch" not in src  # the runs: loops of constant bounds
+    body = src[src.index("static void aba_derivatives("):]
+    assert "for (int m = " in body and "w[" in body
+    unrolled = generate_hls(m, nt, kernels=("aba",)).files[f"{gen.prefix}_aba.cpp"]
+    assert "ARRAY_PARTITION variable=w" in unrolled and "INLINE off" not in unrolled
+    with pytest.raises(RbdgenError, match=r"--unroll no with --ii 2: .*straight-line datapath only"):
+        generate_hls(m, nt, kernels=("aba",), unroll=False, ii=2)
+    with pytest.raises(RbdgenError, match=r"--unroll no with --dsp-budget 100"):
+        generate_hls(m, nt, kernels=("aba",), unroll=False, dsp_budget=100)
+    with pytest.raises(RbdgenError, match=r"--fixed auto with --unroll"):
+        rbdgen.build(m, target="hls", kernels=("aba",), fixed="auto", unroll=False)
+
+
+def test_rolled_hls_cost_folds_the_operators_over_the_bodies(capsys):
+    """The cost of the folded design (rolled_cost): on chains whose bodies repeat one pattern, the
+    DSPs (the kinds' modules side by side) do not grow with the links and the latency grows with
+    them (the members run one after another), where the straight-line design's DSPs grow. And
+    `inspect --cost --unroll no` reports it on the HLS target, the rolled kernels' kinds on the
+    CPU target."""
+    from rbdgen.targets.hls.emit import cost_table, numeric_type
+
+    nt = numeric_type(fixed=(32, 16))
+    one_kind = [("revolute", (0.0, 0.0, 1.0))]
+    rows = {n: cost_table(_periodic(n, kinds=one_kind), nt, ("rnea", "aba"), unroll=False) for n in (8, 16, 32)}
+    flat = {n: cost_table(_periodic(n, kinds=one_kind), nt, ("rnea", "aba")) for n in (8, 32)}
+    for i, k in enumerate(("rnea", "aba")):
+        r = {n: rows[n][i] for n in rows}
+        assert all(x["lowering"] == "rolled" and x["kernel"] == k for x in r.values())
+        assert r[8]["kinds"] == r[16]["kinds"] == r[32]["kinds"] and r[8]["dsp"] == r[16]["dsp"] == r[32]["dsp"], r
+        assert r[8]["latency_cycles"] < r[16]["latency_cycles"] < r[32]["latency_cycles"], r
+        # linear in the links: the 16 links from 16 to 32 cost what the 8 from 8 to 16 did, twice
+        step1 = r[16]["latency_cycles"] - r[8]["latency_cycles"]
+        step2 = r[32]["latency_cycles"] - r[16]["latency_cycles"]
+        assert abs(step2 - 2 * step1) <= 0.05 * step2, (step1, step2)
+        assert flat[32][i]["dsp"] > flat[8][i]["dsp"] and flat[32][i]["lowering"] == "unrolled", (flat, k)
+    rc, out, err = run_main(capsys, "inspect", rbdgen.robots.path("iiwa14"), "--cost", "--target", "hls",
+                            "--fixed", "32,16", "--unroll", "no", "--kernels", "rnea,aba", "-q")
+    assert rc == 0, err
+    assert "rolled (--unroll no): a module per kind" in out and "ROM bits" in out
+    rc, out, err = run_main(capsys, "inspect", rbdgen.robots.path("iiwa14"), "--cost", "--unroll", "no",
+                            "--kernels", "rnea,aba", "-q")
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("aba ") and "rolled" in ln)
+    assert int(line.split()[2]) == len(roll(registry.trace(load_case(_robot("iiwa14"), False), "aba",
+                                                             generic=True)).kinds), line

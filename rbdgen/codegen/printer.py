@@ -65,6 +65,14 @@ class Dialect:
     #: the rolled lowering's per-kind functions (templates over the scalar type): out of line, so
     #: that the compiler's time stays linear in the kinds (rbdgen.codegen.rolled)
     rolled_qualifier: str = "static __attribute__((noinline))"
+    #: the rolled lowering's shape for a synthesis tool (HLS): each kind's tables inside its
+    #: function, typed ``S`` (ROMs of the datapath's format), the kind called with its member's
+    #: row index; each run of members printed as its own loop with constant bounds (no run
+    #: table, no switch); ``rolled_pragma`` at the top of each kind's function
+    rolled_static: bool = False
+    rolled_pragma: str = ""
+    #: parameters matching ``extra_args`` in the functions the printers declare (", bool& dz")
+    extra_params: str = ""
     comment: str = "//"
     #: how a literal is written around its digits: "{}" (C literals, the default) or e.g.
     #: "S({})" where the scalar type has no arithmetic with double (HLS ap_fixed)

@@ -61,8 +61,9 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
     call_in = ", ".join(ins)
     body = [f"{dialect.comment} ---- rolled: {len(R.segments)} blocks of {len(R.kinds)} kinds in {len(R.runs)} runs "
             f"({R.n_ops} ops printed for the {sum(len(s.nodes) for s in R.segments)} the unrolled kernel has)"]
-    tables += _table("int", f"{kn}_runs", [list(r) for r in R.runs], str, table)
-    tables.append("")
+    if not dialect.rolled_static:
+        tables += _table("int", f"{kn}_runs", [list(r) for r in R.runs], str, table)
+        tables.append("")
     if R.trig:
         names_ = sorted({a for a, _ in R.trig})
         body.append(f"{dialect.comment} ---- sine and cosine of the {len(R.trig)} joint angles, all first"
@@ -81,17 +82,26 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
             start = n - n % group if group > 1 and n >= group else 0
             if start < n:
                 body.append(f"for (int j = {start}; j < {n}; ++j) {_trig_call(kn, arr, dialect)}")
-    body += [f"for (int r = 0; r < {len(R.runs)}; ++r) {{",
-             f"  const int lo = {kn}_runs[r][1], hi = {kn}_runs[r][2];",
-             f"  switch ({kn}_runs[r][0]) {{"]
-    for k in R.kinds:
-        body.append(f"    case {k.id}: for (int m = lo; m < hi; ++m) {_kind_call(kn, k, scalar, call_in)} break;")
-    body += ["  }", "}"]
-    gtables, glines, temp_base, scratch = _gather(kernel, R, dtype, dialect, scalar, table)
+    if dialect.rolled_static:
+        # each run its own loop, bounds known to the tool (its trip count, its latency)
+        for kid, lo, hi in R.runs:
+            k = R.kinds[kid]
+            first = R.segments[k.members[lo]].block
+            body.append(f"{dialect.comment} {block_text(first)}" + (f" … ({hi - lo} members)" if hi - lo > 1 else ""))
+            body.append(_kind_call(kn, k, scalar, call_in, str(lo), dialect=dialect) if hi - lo == 1 else
+                        f"for (int m = {lo}; m < {hi}; ++m) {_kind_call(kn, k, scalar, call_in, dialect=dialect)}")
+    else:
+        body += [f"for (int r = 0; r < {len(R.runs)}; ++r) {{",
+                 f"  const int lo = {kn}_runs[r][1], hi = {kn}_runs[r][2];",
+                 f"  switch ({kn}_runs[r][0]) {{"]
+        for k in R.kinds:
+            body.append(f"    case {k.id}: for (int m = lo; m < hi; ++m) {_kind_call(kn, k, scalar, call_in)} break;")
+        body += ["  }", "}"]
+    gtables, glines, temp_base, scratch, mirror_base = _gather(kernel, R, dtype, dialect, scalar, table)
     tables += gtables
     tables.append("")
     body += glines
-    body += epilogue_lines(kernel, kernel.post, temp_base, {}, dtype, dialect, scalar, zero)
+    body += epilogue_lines(kernel, kernel.post, temp_base, mirror_base, dtype, dialect, scalar, zero)
     return PrintedKernel(
         name=kernel.name,
         doc=kernel.doc,
@@ -116,8 +126,11 @@ def _trig_call(kn: str, arr: str, dialect: Dialect, j: str = "j") -> str:
             f"w[{sl}[{j}] + 1] = {dialect.cos}({arr}[{ang}[{j}]]); }}")
 
 
-def _kind_call(kn: str, k, scalar: str, call_in: str, m: str = "m", suffix: str = "") -> str:
+def _kind_call(kn: str, k, scalar: str, call_in: str, m: str = "m", suffix: str = "",
+               dialect: Dialect | None = None) -> str:
     fn = f"{kn}_k{k.id}"
+    if dialect is not None and dialect.rolled_static:  # the kind reads its own tables' row m
+        return f"{fn}<{scalar}>({call_in}, w, {m}{dialect.extra_args});"
     cptr = f"{fn}_c[{m}]" if k.ctab and k.ctab[0] else "nullptr"
     return f"{fn}<{scalar}>({call_in}, w, {cptr}, {fn}_x{suffix}[{m}]);"
 
@@ -129,7 +142,9 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
     names = {"sin": dialect.sin, "cos": dialect.cos}
     lit = lambda x: literal(x, dtype, dialect)  # noqa: E731
     kn = kernel.name
-    in_params = ", ".join(f"[[maybe_unused]] const {scalar}* __restrict {a.name}" for a in kernel.inputs)
+    static = dialect.rolled_static
+    in_params = ", ".join((f"const {scalar}* {a.name}" if static else
+                           f"[[maybe_unused]] const {scalar}* __restrict {a.name}") for a in kernel.inputs)
     tables: list[str] = []
     members_of = {k.id: len(k.members) for k in R.kinds}
     # each kind a function of its own: g++'s time stays linear in the kinds (inlined into the
@@ -138,18 +153,25 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
     for k in R.kinds:
         fn = f"{kn}_k{k.id}"
         ncol = len(k.ctab[0]) if k.ctab else 0
-        if ncol:
-            tables += [f"{dialect.comment} kind {k.id}'s constants that differ between its {members_of[k.id]} members, "
-                       "a row per member"]
-            tables += _table(ctype, f"{fn}_c", k.ctab, lit, table)
-        tables += [f"{dialect.comment} kind {k.id}'s integers, a row per member: its workspace base, then the input "
-                   "indices and the workspace slots it reads"]
-        tables += _table("int", f"{fn}_x", k.itab, str, table)
+        ctab = [f"{dialect.comment} kind {k.id}'s constants that differ between its {members_of[k.id]} members, "
+                "a row per member"]
+        ctab += _table(scalar if static else ctype, "c_tab" if static else f"{fn}_c", k.ctab, lit, table)
+        xtab = [f"{dialect.comment} kind {k.id}'s integers, a row per member: its workspace base, then the input "
+                "indices and the workspace slots it reads"]
+        xtab += _table("int", "x_tab" if static else f"{fn}_x", k.itab, str, table)
+        if not static:
+            tables += (ctab if ncol else []) + xtab
         tables.append(f"{dialect.comment} kind {k.id} ({members_of[k.id]} member{'s' if members_of[k.id] > 1 else ''}"
                       f", {len(k.ops)} ops), like {block_text(k.block)}")
         tables.append("template <typename S>")
-        tables.append(f"{dialect.rolled_qualifier} void {fn}({in_params}, S* __restrict w, "
-                      f"[[maybe_unused]] const {ctype}* __restrict c, const int* __restrict x) {{")
+        if static:
+            tables.append(f"{dialect.rolled_qualifier} void {fn}({in_params}, S* w, const int m{dialect.extra_params}) {{")
+            tables += [f"  {line}" for line in dialect.rolled_pragma.splitlines()]
+            tables += [f"  {line}" for line in (ctab if ncol else []) + xtab]
+        else:
+            tables.append(f"{dialect.rolled_qualifier} void {fn}({in_params}, S* __restrict w, "
+                          f"[[maybe_unused]] const {ctype}* __restrict c, const int* __restrict x) {{")
+        cref, xref = ("c_tab[m][{}]", "x_tab[m][{}]") if static else ("c[{}]", "x[{}]")
 
         def ref(a):
             kind, j = a
@@ -159,10 +181,10 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
                 if j in k.const_lit:  # parameters traced unfolded: an operand of -x, of x - y
                     x = lit(k.const_lit[j])
                     return f"({x})" if x.startswith("-") else x
-                return f"c[{k.const_col[j]}]"
+                return cref.format(k.const_col[j])
             if kind == "i":
                 name = k.inputs[j]
-                return f"{name}[{k.input_lit[j]}]" if j in k.input_lit else f"{name}[x[{k.input_col[j]}]]"
+                return f"{name}[{k.input_lit[j]}]" if j in k.input_lit else f"{name}[{xref.format(k.input_col[j])}]"
             return f"e{j}"
 
         # sine and cosine of one operand: one call where the dialect has one
@@ -181,7 +203,7 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
         # the values of earlier blocks, read once: w is also written here, so the compiler could
         # not keep a value read from it across a store
         for j in range(k.n_ext):
-            tables.append(f"  const S e{j} = w[x[{k.ext_col[j]}]];")
+            tables.append(f"  const S e{j} = w[{xref.format(k.ext_col[j])}];")
         for p, (op, args) in enumerate(k.ops):
             if p in pair_first:
                 sp, cp = pair_first[p]
@@ -195,7 +217,7 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
                 tables.append(f"  const S t{p} = {e};")
             e = k.export_pos.get(p)
             if e is not None:
-                tables.append(f"  w[x[0] + {e}] = t{p};" if e else f"  w[x[0]] = t{p};")
+                tables.append(f"  w[{xref.format(0)} + {e}] = t{p};" if e else f"  w[{xref.format(0)}] = t{p};")
         tables.append("}")
         tables.append("")
     return tables
@@ -203,10 +225,12 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
 
 def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str, table: str,
             lanes: tuple | None = None, suffix: str = ""):
-    """(tables, lines, temp_base, scratch): the outputs and temps gathered from the workspace
-    (the temps after the exports in ``w``). ``lanes``: (this thread's lane, the number of lanes)
-    as C expressions, to share the copies out over cooperating threads (element k on lane
-    k mod lanes); the tables are the same either way."""
+    """(tables, lines, temp_base, scratch, mirror_base): the outputs and temps gathered from the
+    workspace (the temps after the exports in ``w``; for the "dot" epilogue, the outputs its
+    products read also copied to ``w + mirror_base[name]``, so no output is read back).
+    ``lanes``: (this thread's lane, the number of lanes) as C expressions, to share the copies
+    out over cooperating threads (element k on lane k mod lanes); the tables are the same either
+    way. ``Dialect.rolled_static``: the literals' table is the kernel's own, typed ``S``."""
     ctype = "float" if dtype == "float32" else "double"
     zero = dialect.zero.format(scalar=scalar)
     lit = lambda x: literal(x, dtype, dialect)  # noqa: E731
@@ -219,8 +243,17 @@ def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str
     for spec, _ in kernel.temps:
         temp_base[spec.name] = scratch
         scratch += spec.size
+    mirror_base: dict[str, int] = {}
+    if dialect.epilogue == "dot":
+        sizes = {a.name: a.size for a in kernel.all_outputs}
+        for mm in kernel.post:
+            for name in (mm.a, mm.b):
+                if name not in temp_base and name not in mirror_base:
+                    mirror_base[name] = scratch
+                    scratch += sizes[name]
     for (spec, _), g in zip(kernel.traced_arrays(), R.gather):
         dest = spec.name if spec.name not in temp_base else f"(w + {temp_base[spec.name]})"
+        mb = mirror_base.get(spec.name)
         lits: list[float] = []
         codes: list[int] = []
         copies: list[str] = []
@@ -234,27 +267,38 @@ def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str
             else:
                 codes.append(-1 - len(lits))
                 lits.append(0.0)
-                copies.append(f"{dest}[{idx}] = {item[1]}[{item[2]}];")
+                src = f"{item[1]}[{item[2]}]"
+                copies.append(f"{dest}[{idx}] = {src};" + (f" w[{mb + idx}] = {src};" if mb is not None else ""))
                 copy_at.append((idx, copies[-1]))
-        body.append(f"{dialect.comment} ---- {spec.name}: gathered from the workspace")
+        body.append(f"{dialect.comment} ---- {spec.name}: gathered from the workspace"
+                    + (f" (and copied to w + {mb}, which the products read)" if mb is not None else ""))
         loop = f"for (int k = {first}; k < {len(codes)}; {step})"
+
+        def store(value):
+            if mb is None:
+                return f"{dest}[k] = {value};"
+            return f"{{ const {scalar} y = {value}; {dest}[k] = y; w[{mb} + k] = y; }}"
+
         contiguous = all(c >= 0 for c in codes) and codes == list(range(codes[0], codes[0] + len(codes)))
         if contiguous:
-            body.append(f"{loop} {dest}[k] = w[{codes[0]} + k];")
+            body.append(f"{loop} {store(f'w[{codes[0]} + k]')}")
             continue
         frm, lt = f"{kn}_{spec.name}_from{suffix}", f"{kn}_{spec.name}_lit{suffix}"
         tables += _flat("int", frm, codes, str, table)
-        if lits:
+        if lits and dialect.rolled_static:  # a ROM of the datapath's format, in the kernel
+            body += _flat(scalar, lt, lits, lit, table)
+            body.append(f"{loop} {{ const int s = {frm}[k]; {store(f's >= 0 ? w[s] : {lt}[-1 - s]')} }}")
+        elif lits:
             tables += _flat(ctype, lt, lits, lit, table)
             body.append(f"{loop} {{ const int s = {frm}[k]; "
-                        f"{dest}[k] = s >= 0 ? w[s] : {zero} + {lt}[-1 - s]; }}")
+                        f"{store(f's >= 0 ? w[s] : {zero} + {lt}[-1 - s]')} }}")
         else:
-            body.append(f"{loop} {dest}[k] = w[{frm}[k]];")
+            body.append(f"{loop} {store(f'w[{frm}[k]]')}")
         if lanes is not None:
             # by the lane whose loop wrote a zero there, after it
             copies = [f"if ({idx} % {lanes[1]} == {lanes[0]}) {c}" for idx, c in copy_at]
         body += copies
-    return tables, body, temp_base, scratch
+    return tables, body, temp_base, scratch, mirror_base
 
 
 
@@ -346,8 +390,8 @@ def print_rolled_lanes(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, 
     for kid in used:
         tables.append(f"      case {kid}: {_kind_call(kn, R.kinds[kid], scalar, call_in, suffix=suffix)} break;")
     tables += ["      default: break;", "    }", "  }", "}", ""]
-    gtables, gather, temp_base, scratch = _gather(kernel, R, dtype, dialect, scalar, table, lanes=("lane", "LANES"),
-                                                  suffix=suffix)
+    gtables, gather, temp_base, scratch, _ = _gather(kernel, R, dtype, dialect, scalar, table,
+                                                     lanes=("lane", "LANES"), suffix=suffix)
     if suffix:
         tables = gtables + [""] + tables
     return RolledLanes(fn, n_stages, lanes, width, loads, tables, gather, scratch, temp_base)

@@ -62,6 +62,35 @@ def _left_out(binding: str, text: str, prefix: str, tag: str, kernels: list) -> 
             f'extern "C" {{\n{calls}}}\n')
 
 
+def format_rolled(model, kernels, unroll, progress=None) -> str:
+    """Per kernel, the lowering ``unroll`` gives it and, rolled, its kinds (pieces of code), the
+    bodies' blocks they run over, the runs (loops), the operations printed against those a call
+    does (the unrolled kernel's, folded), and the workspace."""
+    from ... import registry
+    from ...ir.roll import roll
+    from ...textutil import text_table
+
+    table = [("kernel", "lowering", "kinds", "blocks", "runs", "ops printed", "ops per call", "unrolled ops",
+              "workspace")]
+    for k in registry.applicable(model, kernels):
+        if progress:
+            progress(f"rolling {k}")
+        kern, rolled = registry.trace_lowered(model, k, unroll)
+        ops = sum(1 for n in registry.trace(model, k).live_nodes() if n.op not in ("const", "input"))
+        if not rolled:
+            table.append((k, "unrolled", "-", "-", "-", str(ops), str(ops), str(ops), "-"))
+            continue
+        R = roll(kern)
+        per_call = sum(len(R.kinds[kid].ops) for kid in R.seg_kind) + 2 * len(R.trig)
+        table.append((k, "rolled", str(len(R.kinds)), str(len(R.segments)), str(len(R.runs)), str(R.n_ops),
+                      str(per_call), str(ops), str(R.w_size)))
+    head = [f"lowering (--unroll {dict([(True, 'yes'), (False, 'no')]).get(unroll, unroll)}): rolled kernels are "
+            "loops over the bodies, one piece of code per kind of body (rbdgen/ir/roll.py); ops printed: the "
+            "kinds' code; ops per call: what a call runs (the model's numbers as parameters: more than unrolled "
+            "where folding them saved operations); workspace: scalars that pass values between blocks", ""]
+    return "\n".join(head + text_table(table))
+
+
 class CpuTarget(Target):
     name = "cpu"
     help = "C++17 and a Python package (g++/clang++; SIMD across states, OpenMP across blocks)"
@@ -109,6 +138,11 @@ class CpuTarget(Target):
         }
         return Sources(self.name, gen.prefix, dict(gen.files), {k: kernel_entry(pk) for k, pk in gen.kernels.items()},
                        info, tuple(dtypes))
+
+    def cost_sections(self, model, kernels, *, dtype=None, progress=None, unroll=True):
+        """With ``--unroll no``/``auto``: what the rolled lowering makes of each kernel it rolls."""
+        unroll = check_unroll(unroll)
+        return [] if unroll is True else [format_rolled(model, kernels, unroll, progress)]
 
     def build(self, model, kernels, dtype, *, march=None, lanes=None, **options):
         if lanes is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...codegen.sources import DTYPES, Sources, check_dtype
 from ...ir.roll import check_unroll
 from ..base import OPT, UNROLL, Option, Target, check_opt, register
-from .emit import format_schedule_table, generate_cuda, schedule_table
+from .emit import format_rolled_table, format_schedule_table, generate_cuda, schedule_table
 from .resources import format_resources, gpu_for, kernel_resources
 from .runtime import compile_and_load
 
@@ -95,14 +95,20 @@ class CudaTarget(Target):
         return ("cuda" + (" (emulated on the CPU)" if options.get("emulate") else "")
                 + f", {options.get('opt') or '-O3'}" + (f", arch {options['arch']}" if options.get("arch") else ""))
 
-    def cost_sections(self, model, kernels, *, dtype=None, progress=None, arch=None, nvcc=None, opt=None):
+    def cost_sections(self, model, kernels, *, dtype=None, progress=None, arch=None, nvcc=None, opt=None,
+                      unroll=True):
         dtype = dtype or "float64"
         gpu = gpu_for(arch)
-        gen = generate_cuda(model, dtypes=(dtype,), kernels=kernels, progress=progress)
+        gen = generate_cuda(model, dtypes=(dtype,), kernels=kernels, progress=progress, unroll=check_unroll(unroll))
         check_opt(opt or "-O3")  # refused as for a build, though nvcc's -O does not reach ptxas's report
         rows = kernel_resources(gen, dtype, gpu=gpu, nvcc=nvcc, progress=progress)
-        return [format_schedule_table(schedule_table(model, kernels, progress=progress, gen=gen, dtype=dtype)),
-                format_resources(rows, gpu, dtype)]
+        straight = [k for k in gen.kernels if gen.kernels[k][dtype]["lowering"] == "unrolled"]
+        rolled = [k for k in gen.kernels if k not in straight]
+        out = [format_schedule_table(schedule_table(model, straight, progress=progress, gen=gen, dtype=dtype))] \
+            if straight else []
+        if rolled:
+            out.append(format_rolled_table(gen, rolled, dtype))
+        return out + [format_resources(rows, gpu, dtype)]
 
 
 register(CudaTarget())

@@ -394,6 +394,21 @@ def schedule_table(model: RobotModel, kernels=None, max_lanes: int = MAX_LANES, 
     return rows
 
 
+def format_rolled_table(gen: GeneratedCuda, kernels, dtype: str) -> str:
+    """The rolled kernels of ``gen`` (``--unroll no``/``auto``): the block shape's lanes and stages
+    (a barrier after each), the workspace per state of each shape and the tables' bytes."""
+    table = [("kernel", "lanes", "stages", "widest", "workspace thread", "workspace block", "tables", "memory")]
+    for k in kernels:
+        e = gen.kernels[k][dtype]
+        table.append((k, str(e["lanes"]), str(e["stages"]), str(e["width"]), str(e["scratch_thread"]),
+                      str(e["scratch_block"]), f"{e['tables_bytes']} B",
+                      "constant" if e["tables_bytes"] <= CONSTANT_TABLES else "global"))
+    head = ["rolled kernels (--unroll): the kinds' functions over the bodies; block shape: each stage's bodies shared "
+            "out over the lanes, a barrier after each stage; workspace: scalars per state; tables in constant "
+            f"memory up to {CONSTANT_TABLES // 1024} KiB (docs/cuda.md, Rolled kernels)", ""]
+    return "\n".join(head + text_table(table))
+
+
 def format_schedule_table(rows: list[dict]) -> str:
     head = ("kernel", "statements", "lanes", "stages", "widest", "critical", "bound", "states/block", "predicted",
             "one-warp layout")

@@ -13,7 +13,8 @@ from ...codegen.sources import Sources, kernel_entry
 from ...errors import RbdgenError
 from ...kernels.loaded import kernel_specs
 from ...toolchain.compiler import build_library
-from ..base import CXX, OPT, Option, Target, check_opt, register
+from ...ir.roll import check_unroll
+from ..base import CXX, OPT, UNROLL, Option, Target, check_opt, register
 from .autofix import default_tol, format_auto_table, resolve_fixed
 from .csim import HLSKernels, hls_flags
 from .emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_PART, DEFAULT_ROUNDING, INTERFACES, OVERFLOW,
@@ -55,6 +56,7 @@ class HlsTarget(Target):
         Option("dsp_budget", "--dsp-budget", "hls: each kernel within N DSP48E2 slices (ap_fixed datapaths): a list "
                "schedule picks the shared multipliers and CORDIC units, ALLOCATION pragmas hold the tool to them "
                "(docs/hls.md)", ("generate", "cost"), {"type": int, "metavar": "N"}, check=_check_dsp_budget),
+        UNROLL,
         Option("interface", "--interface", "hls: port protocol of the top functions (default ap_memory: ports "
                "partitioned into registers; see docs/hls.md)", ("generate",), {"choices": INTERFACES}),
         OPT,
@@ -70,12 +72,17 @@ class HlsTarget(Target):
         return numeric_type(dtypes[0], fixed, rounding or DEFAULT_ROUNDING, overflow or DEFAULT_OVERFLOW)
 
     def generate(self, model, kernels, *, dtypes, name, fold=True, progress=None, fixed=None, rounding=None,
-                 overflow=None, ii=None, clock_mhz=None, part=None, interface=None, dsp_budget=None, tol=None):
+                 overflow=None, ii=None, clock_mhz=None, part=None, interface=None, dsp_budget=None, tol=None,
+                 unroll=True):
+        unroll = check_unroll(unroll)
+        if unroll is not True and isinstance(fixed, str) and fixed.strip().lower() == "auto":
+            raise RbdgenError("--fixed auto with --unroll no/auto: the formats are chosen on the straight-line "
+                              "datapath's C simulation; give the rolled kernels a format (--fixed W,I)")
         fixed, choices = resolve_fixed(model, kernels, fixed, tol, rounding, overflow, progress)
         nt = self.numtype(dtypes, fixed, rounding, overflow)
         gen = generate_hls(model, nt, kernels, ii=ii, interface=interface or "ap_memory", part=part or DEFAULT_PART,
                            clock_mhz=DEFAULT_CLOCK_MHZ if clock_mhz is None else clock_mhz, name=name, fold=fold,
-                           dsp_budget=dsp_budget, progress=progress)
+                           dsp_budget=dsp_budget, progress=progress, unroll=unroll)
         entries = {k: {**kernel_entry(pk), "top": f"{gen.prefix}_{k}"} for k, pk in gen.kernels.items()}
         info = {"header": gen.header, "hls_sources": list(gen.sources), "csim_harness": gen.harness,
                 "harness_prefix": gen.harness_prefix, "testbench": gen.testbench, "tcl": gen.tcl,
@@ -110,14 +117,20 @@ class HlsTarget(Target):
         return f"hls C simulation, {nt.describe()}"
 
     def cost_sections(self, model, kernels, *, dtype="float64", progress=None, fixed=None, rounding=None,
-                      overflow=None, clock_mhz=None, ii=None, part=None, dsp_budget=None, tol=None):
+                      overflow=None, clock_mhz=None, ii=None, part=None, dsp_budget=None, tol=None, unroll=True):
+        unroll = check_unroll(unroll)
+        if unroll is not True and dsp_budget is not None:
+            raise RbdgenError(f"--unroll {'no' if unroll is False else unroll} with --dsp-budget {dsp_budget}: the "
+                              "budget schedules the straight-line datapath only (--unroll yes)")
         fixed, choices = resolve_fixed(model, kernels, fixed, tol, rounding, overflow, progress)
         nt = self.numtype((dtype,), fixed, rounding, overflow)
         clock = clock_mhz or DEFAULT_CLOCK_MHZ
         out = [format_auto_table(choices, nt)] if choices else []
-        out += [format_cost_table(cost_table(model, nt, kernels, clock_mhz=clock, ii=ii, progress=progress),
-                                 nt, clock, ii)]
+        out += [format_cost_table(cost_table(model, nt, kernels, clock_mhz=clock, ii=ii, progress=progress,
+                                             unroll=unroll), nt, clock, ii)]
         part_no, budget = resolve_part(part or DEFAULT_PART, dsp_budget, nt, ii)
+        if unroll is False:
+            budget = None  # a part preset's budget: for the straight-line design
         if budget is not None:
             out.append(format_budget_table(budget_table(model, nt, budget, kernels, clock, progress=progress),
                                            nt, clock, budget, part if part_preset(part) else None))

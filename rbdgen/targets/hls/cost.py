@@ -389,3 +389,94 @@ def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dic
         "epilogue_cycles": int(epi_cycles),
     })
     return out
+
+
+# ---- the rolled lowering (--unroll no) ---------------------------------------------------------
+
+#: the rolled design's memories: the workspace ``w`` (one memory, two ports) and each kind's ROM
+#: tables answer a read one cycle after its address, as a Vitis BRAM does (read latency 1)
+MEMORY_LATENCY = 1
+
+
+def _kind_kernel(k):
+    """Kind ``k`` of a rolled kernel as a kernel of its own (its code as printed, unfolded): what a
+    table gives each member (a constant that differs between members, an input index, a value
+    of an earlier body) is an input of it, a constant all members share a literal, so the
+    straight-line model above costs the kind's module."""
+    from ...ir.graph import Array, Graph, Kernel
+
+    g = Graph(fold=False)
+    local: list = []
+    leaves: dict = {}
+
+    def operand(kind, j):
+        if kind == "l":
+            return local[j]
+        if kind == "c" and j in k.const_lit:
+            return g.const(k.const_lit[j])
+        if (kind, j) not in leaves:
+            leaves[(kind, j)] = g.input("x", len(leaves))
+        return leaves[(kind, j)]
+
+    for op, args in k.ops:
+        local.append(g.op(op, *(operand(*a) for a in args)))
+    return Kernel(f"kind{k.id}", g, [Array("x", (max(len(leaves), 1),))], [(Array("y", (len(local),)), local)])
+
+
+def rolled_cost(kernel, R, numtype, clock_mhz: float) -> dict:
+    """The estimate for the rolled HLS kernel of ``kernel`` (rolled ``R``): a folded design.
+
+    Each kind is a module of its own (its function is not inlined), costed as a straight-line
+    kernel by :func:`kernel_cost` with what a table or the workspace gives it as inputs; its
+    operators serve each of its members in turn. The members run one after another (the runs'
+    loops are not pipelined: a body's values feed the next body's), each taking
+    ``MEMORY_LATENCY`` cycle for its table row, its reads of ``w`` two a cycle (two ports), the
+    kind's latency, and its writes two a cycle. Before them the sines and cosines, one CORDIC
+    call at a time; after them the outputs gathered from ``w``, an element a cycle, and the
+    dense products as in the straight-line design. Resources: the kinds' modules side by side
+    (the tool shares operators within a module, not across), one CORDIC unit, the products'
+    multipliers; memories: ``w`` (``w_words`` of W bits) and the tables (``rom_bits``)."""
+    model = Model(numtype, clock_mhz)
+    W = numtype.W if model.fixed else numtype.bits
+    per_kind = {}
+    for k in R.kinds:
+        c = kernel_cost(_kind_kernel(k), numtype, clock_mhz)
+        per_kind[k.id] = c
+    member_cycles = []
+    for si, kid in enumerate(R.seg_kind):
+        k = R.kinds[kid]
+        member_cycles.append(MEMORY_LATENCY + math.ceil(k.n_ext / 2) + per_kind[kid]["latency_cycles"]
+                             + math.ceil(len(k.exports) / 2))
+    sc = model.sincos()
+    trig_cycles = len(R.trig) * sc.cycles if R.trig else 0
+    gathered = sum(len(g) for g in R.gather)
+    gather_cycles = gathered + MEMORY_LATENCY if gathered else 0
+    mul_var = model.mul()
+    epi_cycles = epi_dsp = epi_lut = 0
+    for mm in kernel.post:
+        it = mul_var.cycles + math.ceil(mm.k * model.add().chain - 1e-9) + (model.add().cycles * mm.k)
+        epi_cycles += mm.n * mm.m + it - 1
+        epi_dsp = max(epi_dsp, mm.k * mul_var.dsp)
+        epi_lut = max(epi_lut, mm.k * (mul_var.lut + model.add().lut))
+    cycles = trig_cycles + sum(member_cycles) + gather_cycles + epi_cycles
+    dsp = sum(c["dsp"] for c in per_kind.values()) + epi_dsp + (sc.dsp if R.trig else 0)
+    spatial = sum(c["dsp_spatial"] for c in per_kind.values()) + epi_dsp + (sc.dsp if R.trig else 0)
+    lut = ff = None
+    if model.fixed:
+        lut = sum(c["lut"] for c in per_kind.values()) + epi_lut + (sc.lut if R.trig else 0)
+        ff = sum(c["ff"] for c in per_kind.values()) + (sc.ff if R.trig else 0)
+    rom_bits = sum(len(k.members) * ((len(k.ctab[0]) if k.ctab else 0) * W + len(k.itab[0]) * 32) for k in R.kinds)
+    counts = kernel.op_counts(dense_epilogue=True)
+    out = {c: counts[c] for c in ("mul", "add", "div", "sincos", "depth", "total")}
+    out.update({
+        "zero_mul": 0, "shift_mul": 0, "const_mul": 0, "sincos_units": 1 if R.trig else 0,
+        "type": numtype.describe(), "clock_mhz": float(clock_mhz), "ii": None,
+        "dsp": int(dsp), "dsp_spatial": int(spatial),
+        "lut": int(lut) if lut is not None else None, "ff": int(ff) if ff is not None else None,
+        "latency_cycles": int(cycles), "latency_us": cycles * model.period / 1000.0,
+        "mul_dsp": mul_var.dsp, "div_cycles": model.div().cycles, "sincos_cycles": sc.cycles,
+        "epilogue_cycles": int(epi_cycles),
+        "lowering": "rolled", "kinds": len(R.kinds), "members": len(R.segments),
+        "w_words": int(R.w_size + sum(len(g) for g in R.gather)), "rom_bits": int(rom_bits),
+    })
+    return out

@@ -27,6 +27,7 @@ import numpy as np
 from ... import registry
 from ...codegen import escape as esc
 from ...codegen.printer import DEFAULT_PART_SIZE, Dialect, print_kernel
+from ...codegen.rolled import print_rolled
 from ...codegen.render import render
 from ...codegen.sources import prefix_for
 from ...errors import RbdgenError, RbdgenWarning
@@ -34,9 +35,14 @@ from ...model import RobotModel
 from ...textutil import text_table
 from ..base import TOL64
 from .cordic import cordic
-from .cost import kernel_cost
+from ...ir.roll import roll
+from .cost import kernel_cost, rolled_cost
 from .schedule import PARTS, budget_cost, part_preset
 
+#: the rolled lowering's kinds (--unroll no): each kind's function one module of the design,
+#: shared by its members (seed 001's "folding" of multiplier resources over the links), not
+#: inlined into the top function's one datapath
+ROLLED_PRAGMA = "#pragma HLS INLINE off"
 #: the one printer's dialect for HLS: ``S(…)`` literals (valid for double, float and ap_fixed);
 #: one ``rbd_sincos`` per angle (a CORDIC for ap_fixed); divisions through ``rbd_div``, which
 #: saturates a zero divisor's quotient and sets the flag ``dz`` that every part is passed; the
@@ -44,8 +50,9 @@ from .schedule import PARTS, budget_cost, part_preset
 #: same k products for every element), summed in local accumulators, every output port written
 #: once and never read
 HLS = Dialect("hls", literal_suffix={"hls": ""}, literal_wrap="S({})", zero="S(0.0)", sincos="rbd_sincos",
-              op_spelling={"div": "rbd_div({0}, {1}, dz)"}, extra_args=", dz", epilogue="dot",
-              epilogue_inner_pragma="#pragma HLS UNROLL", reuse_workspace=False)
+              op_spelling={"div": "rbd_div({0}, {1}, dz)"}, extra_args=", dz", extra_params=", bool& dz",
+              epilogue="dot", epilogue_inner_pragma="#pragma HLS UNROLL", reuse_workspace=False,
+              rolled_qualifier="static", rolled_static=True, rolled_pragma=ROLLED_PRAGMA)
 #: the "dot" epilogue's element loop in a design that is not pipelined as a whole: one element
 #: per cycle, its k products unrolled (k multipliers; the inner loop's UNROLL says so, though
 #: PIPELINE implies it); with --ii the whole function is pipelined and the tool unrolls every
@@ -192,7 +199,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
                  interface: str = "ap_memory", part: str = DEFAULT_PART, clock_mhz: float = DEFAULT_CLOCK_MHZ,
                  name: str | None = None, part_size: int = DEFAULT_PART_SIZE, tb_states: int = 4,
                  tb_tol: float | None = None, fold: bool = True, dsp_budget: int | None = None,
-                 progress=None) -> GeneratedHLS:
+                 progress=None, unroll=True) -> GeneratedHLS:
     """Render the HLS sources of ``kernels`` for ``model``. Deterministic: same input → same bytes.
 
     ``ii``: when given, each top function is pipelined with ``#pragma HLS PIPELINE II=ii``
@@ -209,9 +216,16 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     unchanged bit for bit. ``part``: a part number, or a preset (``PARTS``: vcu118, u250, u280,
     zcu102, zu9eg, zu3eg), which for an ap_fixed datapath also sets ``dsp_budget`` to the
     part's DSP slices unless one is given (a larger one is an error).
+
+    ``unroll``: True (the straight-line datapath), False (rolled, :mod:`rbdgen.codegen.rolled`:
+    a module per kind of body, run over its members from ROM tables, a latency design) or
+    "auto" (rolled from :data:`rbdgen.ir.roll.AUTO_OPS` operations). A rolled kernel takes no
+    ``ii`` and no ``dsp_budget``: both schedule the straight-line datapath; a part preset's
+    budget does not apply to it.
     """
     numtype = numtype or NumType("double")
     part_name, preset = part, part_preset(part)
+    _check_rolled_options(unroll, ii, dsp_budget)
     part, dsp_budget = resolve_part(part, dsp_budget, numtype, ii)
     if ii is not None and (not isinstance(ii, int) or ii < 1):
         raise RbdgenError(f"II must be a positive integer, got {ii!r}")
@@ -233,9 +247,9 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     for k in kernels:
         if progress:
             progress(f"tracing {k}")
-        kern = registry.trace(model, k, fold=fold)
+        kern, rolled = registry.trace_lowered(model, k, unroll, fold)
         alloc, kdialect = [], dialect
-        if dsp_budget is not None:
+        if dsp_budget is not None and not rolled:
             if progress:
                 progress(f"scheduling {k} within {dsp_budget} DSPs")
             bc = budget_cost(kern, numtype, clock_mhz, dsp_budget)
@@ -249,7 +263,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
             kdialect = replace(dialect, **epilogue_pragmas(kern, e_ii, e_u))
         if progress:
             progress(f"printing {k} (hls, {numtype.ctype})")
-        pk = print_kernel(kern, "hls", kdialect, part_size=part_size)
+        pk = print_rolled(kern, "hls", kdialect) if rolled else print_kernel(kern, "hls", kdialect, part_size=part_size)
         printed[k] = pk
         ins, outs = pk.inputs, pk.outputs
         _check_ii_ports(k, ii, [a.size for a in ins], [a.size for a in outs], interface)
@@ -258,7 +272,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
         ks.append({
             "name": k, "doc": pk.doc, "counts": pk.counts, "parts": pk.parts, "body": pk.body,
             "scratch": pk.scratch, "n_statements": pk.n_statements, "arrays": arrays, "divides": pk.counts["div"] > 0,
-            "alloc": alloc,
+            "alloc": alloc if not rolled else [], "rolled": rolled, "tables": pk.tables,
             "inputs": [a for a in arrays if not a["out"]], "outputs": [a for a in arrays if a["out"]],
             "top": f"{prefix}_{k}",
             "t_args": ", ".join([f"const S* {a.name}" for a in ins] + [f"S* {a.name}" for a in outs]),
@@ -317,6 +331,15 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     tcl = "run_hls.tcl"
     files[tcl] = render("hls/run_hls.tcl.j2", part=part, clock_mhz=f"{clock_mhz:g}", **ctx)
     return GeneratedHLS(prefix, numtype, files, printed, header, sources, harness, harness_prefix, testbench, tcl)
+
+
+def _check_rolled_options(unroll, ii, dsp_budget) -> None:
+    """``--ii`` and ``--dsp-budget`` schedule the straight-line datapath: refused with a rolled one."""
+    if unroll is not True and (ii is not None or dsp_budget is not None):
+        raise RbdgenError(f"--unroll {'no' if unroll is False else unroll} with "
+                          f"{'--ii ' + str(ii) if ii is not None else '--dsp-budget ' + str(dsp_budget)}: "
+                          "the HLS target pipelines and budgets the straight-line datapath only (--unroll yes); "
+                          "a rolled kernel is one module per kind of body, shared by its members")
 
 
 def resolve_part(part: str, dsp_budget, numtype: NumType, ii: int | None = None):
@@ -431,12 +454,19 @@ def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii:
 
 
 def cost_table(model: RobotModel, numtype: NumType, kernels=None, clock_mhz: float = DEFAULT_CLOCK_MHZ,
-               ii: int | None = None, progress=None) -> list[dict]:
+               ii: int | None = None, progress=None, unroll=True) -> list[dict]:
+    """Per kernel, the estimate of its design: the straight-line one (:func:`hls_cost`), or for
+    the kernels ``unroll`` rolls, the folded one (:func:`rbdgen.targets.hls.cost.rolled_cost`)."""
     rows = []
     for k in registry.applicable(model, kernels):
         if progress:
             progress(f"tracing {k}")
-        rows.append({"kernel": k, **hls_cost(registry.trace(model, k), numtype, clock_mhz, ii)})
+        kern, rolled = registry.trace_lowered(model, k, unroll)
+        if rolled:
+            _check_rolled_options(unroll, ii, None)
+            rows.append({"kernel": k, **rolled_cost(kern, roll(kern), numtype, clock_mhz)})
+        else:
+            rows.append({"kernel": k, "lowering": "unrolled", **hls_cost(kern, numtype, clock_mhz, ii)})
     return rows
 
 
@@ -447,11 +477,15 @@ def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: 
     if fixed:
         cols += [("lut", "LUT"), ("ff", "FF")]
     cols += [("latency_cycles", "cycles"), ("latency_us", "latency")]
+    rolled = any(r.get("lowering") == "rolled" for r in rows)
+    if rolled:
+        cols = [("lowering", "lowering"), ("kinds", "kinds"), ("members", "blocks")] + cols + \
+            [("w_words", "w words"), ("rom_bits", "ROM bits")]
     table = [("kernel",) + tuple(h for _, h in cols)]
     for r in rows:
         cells = []
         for c, _ in cols:
-            cells.append(f"{r[c] * 1000:.0f} ns" if c == "latency_us" else str(r[c]))
+            cells.append(f"{r[c] * 1000:.0f} ns" if c == "latency_us" else str(r.get(c, "-")))
         table.append((r["kernel"],) + tuple(cells))
     r0 = rows[0] if rows else {}
     head = [f"HLS cost estimate: {numtype.describe()}, clock {clock_mhz:g} MHz, "
@@ -462,7 +496,12 @@ def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: 
             f"sincos: CORDIC units, one per angle ({r0.get('sincos_cycles', '-')} cycles each); "
             + (f"a divider takes {r0.get('div_cycles', '-')} cycles; " if fixed else "")
             + "DSP-spatial: one operator per operation;",
-            "cycles: the schedule's length (model and assumptions: docs/hls.md, rbdgen/targets/hls/cost.py)", ""]
+            "cycles: the schedule's length (model and assumptions: docs/hls.md, rbdgen/targets/hls/cost.py)"]
+    if rolled:
+        head.append("rolled (--unroll no): a module per kind of body, its operators serving the kind's bodies one "
+                    "after another; DSP/LUT/FF: the modules side by side, one CORDIC; w words: the workspace "
+                    "memory; ROM bits: the kinds' tables (rolled_cost in rbdgen/targets/hls/cost.py)")
+    head.append("")
     return "\n".join(head + text_table(table))
 
 
