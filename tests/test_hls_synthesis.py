@@ -146,12 +146,13 @@ def test_synthesis_path_compiles_other_interfaces(interface, ii, tmp_path_factor
         assert r.returncode == 0, f"{interface}: {src}:\n{r.stderr[-3000:]}"
 
 
-@pytest.mark.parametrize("fmt", ["fixed32_16", "float"])
-def test_synthesis_path_compiles_rolled_kernels(fmt, tmp_path_factory):
+@pytest.mark.parametrize("fmt, ii", [("fixed32_16", None), ("float", None), ("fixed32_16", 2)])
+def test_synthesis_path_compiles_rolled_kernels(fmt, ii, tmp_path_factory):
     """The rolled lowering (--unroll no): its kinds' functions with their ROM tables, the runs'
     loops, the sines and cosines by one rbd_sincos in a loop, the gathered outputs and the dense
-    products' mirrors: ∇FD holds every one of these, forward kinematics the rest."""
-    gen, d = _generated(tmp_path_factory, fmt, kernels=("forward_kinematics", "aba_derivatives"), unroll=False)
+    products' mirrors: ∇FD holds every one of these, forward kinematics the rest; with --ii the
+    pipelined modules and loops."""
+    gen, d = _generated(tmp_path_factory, fmt, kernels=("forward_kinematics", "aba_derivatives"), unroll=False, ii=ii)
     for src in gen.sources:
         assert "#pragma HLS INLINE off" in gen.files[src], src
         r = _compile_synthesis(d, src)

@@ -6,6 +6,8 @@ same numbers), and the structure of the rolled code itself (its size stops growi
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -413,9 +415,7 @@ def test_rolled_hls_sources_are_a_folded_design(tmp_path):
     assert "for (int m = " in body and "w[" in body
     unrolled = generate_hls(m, nt, kernels=("aba",)).files[f"{gen.prefix}_aba.cpp"]
     assert "ARRAY_PARTITION variable=w" in unrolled and "INLINE off" not in unrolled
-    with pytest.raises(RbdgenError, match=r"--unroll no with --ii 2: .*straight-line datapath only"):
-        generate_hls(m, nt, kernels=("aba",), unroll=False, ii=2)
-    with pytest.raises(RbdgenError, match=r"--unroll no with --dsp-budget 100"):
+    with pytest.raises(RbdgenError, match=r"--unroll no with --dsp-budget 100: .*straight-line datapath only"):
         generate_hls(m, nt, kernels=("aba",), unroll=False, dsp_budget=100)
     with pytest.raises(RbdgenError, match=r"--fixed auto with --unroll"):
         rbdgen.build(m, target="hls", kernels=("aba",), fixed="auto", unroll=False)
@@ -453,3 +453,55 @@ def test_rolled_hls_cost_folds_the_operators_over_the_bodies(capsys):
     line = next(ln for ln in out.splitlines() if ln.startswith("aba ") and "rolled" in ln)
     assert int(line.split()[2]) == len(roll(registry.trace(load_case(_robot("iiwa14"), False), "aba",
                                                              generic=True)).kinds), line
+
+
+def _independent_runs(R) -> list:
+    """The runs of ``R`` whose members read no value another member of the run computes, from the
+    traced graph: each member's nodes, and the nodes their operands are."""
+    out = []
+    for kid, lo, hi in R.runs:
+        members = R.kinds[kid].members[lo:hi]
+        made = {n.id: si for si in members for n in R.segments[si].nodes}
+        reads = any(made.get(a.id, si) != si for si in members for n in R.segments[si].nodes for a in n.args)
+        if hi - lo > 1 and not reads:
+            out.append((kid, lo, hi))
+    return out
+
+
+def test_rolled_hls_pipelines_its_modules_and_the_independent_runs():
+    """--ii with --unroll no: each kind's module pipelined, each run's loop too, and a DEPENDENCE
+    pragma (w carries nothing between members) exactly on the runs whose members read nothing of
+    each other — ∇ID's columns of one body, not a chain's forward pass. Without the pragmas the
+    sources are the latency design's, line for line (so the C simulation is; the synthesis path
+    is test_hls_synthesis.py's). The cost model overlaps those runs and only those."""
+    from rbdgen.ir.roll import roll
+    from rbdgen.targets.hls.emit import cost_table, generate_hls, numeric_type
+
+    m = _periodic(12, kinds=[("revolute", (0.0, 0.0, 1.0))])
+    nt = numeric_type(fixed=(32, 16))
+    ks = ("rnea", "rnea_derivatives")
+    piped = generate_hls(m, nt, kernels=ks, unroll=False, ii=2)
+    plain = generate_hls(m, nt, kernels=ks, unroll=False)
+    for k in ks:
+        src = piped.files[f"{piped.prefix}_{k}.cpp"]
+
+        def statements(text):  # the pragmas out, a loop's braced body back on its line, no line count
+            text = "\n".join(ln for ln in text.splitlines() if "#pragma HLS PIPELINE" not in ln
+                              and "DEPENDENCE" not in ln and " statements" not in ln)
+            return re.sub(r"\{\n\s*([^\n]*;)\n\s*\}", r"\1", text)
+
+        assert statements(src) == statements(plain.files[f"{plain.prefix}_{k}.cpp"]), k
+        R = roll(registry.trace(m, k, generic=True), reuse=False)
+        free = _independent_runs(R)
+        assert src.count("#pragma HLS DEPENDENCE variable=w type=inter false") == len(free), (k, free)
+        n_loops = sum(1 for _, lo, hi in R.runs if hi - lo > 1)
+        assert src.count("#pragma HLS PIPELINE II=2") == len(R.kinds) + n_loops, k
+        assert "#pragma HLS PIPELINE II=2\n  bool dz" not in src  # not the top function: it would unroll the loops
+        if k == "rnea":
+            assert not free  # body i reads body i - 1
+        else:
+            assert free  # the columns of one body
+        rows = {r["kernel"]: r for r in cost_table(m, nt, (k,), unroll=False, ii=2)}
+        assert rows[k]["overlapped"] == sum(hi - lo for _, lo, hi in free), (k, rows[k])
+    lat = {ii: {r["kernel"]: r["latency_cycles"] for r in cost_table(m, nt, ks, unroll=False, ii=ii)} for ii in (None, 2)}
+    assert lat[2]["rnea_derivatives"] < lat[None]["rnea_derivatives"], lat

@@ -71,6 +71,11 @@ class Dialect:
     #: table, no switch); ``rolled_pragma`` at the top of each kind's function
     rolled_static: bool = False
     rolled_pragma: str = ""
+    #: with ``rolled_static``: lines in each run's loop, and those added where the run's members
+    #: are independent (:func:`rbdgen.ir.roll.run_independent`), e.g. a PIPELINE and a
+    #: DEPENDENCE pragma (HLS --ii)
+    rolled_run_pragma: str = ""
+    rolled_independent_pragma: str = ""
     #: parameters matching ``extra_args`` in the functions the printers declare (", bool& dz")
     extra_params: str = ""
     comment: str = "//"

@@ -8,6 +8,12 @@ one kind are one loop), then gathers the outputs from the workspace. The kernel 
 ``(inputs, outputs, S* w)`` over the scalar type ``S``, so every template around it (one state,
 the SIMD batch, the Python module) is the same; only the scratch grows (every value that
 crosses a block lives in ``w``).
+
+For a synthesis tool (``Dialect.rolled_static``, the HLS target) the same kinds take another
+shape: each kind's tables inside its function, typed as the datapath (ROMs), the kind called with
+its member's row index, and each run printed as a loop of its own with constant bounds; outputs
+the dense products read are mirrored in ``w`` as they are gathered ("dot" epilogue: outputs are
+write-only ports).
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 
 from ..ir.graph import Kernel
 from ..ir.ops import OPS
-from ..ir.roll import Rolled, roll
+from ..ir.roll import Rolled, roll, run_independent
 from .printer import Dialect, PrintedKernel, block_text, epilogue_lines, literal
 
 #: values per line of a printed table
@@ -87,9 +93,18 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
         for kid, lo, hi in R.runs:
             k = R.kinds[kid]
             first = R.segments[k.members[lo]].block
-            body.append(f"{dialect.comment} {block_text(first)}" + (f" … ({hi - lo} members)" if hi - lo > 1 else ""))
-            body.append(_kind_call(kn, k, scalar, call_in, str(lo), dialect=dialect) if hi - lo == 1 else
-                        f"for (int m = {lo}; m < {hi}; ++m) {_kind_call(kn, k, scalar, call_in, dialect=dialect)}")
+            free = hi - lo > 1 and run_independent(R, (kid, lo, hi))
+            body.append(f"{dialect.comment} {block_text(first)}" + (f" … ({hi - lo} members" + (
+                ", independent" if free else "") + ")" if hi - lo > 1 else ""))
+            call = _kind_call(kn, k, scalar, call_in, str(lo) if hi - lo == 1 else "m", dialect=dialect)
+            pragmas = dialect.rolled_run_pragma.splitlines() + (dialect.rolled_independent_pragma.splitlines()
+                                                                 if free else [])
+            if hi - lo == 1:
+                body.append(call)
+            elif pragmas:
+                body += [f"for (int m = {lo}; m < {hi}; ++m) {{", *pragmas, f"  {call}", "}"]
+            else:
+                body.append(f"for (int m = {lo}; m < {hi}; ++m) {call}")
     else:
         body += [f"for (int r = 0; r < {len(R.runs)}; ++r) {{",
                  f"  const int lo = {kn}_runs[r][1], hi = {kn}_runs[r][2];",

@@ -202,10 +202,12 @@ def _nested(ops) -> tuple:
     return tuple((o[0], tuple((_KIND_NAMES[o[i]], o[i + 1]) for i in range(1, len(o), 2))) for o in ops)
 
 
-def roll(kernel: Kernel, cooperative: bool = False) -> Rolled:
+def roll(kernel: Kernel, cooperative: bool = False, reuse: bool = True) -> Rolled:
     """The kernel's segments grouped into kinds, with their tables and the workspace layout.
     ``cooperative``: the layout is also valid when the segments run stage by stage on several
-    lanes (the CUDA block shape), not only in the trace's order (the CPU; CUDA's thread shape)."""
+    lanes (the CUDA block shape), not only in the trace's order (the CPU; CUDA's thread shape).
+    ``reuse``: a segment's exports may take a dead segment's slots; without it (HLS) every slot
+    is written once, so a slot carries no dependence but the data's (:func:`run_independent`)."""
     trig = _trig(kernel)
     pre = {n.id for _, sn, cn in trig for n in (sn, cn) if n is not None}
     segs = _segments(kernel, pre)
@@ -277,8 +279,24 @@ def roll(kernel: Kernel, cooperative: bool = False) -> Rolled:
     sizes = [len(kinds[seg_kind[si]].exports) for si in range(len(segs))]
     R = Rolled(kernel, segs, kinds, seg_kind, seg_row, [tuple(r) for r in runs], 0, {}, [],
                [(a.name, a.index) for a, _, _ in trig], stage, 2 * len(trig) + sum(sizes), per_seg, seg_of, trig)
-    _layout(R, cooperative)
+    _layout(R, cooperative, reuse)
     return R
+
+
+def run_independent(R: Rolled, run) -> bool:
+    """Whether no member of ``run`` (kind id, first row, end row) reads a value another member of
+    it computes: the members may then overlap (a pipelined loop over them). Exact with a layout
+    without reuse, where the workspace slots carry the data's dependences only."""
+    kid, lo, hi = run
+    members = R.kinds[kid].members[lo:hi]
+    mine = set(members)
+    for si in members:
+        for n in R.segments[si].nodes:
+            for a in n.args:
+                u = R.seg_of.get(a.id)
+                if u is not None and u != si and u in mine:
+                    return False
+    return True
 
 
 def relayout(R: Rolled, cooperative: bool) -> Rolled:
@@ -292,7 +310,7 @@ def relayout(R: Rolled, cooperative: bool) -> Rolled:
     return out
 
 
-def _layout(R: Rolled, cooperative: bool) -> None:
+def _layout(R: Rolled, cooperative: bool, reuse: bool = True) -> None:
     """Fill in ``R``'s workspace layout: the sines and cosines first (sin, cos of each angle),
     then each segment's exports at its base (a place another segment's dead exports left, where
     one fits); the kinds' integer rows; the gather of the outputs."""
@@ -305,7 +323,8 @@ def _layout(R: Rolled, cooperative: bool) -> None:
     sizes = [len(kinds[R.seg_kind[si]].exports) for si in range(len(segs))]
     # one thread runs the segments in the trace's order: a "stage" per segment then
     order = R.stage if cooperative else list(range(len(segs)))
-    base_of, w = _bases(segs, R.seg_of, order, sizes, exported_to_arrays(kernel), 2 * len(R.trig))
+    base_of, w = _bases(segs, R.seg_of, order, sizes, exported_to_arrays(kernel), 2 * len(R.trig),
+                        _REUSE_SCAN if reuse else 0)
     for si, s in enumerate(segs):
         k = kinds[R.seg_kind[si]]
         for p, e in k.export_pos.items():
@@ -362,12 +381,13 @@ def _stages(segs: list, seg_of: dict) -> list[int]:
 _REUSE_SCAN = 64
 
 
-def _bases(segs: list, seg_of: dict, stage: list, sizes: list, to_arrays: set, start: int):
+def _bases(segs: list, seg_of: dict, stage: list, sizes: list, to_arrays: set, start: int,
+           scan: int = _REUSE_SCAN):
     """(each segment's workspace base, the workspace size). A segment's exports may take the
     slots of an earlier segment's once that one is dead in both orders the kinds may run in: the
     trace order (one thread) and ``stage`` (lanes between barriers; the segment's index where
     only one thread runs them) — the new segment comes after its last reader in the trace and in
-    a later stage than it. Where lanes run the stages the workspace is larger (iiwa14 ∇FD: 1 455
+    a later stage than it (``scan`` 0: no reuse). Where lanes run the stages the workspace is larger (iiwa14 ∇FD: 1 455
     slots without reuse, 1 206 cooperative, 874 in the trace's order alone): the columns of a
     gradient, one after the other in the trace, are live at once side by side. Exports stored
     to an output or temp stay live to the end. First fit among the oldest :data:`_REUSE_SCAN`
@@ -391,7 +411,7 @@ def _bases(segs: list, seg_of: dict, stage: list, sizes: list, to_arrays: set, s
         size = sizes[si]
         base = None
         if size:
-            for j in range(min(len(free), _REUSE_SCAN)):
+            for j in range(min(len(free), scan)):
                 b, sz, li, ls = free[j]
                 if sz >= size and si > li and stage[si] > ls:
                     base = b

@@ -18,7 +18,8 @@ from ..base import CXX, OPT, UNROLL, Option, Target, check_opt, register
 from .autofix import default_tol, format_auto_table, resolve_fixed
 from .csim import HLSKernels, hls_flags
 from .emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_PART, DEFAULT_ROUNDING, INTERFACES, OVERFLOW,
-                   ROUNDING, NumType, _check_clock, _check_dsp_budget, _check_fixed, _check_ii, _check_tol, budget_table,
+                   ROUNDING, NumType, _check_clock, _check_dsp_budget, _check_fixed, _check_ii, _check_rolled_options,
+                   _check_tol, budget_table,
                    cost_table, format_budget_table, format_cost_table, generate_hls, measured_bound, numeric_type,
                    parse_fixed, resolve_part)
 from .schedule import PARTS, part_preset
@@ -119,9 +120,7 @@ class HlsTarget(Target):
     def cost_sections(self, model, kernels, *, dtype="float64", progress=None, fixed=None, rounding=None,
                       overflow=None, clock_mhz=None, ii=None, part=None, dsp_budget=None, tol=None, unroll=True):
         unroll = check_unroll(unroll)
-        if unroll is not True and dsp_budget is not None:
-            raise RbdgenError(f"--unroll {'no' if unroll is False else unroll} with --dsp-budget {dsp_budget}: the "
-                              "budget schedules the straight-line datapath only (--unroll yes)")
+        _check_rolled_options(unroll, dsp_budget)
         fixed, choices = resolve_fixed(model, kernels, fixed, tol, rounding, overflow, progress)
         nt = self.numtype((dtype,), fixed, rounding, overflow)
         clock = clock_mhz or DEFAULT_CLOCK_MHZ

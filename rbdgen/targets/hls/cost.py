@@ -423,7 +423,7 @@ def _kind_kernel(k):
     return Kernel(f"kind{k.id}", g, [Array("x", (max(len(leaves), 1),))], [(Array("y", (len(local),)), local)])
 
 
-def rolled_cost(kernel, R, numtype, clock_mhz: float) -> dict:
+def rolled_cost(kernel, R, numtype, clock_mhz: float, ii: int | None = None) -> dict:
     """The estimate for the rolled HLS kernel of ``kernel`` (rolled ``R``): a folded design.
 
     Each kind is a module of its own (its function is not inlined), costed as a straight-line
@@ -435,18 +435,31 @@ def rolled_cost(kernel, R, numtype, clock_mhz: float) -> dict:
     call at a time; after them the outputs gathered from ``w``, an element a cycle, and the
     dense products as in the straight-line design. Resources: the kinds' modules side by side
     (the tool shares operators within a module, not across), one CORDIC unit, the products'
-    multipliers; memories: ``w`` (``w_words`` of W bits) and the tables (``rom_bits``)."""
+    multipliers; memories: ``w`` (``w_words`` of W bits) and the tables (``rom_bits``).
+
+    With ``ii`` each kind's module is pipelined (costed by :func:`kernel_cost` with ``ii``: its
+    DSPs shared ``ii`` ways), and a run whose members read nothing of each other
+    (:func:`rbdgen.ir.roll.run_independent`) issues a member every max(``ii``, its reads and
+    writes of ``w`` two a cycle) cycles after the first; the others still run in turn."""
+    from ...ir.roll import run_independent
+
     model = Model(numtype, clock_mhz)
     W = numtype.W if model.fixed else numtype.bits
     per_kind = {}
     for k in R.kinds:
-        c = kernel_cost(_kind_kernel(k), numtype, clock_mhz)
+        c = kernel_cost(_kind_kernel(k), numtype, clock_mhz, ii)
         per_kind[k.id] = c
     member_cycles = []
-    for si, kid in enumerate(R.seg_kind):
+    overlapped = 0
+    for kid, lo, hi in R.runs:
         k = R.kinds[kid]
-        member_cycles.append(MEMORY_LATENCY + math.ceil(k.n_ext / 2) + per_kind[kid]["latency_cycles"]
-                             + math.ceil(len(k.exports) / 2))
+        words = math.ceil((k.n_ext + len(k.exports)) / 2)
+        one = MEMORY_LATENCY + math.ceil(k.n_ext / 2) + per_kind[kid]["latency_cycles"] + math.ceil(len(k.exports) / 2)
+        if ii and hi - lo > 1 and run_independent(R, (kid, lo, hi)):
+            member_cycles.append(one + (hi - lo - 1) * max(ii, words))
+            overlapped += hi - lo
+        else:
+            member_cycles.append((hi - lo) * one)
     sc = model.sincos()
     trig_cycles = len(R.trig) * sc.cycles if R.trig else 0
     gathered = sum(len(g) for g in R.gather)
@@ -470,7 +483,7 @@ def rolled_cost(kernel, R, numtype, clock_mhz: float) -> dict:
     out = {c: counts[c] for c in ("mul", "add", "div", "sincos", "depth", "total")}
     out.update({
         "zero_mul": 0, "shift_mul": 0, "const_mul": 0, "sincos_units": 1 if R.trig else 0,
-        "type": numtype.describe(), "clock_mhz": float(clock_mhz), "ii": None,
+        "type": numtype.describe(), "clock_mhz": float(clock_mhz), "ii": ii, "overlapped": overlapped,
         "dsp": int(dsp), "dsp_spatial": int(spatial),
         "lut": int(lut) if lut is not None else None, "ff": int(ff) if ff is not None else None,
         "latency_cycles": int(cycles), "latency_us": cycles * model.period / 1000.0,

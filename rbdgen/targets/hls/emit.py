@@ -218,14 +218,15 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     part's DSP slices unless one is given (a larger one is an error).
 
     ``unroll``: True (the straight-line datapath), False (rolled, :mod:`rbdgen.codegen.rolled`:
-    a module per kind of body, run over its members from ROM tables, a latency design) or
-    "auto" (rolled from :data:`rbdgen.ir.roll.AUTO_OPS` operations). A rolled kernel takes no
-    ``ii`` and no ``dsp_budget``: both schedule the straight-line datapath; a part preset's
-    budget does not apply to it.
+    a module per kind of body, run over its members from ROM tables) or "auto" (rolled from
+    :data:`rbdgen.ir.roll.AUTO_OPS` operations). With ``ii`` a rolled kernel's modules and its
+    runs' loops are pipelined (:func:`rolled_dialect`), not the top function. A rolled kernel
+    takes no ``dsp_budget`` (the list schedule is the straight-line datapath's); a part
+    preset's budget does not apply to it.
     """
     numtype = numtype or NumType("double")
     part_name, preset = part, part_preset(part)
-    _check_rolled_options(unroll, ii, dsp_budget)
+    _check_rolled_options(unroll, dsp_budget)
     part, dsp_budget = resolve_part(part, dsp_budget, numtype, ii)
     if ii is not None and (not isinstance(ii, int) or ii < 1):
         raise RbdgenError(f"II must be a positive integer, got {ii!r}")
@@ -263,7 +264,10 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
             kdialect = replace(dialect, **epilogue_pragmas(kern, e_ii, e_u))
         if progress:
             progress(f"printing {k} (hls, {numtype.ctype})")
-        pk = print_rolled(kern, "hls", kdialect) if rolled else print_kernel(kern, "hls", kdialect, part_size=part_size)
+        if rolled:  # every workspace slot written once: its accesses carry the data's dependences only
+            pk = print_rolled(kern, "hls", rolled_dialect(kdialect, ii), rolled=roll(kern, reuse=False))
+        else:
+            pk = print_kernel(kern, "hls", kdialect, part_size=part_size)
         printed[k] = pk
         ins, outs = pk.inputs, pk.outputs
         _check_ii_ports(k, ii, [a.size for a in ins], [a.size for a in outs], interface)
@@ -333,13 +337,24 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     return GeneratedHLS(prefix, numtype, files, printed, header, sources, harness, harness_prefix, testbench, tcl)
 
 
-def _check_rolled_options(unroll, ii, dsp_budget) -> None:
-    """``--ii`` and ``--dsp-budget`` schedule the straight-line datapath: refused with a rolled one."""
-    if unroll is not True and (ii is not None or dsp_budget is not None):
-        raise RbdgenError(f"--unroll {'no' if unroll is False else unroll} with "
-                          f"{'--ii ' + str(ii) if ii is not None else '--dsp-budget ' + str(dsp_budget)}: "
-                          "the HLS target pipelines and budgets the straight-line datapath only (--unroll yes); "
-                          "a rolled kernel is one module per kind of body, shared by its members")
+def _check_rolled_options(unroll, dsp_budget) -> None:
+    """``--dsp-budget`` schedules the straight-line datapath: refused with a rolled one."""
+    if unroll is not True and dsp_budget is not None:
+        raise RbdgenError(f"--unroll {'no' if unroll is False else unroll} with --dsp-budget {dsp_budget}: "
+                          "the HLS target budgets the straight-line datapath only (--unroll yes); a rolled kernel "
+                          "is one module per kind of body, shared by its members")
+
+
+def rolled_dialect(dialect: Dialect, ii: int | None) -> Dialect:
+    """The dialect of a rolled kernel: each kind a module (INLINE off); with ``ii``, each kind's
+    module pipelined (a member every ``ii`` cycles) and each run's loop too, told that ``w``
+    carries no dependence between members where none reads another's value
+    (:func:`rbdgen.ir.roll.run_independent`; the layout writes every slot once)."""
+    if ii is None:
+        return dialect
+    pipe = f"#pragma HLS PIPELINE II={ii}"
+    return replace(dialect, rolled_pragma=f"{ROLLED_PRAGMA}\n{pipe}", rolled_run_pragma=pipe,
+                   rolled_independent_pragma="#pragma HLS DEPENDENCE variable=w type=inter false")
 
 
 def resolve_part(part: str, dsp_budget, numtype: NumType, ii: int | None = None):
@@ -463,8 +478,7 @@ def cost_table(model: RobotModel, numtype: NumType, kernels=None, clock_mhz: flo
             progress(f"tracing {k}")
         kern, rolled = registry.trace_lowered(model, k, unroll)
         if rolled:
-            _check_rolled_options(unroll, ii, None)
-            rows.append({"kernel": k, **rolled_cost(kern, roll(kern), numtype, clock_mhz)})
+            rows.append({"kernel": k, **rolled_cost(kern, roll(kern, reuse=False), numtype, clock_mhz, ii)})
         else:
             rows.append({"kernel": k, "lowering": "unrolled", **hls_cost(kern, numtype, clock_mhz, ii)})
     return rows
