@@ -52,6 +52,10 @@ CASES = {
 F32_KERNELS = ("rnea", "crba", "minv", "aba_derivatives")
 
 _built: dict = {}
+# one worker runs this module (make test's --dist loadgroup): its tests share a few builds (_build),
+# which a second worker would otherwise wait for on the compile cache's lock instead of running
+# other tests (a fresh-clone run: a case's two shapes 3 × ~50 s, the quadruped's cost report 40 s)
+pytestmark = pytest.mark.xdist_group("cuda")
 
 
 def _model(case):
@@ -94,15 +98,8 @@ def _errors(kern, model, dtype):
     return kernel_errors(kern, model, dtype, seed=5, n=N, single=3)
 
 
-def _same_worker(group: str, *values, id: str):
-    """A parametrization run by the worker that runs the others of ``group`` (make test's --dist
-    loadgroup): the shapes of one case share a build, which the second worker would otherwise
-    wait for on the compile cache's lock (3 × ~45 s idle on CI) instead of running other tests."""
-    return pytest.param(*values, marks=pytest.mark.xdist_group(group), id=id)
-
-
-@pytest.mark.parametrize("case, shape", [_same_worker(f"cuda-{c}", c, s, id=f"{c}-{s}")
-                                         for c in CASES for s in ("thread", "block")])
+@pytest.mark.parametrize("shape", ["thread", "block"])
+@pytest.mark.parametrize("case", list(CASES))
 def test_emulated_float64_matches_reference(case, shape):
     kern = _build(case)
     assert kern.archs == tuple(_archs(case).split(","))
@@ -112,7 +109,7 @@ def test_emulated_float64_matches_reference(case, shape):
     assert not bad, f"{case} ({shape} shape): {bad}"
 
 
-@pytest.mark.parametrize("shape", [_same_worker("cuda-f32", s, id=s) for s in ("thread", "block")])
+@pytest.mark.parametrize("shape", ["thread", "block"])
 def test_emulated_float32_within_measured_bounds(shape):
     kern = _build("iiwa14-fixed", "float32")
     errs = _errors(kern.emulated(shape), _model("iiwa14-fixed"), np.float32)
