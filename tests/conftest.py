@@ -264,7 +264,7 @@ def pytest_collection_finish(session):
     pytest-xdist marks their ids with the group, which pytest 9.2 ignores (the Verilog module's
     builds then ran on both workers, and a CUDA case's two shapes waited on each other's build).
     Refused here rather than passing slower and unnoticed."""
-    if not session.config.getvalue("loadgroup"):
+    if not session.config.getoption("loadgroup", default=False):  # set in xdist workers only
         return
     lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
     if lost:
