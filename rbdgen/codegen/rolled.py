@@ -168,21 +168,22 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
     for k in R.kinds:
         fn = f"{kn}_k{k.id}"
         ncol = len(k.ctab[0]) if k.ctab else 0
-        ctab = [f"{dialect.comment} kind {k.id}'s constants that differ between its {members_of[k.id]} members, "
-                "a row per member"]
-        ctab += _table(scalar if static else ctype, "c_tab" if static else f"{fn}_c", k.ctab, lit, table)
+        ctab = ([f"{dialect.comment} kind {k.id}'s constants that differ between its {members_of[k.id]} members, "
+                 "a row per member"]
+                + _table(scalar if static else ctype, "c_tab" if static else f"{fn}_c", k.ctab, lit, table)
+                if ncol else [])
         xtab = [f"{dialect.comment} kind {k.id}'s integers, a row per member: its workspace base, then the input "
                 "indices and the workspace slots it reads"]
         xtab += _table("int", "x_tab" if static else f"{fn}_x", k.itab, str, table)
         if not static:
-            tables += (ctab if ncol else []) + xtab
+            tables += ctab + xtab
         tables.append(f"{dialect.comment} kind {k.id} ({members_of[k.id]} member{'s' if members_of[k.id] > 1 else ''}"
                       f", {len(k.ops)} ops), like {block_text(k.block)}")
         tables.append("template <typename S>")
         if static:
             tables.append(f"{dialect.rolled_qualifier} void {fn}({in_params}, S* w, const int m{dialect.extra_params}) {{")
             tables += [f"  {line}" for line in dialect.rolled_pragma.splitlines()]
-            tables += [f"  {line}" for line in (ctab if ncol else []) + xtab]
+            tables += [f"  {line}" for line in ctab + xtab]
         else:
             tables.append(f"{dialect.rolled_qualifier} void {fn}({in_params}, S* __restrict w, "
                           f"[[maybe_unused]] const {ctype}* __restrict c, const int* __restrict x) {{")

@@ -84,7 +84,8 @@ def format_rolled(model, kernels, unroll, progress=None) -> str:
         per_call = sum(len(R.kinds[kid].ops) for kid in R.seg_kind) + 2 * len(R.trig)
         table.append((k, "rolled", str(len(R.kinds)), str(len(R.segments)), str(len(R.runs)), str(R.n_ops),
                       str(per_call), str(ops), str(R.w_size)))
-    head = [f"lowering (--unroll {dict([(True, 'yes'), (False, 'no')]).get(unroll, unroll)}): rolled kernels are "
+    flag = {True: "yes", False: "no"}.get(unroll, unroll)
+    head = [f"lowering (--unroll {flag}): rolled kernels are "
             "loops over the bodies, one piece of code per kind of body (rbdgen/ir/roll.py); ops printed: the "
             "kinds' code; ops per call: what a call runs (the model's numbers as parameters: more than unrolled "
             "where folding them saved operations); workspace: scalars that pass values between blocks", ""]
