@@ -293,7 +293,7 @@ def iiwa_stale():
     import rbdgen
 
     model = load_case(next(r for r in ROBOTS if r.name == "iiwa14"), False)
-    return model, rbdgen.build(model, kernels=("rnea", *KERNEL_OF.values()), opt="-O1")
+    return model, rbdgen.build(model, kernels=("rnea", *KERNEL_OF.values()), opt="-O0")
 
 
 def test_kernel_follows_the_reference_along_a_trajectory(iiwa_stale):
