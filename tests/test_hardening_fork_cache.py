@@ -334,6 +334,32 @@ def test_a_precompiled_header_is_used_and_leaves_nothing_in_the_cache(tmp_path, 
     assert ("h.h" in kept) == (where == "in the sources"), kept
 
 
+def test_a_static_archive_is_built_once_and_linked_into_libraries(tmp_path, monkeypatch):
+    """build_library(static=True) caches ``<name>.a`` (what the Verilator simulations link
+    instead of compiling Verilator's runtime each time); ``link=[archive]`` links it into a
+    library that calls it; a second library reuses the archive without compiling it again; and
+    an archive of other content is another key for the library that links it."""
+    monkeypatch.setenv("RBDGEN_CACHE_DIR", str(tmp_path / "cache"))
+    flags = ["-O0", "-fPIC"]
+
+    def archive(n):
+        return compiler.build_library({"r.cpp": f'extern "C" int rbd_runtime() {{ return {n}; }}\n'}, ["r.cpp"],
+                                      "rbd_rt", flags, static=True)
+
+    rt = archive(40)
+    assert rt.name == "rbd_rt.a" and compiler.library_intact(rt) is None
+    user = {"u.cpp": 'extern "C" int rbd_runtime();\nextern "C" int rbd_user() { return rbd_runtime() + 2; }\n'}
+    lib = compiler.build_library(user, ["u.cpp"], "rbd_user", flags, link=[rt])
+    assert ctypes.CDLL(str(lib)).rbd_user() == 42
+    seen = []
+    assert archive(40) == rt and compiler.build_library(user, ["u.cpp"], "rbd_user", flags, link=[archive(40)],
+                                                        progress=seen.append) == lib
+    assert seen == []  # both cache hits: nothing compiled
+    other = archive(50)
+    lib2 = compiler.build_library(user, ["u.cpp"], "rbd_user", flags, link=[other])
+    assert other != rt and lib2 != lib and ctypes.CDLL(str(lib2)).rbd_user() == 52
+
+
 # ---- when a batch goes parallel (issue 47, item 3) -------------------------------------------------
 
 _THRESHOLD_SCRIPT = """

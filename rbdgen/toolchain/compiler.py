@@ -341,7 +341,8 @@ def cached_only():
 
 def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
                   progress=None, jobs: int | None = None, source_flags: dict | None = None,
-                  on_output=None, pch: str | None = None) -> Path:
+                  on_output=None, pch: str | None = None, static: bool = False,
+                  link: tuple | list = ()) -> Path:
     """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path.
     ``source_flags`` maps a source to the flags it is compiled with instead of ``flags`` (which
     also link the library). ``on_output(source, text)`` receives what the compiler printed for
@@ -349,17 +350,22 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
     a miss: ``compiling i/n: <source>`` as each source starts (the longest first), ``linking``,
     and ``waiting for another process building …`` while another holds the entry's lock.
     ``pch``: a header the sources include first (a name in ``files``, or a path), precompiled
-    once for them (:func:`_precompile`)."""
+    once for them (:func:`_precompile`). ``static``: a static archive ``<libname>.a`` of the
+    objects instead (position-independent where ``flags`` say ``-fPIC``), for code that many
+    libraries link unchanged — Verilator's runtime, compiled once instead of into every
+    simulation. ``link``: archives (cache paths returned with ``static``) linked into the
+    library; their paths name their own content keys, so they are part of this library's key."""
     cxx = find_cxx(cxx)
     source_flags = {k: list(v) for k, v in (source_flags or {}).items() if list(v) != list(flags)}
-    key = content_key(files, flags, cxx, source_flags)
+    link = [str(x) for x in link]
+    key = content_key(files, [*flags, *link, *(["-static-archive"] if static else [])], cxx, source_flags)
     root = cache_dir()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise BuildError(f"cannot create the compile cache '{root}': {e.strerror or e} (set {CACHE_ENV})") from e
     final = root / key
-    lib = final / f"{libname}.so"
+    lib = final / f"{libname}.{'a' if static else 'so'}"
     if library_intact(lib) is None:
         return lib
     if _CACHED_ONLY.get():
@@ -411,19 +417,23 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as ex:
                 built = dict(zip(order, ex.map(compile_one, order)))
             objs = [built[s] for s in sources]
-            link = [cxx, *flags, "-shared", *map(str, objs), "-o", str(tmp / f"{libname}.so")]
+            if static:
+                cmd = [shutil.which("ar") or "ar", "rcs", str(tmp / lib.name), *map(str, objs)]
+            else:
+                cmd = [cxx, *flags, "-shared", *map(str, objs), *link, "-o", str(tmp / lib.name)]
             if progress:
-                progress(f"linking {libname}.so ({len(objs)} objects)")
-            r = run_compiler(link)
+                progress(f"{'archiving' if static else 'linking'} {lib.name} ({len(objs)} objects)")
+            r = run_compiler(cmd)
             if r.returncode != 0:
-                raise BuildError(f"linking {libname}.so failed: {(r.stderr or r.stdout).strip()[:500]}")
+                raise BuildError(f"{'archiving' if static else 'linking'} {lib.name} failed: "
+                                 f"{(r.stderr or r.stdout).strip()[:500]}")
             for o in objs:
                 o.unlink()
             if gch is not None:  # tens of MB, and of no use once the sources are compiled
                 gch.unlink(missing_ok=True)
                 if os.path.isabs(pch):
                     (tmp / Path(pch).name).unlink(missing_ok=True)  # the forwarding header
-            write_digest(tmp / f"{libname}.so")
+            write_digest(tmp / lib.name)
             (tmp / "command.txt").write_text(" ".join([cxx, *flags]) + "\n" + "".join(
                 f"{src}: {' '.join([cxx, *source_flags[src]])}\n" for src in sorted(source_flags)))
             umask = os.umask(0)
