@@ -77,8 +77,12 @@ def _archs(case):
     """These builds, only emulated here, carry device code for one architecture: each one more
     is a device compile (cicc + ptxas) of every kernel, 40 % of the build (quadruped minv: 10.0 s
     for two, 6.1 s for one). A build for several is checked by
-    test_a_build_carries_every_requested_architecture."""
-    return ARCHS.split(",")[-1]
+    test_a_build_carries_every_requested_architecture. iiwa14's is PTX only (compute_90: no
+    ptxas, 40 % of the device compile of ∇FD); the quadruped's and the humanoid's are machine
+    code, so that ptxas checks every kernel (its limits: registers, shared and constant memory)
+    on a branched floating robot and on the biggest, and test_cli_inspect_cost_cuda_reports_the_schedule
+    reads the quadruped's reports."""
+    return "compute_90" if case == "iiwa14-fixed" else ARCHS.split(",")[-1]
 
 
 def test_a_build_carries_every_requested_architecture():
@@ -94,6 +98,31 @@ def test_a_build_carries_every_requested_architecture():
     assert set(errs) == {"rnea", "minv"} and all(e <= TOL64 for e in errs.values()), errs
 
 
+def test_compute_architectures_are_ptx_only():
+    """``compute_NN`` (nvcc's virtual architecture) asks for PTX only, no machine code: no ptxas
+    at build time, the driver compiles it on the GPU; mixed with machine code for others, and no
+    second PTX of the newest when it is already there. The emulated iiwa14 builds above are such
+    builds (``_archs``)."""
+    from rbdgen.targets.cuda.nvcc import nvcc_flags, parse_archs
+
+    assert parse_archs("compute_90") == ("compute_90",)
+    assert parse_archs("compute_90,sm_80") == ("80", "compute_90")
+    assert parse_archs("sm_90, compute_90") == ("90", "compute_90")
+
+    def gencodes(arch):
+        f = nvcc_flags(parse_archs(arch))
+        return [f[i + 1] for i, x in enumerate(f) if x == "-gencode"]
+
+    assert gencodes("compute_90") == ["arch=compute_90,code=compute_90"]
+    assert gencodes("80,compute_90") == ["arch=compute_80,code=sm_80", "arch=compute_90,code=compute_90"]
+    assert gencodes("80,90") == ["arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90",
+                                 "arch=compute_90,code=compute_90"]
+    with pytest.raises(BuildError, match="compute_90"):
+        parse_archs("compute_9")
+    kern = _build("iiwa14-fixed")
+    assert kern.archs == ("compute_90",) and "(cuda compute_90, float64" in repr(kern)
+
+
 def _errors(kern, model, dtype):
     return kernel_errors(kern, model, dtype, seed=5, n=N, single=3)
 
@@ -103,6 +132,9 @@ def _errors(kern, model, dtype):
 def test_emulated_float64_matches_reference(case, shape):
     kern = _build(case)
     assert kern.archs == tuple(_archs(case).split(","))
+    flags = (Path(kern.path).parent / "command.txt").read_text().split("\n")[0].split()
+    n = _archs(case).removeprefix("compute_")
+    assert (f"arch=compute_{n},code=sm_{n}" in flags) == (not _archs(case).startswith("compute_")), flags
     errs = _errors(kern.emulated(shape), _model(case), np.float64)
     assert set(errs) == set(CASES[case][2])
     bad = {k: e for k, e in errs.items() if not e <= TOL64}

@@ -188,7 +188,7 @@ def test_traced_kernels_match_the_reference(tmp_path):
 def test_compiled_cpu_float64_and_float32(tmp_path):
     m = _traced_models(tmp_path)["iiwa14 (flange + link 3)"]
     for dtype, tol in (("float64", {k: TOL64 for k in SCHUR}), ("float32", TOL32)):
-        kern = rbdgen.build(m, kernels=SCHUR, dtype=dtype, opt="-O1")
+        kern = rbdgen.build(m, kernels=SCHUR, dtype=dtype, opt="-O0")
         errs = kernel_errors(kern, m, dtype, seed=8, n=40, single=3)
         assert set(errs) == set(SCHUR) and all(errs[k] <= tol[k] for k in SCHUR), errs
 
@@ -197,7 +197,8 @@ def test_cuda_emulated_and_hls_csim(tmp_path):
     """The CUDA build (nvcc, host emulation of both launch shapes) and the HLS C simulation in
     ap_fixed<32,16> within the declared bounds (and not exact)."""
     m = _traced_models(tmp_path)["iiwa14 (flange + link 3)"]
-    cu = rbdgen.build(m, target="cuda", kernels=SCHUR, opt="-O0", arch="80", werror=True)
+    # PTX only: emulated here, the device code checked by nvcc's front end (ptxas: a third more)
+    cu = rbdgen.build(m, target="cuda", kernels=SCHUR, opt="-O0", arch="compute_80", werror=True)
     for shape in ("thread", "block"):
         errs = kernel_errors(cu.emulated(shape), m, np.float64, seed=5, n=12, single=3)
         assert all(e <= TOL64 for e in errs.values()), (shape, errs)

@@ -82,7 +82,11 @@ def detect_archs() -> tuple:
 
 def parse_archs(arch) -> tuple:
     """``None`` → the GPUs found here, else sm_80 and sm_90; ``"native"`` likewise but an error
-    without a GPU; ``"sm_86"``, ``"86"``, ``"80,90"`` or a list of those."""
+    without a GPU; ``"sm_86"``, ``"86"``, ``"80,90"`` or a list of those: machine code (SASS) for
+    each. ``"compute_90"``: PTX only for that architecture, nvcc's virtual-architecture spelling —
+    no ptxas at build time (a third less nvcc time), the driver compiles it for the GPU when the
+    library is first loaded there; such entries stay ``"compute_NN"`` in the tuple, machine code
+    entries are the bare numbers."""
     if arch is None or arch == "native":
         found = detect_archs()
         if found:
@@ -94,30 +98,44 @@ def parse_archs(arch) -> tuple:
     out = []
     for a in items:
         s = str(a).strip().lower()
+        ptx = s.startswith("compute_")
         for pre in ("sm_", "compute_", "sm"):
             if s.startswith(pre):
                 s = s[len(pre):]
                 break
         if not (s.isdigit() and 2 <= len(s) <= 3 and int(s) >= 50):
-            raise BuildError(f"unknown CUDA architecture {a!r} (expected e.g. sm_80, 90 or '80,90')")
-        out.append(s)
+            raise BuildError(f"unknown CUDA architecture {a!r} (expected e.g. sm_80, 90, '80,90' or compute_90)")
+        out.append("compute_" + s if ptx else s)
     if not out:
         raise BuildError("no CUDA architecture given")
-    return tuple(sorted(set(out), key=int))
+    return tuple(sorted(set(out), key=lambda a: (int(arch_number(a)), a.startswith("compute_"))))
+
+
+def arch_number(a: str) -> str:
+    """``"90"`` of ``"90"`` or ``"compute_90"`` (an entry of :func:`parse_archs`)."""
+    return a.removeprefix("compute_")
+
+
+def arch_label(a: str) -> str:
+    """``sm_90`` (machine code) or ``compute_90`` (PTX only)."""
+    return a if a.startswith("compute_") else f"sm_{a}"
 
 
 def nvcc_flags(archs, opt: str = "-O3", werror: bool = False, ptx: bool = True) -> list[str]:
-    """Device code for each architecture plus (``ptx``) PTX of the newest, which the driver can
-    compile for GPUs newer than any listed. ptxas prints its resource report (``-Xptxas -v``),
-    which the build keeps for ``rbdgen inspect --cost --target cuda``."""
+    """Machine code for each architecture (``compute_NN`` entries: PTX only) plus (``ptx``) PTX of
+    the newest, which the driver can compile for GPUs newer than any listed. ptxas prints its
+    resource report (``-Xptxas -v``), which the build keeps for ``rbdgen inspect --cost --target
+    cuda``."""
     flags = [*DEVICE_FLAGS, opt, "-Xcompiler", "-fPIC,-Wall,-Wextra" + (",-Werror" if werror else ""),
              "-Xptxas", "-v"]
     if werror:
         flags += ["--Werror", "all-warnings"]
     for a in archs:
-        flags += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
-    if ptx:
-        flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+        n = arch_number(a)
+        flags += ["-gencode", f"arch=compute_{n},code={'compute' if a != n else 'sm'}_{n}"]
+    newest = arch_number(archs[-1])
+    if ptx and f"compute_{newest}" not in archs:
+        flags += ["-gencode", f"arch=compute_{newest},code=compute_{newest}"]
     return flags
 
 

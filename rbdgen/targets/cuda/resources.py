@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from ...errors import BuildError
 from ...textutil import text_table
-from .nvcc import parse_archs, ptxas_reports
+from .nvcc import arch_number, parse_archs, ptxas_reports
 
 #: instructions of the FP64 pipe per division / per sin-cos pair (approximate; see module doc)
 DIV_INSTR = 10
@@ -76,7 +76,7 @@ def gpu_for(arch) -> Gpu:
     """The GPU of one architecture (``None``: the H100)."""
     if arch is None:
         return H100
-    archs = parse_archs(arch)
+    archs = [arch_number(a) for a in parse_archs(arch)]
     if len(archs) != 1 or archs[0] not in GPUS:
         raise BuildError(f"the resource report is for one architecture of {', '.join('sm_' + a for a in GPUS)}, "
                          f"got {arch!r}")

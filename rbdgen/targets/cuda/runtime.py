@@ -31,7 +31,7 @@ from ...kernels.frames import install as _install_frames
 from ...kernels.loaded import NamesMissingKernels, _Method, call_variant, structured_inputs
 from ...toolchain.rebuild import reduce as _reduce
 from .emit import SHAPES
-from .nvcc import builds_for_found_gpus, compile_library, parse_archs
+from .nvcc import arch_label, builds_for_found_gpus, compile_library, parse_archs
 
 #: set to 1 for the debug mode: synchronise after every launch and report faults inside kernels
 SYNC_ENV = "RBDGEN_CUDA_SYNC"
@@ -181,7 +181,7 @@ class CudaKernels(NamesMissingKernels):
         return _reduce(self)
 
     def __repr__(self):
-        return (f"<rbdgen kernels for {self.model.name!r} (cuda sm_{',sm_'.join(self.archs)}, {self.dtype}, "
+        return (f"<rbdgen kernels for {self.model.name!r} (cuda {','.join(map(arch_label, self.archs))}, {self.dtype}, "
                 f"nq={self.nq}, nv={self.nv}): {', '.join(self.kernels)}>")
 
 
