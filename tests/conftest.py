@@ -149,6 +149,17 @@ ROBOT_CASES = [
     pytest.param(r, fb, id=f"{r.name}-{'floating' if fb else 'fixed'}") for r in ROBOTS for fb in r.floating
 ]
 
+
+
+def by_robot(cases):
+    """``cases`` (of ROBOT_CASES) each in the xdist group of its robot case: under `make test`
+    (--dist loadgroup) the tests of one case, across the modules that use this, run in one
+    worker, which then traces each kernel of the robot once (registry.trace keeps the traces of
+    the models load_case keeps) instead of once per worker that meets the robot."""
+    return [pytest.param(*c.values, id=c.id, marks=(*c.marks, pytest.mark.xdist_group(f"robot-{c.id}")))
+            for c in cases]
+
+
 _cache: dict = {}
 
 

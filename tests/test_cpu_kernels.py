@@ -27,7 +27,7 @@ from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS
 from rbdgen.errors import CompilerNotFoundError
 
-from conftest import (ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, kernel_errors, load_case, random_state,
+from conftest import (ROBOT_CASES, TOL32, TOL64, by_robot, kernel_args, kernel_err, kernel_errors, load_case, random_state,
                       ref_out)
 
 BIG_NV = 20
@@ -66,7 +66,7 @@ COMPILED_CASES = [c for c in ROBOT_CASES
                   if c.values[1] or c.values[0].name == "quadruped" or True not in c.values[0].floating]
 
 
-@pytest.mark.parametrize("robot,floating", COMPILED_CASES)
+@pytest.mark.parametrize("robot,floating", by_robot(COMPILED_CASES))  # the traces test_ir's tests of the robot made
 def test_float64_kernels_match_reference(robot, floating, request):
     m = load_case(robot, floating)
     kern = _build(request.node.callspec.id, m, "float64")

@@ -12,10 +12,11 @@ from rbdgen.ir import Graph, run
 from rbdgen.ir.graph import Array, Block, Kernel
 from rbdgen.ir.ops import COST_CLASSES, OPS
 
-from conftest import ROBOT_CASES, TOL32, TOL64, kernel_args, kernel_err, load_case, random_state, ref_out
+from conftest import ROBOT_CASES, TOL32, TOL64, by_robot, kernel_args, kernel_err, load_case, random_state, ref_out
 
 
-@pytest.mark.parametrize("robot,floating", ROBOT_CASES)
+# by_robot: a robot's two interpreted tests and its compiled one (test_cpu_kernels) share its traces
+@pytest.mark.parametrize("robot,floating", by_robot(ROBOT_CASES))
 def test_interpreted_kernels_match_reference(robot, floating):
     m = load_case(robot, floating)
     q, v, a, tau = random_state(m, seed=21, n=3)
@@ -27,7 +28,7 @@ def test_interpreted_kernels_match_reference(robot, floating):
     assert not bad, f"{robot.name}: {bad}"
 
 
-@pytest.mark.parametrize("robot,floating", ROBOT_CASES)
+@pytest.mark.parametrize("robot,floating", by_robot(ROBOT_CASES))
 def test_interpreted_kernels_in_float32(robot, floating):
     """Every kernel on every robot in float32 arithmetic (the interpreter computes in the
     kernel's dtype), within the measured float32 bounds (conftest.TOL32)."""
