@@ -26,8 +26,9 @@ class CudaTarget(Target):
     options = (
         OPT,
         Option("arch", "--arch", "cuda: GPU architecture(s), e.g. sm_90 or 80,90 (default: the GPUs found, "
-               "else sm_80 and sm_90; compute_90: PTX only, compiled by the driver on the GPU); inspect --cost: the one the resource report is for (sm_80 or sm_90, "
-               "default sm_90)", ("compile", "cost"), {"metavar": "SM"}),
+               "else sm_80 and sm_90; compute_90: PTX only, compiled by the driver on the GPU); inspect --cost: "
+               "the one the resource report is for (sm_80 or sm_90, default sm_90)", ("compile", "cost"),
+               {"metavar": "SM"}),
         Option("nvcc", "--nvcc", "cuda: the nvcc to use (default: $NVCC, else the one `make` installs)",
                ("compile", "cost"), {"metavar": "PATH"}),
         Option("werror", "", "cuda: warnings are errors (as in CI)", ("compile",)),

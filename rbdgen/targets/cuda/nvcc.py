@@ -84,7 +84,7 @@ def parse_archs(arch) -> tuple:
     """``None`` → the GPUs found here, else sm_80 and sm_90; ``"native"`` likewise but an error
     without a GPU; ``"sm_86"``, ``"86"``, ``"80,90"`` or a list of those: machine code (SASS) for
     each. ``"compute_90"``: PTX only for that architecture, nvcc's virtual-architecture spelling —
-    no ptxas at build time (a third less nvcc time), the driver compiles it for the GPU when the
+    no ptxas at build time (~40 % less nvcc time), the driver compiles it for the GPU when the
     library is first loaded there; such entries stay ``"compute_NN"`` in the tuple, machine code
     entries are the bare numbers."""
     if arch is None or arch == "native":
