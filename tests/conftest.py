@@ -150,7 +150,6 @@ ROBOT_CASES = [
 ]
 
 
-
 def by_robot(cases):
     """``cases`` (of ROBOT_CASES) each in the xdist group of its robot case: under `make test`
     (--dist loadgroup) the tests of one case, across the modules that use this, run in one

@@ -418,15 +418,14 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
                 built = dict(zip(order, ex.map(compile_one, order)))
             objs = [built[s] for s in sources]
             if static:
-                cmd = [shutil.which("ar") or "ar", "rcs", str(tmp / lib.name), *map(str, objs)]
+                verb, cmd = "archiving", [shutil.which("ar") or "ar", "rcs", str(tmp / lib.name), *map(str, objs)]
             else:
-                cmd = [cxx, *flags, "-shared", *map(str, objs), *link, "-o", str(tmp / lib.name)]
+                verb, cmd = "linking", [cxx, *flags, "-shared", *map(str, objs), *link, "-o", str(tmp / lib.name)]
             if progress:
-                progress(f"{'archiving' if static else 'linking'} {lib.name} ({len(objs)} objects)")
+                progress(f"{verb} {lib.name} ({len(objs)} objects)")
             r = run_compiler(cmd)
             if r.returncode != 0:
-                raise BuildError(f"{'archiving' if static else 'linking'} {lib.name} failed: "
-                                 f"{(r.stderr or r.stdout).strip()[:500]}")
+                raise BuildError(f"{verb} {lib.name} failed: {(r.stderr or r.stdout).strip()[:500]}")
             for o in objs:
                 o.unlink()
             if gch is not None:  # tens of MB, and of no use once the sources are compiled
