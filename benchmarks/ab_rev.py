@@ -58,7 +58,7 @@ BUILD_SCRIPT = r"""
 import json, sys
 import rbdgen
 from rbdgen.targets.cpu import generate_cpu
-urdf, floating, frames, kernels, stub, unroll = json.loads(sys.argv[1])
+urdf, floating, frames, kernels, stub, unroll, constraints = json.loads(sys.argv[1])
 if stub:  # every grouped sine/cosine call replaced by two multiplies per angle (fd_profile.FAKE_TRIG)
     FAKE = stub
     import rbdgen.targets.cpu as cpu
@@ -74,6 +74,9 @@ if stub:  # every grouped sine/cosine call replaced by two multiplies per angle 
         return gen
     cpu.generate_cpu = stubbed
 model = rbdgen.load_urdf(urdf, floating_base=floating).with_frames(frames)
+if constraints:
+    from rbdgen.model.constraints import constraints_from_cli
+    model = model.with_constraints(constraints_from_cli(constraints, []))
 gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, python=False, unroll=unroll)
 kern = rbdgen.build(model, kernels=kernels, unroll=unroll)
 sig = {k: [[a.name, a.size] for a in list(pk.inputs) + list(pk.outputs)] for k, pk in gen.kernels.items()}
@@ -111,12 +114,12 @@ DEFAULT_KERNELS = ("rnea", "nle", "gravity", "crba", "aba", "minv", "forward_kin
 
 
 def build_side(tree: Path, cache: Path, urdf: Path, floating: bool, frames: list, kernels: list,
-               stub: bool = False, unroll: bool = True) -> dict:
+               stub: bool = False, unroll: bool = True, constraints: list = ()) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree), RBDGEN_CACHE_DIR=str(cache))
     if stub:
         env["RBDGEN_GENERATION_CACHE"] = "0"  # the stub is applied to what is generated
     r = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, json.dumps([str(urdf), floating, frames, kernels, FAKE_TRIG if stub else "",
-                                                              unroll])],
+                                                              unroll, list(constraints)])],
                        capture_output=True, text=True, env=env, cwd=str(cache))
     if r.returncode != 0:
         raise SystemExit(f"ab_rev: building with the rbdgen of {tree} failed:\n{r.stderr[-2000:]}")
@@ -180,7 +183,7 @@ def main(argv=None) -> int:
         for robot in robots:
             path_fn, floating, _ = ROBOTS[robot]
             urdf = path_fn()
-            model = rbdgen.load_urdf(urdf, floating_base=floating).with_frames(measure.FRAMES[robot])
+            model = measure.bench_model(robot, urdf, floating)  # its frames and the bench's contacts
             kernels = [k for k in args.kernels.split(",") if k in registry.applicable(model, None)]
             unroll = args.unroll == "yes"
             gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, python=False, unroll=unroll)
@@ -192,7 +195,7 @@ def main(argv=None) -> int:
                 cache = work / f"cache-{robot}-{side.replace(' ', '_')}"
                 cache.mkdir()
                 built = build_side(tree, cache, urdf, floating, measure.FRAMES[robot], kernels, side == "no trig",
-                                   unroll)
+                                   unroll, measure.CONSTRAINTS.get(robot, []))
                 bad = [k for k in kernels if built["sig"].get(k) != sig[k]]
                 if bad:
                     raise SystemExit(f"ab_rev: {', '.join(bad)}: the signature differs between {rev[:9]} and this tree")

@@ -386,7 +386,8 @@ def _trace(model, d: KernelDecl, fold: bool, generic: bool = False):
         val = values[a.name]
         if not isinstance(val, Product):
             continue
-        n, m = shapes[a.name]
+        *lead, m = shapes[a.name]
+        n = int(np.prod(lead))  # an output of more dimensions: its last one is the product's columns
         ops = []
         for operand in (val.a, val.b):
             if isinstance(operand, str):

@@ -153,3 +153,13 @@ def test_forward_mode_tangents_of_every_op():
     eps = 1e-6
     fd = [(run(k, x0 + eps * e)[0][0] - run(k, x0 - eps * e)[0][0]) / (2 * eps) for e in np.eye(3)]
     assert np.allclose(grad, fd, rtol=1e-8, atol=1e-9)
+    # a seed on an intermediate node is its tangent, used as given: h's own (cos x₀·x₁, sin x₀, 0)
+    # gives the same derivative; a wrong one (h's tangent doubled) is not corrected from x
+    dh = [g.op("cos", x[0]) * x[1], g.op("sin", x[0]), None]
+    for scale, same in ((1.0, True), (2.0, False)):
+        s2 = {**seeds, h.node.id: [None if t is None else t * scale for t in dh]}
+        d2 = tangents(g, [y[0]], s2)
+        k2 = Kernel("t2", g, [Array("x", (3,))], [(Array("y", (1,)), [y[0]]), (Array("dy", (3,)), d2[0])])
+        assert np.allclose(run(k2, x0)[1], grad, rtol=1e-12) == same
+    with pytest.raises(ValueError, match="constant"):
+        tangents(g, [y[0]], {**seeds, g.const(2.0).node.id: [one, None, None]})  # y₀ reads the constant 2

@@ -33,11 +33,11 @@ import numpy as np
 
 from .. import reference as ref
 from ..reference import contact as rc
-from ..registry import Arg, declare
+from ..registry import Arg, Product, declare
 from . import spatial as S
 from .contact import _frame_X, _frame_motions, _frame_pose, _frames, _jacobians, _osim_values
 from ..ir.forward import tangents
-from .dynamics import _aba_values, _rnea_values
+from .dynamics import _aba_values, _rnea_derivative_values, _rnea_values
 from .kinematics import placements
 from .trace import Trace
 
@@ -201,7 +201,7 @@ def _parts(t: Trace, q, v, tau, schur=None) -> dict:
         pivots += piv[row:row + size] + [one] * (6 - size)
         row += size
     return {"qdd": qdd, "forces": forces, "pivots": pivots, "x": x, "rows": rows, "sizes": sizes, "keep": keep,
-            "L": L, "Dinv": Dinv, "J": J, "bias": bias, "fext": fext}
+            "L": L, "Dinv": Dinv, "J": J, "bias": bias, "fext": fext, "vel": vel}
 
 
 def _constrained_fd(t: Trace, q, v, tau):
@@ -336,9 +336,72 @@ def _q_tangent_seeds(t: Trace, q, k: int) -> dict:
     return seeds
 
 
+def _frame_tangents(t: Trace, v, qdd, J, body: int) -> tuple[list, list]:
+    """The tangents of a frame's LOCAL spatial velocity v_f and spatial acceleration
+    a_f = J q̈ + J̇ q̇ (q̈ held) along the 2·nv directions (q's tangent, then v): two lists of six
+    rows ([lin; ang]) of 2·nv Values, from the frame's LOCAL Jacobian ``J`` (6 rows × nv).
+
+    In one frame fixed at this instant (the frame's own axes: every identity below is a sum of
+    cross products of motion vectors, which a fixed transform carries over), with J_e the column
+    of DoF e of joint i, λ = i's parent body, v_x and a_x the velocity and acceleration (no
+    gravity) of body x, and a joint's columns attached to its child body, so that moving DoF e
+    moves the subtree of i by the twist J_e (q ⊕ ε e_e) and ∂J_c/∂q_e = J_e × J_c below it:
+
+        ∂v_f/∂q_e = dV_e = v_λ × J_e,               ∂v_f/∂q̇_e = J_e,
+        ∂a_f/∂q_e = a_λ × J_e − (v_f − v_λ) × dV_e,  ∂a_f/∂q̇_e = dV_e − (v_f − v_i) × J_e,
+
+    (a_b = Σ_c J_c q̈_c + (v_{j(c)} × J_c) q̇_c over the columns c on the path, differentiated; the
+    last two include the change of the frame's own axes, −J_e × a_f and −J_e × v_f). The path's
+    velocities are partial sums of J's columns times q̇, a_i = a_λ + Σ_c J_c q̈_c + v_λ × vJ_i:
+    O(path) per frame instead of forward-mode tangents through the kinematics."""
+    m, g = t.m, t.g
+    nv = m.nv
+    zero = g.const(0.0)
+    dvel = [[zero] * (2 * nv) for _ in range(6)]
+    dacc = [[zero] * (2 * nv) for _ in range(6)]
+
+    def column(e):  # Featherstone's [ang; lin]
+        return [J[3][e], J[4][e], J[5][e], J[0][e], J[1][e], J[2][e]]
+
+    def put(rows, c, x):  # [ang; lin] → rows [lin; ang]
+        for r, val in enumerate(x[3:] + x[:3]):
+            rows[r][c] = val
+
+    path = []  # (joint, its DoFs, v_λ, a_λ, v_i), root first
+    vl, al = t.zeros(6), t.zeros(6)
+    for j in reversed(m.ancestors(body)):
+        dofs = range(m.v_start[j], m.v_start[j] + m.nv_joint(j))
+        vJ, aJ = t.zeros(6), t.zeros(6)
+        for e in dofs:
+            Je = column(e)
+            vJ = [x + y * v[e] for x, y in zip(vJ, Je)]
+            aJ = [x + y * qdd[e] for x, y in zip(aJ, Je)]
+        vi = S.vadd(vl, vJ)
+        path.append((dofs, vl, al, vi))
+        vl, al = vi, S.vadd(S.vadd(al, aJ), S.crm(g, vl, vJ))
+    vf = vl
+    for dofs, vl, al, vi in path:
+        wl, wi = S.vsub(vf, vl), S.vsub(vf, vi)
+        for e in dofs:
+            Je = column(e)
+            dV = S.crm(g, vl, Je)
+            put(dvel, e, dV)
+            put(dvel, nv + e, Je)
+            put(dacc, e, S.vsub(S.crm(g, al, Je), S.crm(g, wl, dV)))
+            put(dacc, nv + e, S.vsub(dV, S.crm(g, wi, Je)))
+    return dvel, dacc
+
+
 def _constrained_fd_derivatives(t: Trace, q, v, tau):
     """q̈, F and their derivatives along the tangent of q, v and τ by the implicit-function
-    theorem on the KKT system of :func:`_parts` (see the module docstring)."""
+    theorem on the KKT system of :func:`_parts` (see docs/contact.md):
+
+        dq̈ = −[C  (S⁻¹J_cM⁻¹)ᵀ] [∂E₁; ∂E₂],   dF = −[S⁻¹J_cM⁻¹  −S⁻¹] [∂E₁; ∂E₂],
+        C = ∂q̈/∂τ = M⁻¹ − M⁻¹J_cᵀ S⁻¹ J_c M⁻¹,   ∂F/∂τ = S⁻¹ J_c M⁻¹,
+
+    ∂E₁ (inverse dynamics at the solution, the constraint wrenches on their bodies) by the
+    analytical RNEA derivatives, ∂E₂ (the constraint accelerations J_c q̈ + γ) by forward-mode
+    tangents; the four products with [∂E₁; ∂E₂] are the epilogue's loops (:class:`Product`)."""
     m, g = t.m, t.g
     nv = m.nv
     zero, one = g.const(0.0), g.const(1.0)
@@ -349,17 +412,45 @@ def _constrained_fd_derivatives(t: Trace, q, v, tau):
     for i, vi in enumerate(v):
         seeds.setdefault(vi.node.id, [None] * k)[nv + i] = one
     held = {a.node.id for a in qdd} | {a.node.id for a in x}  # the solution, held while differentiating
-    t.block("∂/∂(q, v) of the equations at the solution: ID with the constraint wrenches, J_c q̈ + γ")
-    E1 = _rnea_values(t, q, v, qdd, f_ext=p["fext"])[0]            # M q̈ + b + J_cᵀ F (τ: no q, v tangent)
+    # ∂E₁: M q̈ + b + J_cᵀ F with q̈ and F held. The analytical derivatives hold the wrenches fixed
+    # in their bodies' frames; a loop's wrench on its second body is −ᵇX_a F, which turns with q:
+    # its tangent δf enters E₁ linearly, as inverse dynamics of δf alone (no motion, no gravity)
+    dq, dv = _rnea_derivative_values(t, q, v, qdd, f_ext=p["fext"])
+    fext = p["fext"]
+    dfext = tangents(g, fext, seeds, held, k)
+    assert all(te[d].is_zero() for te in dfext for d in range(nv, k)), "a constraint wrench depends on v"
+    for d in range(nv):
+        col = [te[d] for te in dfext]
+        if all(c.is_zero() for c in col):
+            continue
+        t.block(f"∂/∂q of the loop wrenches, column {d}")
+        tau_d = _rnea_values(t, q, t.zeros(nv), t.zeros(nv), gravity=False, f_ext=col)[0]
+        for r in range(nv):
+            dq[r][d] = dq[r][d] + tau_d[r]
+    t.block("∂/∂(q, v) of the constraint accelerations J_c q̈ + γ")
+    # the frames' LOCAL velocities and accelerations carry their tangents from _frame_tangents;
+    # forward mode does the rest (the rows' coefficients and drift terms: a loop's ᵃX_b, ω × v)
+    frames, accs = _frames(t), {}
+    for i in keep:
+        for fk in rows[i][0]:
+            if fk in accs:
+                continue
+            accs[fk] = [S.dot(g, row, qdd) + p["bias"][fk][rr] for rr, row in enumerate(p["J"][fk])]
+            if frames[fk].body < 0:
+                continue
+            t.frame_block("∂/∂(q, v) of the frame's velocity and acceleration", frames[fk])
+            dvel, dacc = _frame_tangents(t, v, qdd, p["J"][fk], frames[fk].body)
+            for val, dval in list(zip(p["vel"][fk], dvel)) + list(zip(accs[fk], dacc)):
+                if val.node.op not in ("const", "input"):
+                    seeds.setdefault(val.node.id, dval)
+    t.block("∂/∂(q, v) of the constraint accelerations J_c q̈ + γ")
     E2 = []
     for i in keep:                                                  # J_c q̈ + γ (drift, Baumgarte)
         coef, r = rows[i]
         e = zero
         for fk, cf in coef.items():
-            acc = [S.dot(g, row, qdd) + p["bias"][fk][rr] for rr, row in enumerate(p["J"][fk])]
-            e = e + S.dot(g, cf, acc)
+            e = e + S.dot(g, cf, accs[fk])
         E2.append(e - r)
-    A = tangents(g, E1, seeds, held, k)                             # nv × 2nv
     B = tangents(g, E2, seeds, held, k)                             # kept rows × 2nv
     Jc = []
     for i in keep:
@@ -369,37 +460,44 @@ def _constrained_fd_derivatives(t: Trace, q, v, tau):
                 row[c] = row[c] + S.dot(g, cf, [p["J"][fk][rr][c] for rr in range(6)])
         Jc.append(row)
     nk = len(keep)
-    t.block("M⁻¹ of the partials, M⁻¹ J_cᵀ, M⁻¹")
-    Y = _aba_values(t, q, v, A, gravity=False, velocity=False)      # M⁻¹ ∂E1
+    t.block("M⁻¹ J_cᵀ, M⁻¹")
     MiJ = _aba_values(t, q, v, [[Jc[r][c] for r in range(nk)] for c in range(nv)], gravity=False,
                       velocity=False) if nk else [[] for _ in range(nv)]
     Minv = _aba_values(t, q, v, [[one if c == d else zero for d in range(nv)] for c in range(nv)],
                        gravity=False, velocity=False, symmetric=True)
-    t.block("the KKT system's inverse on the partials")
-    G = S.ldlt_substitute(p["L"], p["Dinv"], [[S.dot(g, Jc[r], [Y[c][d] for c in range(nv)]) - B[r][d] for d in range(k)]
-                                       for r in range(nk)])         # S⁻¹ (J_c M⁻¹ ∂E1 − ∂E2)
-    dqdd = [[S.dot(g, MiJ[a], [G[r][d] for r in range(nk)]) - Y[a][d] for d in range(k)] for a in range(nv)]
-    SiJM = S.ldlt_substitute(p["L"], p["Dinv"], [[MiJ[c][r] for c in range(nv)] for r in range(nk)])   # S⁻¹ J_c M⁻¹
-    dqdd_dtau = [[Minv[a][c] - S.dot(g, MiJ[a], [SiJM[r][c] for r in range(nk)]) for c in range(nv)]
-                 for a in range(nv)]
+    t.block("S⁻¹, S⁻¹ J_c M⁻¹ and ∂q̈/∂τ")
+    Sinv = S.ldlt_substitute(p["L"], p["Dinv"], [[one if r == c else zero for c in range(nk)] for r in range(nk)])
+    SiJM = [[S.dot(g, Sinv[r], [MiJ[c][s] for s in range(nk)]) for c in range(nv)] for r in range(nk)]
+    C = [[None] * nv for _ in range(nv)]                            # ∂q̈/∂τ, symmetric: one triangle
+    for a in range(nv):
+        for c in range(a, nv):
+            C[a][c] = C[c][a] = Minv[a][c] - S.dot(g, MiJ[a], [SiJM[r][c] for r in range(nk)])
+    # the products' operands: left factors (rows of the output) and the partials [∂E₁; ∂E₂]
+    # (columns of q, then of v), scratch arrays of the straight-line code
+    left_qdd = [y for a in range(nv) for y in C[a] + [SiJM[r][a] for r in range(nk)]]
     n = len(rows)
-    dx = [[zero] * k for _ in range(n)]
-    dx_dtau = [[zero] * nv for _ in range(n)]
-    for r, i in enumerate(keep):
-        dx[i] = [-y for y in G[r]]
-        dx_dtau[i] = SiJM[r]
-    dF_dq, dF_dv, dF_dtau, row = [], [], [], 0
+    kept_at = {i: r for r, i in enumerate(keep)}
+    left_F, dF_dtau, row = [], [], 0
     for size in p["sizes"]:
         for s_ in range(6):
-            src = dx[row + s_] if s_ < size else [zero] * k
-            dF_dq += src[:nv]
-            dF_dv += src[nv:]
-            dF_dtau += dx_dtau[row + s_] if s_ < size else [zero] * nv
+            r = kept_at.get(row + s_) if s_ < size else None
+            if r is None:
+                left_F += [zero] * (nv + nk)
+                dF_dtau += [zero] * nv
+            else:
+                left_F += SiJM[r] + [-y for y in Sinv[r]]
+                dF_dtau += SiJM[r]
         row += size
-    flat = lambda M: [y for r in M for y in r]  # noqa: E731
+    assert row == n
+    part_q = [y for rr in dq for y in rr] + [B[r][d] for r in range(nk) for d in range(nv)]
+    part_v = [y for rr in dv for y in rr] + [B[r][nv + d] for r in range(nk) for d in range(nv)]
     return {"qdd": p["qdd"], "forces": p["forces"], "pivots": p["pivots"],  # (pivots: declared last)
-            "dqdd_dq": flat([r[:nv] for r in dqdd]), "dqdd_dv": flat([r[nv:] for r in dqdd]),
-            "dqdd_dtau": flat(dqdd_dtau), "dF_dq": dF_dq, "dF_dv": dF_dv, "dF_dtau": dF_dtau}
+            "dqdd_dq": Product(("kkt_qdd_left", left_qdd), ("kkt_partials_q", part_q), -1.0),
+            "dqdd_dv": Product(("kkt_qdd_left", left_qdd), ("kkt_partials_v", part_v), -1.0),
+            "dqdd_dtau": [y for rr in C for y in rr],
+            "dF_dq": Product(("kkt_force_left", left_F), ("kkt_partials_q", part_q), -1.0),
+            "dF_dv": Product(("kkt_force_left", left_F), ("kkt_partials_v", part_v), -1.0),
+            "dF_dtau": dF_dtau}
 
 
 def _ref_constrained_fd_derivatives(model, q, v, tau):

@@ -61,8 +61,10 @@ if _missing:
 def tangents(g: Graph, outputs, seeds: dict, stop=frozenset(), directions: int | None = None):
     """The tangents of ``outputs`` (Values of ``g``): a list per output of one Value per direction.
 
-    ``seeds``: input node id → a list (one entry per direction) of Values or None (zero);
-    ``stop``: node ids held constant. Directions a seed leaves out are zero."""
+    ``seeds``: node id → a list (one entry per direction) of Values or None (zero). An input's
+    seed is its tangent; any other node's is a tangent known beforehand (e.g. from an analytical
+    formula), which is then used as it is: what that node depends on is not differentiated through
+    on its way. ``stop``: node ids held constant. Directions a seed leaves out are zero."""
     k = directions if directions is not None else len(next(iter(seeds.values())))
     zero = g.const(0.0)
     nodes, todo = {}, [o.node for o in outputs]
@@ -71,14 +73,17 @@ def tangents(g: Graph, outputs, seeds: dict, stop=frozenset(), directions: int |
         if n.id in nodes:
             continue
         nodes[n.id] = n
-        if n.id not in stop:
+        if n.id not in stop and n.id not in seeds:
             todo.extend(n.args)
     tan: dict[int, list] = {}
     for nid in sorted(nodes):  # ids are creation order: operands before their users
         n = nodes[nid]
+        if nid in seeds and nid not in stop:
+            if n.op == "const":
+                raise ValueError("tangents: a constant node cannot be seeded (its tangent is zero)")
+            tan[nid] = [None if x is None or x.is_zero() else x for x in seeds[nid]] + [None] * (k - len(seeds[nid]))
+            continue
         if n.op == "input":
-            if nid in seeds and nid not in stop:
-                tan[nid] = list(seeds[nid]) + [None] * (k - len(seeds[nid]))
             continue
         if nid in stop or n.op not in RULES:  # constants, parameters, held values
             continue
