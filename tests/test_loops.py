@@ -408,6 +408,24 @@ def test_constrained_fd_derivatives(urdfs, name, cons, with_pin):
             decl.pinocchio(pin, pm, None, m.to_pinocchio_q(q[0]), v[0], tau[0])
 
 
+def test_constrained_fd_derivatives_float32(urdfs):
+    """float32 within the declared bound (float32_tol) of the registry's reference (central
+    differences of the NumPy contact_fd) at the same float32-rounded states: the iiwa held 6d,
+    the floating quadruped on four feet (3d)."""
+    decl = rbdgen.registry.get("constrained_fd_derivatives")
+    for name, cons, _ in DERIV[:2]:
+        m, _ = _models(urdfs, name)
+        m = m.with_constraints(cons)
+        k32 = rbdgen.build(m, "cpu", "float32", kernels=["constrained_fd_derivatives"], opt="-O0", simd=False)
+        rng = np.random.default_rng(11)
+        q, v, tau = (x.astype(np.float32) for x in (m.random_q(rng, 3), rng.normal(size=(3, m.nv)),
+                                                      3.0 * rng.normal(size=(3, m.nv))))
+        got = k32.constrained_fd_derivatives(q, v, tau)
+        want = decl.reference(m, q.astype(float), v.astype(float), tau.astype(float))
+        for j in range(8):
+            assert relerr(got[j], want[j]) <= decl.float32_tol, (name, j, relerr(got[j], want[j]))
+
+
 def test_constrained_fd_derivatives_cuda_emulated_and_hls_csim(urdfs):
     """The derivative kernel on the GPU target (nvcc sm_90, -Werror, CPU emulation of the CUDA
     program) and the HLS target (double C simulation), on the four-bar closed 3d with Baumgarte
