@@ -351,6 +351,8 @@ def test_a_static_archive_is_built_once_and_linked_into_libraries(tmp_path, monk
     user = {"u.cpp": 'extern "C" int rbd_runtime();\nextern "C" int rbd_user() { return rbd_runtime() + 2; }\n'}
     lib = compiler.build_library(user, ["u.cpp"], "rbd_user", flags, link=[rt])
     assert ctypes.CDLL(str(lib)).rbd_user() == 42
+    # command.txt says what was linked in, so that the library can be rebuilt by hand
+    assert (lib.parent / "command.txt").read_text().splitlines()[-1] == f"linked: {rt}"
     seen = []
     assert archive(40) == rt and compiler.build_library(user, ["u.cpp"], "rbd_user", flags, link=[archive(40)],
                                                         progress=seen.append) == lib

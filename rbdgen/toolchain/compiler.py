@@ -433,8 +433,10 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
                 if os.path.isabs(pch):
                     (tmp / Path(pch).name).unlink(missing_ok=True)  # the forwarding header
             write_digest(tmp / lib.name)
+            # the flags, each source's own flags, and the archives linked in (to rebuild by hand)
             (tmp / "command.txt").write_text(" ".join([cxx, *flags]) + "\n" + "".join(
-                f"{src}: {' '.join([cxx, *source_flags[src]])}\n" for src in sorted(source_flags)))
+                f"{src}: {' '.join([cxx, *source_flags[src]])}\n" for src in sorted(source_flags))
+                + (f"linked: {' '.join(link)}\n" if link else ""))
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o777 & ~umask)  # mkdtemp made it private; the cache may be shared
