@@ -106,7 +106,7 @@ def _constrained(t: Trace, q, v, tau):
     return p["qdd"], p["forces"], p["pivots"]
 
 
-def _parts(t: Trace, q, v, tau, schur=None) -> dict:
+def _parts(t: Trace, q, v, tau, schur=None, minv=None) -> dict:
     """Everything of the constrained solve: q̈, the forces and pivots per constraint (6-lists),
     and for the derivatives the rows, the row unknowns x, the rows kept, S's LDLᵀ factors, the
     frames' Jacobians and bias accelerations, and the constraint wrenches on the bodies.
@@ -114,7 +114,10 @@ def _parts(t: Trace, q, v, tau, schur=None) -> dict:
     ``schur``: the open-chain terms by Fijany's factorization instead (Table I of seed 002,
     :mod:`rbdgen.algorithms.schur`): a callable (t, q, v, tau) → dict with ``qdd0``, ``vel``,
     ``acc0``, ``Linv``, ``poses`` and ``minv_ext`` (M⁻¹ of body forces), every piece O(log N)
-    deep; then no Jacobian is formed (J and bias are None)."""
+    deep; then no Jacobian is formed (J and bias are None).
+
+    ``minv``: M⁻¹ (nv rows of nv Values) where the caller has it (the derivatives do): Λ⁻¹ is then
+    J M⁻¹ Jᵀ, whose products the caller's M⁻¹J_cᵀ shares, instead of the O(n) recursion."""
     m, g = t.m, t.g
     zero = g.const(0.0)
     frames = _frames(t)
@@ -123,7 +126,13 @@ def _parts(t: Trace, q, v, tau, schur=None) -> dict:
         J = _jacobians(t, q, "local")
         vel = _frame_motions(t, q, v, "local", "velocity")
         bias = _frame_motions(t, q, v, "local", "acceleration")
-        Linv = _osim_values(t, q)
+        if minv is None:
+            Linv = _osim_values(t, q)
+        else:
+            t.block("Λ⁻¹ = J M⁻¹ Jᵀ")
+            rows6 = [row for Jf in J for row in Jf]                          # 6nf rows of J, frame by frame
+            MJ = [[S.dot(g, minv[a], row) for row in rows6] for a in range(m.nv)]  # M⁻¹ Jᵀ
+            Linv = [[S.dot(g, ra, [MJ[a][c] for a in range(m.nv)]) for c in range(len(rows6))] for ra in rows6]
         acc0 = []
         for k, Jf in enumerate(J):
             t.frame_block("open-chain frame acceleration", frames[k])
@@ -405,7 +414,10 @@ def _constrained_fd_derivatives(t: Trace, q, v, tau):
     m, g = t.m, t.g
     nv = m.nv
     zero, one = g.const(0.0), g.const(1.0)
-    p = _parts(t, q, v, tau)
+    t.block("M⁻¹")
+    Minv = _aba_values(t, q, v, [[one if c == d else zero for d in range(nv)] for c in range(nv)],
+                       gravity=False, velocity=False, symmetric=True)
+    p = _parts(t, q, v, tau, minv=Minv)
     qdd, x, rows, keep = p["qdd"], p["x"], p["rows"], p["keep"]
     k = 2 * nv
     seeds = _q_tangent_seeds(t, q, k)
@@ -460,11 +472,8 @@ def _constrained_fd_derivatives(t: Trace, q, v, tau):
                 row[c] = row[c] + S.dot(g, cf, [p["J"][fk][rr][c] for rr in range(6)])
         Jc.append(row)
     nk = len(keep)
-    t.block("M⁻¹ J_cᵀ, M⁻¹")
-    MiJ = _aba_values(t, q, v, [[Jc[r][c] for r in range(nk)] for c in range(nv)], gravity=False,
-                      velocity=False) if nk else [[] for _ in range(nv)]
-    Minv = _aba_values(t, q, v, [[one if c == d else zero for d in range(nv)] for c in range(nv)],
-                       gravity=False, velocity=False, symmetric=True)
+    t.block("M⁻¹ J_cᵀ")
+    MiJ = [[S.dot(g, Minv[a], Jc[r]) for r in range(nk)] for a in range(nv)]
     t.block("S⁻¹, S⁻¹ J_c M⁻¹ and ∂q̈/∂τ")
     Sinv = S.ldlt_substitute(p["L"], p["Dinv"], [[one if r == c else zero for c in range(nk)] for r in range(nk)])
     SiJM = [[S.dot(g, Sinv[r], [MiJ[c][s] for s in range(nk)]) for c in range(nv)] for r in range(nk)]
