@@ -46,7 +46,6 @@ from measure import ROBOTS, build_driver, log, pool_bytes, run_driver, states
 
 import numpy as np
 
-import rbdgen
 from rbdgen import registry
 from rbdgen.targets.cpu import generate_cpu
 from rbdgen.toolchain.compiler import find_cxx, resolve_march

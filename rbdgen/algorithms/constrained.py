@@ -376,7 +376,7 @@ def _frame_tangents(t: Trace, v, qdd, J, body: int) -> tuple[list, list]:
         for r, val in enumerate(x[3:] + x[:3]):
             rows[r][c] = val
 
-    path = []  # (joint, its DoFs, v_λ, a_λ, v_i), root first
+    path = []  # (the joint's DoFs, v_λ, a_λ, v_i) per joint on the path, root first
     vl, al = t.zeros(6), t.zeros(6)
     for j in reversed(m.ancestors(body)):
         dofs = range(m.v_start[j], m.v_start[j] + m.nv_joint(j))
