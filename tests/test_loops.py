@@ -426,6 +426,31 @@ def test_constrained_fd_derivatives_float32(urdfs):
             assert relerr(got[j], want[j]) <= decl.float32_tol, (name, j, relerr(got[j], want[j]))
 
 
+def test_constrained_fd_derivatives_drops_the_rows_constrained_fd_drops(tmp_path):
+    """A 3d contact on a random tree of continuous and prismatic joints has a direction its leaf
+    never moves in: constrained_fd drops that row (a structural zero of Λ⁻¹'s diagonal, pivot 1).
+    The derivative kernel must drop it too: built from J M⁻¹ Jᵀ instead, the zero was only
+    numerical, the row was kept and divided by ~0 (forces off by 1e15). Interpreted, against the
+    reference's central differences and constrained_fd's pivots."""
+    from rbdgen.ir.interp import run
+
+    path = tmp_path / "tree.urdf"
+    path.write_text(robots.tree_urdf(10, seed=5, joint_types=("continuous", "prismatic"), fixed_every=None))
+    m = rbdgen.load_urdf(path)
+    parents = {m.parent[i] for i in range(m.nb)}
+    leaf = m.body_names[max(i for i in range(m.nb) if i not in parents)]
+    m = m.with_constraints([Contact(leaf, "3d")])
+    rng = np.random.default_rng(5)
+    q, v, tau = m.random_q(rng, 2), rng.normal(size=(2, m.nv)), rng.normal(size=(2, m.nv))
+    got = run(rbdgen.registry.trace(m, "constrained_fd_derivatives", cached=False), q, v, tau)
+    piv = run(rbdgen.registry.trace(m, "constrained_fd", cached=False), q, v, tau)[2]
+    assert np.any(piv == 1.0)  # the case this test is for: a dropped row
+    np.testing.assert_array_equal(got[-1], piv)
+    want = rbdgen.registry.get("constrained_fd_derivatives").reference(m, q, v, tau)
+    for j in range(8):
+        assert relerr(np.reshape(got[j], np.shape(want[j])), want[j]) <= 1e-7, j
+
+
 def test_constrained_fd_derivatives_cuda_emulated_and_hls_csim(urdfs):
     """The derivative kernel on the GPU target (nvcc sm_90, -Werror, CPU emulation of the CUDA
     program) and the HLS target (double C simulation), on the four-bar closed 3d with Baumgarte

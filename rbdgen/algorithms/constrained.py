@@ -106,7 +106,7 @@ def _constrained(t: Trace, q, v, tau):
     return p["qdd"], p["forces"], p["pivots"]
 
 
-def _parts(t: Trace, q, v, tau, schur=None, minv=None) -> dict:
+def _parts(t: Trace, q, v, tau, schur=None) -> dict:
     """Everything of the constrained solve: q̈, the forces and pivots per constraint (6-lists),
     and for the derivatives the rows, the row unknowns x, the rows kept, S's LDLᵀ factors, the
     frames' Jacobians and bias accelerations, and the constraint wrenches on the bodies.
@@ -116,8 +116,11 @@ def _parts(t: Trace, q, v, tau, schur=None, minv=None) -> dict:
     ``acc0``, ``Linv``, ``poses`` and ``minv_ext`` (M⁻¹ of body forces), every piece O(log N)
     deep; then no Jacobian is formed (J and bias are None).
 
-    ``minv``: M⁻¹ (nv rows of nv Values) where the caller has it (the derivatives do): Λ⁻¹ is then
-    J M⁻¹ Jᵀ, whose products the caller's M⁻¹J_cᵀ shares, instead of the O(n) recursion."""
+    Λ⁻¹ is the O(n) recursion's even where the caller has M⁻¹ (the derivatives): J M⁻¹ Jᵀ is
+    fewer operations there, but a direction the mechanism never moves in is a structural zero of
+    the recursion's Λ⁻¹ and only a numerical one of J M⁻¹ Jᵀ (whose rows are sums that cancel), so
+    its row would be kept and divided by ~0 (measured on a random tree of continuous and prismatic
+    joints: the forces wrong by 1e15; tests/test_loops.py holds it)."""
     m, g = t.m, t.g
     zero = g.const(0.0)
     frames = _frames(t)
@@ -126,13 +129,7 @@ def _parts(t: Trace, q, v, tau, schur=None, minv=None) -> dict:
         J = _jacobians(t, q, "local")
         vel = _frame_motions(t, q, v, "local", "velocity")
         bias = _frame_motions(t, q, v, "local", "acceleration")
-        if minv is None:
-            Linv = _osim_values(t, q)
-        else:
-            t.block("Λ⁻¹ = J M⁻¹ Jᵀ")
-            rows6 = [row for Jf in J for row in Jf]                          # 6nf rows of J, frame by frame
-            MJ = [[S.dot(g, minv[a], row) for row in rows6] for a in range(m.nv)]  # M⁻¹ Jᵀ
-            Linv = [[S.dot(g, ra, [MJ[a][c] for a in range(m.nv)]) for c in range(len(rows6))] for ra in rows6]
+        Linv = _osim_values(t, q)
         acc0 = []
         for k, Jf in enumerate(J):
             t.frame_block("open-chain frame acceleration", frames[k])
@@ -417,7 +414,7 @@ def _constrained_fd_derivatives(t: Trace, q, v, tau):
     t.block("M⁻¹")
     Minv = _aba_values(t, q, v, [[one if c == d else zero for d in range(nv)] for c in range(nv)],
                        gravity=False, velocity=False, symmetric=True)
-    p = _parts(t, q, v, tau, minv=Minv)
+    p = _parts(t, q, v, tau)
     qdd, x, rows, keep = p["qdd"], p["x"], p["rows"], p["keep"]
     k = 2 * nv
     seeds = _q_tangent_seeds(t, q, k)
