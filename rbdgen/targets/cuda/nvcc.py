@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import filelock
+
 from ...errors import BuildError, CompilerNotFoundError
 from ...toolchain import compiler  # called as compiler.X: a test may stand in for the compiler runner
 
@@ -304,17 +306,33 @@ def ptxas_reports(files: dict, sources: list, *, arch: str = "90", nvcc: str | N
             for name, text in files.items():
                 (Path(tmp) / name).write_text(text)
 
-            def one(src):
-                if progress:
-                    progress(f"ptxas -v {src} (sm_{arch})")
-                cmd = [nvcc, *flags, str(Path(tmp) / src), "-o", str(Path(tmp) / (Path(src).stem + ".cubin"))]
-                r = compiler.run_compiler(cmd)
-                if r.returncode != 0:
-                    msg = (r.stderr or r.stdout).strip().splitlines()
-                    raise BuildError(f"nvcc failed on {src}: " + " | ".join(msg[:5]))
-                _write(_report_path(files, src, arch, nvcc), r.stdout + r.stderr)
-                return src, r.stdout + r.stderr
+            def one(src, wait=False):
+                # one process compiles a report; another asking for it at the same time (two
+                # test workers, two CLI calls) skips it, does the rest, then waits and reads it
+                path = _report_path(files, src, arch, nvcc)
+                lock = filelock.FileLock(str(path) + ".lock", mode=0o666)
+                try:
+                    held = lock.acquire(timeout=-1 if wait else 0)
+                except filelock.Timeout:
+                    return src, None
+                with held:
+                    try:
+                        return src, path.read_text()
+                    except OSError:
+                        pass
+                    if progress:
+                        progress(f"ptxas -v {src} (sm_{arch})")
+                    cmd = [nvcc, *flags, str(Path(tmp) / src), "-o", str(Path(tmp) / (Path(src).stem + ".cubin"))]
+                    r = compiler.run_compiler(cmd)
+                    if r.returncode != 0:
+                        msg = (r.stderr or r.stdout).strip().splitlines()
+                        raise BuildError(f"nvcc failed on {src}: " + " | ".join(msg[:5]))
+                    _write(path, r.stdout + r.stderr)
+                    return src, r.stdout + r.stderr
 
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as ex:
-                texts.update(dict(ex.map(one, todo)))
+                done = dict(ex.map(one, todo))
+                busy = [s for s, t in done.items() if t is None]
+                done.update(ex.map(lambda s: one(s, wait=True), busy))
+                texts.update(done)
     return {s: parse_ptxas(texts[s]) for s in sources}
