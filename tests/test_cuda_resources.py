@@ -178,6 +178,45 @@ def test_split_by_arch_gives_each_architecture_its_own_run():
             assert parts[arch].startswith(gmem) and f"sm_{'90' if arch == '80' else '80'}" not in parts[arch]
 
 
+def test_two_processes_asking_for_the_same_reports_compile_each_once(tmp_path, monkeypatch):
+    """Two test workers (or two CLI calls) asking for the same sources' reports from an empty
+    cache: each report is compiled by one of them (a lock per report; the other skips it, does
+    the rest, then waits and reads it), and both get every report. Two threads stand in for the
+    processes: the lock is a file lock, which two threads holding their own descriptors contend
+    for as two processes do. Before the lock, both compiled all three (test_cuda_resources paid
+    ~44 s of ptxas twice)."""
+    import subprocess
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from rbdgen.targets.cuda import nvcc as cr
+    from rbdgen.toolchain import compiler
+
+    monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "cache"))
+    files = {f"k{i}.cu": f"// kernel source {i}\n" for i in range(3)}
+    compiled, guard = [], threading.Lock()
+
+    def fake_nvcc(cmd):
+        stem = Path(cmd[cmd.index("-o") - 1]).stem
+        with guard:
+            compiled.append(stem)
+        time.sleep(0.3)  # long enough that the other asks while this one compiles
+        return subprocess.CompletedProcess(cmd, 0, stdout=(
+            f"ptxas info    : Compiling entry function '_Z{stem}_block' for 'sm_90'\n"
+            f"ptxas info    : Used {10 + int(stem[1:])} registers, used 0 barriers, 0 bytes cumulative stack size\n"),
+            stderr="")
+
+    monkeypatch.setattr(compiler, "run_compiler", fake_nvcc)
+    with ThreadPoolExecutor(2) as ex:
+        got = list(ex.map(lambda _: cr.ptxas_reports(files, list(files), arch="90", nvcc="true"), range(2)))
+    assert sorted(compiled) == ["k0", "k1", "k2"], compiled
+    for reports in got:
+        assert {src: f[f"_Z{src[:2]}_block"].registers for src, f in reports.items()} == \
+            {"k0.cu": 10, "k1.cu": 11, "k2.cu": 12}
+
+
 def test_report_reads_what_the_build_left_and_equals_its_own_compile(tmp_path, monkeypatch):
     """A CUDA build (two architectures) leaves ptxas's report of each source in the cache; the
     resource report for either GPU then compiles nothing (nvcc refused here) and gives the figures
