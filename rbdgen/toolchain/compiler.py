@@ -20,6 +20,10 @@ dies (Linux ``PR_SET_PDEATHSIG``), and that shell kills the group (the compiler 
 cc1plus/as children). The temporary folder such a build leaves is removed by a later build
 (:func:`_remove_stale`).
 
+Beside the libraries, the cache holds precompiled headers that many builds share
+(:func:`shared_pch`, entries ``pch-<key>/``): the ap_types headers as an HLS fixed-point C
+simulation's harness reads them, once per compiler and flags, each with its size and SHA-256.
+
 Sharing a cache between users: entries, lock files and folders are created with the
 permissions the umask allows (not 0700), so a cache folder owned by a common group with the
 setgid bit (``chmod 2775``), used with ``umask 002``, is shared.
@@ -198,7 +202,7 @@ def run_compiler(cmd: list) -> subprocess.CompletedProcess:
     return subprocess.run(_GUARD + cmd, capture_output=True, text=True, start_new_session=True, preexec_fn=_PREEXEC)
 
 
-_TMP_RE = re.compile(r"^\.([0-9a-f]{24})-")
+_TMP_RE = re.compile(r"^\.((?:pch-)?[0-9a-f]{24})-")  # a library's, or a shared_pch's
 
 
 def _remove_stale(root: Path, own_key: str) -> None:
@@ -342,7 +346,7 @@ def cached_only():
 def build_library(files: dict, sources: list[str], libname: str, flags: list[str], *, cxx: str | None = None,
                   progress=None, jobs: int | None = None, source_flags: dict | None = None,
                   on_output=None, pch: str | None = None, static: bool = False,
-                  link: tuple | list = ()) -> Path:
+                  link: tuple | list = (), prepare=None) -> Path:
     """Compile ``sources`` (names in ``files``) to a shared library; returns its cached path.
     ``source_flags`` maps a source to the flags it is compiled with instead of ``flags`` (which
     also link the library). ``on_output(source, text)`` receives what the compiler printed for
@@ -354,7 +358,9 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
     objects instead (position-independent where ``flags`` say ``-fPIC``), for code that many
     libraries link unchanged — Verilator's runtime, compiled once instead of into every
     simulation. ``link``: archives (cache paths returned with ``static``) linked into the
-    library; their paths name their own content keys, so they are part of this library's key."""
+    library; their paths name their own content keys, so they are part of this library's key.
+    ``prepare()``: called on a miss, before anything is compiled (:class:`SharedPch`'s make: what
+    ``-include`` reads, made only when a source will read it)."""
     cxx = find_cxx(cxx)
     source_flags = {k: list(v) for k, v in (source_flags or {}).items() if list(v) != list(flags)}
     link = [str(x) for x in link]
@@ -388,6 +394,8 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
             if progress:
                 progress(f"compile cache entry unverified ({damage}): building it again")
         _remove_stale(root, key)
+        if prepare is not None:
+            prepare()
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
             for name, text in files.items():
@@ -437,9 +445,7 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
             (tmp / "command.txt").write_text(" ".join([cxx, *flags]) + "\n" + "".join(
                 f"{src}: {' '.join([cxx, *source_flags[src]])}\n" for src in sorted(source_flags))
                 + (f"linked: {' '.join(link)}\n" if link else ""))
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp made it private; the cache may be shared
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp made it private; the cache may be shared
             if final.exists():  # a stale partial folder from a killed build, or a damaged entry
                 shutil.rmtree(final)
             os.rename(tmp, final)
@@ -447,6 +453,78 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return lib
+
+
+class SharedPch:
+    """A header in the compile cache beside GCC's precompiled form of it, made once for a
+    compiler and its flags and shared by every build that compiles a source with those flags and
+    ``-include`` :attr:`header` (:func:`shared_pch`)."""
+
+    def __init__(self, header: Path, text: str, cxx: str, flags: list):
+        self.header, self.text, self.cxx, self.flags = header, text, cxx, list(flags)
+
+    def make(self, progress=None) -> bool:
+        """Write the header, and precompile it unless it is there, intact (its size and SHA-256,
+        as a library's), under the entry's lock; whether the ``.gch`` is there. A header that does
+        not precompile is still written: a source that ``-include``s it parses it."""
+        final = self.header.parent
+        root, key = final.parent, final.name
+        gch = final / (self.header.name + ".gch")
+        try:
+            if library_intact(gch) is None:
+                return True
+            root.mkdir(parents=True, exist_ok=True)
+            with filelock.FileLock(str(root / f"{key}.lock"), mode=0o666):
+                if library_intact(gch) is None:
+                    return True
+                if progress:
+                    progress(f"precompiling {self.header.name} (for every later build with these flags)")
+                tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+                try:
+                    (tmp / self.header.name).write_text(self.text)
+                    r = run_compiler([self.cxx, *self.flags, "-x", "c++-header", str(tmp / self.header.name),
+                                      "-o", str(tmp / gch.name)])
+                    if r.returncode == 0:
+                        write_digest(tmp / gch.name)
+                    else:
+                        (tmp / gch.name).unlink(missing_ok=True)
+                    os.chmod(tmp, 0o777 & ~_umask())  # as build_library's folders
+                    if final.exists():  # damaged, or left by a killed build
+                        shutil.rmtree(final)
+                    os.rename(tmp, final)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                return r.returncode == 0
+        except OSError:
+            # the compile that -includes the header reports a header it cannot read
+            return False
+
+
+def shared_pch(cxx: str, flags: list, name: str, text: str, deps: tuple = ()) -> SharedPch | None:
+    """Where the header ``name`` (``text``) and its precompiled form for ``cxx`` and ``flags``
+    are in the compile cache (``pch-<key>/``): a source compiled with those flags and
+    ``-include <header>`` reads them; pass :meth:`SharedPch.make` to :func:`build_library` as
+    ``prepare``, so that they are made on a miss only. None where the compiler is not GCC.
+    ``deps``: folders whose files the header reads (their bytes are in the key: an upgraded
+    ap_types is a new entry). :func:`_precompile`'s precompiled headers are per build; this one
+    serves builds of other robots and formats too (the HLS fixed-point C-simulation harness,
+    whose ~2 s of parsing the ap_types every such build paid)."""
+    version = compiler_version(cxx)
+    if "clang" in version.lower() or "Free Software Foundation" not in version:
+        return None
+    h = hashlib.sha256()
+    for d in deps:
+        for f in sorted(Path(d).rglob("*")):
+            if f.is_file():
+                h.update(str(f.relative_to(d)).encode() + b"\0" + f.read_bytes() + b"\0")
+    key = "pch-" + content_key({name: text, "<deps>": h.hexdigest()}, flags, cxx)
+    return SharedPch(cache_dir() / key / name, text, cxx, flags)
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
 
 
 def _precompile(cxx: str, flags: list, folder: Path, header: str, progress=None) -> Path | None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 from ...codegen.sources import Sources, kernel_entry
 from ...errors import RbdgenError
 from ...kernels.loaded import kernel_specs
-from ...toolchain.compiler import build_library
+from ...toolchain.compiler import build_library, find_cxx, shared_pch
 from ...ir.roll import check_unroll
 from ..base import CXX, OPT, UNROLL, Option, Target, check_opt, register
 from .autofix import default_tol, format_auto_table, resolve_fixed
-from .csim import HLSKernels, hls_flags
+from .csim import CSIM_AP_TYPES, HLSKernels, ap_types_dir, hls_flags
 from .emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_PART, DEFAULT_ROUNDING, INTERFACES, OVERFLOW,
                    ROUNDING, NumType, _check_clock, _check_dsp_budget, _check_fixed, _check_ii, _check_rolled_options,
                    _check_tol, budget_table,
@@ -96,9 +96,16 @@ class HlsTarget(Target):
         info = sources.info
         flags = hls_flags(check_opt(opt or "-O1"), csim)
         names = [info["header"], *info["hls_sources"], info["csim_harness"]]
+        shared = None
+        if csim == "fast" and info["numtype"]["kind"] == "fixed":
+            # only the harness reads the ap_types here (the kernel sources see raw integers): their
+            # precompiled form, shared with every fixed-point build of these flags, comes first
+            shared = shared_pch(find_cxx(cxx), flags, "rbd_csim_ap_types.h", CSIM_AP_TYPES, deps=(ap_types_dir(),))
         # every source includes the header (and through it the ap_types) first: precompiled once
         lib = build_library({fn: sources.files[fn] for fn in names}, names[1:], info["library"], flags, cxx=cxx,
-                            progress=progress, pch=info["header"])
+                            progress=progress, pch=info["header"],
+                            source_flags={info["csim_harness"]: [*flags, "-include", str(shared.header)]} if shared else None,
+                            prepare=(lambda: shared.make(progress)) if shared else None)
         return HLSKernels(lib, model, NumType(**info["numtype"]), info["harness_prefix"], kernel_specs(sources.kernels))
 
     def tolerance(self, decl, dtype, options):

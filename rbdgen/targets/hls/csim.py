@@ -51,6 +51,19 @@ def ap_types_dir() -> Path:
 
 CSIM_MODES = ("fast", "top")
 
+#: what a fixed-point harness (templates/hls/csim.cpp.j2) reads of the ap_types, in its order: its
+#: first lines ask for the operators, and the ap_fixed code they expand to, optimised, then its
+#: header includes <ap_fixed.h>. The fast C simulation's build compiles the harness with this
+#: header -included first, precompiled once per compiler and flags and shared by every
+#: fixed-point build (:func:`rbdgen.toolchain.compiler.shared_pch`): the harness compiles to the
+#: same object (tests/test_hls.py), without its ~2 s of parsing the ap_types.
+CSIM_AP_TYPES = """// the ap_types as an rbdgen HLS C-simulation harness reads them (rbdgen.targets.hls.csim)
+#if defined(RBD_HLS_CSIM_FAST) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O2")
+#endif
+#include <ap_fixed.h>
+"""
+
 
 def hls_flags(opt: str = "-O1", csim: str = "fast") -> list[str]:
     """g++ flags of the C simulation: the ap_types headers as system headers (their own
