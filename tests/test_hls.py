@@ -140,9 +140,9 @@ def test_shared_precompiled_ap_types_change_nothing_built(tmp_path, monkeypatch)
     """The fast C simulation compiles a fixed-point harness with the ap_types precompiled once
     and shared (``CSIM_AP_TYPES``, ``compiler.shared_pch``): the library is the one built
     without it, byte for byte (a harness whose first lines asked for other optimisation than the
-    shared header does would differ here), and a build of another robot with the same flags
-    precompiles nothing again. A library found in the cache makes none; a damaged one (here
-    truncated) is made again by the next build that compiles."""
+    shared header does would differ here). A library found in the cache makes none and reads
+    none; a damaged one (here truncated) is made again by the next build that compiles, another
+    robot's, which takes the same entry. Three compiling builds of a one-joint chain."""
     import rbdgen.targets.hls as hls_target
     from rbdgen.toolchain import compiler
 
@@ -152,31 +152,28 @@ def test_shared_precompiled_ap_types_change_nothing_built(tmp_path, monkeypatch)
         p.write_text(rbdgen.robots.chain_urdf(n, seed=n))
         models.append(rbdgen.load_urdf(p))
     opts = dict(target="hls", fixed=(24, 10), kernels=("gravity",), opt="-O0")
-    monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "shared"))
-    shared = [rbdgen.build(m, **opts) for m in models]
-    gch = sorted((tmp_path / "shared").glob("pch-*/rbd_csim_ap_types.h.gch"))
-    assert len(gch) == 1, gch
-    for k in shared:
-        cmd = (tmp_path / "shared" / k.path.rsplit("/", 2)[-2] / "command.txt").read_text()
-        assert f"-include {gch[0].with_suffix('')}" in cmd, cmd
-    # a warm build: the library is found, nothing is precompiled (the entry was removed)
-    import shutil
 
-    shutil.rmtree(gch[0].parent)
-    rbdgen.build(models[0], **opts)
-    assert not gch[0].parent.exists()
-    # a damaged .gch: the next build that compiles makes it again (and is the same library)
-    rbdgen.build(models[0], **{**opts, "fixed": (24, 11)})
-    assert gch[0].is_file()
+    def command(kern, cache):
+        return (tmp_path / cache / kern.path.rsplit("/", 2)[-2] / "command.txt").read_text()
+
+    monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "shared"))
+    first = rbdgen.build(models[0], **opts)
+    gch = sorted((tmp_path / "shared").glob("pch-*/rbd_csim_ap_types.h.gch"))
+    assert len(gch) == 1 and compiler.library_intact(gch[0]) is None, gch
+    include = f"-include {gch[0].with_suffix('')}"
+    assert include in command(first, "shared")
     gch[0].write_bytes(gch[0].read_bytes()[:1000])
-    again = rbdgen.build(models[1], **{**opts, "fixed": (24, 11)})
-    assert gch[0].stat().st_size > 1000 and compiler.library_intact(gch[0]) is None
-    assert abs(again.sincos(np.array([0.5]))[0][0] - math.sin(0.5)) < 2.0 ** -11  # ap_fixed<24,11>: 13 bits
+    rbdgen.build(models[0], **opts)  # found in the cache: the damaged .gch is not touched
+    assert gch[0].stat().st_size == 1000
+    other = rbdgen.build(models[1], **opts)
+    assert sorted((tmp_path / "shared").glob("pch-*/*.gch")) == gch and compiler.library_intact(gch[0]) is None
+    assert include in command(other, "shared")
+    assert abs(other.sincos(np.array([0.5]))[0][0] - math.sin(0.5)) < 2.0 ** -13  # ap_fixed<24,10>: 14 bits
     monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "own"))
     monkeypatch.setattr(hls_target, "shared_pch", lambda *a, **kw: None)
     own = rbdgen.build(models[0], **opts)
-    assert "-include" not in (tmp_path / "own" / own.path.rsplit("/", 2)[-2] / "command.txt").read_text()
-    with open(shared[0].path, "rb") as a, open(own.path, "rb") as b:
+    assert "-include" not in command(own, "own")
+    with open(first.path, "rb") as a, open(own.path, "rb") as b:
         assert a.read() == b.read()
 
 
