@@ -455,6 +455,12 @@ def build_library(files: dict, sources: list[str], libname: str, flags: list[str
     return lib
 
 
+def _is_gcc(cxx: str) -> bool:
+    """Whether ``cxx`` is GCC (its own banner), whose precompiled headers these are."""
+    version = compiler_version(cxx)
+    return "clang" not in version.lower() and "Free Software Foundation" in version
+
+
 class SharedPch:
     """A header in the compile cache beside GCC's precompiled form of it, made once for a
     compiler and its flags and shared by every build that compiles a source with those flags and
@@ -509,8 +515,7 @@ def shared_pch(cxx: str, flags: list, name: str, text: str, deps: tuple = ()) ->
     ap_types is a new entry). :func:`_precompile`'s precompiled headers are per build; this one
     serves builds of other robots and formats too (the HLS fixed-point C-simulation harness,
     whose ~2 s of parsing the ap_types every such build paid)."""
-    version = compiler_version(cxx)
-    if "clang" in version.lower() or "Free Software Foundation" not in version:
+    if not _is_gcc(cxx):
         return None
     h = hashlib.sha256()
     for d in deps:
@@ -535,8 +540,7 @@ def _precompile(cxx: str, flags: list, folder: Path, header: str, progress=None)
     anything else, and otherwise parses the header: what a build compiles is the same either
     way, only faster (the ap_types headers are ~2.6 s of every HLS C-simulation source, Verilator's
     runtime header 1.3 s of every one of a module's dozens of sources)."""
-    version = compiler_version(cxx)
-    if "clang" in version.lower() or "Free Software Foundation" not in version:  # GCC's own banner
+    if not _is_gcc(cxx):
         return None
     src = folder / Path(header).name
     if os.path.isabs(header):
