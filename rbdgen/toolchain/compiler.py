@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import ctypes
 import hashlib
 import itertools
@@ -506,6 +507,17 @@ class SharedPch:
             return False
 
 
+@functools.lru_cache(maxsize=None)
+def _tree_digest(folder: str) -> str:
+    """SHA-256 of the names and bytes of every file under ``folder``, once per process (a warm
+    build's :func:`shared_pch` would read the ap_types' 600 KB again on every load)."""
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).rglob("*")):
+        if f.is_file():
+            h.update(str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def shared_pch(cxx: str, flags: list, name: str, text: str, deps: tuple = ()) -> SharedPch | None:
     """Where the header ``name`` (``text``) and its precompiled form for ``cxx`` and ``flags``
     are in the compile cache (``pch-<key>/``): a source compiled with those flags and
@@ -517,12 +529,8 @@ def shared_pch(cxx: str, flags: list, name: str, text: str, deps: tuple = ()) ->
     whose ~2 s of parsing the ap_types every such build paid)."""
     if not _is_gcc(cxx):
         return None
-    h = hashlib.sha256()
-    for d in deps:
-        for f in sorted(Path(d).rglob("*")):
-            if f.is_file():
-                h.update(str(f.relative_to(d)).encode() + b"\0" + f.read_bytes() + b"\0")
-    key = "pch-" + content_key({name: text, "<deps>": h.hexdigest()}, flags, cxx)
+    digests = "".join(_tree_digest(str(d)) for d in deps)
+    key = "pch-" + content_key({name: text, "<deps>": digests}, flags, cxx)
     return SharedPch(cache_dir() / key / name, text, cxx, flags)
 
 
