@@ -5,7 +5,8 @@ For each kernel of the iiwa (default: forward kinematics, rnea, crba, aba) in ap
 250 MHz, ``rbdgen generate --target verilog`` writes the module, and Yosys 0.23 (Debian, from
 ``make rtl-tools``) runs ``synth_xilinx -family xcup`` (UltraScale+: DSP48E2, LUT6, CARRY8) on it
 and reports its cells. Beside them: the HLS cost model's figures for the same kernel, format and
-clock (``inspect --cost --target hls``): its spatial DSPs (one operator per operation, the
+clock (``inspect --cost --target verilog``: the HLS cost model with the Verilog target's
+divider): its spatial DSPs (one operator per operation, the
 design this RTL is), its LUTs and flip-flops, and its latency, which the RTL has by construction
 and which tests/test_verilog.py measures in Verilator. Two kernels synthesize at a time (one core
 each); the Yosys logs stay in the work folder when --keep is given.
@@ -13,7 +14,7 @@ each); the Yosys logs stay in the work folder when --keep is given.
 A kernel written ``kernel+ii1`` is the pipelined design (``--ii 1``: a state every cycle) beside
 the model's ``--ii 1`` figures. A kernel written ``kernel@N`` is the design within N DSP48E2 slices (``--dsp-budget N``: the
 multipliers and CORDIC units shared on the HLS list schedule); its model figures are the budgeted
-design's (``inspect --cost --target hls --dsp-budget N``). ∇FD is only synthesized so: unshared
+design's (``inspect --cost --target verilog --dsp-budget N``). ∇FD is only synthesized so: unshared
 it would need 12 010 DSPs, more than a VCU118's 6 840.
 
     make synth-report                       # ~30 min on the 2-core VM
@@ -107,10 +108,10 @@ def run(specs, timeout_s: int, keep: bool, revision: str) -> dict:
             k, budget, ii = parse(spec)
             kern = registry.trace(m, k)
             if budget:
-                est = budget_cost(kern, nt, DEFAULT_CLOCK_MHZ, budget)
+                est = budget_cost(kern, nt, DEFAULT_CLOCK_MHZ, budget, divider="narrow")
                 est["dsp_spatial"] = est["dsp"]  # the design the RTL is: the shared operators
             else:
-                est = kernel_cost(kern, nt, DEFAULT_CLOCK_MHZ, ii=ii)
+                est = kernel_cost(kern, nt, DEFAULT_CLOCK_MHZ, ii=ii, divider="narrow")
             rows[spec] = {"yosys": f.result(), "model": {x: est[x] for x in ("dsp", "dsp_spatial", "lut", "ff",
                                                                              "latency_cycles")},
                           "rtl": {x: src.kernels[k][x] for x in ("latency_cycles", "operators", "registers")},

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 import rbdgen
+import rbdgen.robots
 from rbdgen import registry
 from rbdgen.codegen.sources import Sources
 from rbdgen.errors import RbdgenError
@@ -38,7 +39,7 @@ from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, measured_bound, numeric_t
 from rbdgen.targets.verilog import emit as vemit
 from rbdgen.targets.verilog import sim
 
-from conftest import ROBOT_CASES, load_case, random_state
+from conftest import ROBOT_CASES, load_case, random_state, run_main
 
 # every operation unshared: products, sums, CORDIC, divider. ∇FD (its datapath and dense products)
 # runs within a DSP budget, the design a real part holds (test_a_dsp_budget_shares_the_operators);
@@ -91,7 +92,7 @@ def test_modules_match_the_hls_c_simulation_bit_for_bit(built):
 
 
 def test_latency_is_the_schedules_measured_cycle_by_cycle(built):
-    """done rises in the cost model's latency (inspect --cost --target hls, unbudgeted), and
+    """done rises in the cost model's latency (inspect --cost --target verilog, unbudgeted), and
     the outputs sampled in every cycle become final then: never later, and in the slowest state
     not earlier (a register missing on the critical path would make them final sooner). aba's
     last operation multiplies by 1/D: with 16 fractional bits its last change is often below a
@@ -103,13 +104,39 @@ def test_latency_is_the_schedules_measured_cycle_by_cycle(built):
     for k in KERNELS:
         getattr(kv, k)(*_args(k, q, v, a))
         c = kv.cycles(k)
-        model_latency = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ)["latency_cycles"]
+        model_latency = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ, divider="narrow")["latency_cycles"]
         assert c["schedule"] == model_latency, k
         assert c["done"] == model_latency, (k, c)
         if k == "aba":
             assert model_latency - 20 <= c["outputs_final"] <= model_latency, (k, c)
         else:
             assert c["outputs_final"] == model_latency, (k, c)
+
+
+def test_inspect_cost_prints_the_schedules_the_modules_have(built, capsys):
+    """``inspect --cost --target verilog`` gives each built module's latency and this target's
+    divider (W + 1 = 33 cycles at 32,16); ``--target hls`` keeps the HLS tool's divider (W + F + 3
+    = 51), so aba, whose six divisions are sequential, is 6 × 18 cycles shorter here and rnea,
+    which divides nothing, the same."""
+    _, kv, _ = built
+
+    def table(target):
+        rc, out, err = run_main(capsys, "inspect", rbdgen.robots.path("iiwa14"), "--cost", "--target", target,
+                                "--fixed", "32,16", "--kernels", ",".join(KERNELS), "-q")
+        assert rc == 0, err
+        rows = {}
+        for line in out.splitlines():
+            cells = line.split()
+            if cells and cells[0] in KERNELS and cells[-1] == "ns":
+                rows[cells[0]] = int(cells[-3])  # ... cycles, latency "N ns"
+        return out, rows
+
+    out_v, v = table("verilog")
+    out_h, h = table("hls")
+    assert "a divider takes 33 cycles" in out_v and "a divider takes 51 cycles" in out_h
+    assert v == kv.latency, (v, kv.latency)
+    assert v["rnea"] == h["rnea"] and v["forward_kinematics"] == h["forward_kinematics"]
+    assert h["aba"] - v["aba"] == 6 * (51 - 33), (h, v)
 
 
 def _synthetic_kernel():
@@ -164,6 +191,35 @@ def _synthetic_sources(kern, W, I, budget=None, ii=None):  # noqa: E741
                          "units": ["rbd_ops_sincos.v", "rbd_ops_div.v", "rbd_ops_divp.v"]}, (f"ap_fixed<{W},{I}>",))
 
 
+def _division_edges(W, F):
+    """Rows of the synthetic kernel (x0 / x1 and x2 / x3 among its outputs) at the divider's
+    edges: quotients of magnitude 2^(W-1) − 1, 2^(W-1) and 2^(W-1) + 1 of both signs (the largest
+    that fits, the most negative value, exact or saturated, and the first that saturates) from
+    divisors that are and are not powers of two, the extremes of the format divided by each other
+    and by the smallest divisors, and 40 seeded random divisions whose magnitudes spread over
+    the whole range (so their quotients do too). The Verilog divider divides out only the W − 1
+    bits below the saturation test (docs/verilog.md): these are where that test decides."""
+    hi, lo, one = (1 << (W - 1)) - 1, -(1 << (W - 1)), 1 << F
+    rows = [(lo, one, lo, -one), (hi, one, -hi, one), (lo, lo, hi, lo), (lo, -1, hi, 1), (1, hi, -1, lo),
+            (one // 2, 1, -(one // 2), 1), (one // 2 - 1, 2, -(one // 2 - 1), -2)]
+    for target in ((1 << (W - 1)) - 1, 1 << (W - 1), (1 << (W - 1)) + 1):
+        found = [one] if target <= hi else []  # x / 1.0 = x
+        for b in range(3, one):  # and up to two small divisors: |a << F| // b == target
+            a = -(-target * b >> F)
+            if a <= hi and (a << F) // b == target and len(found) < 3:
+                found.append(b)
+        # (2^(W-1) − 1 needs b ≥ 2^F: only x / 1.0 reaches it)
+        assert len(found) >= (1 if target <= hi else 2), target
+        for b in found:
+            a = -(-target * b >> F)
+            rows += [(a, b, -a, b), (a, -b, -a, -b)]
+    rng = np.random.default_rng(48)
+    for _ in range(20):
+        a, b, c, d = (int(x) for x in np.round(np.exp(rng.uniform(0, math.log(hi), 4)) * rng.choice([-1, 1], 4)))
+        rows.append((a, b, c, d))
+    return rows
+
+
 @pytest.mark.parametrize("budget,ii", [(None, None), (1, None), (None, 1)],
                          ids=["unshared", "one-multiplier", "pipelined"])
 def test_datapath_operations_round_ties_to_even_and_saturate(budget, ii):
@@ -197,7 +253,7 @@ def test_datapath_operations_round_ties_to_even_and_saturate(budget, ii):
         (-5, 0, 0, 0),                 # zero divisors: a < 0 → min, a = 0 → max
         (5, 0, 1, 1 << F),             # a > 0 → max; x / 1 = x
         (1, 3, -1, 3),                 # tiny quotients
-    ]
+    ] + _division_edges(W, F)
     raw = np.array(cases, dtype=np.int64)
     xs = np.ascontiguousarray(np.ldexp(raw.astype(float), -F))
     got = np.zeros((len(cases), 8))
@@ -209,7 +265,7 @@ def test_datapath_operations_round_ties_to_even_and_saturate(budget, ii):
         assert cycles(1) == len(cases), "one state a cycle"
     if budget:
         assert mod.latency == budget_cost(_synthetic_kernel(), numeric_type("float64", (W, I)), DEFAULT_CLOCK_MHZ,
-                                          budget)["latency_cycles"]
+                                          budget, divider="narrow")["latency_cycles"]
 
 
 # the products' plans (schedule.epilogue_plan: II, elements per step) at ap_fixed<16,8>, one DSP a
@@ -236,7 +292,7 @@ def test_products_accumulate_as_the_hls_loop_rounds_and_saturates(budget, plan):
     kern.epilogue_outputs = [Array("y", (n, m))]
     nt = numeric_type("float64", (W, I))
     if budget:
-        bc = budget_cost(kern, nt, DEFAULT_CLOCK_MHZ, budget)
+        bc = budget_cost(kern, nt, DEFAULT_CLOCK_MHZ, budget, divider="narrow")
         assert bc["epilogue_plan"] == plan, bc
     mod, src = _synthetic_sources(kern, W, I, budget)
     lib = ctypes.CDLL(str(sim.build_verilog(src)))
@@ -279,7 +335,7 @@ def test_products_accumulate_as_the_hls_loop_rounds_and_saturates(budget, plan):
     np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64),
                                   np.array([want([int(r) for r in row]) for row in cases], dtype=np.int64))
     # the cost model's epilogue: n·m elements plus the pipeline's depth, after no datapath
-    model = bc if budget else kernel_cost(kern, nt, DEFAULT_CLOCK_MHZ)
+    model = bc if budget else kernel_cost(kern, nt, DEFAULT_CLOCK_MHZ, divider="narrow")
     assert cycles(0) == mod.latency == model["latency_cycles"]
     if budget:
         assert mod.ops["mul"] == bc["mul_units"] == mod.text.count("_a * mu"), "the budget's multipliers"
@@ -305,7 +361,7 @@ def test_a_dsp_budget_shares_the_operators(built):
     for k in ks:
         for o, (g, w) in enumerate(zip(_tuple(getattr(kv, k)(q, v, a)), _tuple(getattr(kh, k)(q, v, a)))):
             np.testing.assert_array_equal(g, w, err_msg=f"{k} output {o} within {budget} DSPs: Verilator vs HLS C simulation")
-        bc = budget_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ, budget)
+        bc = budget_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ, budget, divider="narrow")
         c = kv.cycles(k)
         assert c["done"] == c["schedule"] == c["outputs_final"] == bc["latency_cycles"], (k, c, bc["latency_cycles"])
         e = src.kernels[k]
@@ -351,7 +407,7 @@ def test_pipelined_modules_take_a_state_every_cycle(built):
         np.testing.assert_array_equal(getattr(kv, k)(*args), getattr(kh, k)(*args),
                                       err_msg=f"{k} pipelined: Verilator vs HLS C simulation")
         c = kv.cycles(k)
-        model = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ, ii=1)
+        model = kernel_cost(registry.trace(m, k), nt, DEFAULT_CLOCK_MHZ, ii=1, divider="narrow")
         assert c == {"valid": model["latency_cycles"], "span": 23, "schedule": model["latency_cycles"]}, (k, c)
     with pytest.raises(RbdgenError, match=r"--ii 2: the Verilog target pipelines at --ii 1 only"):
         rbdgen.build(m, target="verilog", fixed=FIXED, kernels=("rnea",), ii=2)

@@ -22,6 +22,13 @@ What it models, for an ``ap_fixed<W, I>`` datapath (F = W − I), on an AMD Ultr
   (W = 32, F = 16: 51, as public Vitis reports show at that width), busy all that time; LUTs
   ~2(W + F), FFs ~3(W + F). Plus rbd_div's zero test and saturation mux (W LUTs). A pipelined
   design (``--ii``) needs the array form, a (W+1)-bit subtracter per quotient bit.
+  **The Verilog target's divider** (``divider="narrow"``; rbdgen/targets/verilog/emit.py) gives
+  the same quotients in W + 1 cycles: a quotient of W bits or more saturates, which one
+  comparison of the dividend's top F + 1 bits with the divisor tells, so only the W − 1 bits
+  below are divided out, one a cycle, between a cycle that takes the magnitudes and one that
+  signs and saturates (32,16: 33 cycles instead of 51). LUTs: the magnitudes' negations
+  (W + F + W), the subtracter and its restoring mux (2W + 1), the comparison (W), the sign and
+  saturation (2W); FFs: its W − 1 quotient bits, remainder, divisor and result (~4W).
 * **sin/cos**: one unrolled CORDIC per joint angle (rbdgen/targets/hls/cordic.py): its two
   constant products (range reduction), then N + 3 chained adder stages of its internal width;
   LUTs for its 3N + 7 adders.
@@ -127,12 +134,21 @@ class OpCost:
     lut_pipelined: int | None = None  # LUTs of the pipelined form a --ii design needs (None: the same)
 
 
-class Model:
-    """Per-operation costs of one datapath type at one clock."""
+#: the dividers a fixed-point design can have: the HLS tool's ap_fixed divider (the HLS target),
+#: and the Verilog target's, which divides out only the bits a saturating quotient can hold
+DIVIDERS = ("tool", "narrow")
 
-    def __init__(self, numtype, clock_mhz: float):
+
+class Model:
+    """Per-operation costs of one datapath type at one clock; ``divider``: one of :data:`DIVIDERS`
+    (the module docstring's "Dividers")."""
+
+    def __init__(self, numtype, clock_mhz: float, divider: str = "tool"):
         if not (isinstance(clock_mhz, (int, float)) and math.isfinite(clock_mhz) and clock_mhz > 0):
             raise RbdgenError(f"clock must be a positive frequency in MHz, got {clock_mhz!r}")
+        if divider not in DIVIDERS:
+            raise RbdgenError(f"divider must be one of {', '.join(DIVIDERS)}, got {divider!r}")
+        self.divider = divider
         self.nt = numtype
         self.period = 1000.0 / clock_mhz
         self.budget = CLOCK_BUDGET * self.period
@@ -172,6 +188,12 @@ class Model:
             ns = 30.0 if self.nt.kind == "float" else 55.0
             return OpCost("div", 0, self._cyc(ns), 0.0, 0, 0, 1)
         W, F = self.nt.W, self.nt.frac_bits
+        if self.divider == "narrow":
+            # W - 1 quotient bits, one a cycle, after the cycle that takes the magnitudes, then one
+            # that signs and saturates; the array form: a subtracter per quotient bit
+            lut = (W + F + W) + (2 * W + 1) + W + 2 * W
+            return OpCost("div", 0, W + 1, 0.0, lut, 4 * W, W + 1,
+                          lut_pipelined=(W - 1) * (W + 1) + (W + F + W) + 3 * W)
         cycles = W + F + 3
         extra = W + self._round_lut() + self._sat_lut()  # rbd_div's zero test and mux, the quotient's quantisation
         # sequential: one (W+1)-bit subtracter and the shift registers, busy all its cycles; a
@@ -289,9 +311,10 @@ def asap(kernel, model: Model):
     return kind, folded, finish, start_of, ops
 
 
-def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None) -> dict:
-    """The estimate for one traced kernel (see the module docstring)."""
-    model = Model(numtype, clock_mhz)
+def kernel_cost(kernel, numtype, clock_mhz: float, ii: int | None = None, divider: str = "tool") -> dict:
+    """The estimate for one traced kernel (see the module docstring); ``divider``: the
+    datapath's divider (:data:`DIVIDERS`: "narrow" is the Verilog target's)."""
+    model = Model(numtype, clock_mhz, divider)
     kind, folded, finish, start_of, ops = asap(kernel, model)
     path = max(finish.values(), default=0.0)
     cycles = math.ceil(path - 1e-9)

@@ -455,7 +455,8 @@ def testbench_tolerance(decl, numtype: NumType) -> float:
 
 # ---- cost model (rbdgen/targets/hls/cost.py; stated in docs/hls.md) ---------------------------
 
-def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii: int | None = None) -> dict:
+def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii: int | None = None,
+             divider: str = "tool") -> dict:
     """Latency and resource estimate of one traced kernel: see :mod:`rbdgen.targets.hls.cost`.
 
     The IR's counts (``mul``, ``add``, ``div``, ``sincos``, ``depth``, ``total``) as
@@ -464,12 +465,13 @@ def hls_cost(kernel, numtype: NumType, clock_mhz: float = DEFAULT_CLOCK_MHZ, ii:
     (``zero_mul``, ``shift_mul``), ``const_mul``,
     ``sincos_units`` (one CORDIC per angle); ``dsp``, ``lut``, ``ff`` of the design (default:
     by peak concurrency; ``ii``: pipelined, DSPs shared ``ii`` ways), ``dsp_spatial`` (one
-    operator per operation), ``latency_cycles`` and ``latency_us`` at ``clock_mhz``."""
-    return kernel_cost(kernel, numtype, clock_mhz, ii)
+    operator per operation), ``latency_cycles`` and ``latency_us`` at ``clock_mhz``. ``divider``:
+    the HLS tool's ("tool") or the Verilog target's ("narrow", :data:`~rbdgen.targets.hls.cost.DIVIDERS`)."""
+    return kernel_cost(kernel, numtype, clock_mhz, ii, divider)
 
 
 def cost_table(model: RobotModel, numtype: NumType, kernels=None, clock_mhz: float = DEFAULT_CLOCK_MHZ,
-               ii: int | None = None, progress=None, unroll=True) -> list[dict]:
+               ii: int | None = None, progress=None, unroll=True, divider: str = "tool") -> list[dict]:
     """Per kernel, the estimate of its design: the straight-line one (:func:`hls_cost`), or for
     the kernels ``unroll`` rolls, the folded one (:func:`rbdgen.targets.hls.cost.rolled_cost`)."""
     rows = []
@@ -480,11 +482,12 @@ def cost_table(model: RobotModel, numtype: NumType, kernels=None, clock_mhz: flo
         if rolled:
             rows.append({"kernel": k, **rolled_cost(kern, roll(kern, reuse=False), numtype, clock_mhz, ii)})
         else:
-            rows.append({"kernel": k, "lowering": "unrolled", **hls_cost(kern, numtype, clock_mhz, ii)})
+            rows.append({"kernel": k, "lowering": "unrolled", **hls_cost(kern, numtype, clock_mhz, ii, divider)})
     return rows
 
 
-def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: int | None) -> str:
+def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: int | None,
+                      what: str = "HLS cost estimate") -> str:
     fixed = numtype.kind == "fixed"
     cols = [("mul", "mul"), ("const_mul", "×const"), ("zero_mul", "×0"), ("add", "add/sub"), ("div", "div"),
             ("sincos_units", "sincos"), ("depth", "depth"), ("dsp", "DSP"), ("dsp_spatial", "DSP-spatial")]
@@ -502,7 +505,7 @@ def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: 
             cells.append(f"{r[c] * 1000:.0f} ns" if c == "latency_us" else str(r.get(c, "-")))
         table.append((r["kernel"],) + tuple(cells))
     r0 = rows[0] if rows else {}
-    head = [f"HLS cost estimate: {numtype.describe()}, clock {clock_mhz:g} MHz, "
+    head = [f"{what}: {numtype.describe()}, clock {clock_mhz:g} MHz, "
             + (f"pipelined II={ii} (every operation its own operator, DSPs shared up to {ii}x)" if ii
                else "latency-oriented (not pipelined): operators by peak use in an as-soon-as-possible schedule"),
             f"DSP48E2 per variable multiplier: {r0.get('mul_dsp', '-')}; ×const: multiplies by a model constant "
@@ -520,16 +523,16 @@ def format_cost_table(rows: list[dict], numtype: NumType, clock_mhz: float, ii: 
 
 
 def budget_table(model: RobotModel, numtype: NumType, dsp_budget: int, kernels=None,
-                 clock_mhz: float = DEFAULT_CLOCK_MHZ, progress=None) -> list[dict]:
+                 clock_mhz: float = DEFAULT_CLOCK_MHZ, progress=None, divider: str = "tool") -> list[dict]:
     """Per kernel, the list-scheduled design within ``dsp_budget`` (``budget_cost``) beside the
-    unbudgeted estimate."""
+    unbudgeted estimate; ``divider`` as :func:`hls_cost`'s."""
     rows = []
     for k in registry.applicable(model, kernels):
         if progress:
             progress(f"scheduling {k} within {dsp_budget} DSPs")
         kern = registry.trace(model, k)
-        free = hls_cost(kern, numtype, clock_mhz)
-        rows.append({"kernel": k, **budget_cost(kern, numtype, clock_mhz, dsp_budget),
+        free = hls_cost(kern, numtype, clock_mhz, divider=divider)
+        rows.append({"kernel": k, **budget_cost(kern, numtype, clock_mhz, dsp_budget, divider=divider),
                      "free_dsp": free["dsp"], "free_cycles": free["latency_cycles"]})
     return rows
 

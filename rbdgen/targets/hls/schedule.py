@@ -281,21 +281,22 @@ def min_dsp(kernel, numtype) -> int:
 
 
 def budget_cost(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers: int | None = None,
-                adders: int | None = None, graph=None, memo: dict | None = None) -> dict:
+                adders: int | None = None, graph=None, memo: dict | None = None, divider: str = "tool") -> dict:
     """The list-scheduled design of ``kernel`` within ``dsp_budget`` DSP48E2 slices: see
     :func:`budget_design`, whose figures these are."""
     return budget_design(kernel, numtype, clock_mhz, dsp_budget, dividers=dividers, adders=adders, graph=graph,
-                         memo=memo)[0]
+                         memo=memo, divider=divider)[0]
 
 
 def budget_design(kernel, numtype, clock_mhz: float, dsp_budget: int, *, dividers: int | None = None,
-                  adders: int | None = None, graph=None, memo: dict | None = None):
+                  adders: int | None = None, graph=None, memo: dict | None = None, divider: str = "tool"):
     """The list-scheduled design of ``kernel`` within ``dsp_budget`` DSP48E2 slices (see the module
     docstring): cycles, latency, DSPs, instances per class, the back-to-back II, LUT/FF
     estimates, and the pragma limits the generated source carries. ``dividers``/``adders``:
     optional limits on those classes too (unlimited by default). ``graph``: a cached
     ``kernel_graph(kernel, model, True)``; ``memo``: a dict kept between calls for the same
-    kernel, type, clock and divider/adder limits (a sweep over budgets reuses its schedules).
+    kernel, type, clock and divider/adder limits (a sweep over budgets reuses its schedules);
+    ``divider``: the datapath's divider (:data:`rbdgen.targets.hls.cost.DIVIDERS`).
 
     Returns (the figures, the graph, the schedule): the graph's operations (``OpGraph.ids``: IR
     node ids) start and finish where the schedule says, which is what the Verilog target's
@@ -305,7 +306,7 @@ def budget_design(kernel, numtype, clock_mhz: float, dsp_budget: int, *, divider
                           "too and are not scheduled under a budget")
     if isinstance(dsp_budget, bool) or not isinstance(dsp_budget, int) or dsp_budget < 1:
         raise RbdgenError(f"--dsp-budget must be a positive number of DSP slices, got {dsp_budget!r}")
-    model = Model(numtype, clock_mhz)
+    model = Model(numtype, clock_mhz, divider)
     g, unit = graph if graph is not None else kernel_graph(kernel, model, True)
     need = min_dsp(kernel, numtype)
     if dsp_budget < need:

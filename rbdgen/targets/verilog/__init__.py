@@ -106,6 +106,27 @@ class VerilogTarget(Target):
         W, I = parse_fixed(options.get("fixed") or DEFAULT_FIXED)  # noqa: E741
         return measured_bound(decl, NumType("fixed", W, I))
 
+    def cost_sections(self, model, kernels, *, dtype="float64", progress=None, fixed=None, rounding=None,
+                      overflow=None, clock_mhz=None, dsp_budget=None, ii=None, tol=None, opt=None, cxx=None):
+        """The schedules the modules are built to (``inspect --cost --target verilog``): the HLS
+        cost model with this target's divider (``divider="narrow"``: W + 1 cycles instead of the
+        HLS tool's W + F + 3), unshared and, with ``--dsp-budget``, within the budget; each
+        module's latency in cycles is its schedule's (tests/test_verilog.py measures it)."""
+        from ..hls.emit import budget_table, cost_table, format_budget_table, format_cost_table
+
+        fixed, choices = resolve_fixed(model, kernels, fixed, tol, rounding, overflow, progress)
+        if choices:
+            raise RbdgenError("inspect --cost --target verilog takes one format: give --fixed W,I (--fixed auto "
+                              "chooses one per kernel: see inspect --cost --target hls --fixed auto)")
+        nt = self.numtype((dtype,), fixed, rounding, overflow)
+        clock = clock_mhz or DEFAULT_CLOCK_MHZ
+        out = [format_cost_table(cost_table(model, nt, kernels, clock_mhz=clock, ii=ii, progress=progress,
+                                            divider="narrow"), nt, clock, ii, what="Verilog design (schedule)")]
+        if dsp_budget is not None:
+            out.append(format_budget_table(budget_table(model, nt, dsp_budget, kernels, clock, progress=progress,
+                                                        divider="narrow"), nt, clock, dsp_budget))
+        return out
+
     def describe(self, options):
         if options.get("fixed") == "auto":
             return "verilog (Verilator), ap_fixed chosen per --fixed auto"

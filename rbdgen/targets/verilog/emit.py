@@ -18,7 +18,8 @@ model gives L cycles starts on a cycle boundary from its operands' values and it
 the last of L pipeline registers (synthesis retimes the arithmetic into them); adders chain
 combinationally within a cycle, and a value that a later cycle reads is read from a register
 loaded at the end of the cycle it settles in; a divider starts when the cycle count reaches its
-start cycle and holds its quotient from W + F + 3 cycles later. Every register is free-running: the inputs are
+start cycle and holds its quotient from W + 1 cycles later (the cost model's ``divider="narrow"``:
+only the quotient bits the format can hold are divided out). Every register is free-running: the inputs are
 held in registers for the whole computation, so every value settles, in the cycle the schedule
 gives it, and stays. ``done`` rises in cycle ⌈latency⌉, when the outputs are valid (an output
 settling in the middle of a cycle is registered; one leaving a pipeline register is that
@@ -95,7 +96,7 @@ class _Emitter:
             raise RbdgenError(f"the Verilog target implements the overflow modes {', '.join(OVERFLOWS)}, "
                               f"not {nt.overflow}")
         self.nt = nt
-        self.model = Model(nt, clock_mhz)
+        self.model = Model(nt, clock_mhz, divider="narrow")
         self.W, self.F = nt.W, nt.frac_bits
 
     # -- the arithmetic, as Verilog functions of the module ---------------------------------
@@ -201,15 +202,21 @@ class _Emitter:
         """``module <prefix>_div``: a / b as the HLS target's ``rbd_div`` on ap_fixed computes it —
         the dividend's raw bits shifted left by F, divided by the divisor's, truncated toward
         zero, saturated to W bits; a zero divisor gives the format's extreme of a's sign (+max
-        for a = 0) and sets ``dz``. Sequential, one quotient bit per cycle (restoring division on
-        the magnitudes), W + F + 3 cycles from ``go`` to ``q``: the cost model's divider."""
+        for a = 0) and sets ``dz``. Sequential, restoring division on the magnitudes, W + 1
+        cycles from ``go`` to ``q`` (the cost model's ``divider="narrow"``): a quotient that
+        needs W bits or more saturates, and it does exactly when the dividend's magnitude without
+        its low W − 1 bits is at least the divisor's — one comparison, made beside the first
+        step — so only the W − 1 quotient bits below are divided out, one a cycle, the
+        remainder starting from the dividend's top F + 1 bits (less than the divisor unless
+        the quotient saturates)."""
         W, F = self.W, self.F
-        N = W + F
+        N, L = W + F, W - 1
         hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
-        cw = max(1, (N + 1).bit_length())
+        cw = max(1, (W + 1).bit_length())
         return [
             f"// a / b in ap_fixed<{W},{self.nt.I}> as rbd_div computes it: (A << {F}) / B truncated toward zero,",
-            f"// saturated; one quotient bit per cycle, {N + 3} cycles from go (the cycle a and b are valid) to q",
+            f"// saturated. |A << {F}| / |B| >= 2^{L} (saturated) iff |A << {F}| >> {L} >= |B|: one comparison;",
+            f"// the {L} quotient bits below, one per cycle; {W + 1} cycles from go (the cycle a and b are valid) to q",
             f"module {prefix}_div (",
             "  input wire clk,",
             "  input wire go,",
@@ -220,31 +227,27 @@ class _Emitter:
             f"  wire signed [{N - 1}:0] num = {{a, {F}'b0}};",
             f"  wire [{N - 1}:0] num_mag = num[{N - 1}] ? -num : num;",
             f"  wire [{W - 1}:0] den_mag = b[{W - 1}] ? -b : b;",
-            f"  reg [{N - 1}:0] qd;   // the dividend's bits not yet brought down, then the quotient's",
-            f"  reg [{W}:0] rem;",
+            f"  reg [{L - 1}:0] qd;  // the dividend's low bits not yet brought down, then the quotient's",
+            f"  reg [{W}:0] rem;  // starts as the dividend's top {F + 1} bits",
             f"  reg [{W - 1}:0] den;",
-            "  reg neg, zero, a_neg;",
-            f"  reg [{cw - 1}:0] step;  // 0: idle; 1..{N}: quotient bits; {N + 1}: sign and saturation",
-            f"  reg signed [{N}:0] qs;",
-            f"  wire [{W}:0] shifted = {{rem[{W - 1}:0], qd[{N - 1}]}};",
+            "  reg neg, zero, a_neg, big;",
+            f"  reg [{cw - 1}:0] step;  // 0: idle; 1..{L}: quotient bits (1: and the saturation test); {W}: sign and saturation",
+            f"  wire [{W}:0] shifted = {{rem[{W - 1}:0], qd[{L - 1}]}};",
             "  always @(posedge clk) begin",
             "    if (go) begin",
-            "      qd <= num_mag; rem <= 0; den <= den_mag;",
+            f"      qd <= num_mag[{L - 1}:0]; rem <= num_mag[{N - 1}:{L}]; den <= den_mag;",
             f"      neg <= a[{W - 1}] ^ b[{W - 1}]; zero <= (b == 0); a_neg <= a[{W - 1}];",
             "      step <= 1;",
-            f"    end else if (step >= 1 && step <= {N}) begin",
-            f"      if (shifted >= {{1'b0, den}}) begin rem <= shifted - {{1'b0, den}}; qd <= {{qd[{N - 2}:0], 1'b1}}; end",
-            f"      else begin rem <= shifted; qd <= {{qd[{N - 2}:0], 1'b0}}; end",
+            f"    end else if (step >= 1 && step <= {L}) begin",
+            "      if (step == 1) big <= (rem >= {1'b0, den});",
+            "      if (shifted >= {1'b0, den}) begin rem <= shifted - {1'b0, den}; qd <= (qd << 1) | 1'b1; end",
+            "      else begin rem <= shifted; qd <= qd << 1; end",
             "      step <= step + 1'b1;",
-            f"    end else if (step == {N + 1}) begin",
-            "      qs <= neg ? -$signed({1'b0, qd}) : $signed({1'b0, qd});",
-            "      step <= step + 1'b1;",
-            f"    end else if (step == {N + 2}) begin",
+            f"    end else if (step == {W}) begin",
             "      dz <= zero;",
             f"      if (zero) q <= a_neg ? {_lit(lo, W)} : {_lit(hi, W)};",
-            f"      else if (qs > {_lit(hi, N + 1)}) q <= {_lit(hi, W)};",
-            f"      else if (qs < {_lit(lo, N + 1)}) q <= {_lit(lo, W)};",
-            f"      else q <= qs[{W - 1}:0];",
+            f"      else if (big) q <= neg ? {_lit(lo, W)} : {_lit(hi, W)};",
+            "      else q <= neg ? -$signed({1'b0, qd}) : $signed({1'b0, qd});",
             "      step <= 0;",
             "    end",
             "  end",
@@ -253,14 +256,15 @@ class _Emitter:
 
     def divider_pipelined_module(self, prefix: str) -> list[str]:
         """``module <prefix>_divp``: :meth:`divider_module`'s quotient, fully pipelined (a new
-        division every cycle): the same W + F + 3 cycles from the cycle a and b are valid to the
-        one q is, one register stage per quotient bit (restoring division on the magnitudes)."""
+        division every cycle): the same W + 1 cycles from the cycle a and b are valid to the one
+        q is — a stage that takes the magnitudes, one per quotient bit (restoring division; the
+        first also makes the saturation test), one that signs and saturates."""
         W, F = self.W, self.F
-        N = W + F
+        N, L = W + F, W - 1
         hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
         lines = [
             f"// a / b in ap_fixed<{W},{self.nt.I}> as rbd_div computes it (see {prefix}_div), pipelined: a division",
-            f"// enters every cycle, its quotient leaves {N + 3} cycles later",
+            f"// enters every cycle, its quotient leaves {W + 1} cycles later",
             f"module {prefix}_divp (",
             "  input wire clk,",
             f"  input wire signed [{W - 1}:0] a,",
@@ -268,33 +272,32 @@ class _Emitter:
             f"  output reg signed [{W - 1}:0] q,",
             "  output reg dz);",
             f"  wire signed [{N - 1}:0] num = {{a, {F}'b0}};",
-            f"  // stage s = 0..{N}: qd_s the dividend's bits not yet brought down, then the quotient's;",
-            "  // rem_s the remainder; den_s the divisor's magnitude; f_s the signs and the zero test",
-            f"  reg [{N - 1}:0] " + ", ".join(f"qd_{i}" for i in range(N + 1)) + ";",
-            f"  reg [{W}:0] " + ", ".join(f"rem_{i}" for i in range(N + 1)) + ";",
-            f"  reg [{W - 1}:0] " + ", ".join(f"den_{i}" for i in range(N + 1)) + ";",
-            "  reg [2:0] " + ", ".join(f"f_{i}" for i in range(N + 2)) + ";  // {a < 0, b == 0, a/b < 0}",
-            f"  reg signed [{N}:0] qs;",
+            f"  wire [{N - 1}:0] num_mag = num[{N - 1}] ? -num : num;",
+            f"  // stage s = 0..{L}: qd_s the dividend's low bits not yet brought down, then the quotient's;",
+            "  // rem_s the remainder; den_s the divisor's magnitude; f_s {a < 0, b == 0, a/b < 0, saturated}",
+            f"  reg [{L - 1}:0] " + ", ".join(f"qd_{i}" for i in range(L + 1)) + ";",
+            f"  reg [{W}:0] " + ", ".join(f"rem_{i}" for i in range(L + 1)) + ";",
+            f"  reg [{W - 1}:0] " + ", ".join(f"den_{i}" for i in range(L + 1)) + ";",
+            "  reg [3:0] " + ", ".join(f"f_{i}" for i in range(L + 1)) + ";",
             "  always @(posedge clk) begin",
-            f"    qd_0 <= num[{N - 1}] ? -num : num; rem_0 <= 0; den_0 <= b[{W - 1}] ? -b : b;",
-            f"    f_0 <= {{a[{W - 1}], b == 0, a[{W - 1}] ^ b[{W - 1}]}};",
+            f"    qd_0 <= num_mag[{L - 1}:0]; rem_0 <= num_mag[{N - 1}:{L}]; den_0 <= b[{W - 1}] ? -b : b;",
+            f"    f_0 <= {{a[{W - 1}], b == 0, a[{W - 1}] ^ b[{W - 1}], 1'b0}};",
             "  end"]
-        for i in range(N):
-            sh = f"{{rem_{i}[{W - 1}:0], qd_{i}[{N - 1}]}}"
+        for i in range(L):
+            sh = f"{{rem_{i}[{W - 1}:0], qd_{i}[{L - 1}]}}"
+            big = f"{{f_{i}[3:1], rem_{i} >= {{1'b0, den_{i}}}}}" if i == 0 else f"f_{i}"
             lines += [f"  wire [{W}:0] sh_{i} = {sh};",
-                      f"  always @(posedge clk) begin f_{i + 1} <= f_{i}; den_{i + 1} <= den_{i};",
+                      f"  always @(posedge clk) begin f_{i + 1} <= {big}; den_{i + 1} <= den_{i};",
                       f"    if (sh_{i} >= {{1'b0, den_{i}}}) begin rem_{i + 1} <= sh_{i} - {{1'b0, den_{i}}}; "
-                      f"qd_{i + 1} <= {{qd_{i}[{N - 2}:0], 1'b1}}; end",
-                      f"    else begin rem_{i + 1} <= sh_{i}; qd_{i + 1} <= {{qd_{i}[{N - 2}:0], 1'b0}}; end",
+                      f"qd_{i + 1} <= (qd_{i} << 1) | 1'b1; end",
+                      f"    else begin rem_{i + 1} <= sh_{i}; qd_{i + 1} <= qd_{i} << 1; end",
                       "  end"]
         lines += [
             "  always @(posedge clk) begin",
-            f"    qs <= f_{N}[0] ? -$signed({{1'b0, qd_{N}}}) : $signed({{1'b0, qd_{N}}}); f_{N + 1} <= f_{N};",
-            f"    dz <= f_{N + 1}[1];",
-            f"    if (f_{N + 1}[1]) q <= f_{N + 1}[2] ? {_lit(lo, W)} : {_lit(hi, W)};",
-            f"    else if (qs > {_lit(hi, N + 1)}) q <= {_lit(hi, W)};",
-            f"    else if (qs < {_lit(lo, N + 1)}) q <= {_lit(lo, W)};",
-            f"    else q <= qs[{W - 1}:0];",
+            f"    dz <= f_{L}[2];",
+            f"    if (f_{L}[2]) q <= f_{L}[3] ? {_lit(lo, W)} : {_lit(hi, W)};",
+            f"    else if (f_{L}[0]) q <= f_{L}[1] ? {_lit(lo, W)} : {_lit(hi, W)};",
+            f"    else q <= f_{L}[1] ? -$signed({{1'b0, qd_{L}}}) : $signed({{1'b0, qd_{L}}});",
             "  end",
             "endmodule",
             ""]
@@ -611,7 +614,7 @@ class _Emitter:
         from ..hls.cost import _classify
         from ..hls.schedule import budget_design
 
-        bc, g, sch = budget_design(kernel, self.nt, 1000.0 / self.model.period, dsp_budget)
+        bc, g, sch = budget_design(kernel, self.nt, 1000.0 / self.model.period, dsp_budget, divider="narrow")
         kind, _ = _classify(kernel, self.model)
         full = self.model.mul()
         finish: dict[int, float] = {}
