@@ -115,9 +115,10 @@ def test_latency_is_the_schedules_measured_cycle_by_cycle(built):
 
 def test_inspect_cost_prints_the_schedules_the_modules_have(built, capsys):
     """``inspect --cost --target verilog`` gives each built module's latency and this target's
-    divider (W + 1 = 33 cycles at 32,16); ``--target hls`` keeps the HLS tool's divider (W + F + 3
-    = 51), so aba, whose six divisions are sequential, is 6 × 18 cycles shorter here and rnea,
-    which divides nothing, the same."""
+    divider (18 cycles at 32,16 and 250 MHz: 3 + the 30 quotient bits after the first, two a
+    cycle); ``--target hls`` keeps the HLS tool's divider (W + F + 3 = 51), so aba, whose six
+    divisions are sequential, is 6 × 33 cycles shorter here and rnea, which divides nothing, the
+    same."""
     _, kv, _ = built
 
     def table(target):
@@ -133,10 +134,10 @@ def test_inspect_cost_prints_the_schedules_the_modules_have(built, capsys):
 
     out_v, v = table("verilog")
     out_h, h = table("hls")
-    assert "a divider takes 33 cycles" in out_v and "a divider takes 51 cycles" in out_h
+    assert "a divider takes 18 cycles" in out_v and "a divider takes 51 cycles" in out_h
     assert v == kv.latency, (v, kv.latency)
     assert v["rnea"] == h["rnea"] and v["forward_kinematics"] == h["forward_kinematics"]
-    assert h["aba"] - v["aba"] == 6 * (51 - 33), (h, v)
+    assert h["aba"] - v["aba"] == 6 * (51 - 18), (h, v)
 
 
 def _synthetic_kernel():
@@ -266,6 +267,33 @@ def test_datapath_operations_round_ties_to_even_and_saturate(budget, ii):
     if budget:
         assert mod.latency == budget_cost(_synthetic_kernel(), numeric_type("float64", (W, I)), DEFAULT_CLOCK_MHZ,
                                           budget, divider="narrow")["latency_cycles"]
+
+
+@pytest.mark.parametrize("ii", [None, 1], ids=["sequential", "pipelined"])
+def test_divider_ending_in_a_one_bit_step(ii):
+    """At ap_fixed<17,9> the divider brings down 16 quotient bits: the first, seven steps of two
+    and a last step of one (at 16,8, the other tests' format, every step after the first is of
+    two). The division edges against exact integers, sequential and pipelined, and the latency
+    the cost model gives (3 + ⌈15 / 2⌉ = 11 cycles for each divider)."""
+    W, I = 17, 9  # noqa: E741
+    F = W - I
+    nt = numeric_type("float64", (W, I))
+    em = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ)
+    assert em._div_steps() == [2] * 7 + [1] and em.model.div().cycles == 11
+    mod, src = _synthetic_sources(_synthetic_kernel(), W, I, None, ii)
+    lib = ctypes.CDLL(str(sim.build_verilog(src)))
+    run, cycles = lib.rbd_ops_ops_f64_batch, lib.rbd_ops_ops_f64_cycles
+    run.argtypes, run.restype = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p], None
+    cycles.argtypes, cycles.restype = [ctypes.c_int], ctypes.c_long
+    cases = _division_edges(W, F) + [(-5, 0, 0, 0), (5, 0, 1, 1 << F)]
+    raw = np.array(cases, dtype=np.int64)
+    xs = np.ascontiguousarray(np.ldexp(raw.astype(float), -F))
+    got = np.zeros((len(cases), 8))
+    run(len(cases), xs.ctypes.data, got.ctypes.data)
+    want = np.array([_exact(W, F, [int(r) for r in row]) for row in cases], dtype=np.int64)
+    np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64), want)
+    assert cycles(0) == mod.latency == kernel_cost(_synthetic_kernel(), nt, DEFAULT_CLOCK_MHZ, ii=ii,
+                                                   divider="narrow")["latency_cycles"]
 
 
 # the products' plans (schedule.epilogue_plan: II, elements per step) at ap_fixed<16,8>, one DSP a

@@ -23,12 +23,14 @@ What it models, for an ``ap_fixed<W, I>`` datapath (F = W − I), on an AMD Ultr
   ~2(W + F), FFs ~3(W + F). Plus rbd_div's zero test and saturation mux (W LUTs). A pipelined
   design (``--ii``) needs the array form, a (W+1)-bit subtracter per quotient bit.
   **The Verilog target's divider** (``divider="narrow"``; rbdgen/targets/verilog/emit.py) gives
-  the same quotients in W + 1 cycles: a quotient of W bits or more saturates, which one
-  comparison of the dividend's top F + 1 bits with the divisor tells, so only the W − 1 bits
-  below are divided out, one a cycle, between a cycle that takes the magnitudes and one that
-  signs and saturates (32,16: 33 cycles instead of 51). LUTs: the magnitudes' negations
-  (W + F + W), the subtracter and its restoring mux (2W + 1), the comparison (W), the sign and
-  saturation (2W); FFs: its W − 1 quotient bits, remainder, divisor and result (~4W).
+  the same quotients sooner. A quotient of W bits or more saturates, which one comparison of the
+  dividend's top F + 1 bits with the divisor tells, so only the W − 1 bits below are divided
+  out; and it brings down two of them a cycle where a (W+2)-bit subtraction and a 4:1
+  multiplexer (:data:`LUT_NS`) fit the cycle (250 MHz: yes), one otherwise. A cycle takes the
+  magnitudes, one makes the saturation test, the first quotient bit and 3·divisor, ⌈(W − 2) / r⌉
+  cycles bring down r bits each, one signs and saturates: 3 + ⌈(W − 2) / r⌉ cycles (32,16 at
+  250 MHz: 18 instead of 51). LUTs and FFs: see :meth:`Model.div`, checked against Yosys on the
+  module alone (docs/verilog.md, "The divider").
 * **sin/cos**: one unrolled CORDIC per joint angle (rbdgen/targets/hls/cordic.py): its two
   constant products (range reduction), then N + 3 chained adder stages of its internal width;
   LUTs for its 3N + 7 adders.
@@ -137,6 +139,9 @@ class OpCost:
 #: the dividers a fixed-point design can have: the HLS tool's ap_fixed divider (the HLS target),
 #: and the Verilog target's, which divides out only the bits a saturating quotient can hold
 DIVIDERS = ("tool", "narrow")
+#: one level of logic after a carry chain (a LUT6 and its routing), ns: the narrow divider's
+#: 4:1 multiplexer of partial remainders
+LUT_NS = 0.5
 
 
 class Model:
@@ -189,17 +194,30 @@ class Model:
             return OpCost("div", 0, self._cyc(ns), 0.0, 0, 0, 1)
         W, F = self.nt.W, self.nt.frac_bits
         if self.divider == "narrow":
-            # W - 1 quotient bits, one a cycle, after the cycle that takes the magnitudes, then one
-            # that signs and saturates; the array form: a subtracter per quotient bit
-            lut = (W + F + W) + (2 * W + 1) + W + 2 * W
-            return OpCost("div", 0, W + 1, 0.0, lut, 4 * W, W + 1,
-                          lut_pipelined=(W - 1) * (W + 1) + (W + F + W) + 3 * W)
+            r = self.div_bits()
+            steps = math.ceil((W - 2) / r)  # after the first quotient bit
+            cycles = 3 + steps
+            fixed_lut = (W + F + W) + W + 2 * W  # the magnitudes' negations, the saturation test, sign and saturation
+            # a step: r = 1, a (W+1)-bit subtracter and its mux; r = 2, three (W+2)-bit ones, the 4:1 mux
+            # (two LUTs a bit) and the digit's logic, with 3·divisor made once (an adder) and the first
+            # bit's radix-2 step. Yosys, 32,16, the module alone: 241 LUTs (r = 1), 492 (r = 2); pipelined
+            # 2 685, 3 588 (docs/verilog.md, "The divider")
+            step_lut = 2 * (W + 1) if r == 1 else 3 * (W + 2) + 2 * (W + 1) + W
+            first_lut = 0 if r == 1 else 2 * (W + 1) + (W + 1)
+            ff = 4 * W if r == 1 else 5 * W
+            return OpCost("div", 0, cycles, 0.0, fixed_lut + step_lut + first_lut, ff, cycles,
+                          lut_pipelined=fixed_lut + first_lut + steps * step_lut + 2 * (W + 1))
         cycles = W + F + 3
         extra = W + self._round_lut() + self._sat_lut()  # rbd_div's zero test and mux, the quotient's quantisation
         # sequential: one (W+1)-bit subtracter and the shift registers, busy all its cycles; a
         # pipelined design (--ii) needs the array form: a subtracter per quotient bit
         return OpCost("div", 0, cycles, 0.0, 2 * (W + F) + extra, 3 * (W + F), cycles,
                       lut_pipelined=(W + F) * (W + 1) + extra)
+
+    def div_bits(self) -> int:
+        """Quotient bits the Verilog target's divider brings down a cycle: 2 where a (W+2)-bit
+        subtraction and a 4:1 multiplexer fit the cycle's budget, else 1."""
+        return 2 if (self.add_delay(self.nt.W + 2) * self.budget + LUT_NS) <= self.budget else 1
 
     def sincos(self) -> OpCost:
         if not self.fixed:

@@ -109,8 +109,8 @@ class VerilogTarget(Target):
     def cost_sections(self, model, kernels, *, dtype="float64", progress=None, fixed=None, rounding=None,
                       overflow=None, clock_mhz=None, dsp_budget=None, ii=None, tol=None, opt=None, cxx=None):
         """The schedules the modules are built to (``inspect --cost --target verilog``): the HLS
-        cost model with this target's divider (``divider="narrow"``: W + 1 cycles instead of the
-        HLS tool's W + F + 3), unshared and, with ``--dsp-budget``, within the budget; each
+        cost model with this target's divider (``divider="narrow"``: 18 cycles at 32,16 and 250 MHz
+        instead of the HLS tool's W + F + 3 = 51), unshared and, with ``--dsp-budget``, within the budget; each
         module's latency in cycles is its schedule's (tests/test_verilog.py measures it)."""
         from ..hls.emit import budget_table, cost_table, format_budget_table, format_cost_table
 

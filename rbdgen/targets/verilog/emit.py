@@ -18,8 +18,8 @@ model gives L cycles starts on a cycle boundary from its operands' values and it
 the last of L pipeline registers (synthesis retimes the arithmetic into them); adders chain
 combinationally within a cycle, and a value that a later cycle reads is read from a register
 loaded at the end of the cycle it settles in; a divider starts when the cycle count reaches its
-start cycle and holds its quotient from W + 1 cycles later (the cost model's ``divider="narrow"``:
-only the quotient bits the format can hold are divided out). Every register is free-running: the inputs are
+start cycle and holds its quotient from the cost model's ``divider="narrow"`` cycles later (only the
+quotient bits the format can hold are divided out, two a cycle at 250 MHz: 18 cycles at 32,16). Every register is free-running: the inputs are
 held in registers for the whole computation, so every value settles, in the cycle the schedule
 gives it, and stays. ``done`` rises in cycle ⌈latency⌉, when the outputs are valid (an output
 settling in the middle of a cycle is registered; one leaving a pipeline register is that
@@ -198,25 +198,57 @@ class _Emitter:
                   "endmodule", ""]
         return lines
 
+    def _div_steps(self) -> list[int]:
+        """Quotient bits brought down by each step after the first (which brings down one): the
+        cost model's ``div_bits`` a step, one in a last step if W − 2 is not a multiple of it."""
+        r, rest = self.model.div_bits(), self.W - 2
+        return [r] * (rest // r) + [1] * (rest % r)
+
+    def _div_step(self, rem: str, qd: str, den: str, den3: str, bits: int, rem_out: str, qd_out: str,
+                  tag: str) -> tuple[list[str], list[str]]:
+        """One restoring step on the magnitudes bringing down ``bits`` (1 or 2) quotient bits:
+        (wires, the two register assignments). Two bits: the partial remainder compared with 1, 2
+        and 3 times the divisor at once, the digit the largest multiple it reaches."""
+        W, L = self.W, self.W - 1
+        if bits == 1:
+            sh = f"sh{tag}"
+            return ([f"  wire [{W}:0] {sh} = {{{rem}[{W - 1}:0], {qd}[{L - 1}]}};"],
+                     [f"if ({sh} >= {{1'b0, {den}}}) begin {rem_out} <= {sh} - {{1'b0, {den}}}; "
+                      f"{qd_out} <= ({qd} << 1) | 1'b1; end",
+                      f"else begin {rem_out} <= {sh}; {qd_out} <= {qd} << 1; end"])
+        sh, g = f"sh{tag}", f"g{tag}_"
+        m1, m2, m3 = f"{{2'b0, {den}}}", f"{{1'b0, {den}, 1'b0}}", f"{{1'b0, {den3}}}"
+        return ([f"  wire [{W + 1}:0] {sh} = {{{rem}[{W - 1}:0], {qd}[{L - 1}:{L - 2}]}};",
+                 f"  wire {g}1 = {sh} >= {m1}, {g}2 = {sh} >= {m2}, {g}3 = {sh} >= {m3};"],
+                [f"{rem_out} <= {g}3 ? {sh} - {m3} : {g}2 ? {sh} - {m2} : {g}1 ? {sh} - {m1} : {sh};",
+                 f"{qd_out} <= ({qd} << 2) | {{{g}2, {g}3 | ({g}1 & ~{g}2)}};"])
+
     def divider_module(self, prefix: str) -> list[str]:
         """``module <prefix>_div``: a / b as the HLS target's ``rbd_div`` on ap_fixed computes it —
         the dividend's raw bits shifted left by F, divided by the divisor's, truncated toward
         zero, saturated to W bits; a zero divisor gives the format's extreme of a's sign (+max
-        for a = 0) and sets ``dz``. Sequential, restoring division on the magnitudes, W + 1
-        cycles from ``go`` to ``q`` (the cost model's ``divider="narrow"``): a quotient that
-        needs W bits or more saturates, and it does exactly when the dividend's magnitude without
-        its low W − 1 bits is at least the divisor's — one comparison, made beside the first
-        step — so only the W − 1 quotient bits below are divided out, one a cycle, the
-        remainder starting from the dividend's top F + 1 bits (less than the divisor unless
-        the quotient saturates)."""
+        for a = 0) and sets ``dz``. Sequential restoring division on the magnitudes, in the cost
+        model's ``divider="narrow"`` cycles from ``go`` to ``q``: a quotient that needs W bits or
+        more saturates, and it does exactly when the dividend's magnitude without its low W − 1
+        bits is at least the divisor's — one comparison, made beside the first step — so only
+        the W − 1 quotient bits below are divided out, the remainder starting from the dividend's
+        top F + 1 bits (less than the divisor unless the quotient saturates): the first bit, then
+        two a cycle where the model fits a 4:1 choice of partial remainders in the cycle
+        (:meth:`_div_step`), one otherwise."""
         W, F = self.W, self.F
         N, L = W + F, W - 1
         hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
-        cw = max(1, (W + 1).bit_length())
-        return [
+        steps = self._div_steps()
+        two = 2 in steps
+        last = 1 + len(steps) + 1  # the step that signs and saturates
+        cycles = self.model.div().cycles
+        assert cycles == last + 1, (cycles, last)
+        cw = max(1, (last + 1).bit_length())
+        lines = [
             f"// a / b in ap_fixed<{W},{self.nt.I}> as rbd_div computes it: (A << {F}) / B truncated toward zero,",
             f"// saturated. |A << {F}| / |B| >= 2^{L} (saturated) iff |A << {F}| >> {L} >= |B|: one comparison;",
-            f"// the {L} quotient bits below, one per cycle; {W + 1} cycles from go (the cycle a and b are valid) to q",
+            f"// the {L} quotient bits below: one, then {'two' if two else 'one'} a cycle; "
+            f"{cycles} cycles from go (the cycle a and b are valid) to q",
             f"module {prefix}_div (",
             "  input wire clk,",
             "  input wire go,",
@@ -230,20 +262,37 @@ class _Emitter:
             f"  reg [{L - 1}:0] qd;  // the dividend's low bits not yet brought down, then the quotient's",
             f"  reg [{W}:0] rem;  // starts as the dividend's top {F + 1} bits",
             f"  reg [{W - 1}:0] den;",
+            *([f"  reg [{W}:0] den3;  // 3 x the divisor, from step 1"] if two else []),
             "  reg neg, zero, a_neg, big;",
-            f"  reg [{cw - 1}:0] step;  // 0: idle; 1..{L}: quotient bits (1: and the saturation test); {W}: sign and saturation",
-            f"  wire [{W}:0] shifted = {{rem[{W - 1}:0], qd[{L - 1}]}};",
+            f"  reg [{cw - 1}:0] step;  // 0: idle; 1: the first quotient bit and the saturation test; "
+            f"2..{last - 1}: the others; {last}: sign and saturation"]
+        w1, a1 = self._div_step("rem", "qd", "den", "den3", 1, "rem", "qd", "1")
+        lines += w1
+        if two:
+            w2, a2 = self._div_step("rem", "qd", "den", "den3", 2, "rem", "qd", "2")
+            lines += w2
+        lines += [
             "  always @(posedge clk) begin",
             "    if (go) begin",
             f"      qd <= num_mag[{L - 1}:0]; rem <= num_mag[{N - 1}:{L}]; den <= den_mag;",
             f"      neg <= a[{W - 1}] ^ b[{W - 1}]; zero <= (b == 0); a_neg <= a[{W - 1}];",
             "      step <= 1;",
-            f"    end else if (step >= 1 && step <= {L}) begin",
-            "      if (step == 1) big <= (rem >= {1'b0, den});",
-            "      if (shifted >= {1'b0, den}) begin rem <= shifted - {1'b0, den}; qd <= (qd << 1) | 1'b1; end",
-            "      else begin rem <= shifted; qd <= qd << 1; end",
-            "      step <= step + 1'b1;",
-            f"    end else if (step == {W}) begin",
+            "    end else if (step == 1) begin",
+            "      big <= (rem >= {1'b0, den});",
+            *(["      den3 <= {1'b0, den} + {den, 1'b0};"] if two else []),
+            *(f"      {x}" for x in a1),
+            "      step <= step + 1'b1;"]
+        n2 = steps.count(2)
+        if n2:
+            lines += [f"    end else if (step >= 2 && step <= {1 + n2}) begin",
+                      *(f"      {x}" for x in a2),
+                      "      step <= step + 1'b1;"]
+        if len(steps) > n2:  # the remaining one-bit steps
+            lines += [f"    end else if (step >= {2 + n2} && step <= {last - 1}) begin",
+                      *(f"      {x}" for x in a1),
+                      "      step <= step + 1'b1;"]
+        lines += [
+            f"    end else if (step == {last}) begin",
             "      dz <= zero;",
             f"      if (zero) q <= a_neg ? {_lit(lo, W)} : {_lit(hi, W)};",
             f"      else if (big) q <= neg ? {_lit(lo, W)} : {_lit(hi, W)};",
@@ -253,18 +302,24 @@ class _Emitter:
             "  end",
             "endmodule",
             ""]
+        return lines
 
     def divider_pipelined_module(self, prefix: str) -> list[str]:
         """``module <prefix>_divp``: :meth:`divider_module`'s quotient, fully pipelined (a new
-        division every cycle): the same W + 1 cycles from the cycle a and b are valid to the one
-        q is — a stage that takes the magnitudes, one per quotient bit (restoring division; the
-        first also makes the saturation test), one that signs and saturates."""
+        division every cycle): the same cycles from the cycle a and b are valid to the one q is —
+        a stage that takes the magnitudes, one per step of :meth:`divider_module` (the first
+        also makes the saturation test and 3 x the divisor), one that signs and saturates."""
         W, F = self.W, self.F
         N, L = W + F, W - 1
         hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
+        steps = [1] + self._div_steps()
+        two = 2 in steps
+        S = len(steps)
+        cycles = self.model.div().cycles
+        assert cycles == S + 2, (cycles, S)
         lines = [
             f"// a / b in ap_fixed<{W},{self.nt.I}> as rbd_div computes it (see {prefix}_div), pipelined: a division",
-            f"// enters every cycle, its quotient leaves {W + 1} cycles later",
+            f"// enters every cycle, its quotient leaves {cycles} cycles later",
             f"module {prefix}_divp (",
             "  input wire clk,",
             f"  input wire signed [{W - 1}:0] a,",
@@ -273,31 +328,38 @@ class _Emitter:
             "  output reg dz);",
             f"  wire signed [{N - 1}:0] num = {{a, {F}'b0}};",
             f"  wire [{N - 1}:0] num_mag = num[{N - 1}] ? -num : num;",
-            f"  // stage s = 0..{L}: qd_s the dividend's low bits not yet brought down, then the quotient's;",
+            f"  // stage s = 0..{S}: qd_s the dividend's low bits not yet brought down, then the quotient's;",
             "  // rem_s the remainder; den_s the divisor's magnitude; f_s {a < 0, b == 0, a/b < 0, saturated}",
-            f"  reg [{L - 1}:0] " + ", ".join(f"qd_{i}" for i in range(L + 1)) + ";",
-            f"  reg [{W}:0] " + ", ".join(f"rem_{i}" for i in range(L + 1)) + ";",
-            f"  reg [{W - 1}:0] " + ", ".join(f"den_{i}" for i in range(L + 1)) + ";",
-            "  reg [3:0] " + ", ".join(f"f_{i}" for i in range(L + 1)) + ";",
+            f"  reg [{L - 1}:0] " + ", ".join(f"qd_{i}" for i in range(S + 1)) + ";",
+            f"  reg [{W}:0] " + ", ".join(f"rem_{i}" for i in range(S + 1)) + ";",
+            f"  reg [{W - 1}:0] " + ", ".join(f"den_{i}" for i in range(S + 1)) + ";",
+            *([f"  reg [{W}:0] " + ", ".join(f"den3_{i}" for i in range(1, S + 1)) + ";  // 3 x the divisor"]
+              if two else []),
+            "  reg [3:0] " + ", ".join(f"f_{i}" for i in range(S + 1)) + ";",
             "  always @(posedge clk) begin",
             f"    qd_0 <= num_mag[{L - 1}:0]; rem_0 <= num_mag[{N - 1}:{L}]; den_0 <= b[{W - 1}] ? -b : b;",
             f"    f_0 <= {{a[{W - 1}], b == 0, a[{W - 1}] ^ b[{W - 1}], 1'b0}};",
             "  end"]
-        for i in range(L):
-            sh = f"{{rem_{i}[{W - 1}:0], qd_{i}[{L - 1}]}}"
-            big = f"{{f_{i}[3:1], rem_{i} >= {{1'b0, den_{i}}}}}" if i == 0 else f"f_{i}"
-            lines += [f"  wire [{W}:0] sh_{i} = {sh};",
-                      f"  always @(posedge clk) begin f_{i + 1} <= {big}; den_{i + 1} <= den_{i};",
-                      f"    if (sh_{i} >= {{1'b0, den_{i}}}) begin rem_{i + 1} <= sh_{i} - {{1'b0, den_{i}}}; "
-                      f"qd_{i + 1} <= (qd_{i} << 1) | 1'b1; end",
-                      f"    else begin rem_{i + 1} <= sh_{i}; qd_{i + 1} <= qd_{i} << 1; end",
-                      "  end"]
+        for i, bits in enumerate(steps):
+            wires, assigns = self._div_step(f"rem_{i}", f"qd_{i}", f"den_{i}", f"den3_{i}", bits,
+                                            f"rem_{i + 1}", f"qd_{i + 1}", f"_{i}")
+            carry = [f"den_{i + 1} <= den_{i};"]
+            if i == 0:
+                carry.append(f"f_{i + 1} <= {{f_{i}[3:1], rem_{i} >= {{1'b0, den_{i}}}}};")
+                if two:
+                    carry.append(f"den3_{i + 1} <= {{1'b0, den_{i}}} + {{den_{i}, 1'b0}};")
+            else:
+                carry.append(f"f_{i + 1} <= f_{i};")
+                if two:
+                    carry.append(f"den3_{i + 1} <= den3_{i};")
+            lines += wires + [f"  always @(posedge clk) begin {' '.join(carry)}",
+                              *(f"    {x}" for x in assigns), "  end"]
         lines += [
             "  always @(posedge clk) begin",
-            f"    dz <= f_{L}[2];",
-            f"    if (f_{L}[2]) q <= f_{L}[3] ? {_lit(lo, W)} : {_lit(hi, W)};",
-            f"    else if (f_{L}[0]) q <= f_{L}[1] ? {_lit(lo, W)} : {_lit(hi, W)};",
-            f"    else q <= f_{L}[1] ? -$signed({{1'b0, qd_{L}}}) : $signed({{1'b0, qd_{L}}});",
+            f"    dz <= f_{S}[2];",
+            f"    if (f_{S}[2]) q <= f_{S}[3] ? {_lit(lo, W)} : {_lit(hi, W)};",
+            f"    else if (f_{S}[0]) q <= f_{S}[1] ? {_lit(lo, W)} : {_lit(hi, W)};",
+            f"    else q <= f_{S}[1] ? -$signed({{1'b0, qd_{S}}}) : $signed({{1'b0, qd_{S}}});",
             "  end",
             "endmodule",
             ""]
