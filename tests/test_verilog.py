@@ -192,6 +192,23 @@ def _synthetic_sources(kern, W, I, budget=None, ii=None):  # noqa: E741
                          "units": ["rbd_ops_sincos.v", "rbd_ops_div.v", "rbd_ops_divp.v"]}, (f"ap_fixed<{W},{I}>",))
 
 
+def _run_exact(src, W, F, cases):
+    """The synthetic kernel's module simulated on ``cases`` (rows of four raw operands, one state
+    each), its outputs equal to exact integer arithmetic (:func:`_exact`); returns the harness's
+    ``cycles`` function for the run."""
+    lib = ctypes.CDLL(str(sim.build_verilog(src)))
+    run, cycles = lib.rbd_ops_ops_f64_batch, lib.rbd_ops_ops_f64_cycles
+    run.argtypes, run.restype = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p], None
+    cycles.argtypes, cycles.restype = [ctypes.c_int], ctypes.c_long
+    raw = np.array(cases, dtype=np.int64)
+    xs = np.ascontiguousarray(np.ldexp(raw.astype(float), -F))
+    got = np.zeros((len(cases), 8))
+    run(len(cases), xs.ctypes.data, got.ctypes.data)
+    want = np.array([_exact(W, F, [int(r) for r in row]) for row in cases], dtype=np.int64)
+    np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64), want)
+    return cycles
+
+
 def _division_edges(W, F):
     """Rows of the synthetic kernel (x0 / x1 and x2 / x3 among its outputs) at the divider's
     edges: quotients of magnitude 2^(W-1) − 1, 2^(W-1) and 2^(W-1) + 1 of both signs (the largest
@@ -229,16 +246,12 @@ def test_datapath_operations_round_ties_to_even_and_saturate(budget, ii):
     toward zero of either sign, overflowing ones, zero divisors of a negative, zero and positive
     dividend), against exact integer arithmetic; unshared, within one DSP (its three products,
     two of them ready in cycle 0, on one multiplier), and pipelined (a state every cycle, the
-    dividers pipelined: the 13 cases in 13 cycles)."""
+    dividers pipelined: the cases on consecutive cycles)."""
     W, I = 16, 8  # noqa: E741
     F = W - I
     mod, src = _synthetic_sources(_synthetic_kernel(), W, I, budget, ii)
     if budget:
         assert mod.ops["mul"] == 1 and mod.text.count("_a * mu") == 1, "one shared multiplier"
-    lib = ctypes.CDLL(str(sim.build_verilog(src)))
-    run, cycles = lib.rbd_ops_ops_f64_batch, lib.rbd_ops_ops_f64_cycles
-    run.argtypes, run.restype = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p], None
-    cycles.argtypes, cycles.restype = [ctypes.c_int], ctypes.c_long
     half = 1 << (F - 1)
     cases = [
         (3 * 16, half, 0, 0),          # 0.1875 · 0.5: ... exact
@@ -255,12 +268,7 @@ def test_datapath_operations_round_ties_to_even_and_saturate(budget, ii):
         (5, 0, 1, 1 << F),             # a > 0 → max; x / 1 = x
         (1, 3, -1, 3),                 # tiny quotients
     ] + _division_edges(W, F)
-    raw = np.array(cases, dtype=np.int64)
-    xs = np.ascontiguousarray(np.ldexp(raw.astype(float), -F))
-    got = np.zeros((len(cases), 8))
-    run(len(cases), xs.ctypes.data, got.ctypes.data)
-    want = np.array([_exact(W, F, [int(r) for r in row]) for row in cases], dtype=np.int64)
-    np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64), want)
+    cycles = _run_exact(src, W, F, cases)
     assert cycles(0) == mod.latency
     if ii:
         assert cycles(1) == len(cases), "one state a cycle"
@@ -281,17 +289,7 @@ def test_divider_ending_in_a_one_bit_step(ii):
     em = vemit._Emitter(nt, DEFAULT_CLOCK_MHZ)
     assert em._div_steps() == [2] * 7 + [1] and em.model.div().cycles == 11
     mod, src = _synthetic_sources(_synthetic_kernel(), W, I, None, ii)
-    lib = ctypes.CDLL(str(sim.build_verilog(src)))
-    run, cycles = lib.rbd_ops_ops_f64_batch, lib.rbd_ops_ops_f64_cycles
-    run.argtypes, run.restype = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p], None
-    cycles.argtypes, cycles.restype = [ctypes.c_int], ctypes.c_long
-    cases = _division_edges(W, F) + [(-5, 0, 0, 0), (5, 0, 1, 1 << F)]
-    raw = np.array(cases, dtype=np.int64)
-    xs = np.ascontiguousarray(np.ldexp(raw.astype(float), -F))
-    got = np.zeros((len(cases), 8))
-    run(len(cases), xs.ctypes.data, got.ctypes.data)
-    want = np.array([_exact(W, F, [int(r) for r in row]) for row in cases], dtype=np.int64)
-    np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64), want)
+    cycles = _run_exact(src, W, F, _division_edges(W, F) + [(-5, 0, 0, 0), (5, 0, 1, 1 << F)])
     assert cycles(0) == mod.latency == kernel_cost(_synthetic_kernel(), nt, DEFAULT_CLOCK_MHZ, ii=ii,
                                                    divider="narrow")["latency_cycles"]
 
