@@ -20,6 +20,9 @@ it would need 12 010 DSPs, more than a VCU118's 6 840.
     make synth-report                       # ~30 min on the 2-core VM
     python benchmarks/rtl_synth.py --kernels forward_kinematics   # one kernel, ~2 min
     python benchmarks/rtl_synth.py --kernels aba_derivatives@200 --merge   # add a row to rtl.json
+
+∇FD within 200 DSPs holds ~15 GB in Yosys: on a 24 GB machine run it on its own (beside aba it was
+killed by the kernel's out-of-memory killer after 15 min, 2026-11-27).
 """
 from __future__ import annotations
 
@@ -66,7 +69,10 @@ def synth(work: Path, module: str, files: list, timeout_s: int) -> dict:
                        timeout=timeout_s)
     secs = time.perf_counter() - t
     if r.returncode != 0:
-        return {"error": (r.stderr or r.stdout)[-500:], "seconds": round(secs, 1)}
+        why = (r.stderr or r.stdout)[-500:].strip()
+        if not why and r.returncode < 0:  # killed: ∇FD within 200 DSPs holds ~15 GB, the kernel's OOM killer
+            why = f"yosys killed by signal {-r.returncode} (out of memory? run big designs one at a time)"
+        return {"error": why or f"yosys exited with status {r.returncode}", "seconds": round(secs, 1)}
     cells = {}
     text = stat.read_text()
     top = text.split("=== design hierarchy ===")[-1]  # the flattened totals of the top module
@@ -85,7 +91,7 @@ def parse(spec: str) -> tuple[str, int | None, int | None]:
     return k, (int(b) if b else None), None
 
 
-def run(specs, timeout_s: int, keep: bool, revision: str) -> dict:
+def run(specs, timeout_s: int, keep: bool, revision: str, cpu: str | None) -> dict:
     m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
     nt = numeric_type("float64", FIXED)
     work = Path(tempfile.mkdtemp(prefix="rbdgen-synth-"))
@@ -115,7 +121,7 @@ def run(specs, timeout_s: int, keep: bool, revision: str) -> dict:
             rows[spec] = {"yosys": f.result(), "model": {x: est[x] for x in ("dsp", "dsp_spatial", "lut", "ff",
                                                                              "latency_cycles")},
                           "rtl": {x: src.kernels[k][x] for x in ("latency_cycles", "operators", "registers")},
-                          "dsp_budget": budget, "ii": ii, "revision": revision}
+                          "dsp_budget": budget, "ii": ii, "revision": revision, "machine": cpu}
             log(f"{spec}: {rows[spec]['yosys'].get('groups') or rows[spec]['yosys'].get('error')} "
                 f"in {rows[spec]['yosys']['seconds']} s")
     if keep:
@@ -129,9 +135,11 @@ def markdown(res: dict) -> str:
     mi = res["machine"]
     lines = ["# The Verilog target synthesized by Yosys (issue 48)", "",
              f"iiwa14, ap_fixed<{FIXED[0]},{FIXED[1]}> (AP_RND_CONV, AP_SAT), schedule at {DEFAULT_CLOCK_MHZ:g} MHz; "
-             f"Yosys `synth_xilinx -family xcup` ({res['yosys']}); machine {mi.get('cpu')}, revision of each row "
-             "below. Model: the HLS cost model for the same kernel, format and clock (`inspect --cost --target "
-             "hls`): DSP-spatial is one operator per operation, the design the unshared RTL is; a row `@ N DSP` "
+             f"Yosys `synth_xilinx -family xcup` ({res['yosys']}); the revision and machine of each row "
+             "below. Model: the cost model of the same design, kernel, format and clock (`inspect --cost --target "
+             "verilog`: the HLS cost model with the Verilog target's divider, 18 cycles at 32,16 since 682f6bb; rows "
+             "of earlier revisions had the HLS tool's, 51): DSP-spatial is one operator per operation, the design "
+             "the unshared RTL is; a row `@ N DSP` "
              "is the design within a budget of N (`--dsp-budget N`: multipliers and CORDIC units shared on the "
              "list schedule) beside the budgeted model (`inspect --cost --dsp-budget N`); a row `--ii 1` is the "
              "pipelined design (a state every cycle) beside the model's `--ii 1` figures. The LUT and FF figures "
@@ -139,19 +147,19 @@ def markdown(res: dict) -> str:
              "design holds between cycles. The RTL's latency is the model's by construction and measured in "
              "Verilator by tests/test_verilog.py.", "",
              "| kernel | latency (cycles) | DSP48E2 (model) | LUT (model) | FF + SRL (model FF) | CARRY | "
-             "Yosys time | revision |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "Yosys time | revision, machine |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for spec, r in res["kernels"].items():
         k = spec.replace("@", " @ ").replace("+ii1", ", --ii 1") + (" DSP" if "@" in spec else "")
         y, md = r["yosys"], r["model"]
         if "error" in y:
             lines.append(f"| {k} | {r['rtl']['latency_cycles']} | failed: {y['error'][:80]} | | | | {y['seconds']} s "
-                         f"| {r.get('revision', mi.get('git'))} |")
+                         f"| {r.get('revision', mi.get('git'))}, {r.get('machine', mi.get('cpu'))} |")
             continue
         g = y["groups"]
         lines.append(f"| {k} | {r['rtl']['latency_cycles']} | {g['DSP48E2']} ({md['dsp_spatial']}, "
                      f"{g['DSP48E2'] / max(md['dsp_spatial'], 1):.2f}×) | {g['LUT']} ({md['lut']}, "
                      f"{g['LUT'] / max(md['lut'], 1):.2f}×) | {g['FF']} + {g['SRL']} ({md['ff']}) | {g['CARRY']} | "
-                     f"{y['seconds']:.0f} s | {r.get('revision', mi.get('git'))} |")
+                     f"{y['seconds']:.0f} s | {r.get('revision', mi.get('git'))}, {r.get('machine', mi.get('cpu'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -162,7 +170,8 @@ def main(argv=None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the work folder (Verilog, Yosys logs)")
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     p.add_argument("--render", action="store_true", help="only rewrite rtl.md from rtl.json")
-    p.add_argument("--merge", action="store_true", help="keep rtl.json's rows of kernels not synthesized now")
+    p.add_argument("--merge", action="store_true", help="keep rtl.json's rows of kernels not synthesized now "
+                   "(and of those whose synthesis failed now)")
     args = p.parse_args(argv)
     out = Path(args.out) if args.out else HERE / "results"
     if args.render:
@@ -171,11 +180,16 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ver = subprocess.run(["yosys", "-V"], capture_output=True, text=True).stdout.strip() if shutil.which("yosys") else "?"
     machine = bench.machine_info(find_cxx())
-    rows = run([k for k in args.kernels.split(",") if k], args.timeout, args.keep, machine.get("git"))
+    rows = run([k for k in args.kernels.split(",") if k], args.timeout, args.keep, machine.get("git"), machine.get("cpu"))
     if args.merge and (out / "rtl.json").exists():
         old = json.loads((out / "rtl.json").read_text())
-        kept = {k: {"revision": old["machine"].get("git"), **r} for k, r in old["kernels"].items() if k not in rows}
-        rows = {**kept, **rows}
+        failed = {k for k, r in rows.items() if "error" in r["yosys"] and "error" not in old["kernels"].get(k, {
+            "yosys": {"error": ""}})["yosys"]}
+        for k in sorted(failed):
+            log(f"{k}: failed now, its earlier row kept ({rows[k]['yosys']['error'][:100]})")
+        kept = {k: {"revision": old["machine"].get("git"), "machine": old["machine"].get("cpu"), **r}
+                for k, r in old["kernels"].items() if k not in rows or k in failed}
+        rows = {**kept, **{k: r for k, r in rows.items() if k not in failed}}
     res = {"machine": machine, "yosys": ver, "kernels": rows}
     bench.write_report(out, "rtl", res, markdown, lambda res, path: False)
     return 0
