@@ -39,7 +39,7 @@ from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, measured_bound, numeric_t
 from rbdgen.targets.verilog import emit as vemit
 from rbdgen.targets.verilog import sim
 
-from conftest import ROBOT_CASES, load_case, random_state, run_main
+from conftest import ROBOT_CASES, assert_one_error_line, load_case, random_state, run_main
 
 # every operation unshared: products, sums, CORDIC, divider. ∇FD (its datapath and dense products)
 # runs within a DSP budget, the design a real part holds (test_a_dsp_budget_shares_the_operators);
@@ -138,6 +138,11 @@ def test_inspect_cost_prints_the_schedules_the_modules_have(built, capsys):
     assert v == kv.latency, (v, kv.latency)
     assert v["rnea"] == h["rnea"] and v["forward_kinematics"] == h["forward_kinematics"]
     assert h["aba"] - v["aba"] == 6 * (51 - 18), (h, v)
+    # one format per table: --fixed auto (a format per kernel) is refused before anything is sampled
+    rc, out, err = run_main(capsys, "inspect", rbdgen.robots.path("iiwa14"), "--cost", "--target", "verilog",
+                            "--fixed", "auto", "--kernels", "rnea", "-q")
+    assert rc == 2
+    assert_one_error_line(err, out, "--fixed W,I")
 
 
 def _synthetic_kernel():

@@ -114,8 +114,7 @@ class VerilogTarget(Target):
         module's latency in cycles is its schedule's (tests/test_verilog.py measures it)."""
         from ..hls.emit import budget_table, cost_table, format_budget_table, format_cost_table
 
-        fixed, choices = resolve_fixed(model, kernels, fixed, tol, rounding, overflow, progress)
-        if choices:
+        if fixed == "auto":
             raise RbdgenError("inspect --cost --target verilog takes one format: give --fixed W,I (--fixed auto "
                               "chooses one per kernel: see inspect --cost --target hls --fixed auto)")
         nt = self.numtype((dtype,), fixed, rounding, overflow)
