@@ -130,6 +130,16 @@ def _quat_to_matrix(w: float, x: float, y: float, z: float) -> list[list[float]]
     ]
 
 
+def _sum(terms) -> float:
+    """Left-to-right float sum: the same bits on every Python. (``sum()`` of floats is compensated
+    from Python 3.12 on, so it rounds differently from 3.11's: the same seed then gave another
+    robot, and another generated kernel, on a machine with a newer Python.)"""
+    acc = 0.0
+    for t in terms:
+        acc += t
+    return acc
+
+
 def _random_rotation(rng: random.Random) -> list[list[float]]:
     # Shoemake's uniform random unit quaternion.
     u1, u2, u3 = rng.random(), rng.random(), rng.random()
@@ -142,7 +152,7 @@ def _random_unit_vector(rng: random.Random) -> list[float]:
     # Reject near-axis-aligned results so "general" axes really are general.
     while True:
         v = [rng.gauss(0.0, 1.0) for _ in range(3)]
-        norm = math.sqrt(sum(c * c for c in v))
+        norm = math.sqrt(_sum(c * c for c in v))
         if norm < 1e-3:
             continue
         v = [c / norm for c in v]
@@ -164,7 +174,7 @@ def _inertial_xml(rng: random.Random, mass_range: tuple[float, float], com_scale
     principal = [s[1] + s[2], s[0] + s[2], s[0] + s[1]]
     R = _random_rotation(rng)
     inertia = [
-        [sum(R[i][k] * principal[k] * R[j][k] for k in range(3)) for j in range(3)]
+        [_sum(R[i][k] * principal[k] * R[j][k] for k in range(3)) for j in range(3)]
         for i in range(3)
     ]
     return (
@@ -187,7 +197,7 @@ def _link_xml(name: str, inertial: str | None) -> str:
 def _origin_xyz(rng: random.Random) -> list[float]:
     while True:
         xyz = [rng.uniform(-0.3, 0.3) for _ in range(3)]
-        if math.sqrt(sum(c * c for c in xyz)) > 0.05:
+        if math.sqrt(_sum(c * c for c in xyz)) > 0.05:
             return xyz
 
 
