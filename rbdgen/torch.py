@@ -149,7 +149,7 @@ class _Op:
         dt, cuda = self.dtype, self.cuda
         xs, grad, nd, n0 = [], False, None, None
         for (_, size), x in zip(inputs, args):
-            if not isinstance(x, _Tensor) or x.dtype is not dt or (x.is_cuda if cuda else not x.is_cpu):
+            if not isinstance(x, _Tensor) or x.dtype is not dt or (not x.is_cuda if cuda else not x.is_cpu):
                 self._diagnose(args)
             shape = x.shape
             d = len(shape)
