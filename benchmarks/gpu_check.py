@@ -81,7 +81,7 @@ SEED_CPU_IIWA = ("rnea", "rnea_scan", "aba_derivatives")
 #: tests/test_torch.py's KERNELS (read from its source, which imports torch, in plan())
 TORCH_TEST = TESTS / "test_torch.py"
 #: each step's time limit on the GPU machine (seconds); about 7 of the 8 minutes
-STEP_LIMITS = {"setup": 60, "tests": 150, "sanitize": 75, "interop": 45, "bench": 110, "seeds": 40}
+STEP_LIMITS = {"setup": 60, "tests": 150, "sanitize": 75, "interop": 45, "bench": 110, "pylaunch": 25, "seeds": 40}
 
 
 def log(msg: str) -> None:
@@ -144,9 +144,8 @@ def plan(cases=None, kernels=None, parts=("tests", "interop", "bench", "seeds"))
     out: list[Build] = []
     if "tests" in parts:
         # test_gpu_every_kernel_matches_reference: every kernel of every robot case, as built there
-        out += [Build("tests/test_cuda.py: every kernel, every case", i, dict(test_cuda.GPU_BUILD)) for i in ids]
-        out += [Build("tests/test_cuda.py: every kernel, every case, rolled", i, dict(test_cuda.GPU_BUILD_ROLLED))
-                for i in ids]
+        out += [Build(CASE_BUILDS[0], i, dict(test_cuda.GPU_BUILD)) for i in ids]
+        out += [Build(CASE_BUILDS[1], i, dict(test_cuda.GPU_BUILD_ROLLED)) for i in ids]
         if "iiwa14-fixed" in ids:
             # _require_gpu's first build (the emulation tests' iiwa build), _gpu_kern (the stream, allocation
             # and interop tests), the debug-mode test's child process (the bundled URDF, no frames)
@@ -318,14 +317,16 @@ def prepare(builds: list[Build], cache: Path, work: Path, manifest_path: Path) -
 
 #: what one device call may carry: the working tree travels with it, and all of it may be 64 MiB
 PART_LIMIT = int(float(os.environ.get("GPU_CHECK_PART_MIB", "46")) * 2**20)
-#: the builds of a robot case's GPU test alone (a part of its own may carry them)
+#: the builds of a robot case's GPU test alone (a part of its own may carry them): the test builds
+#: every kernel unrolled and rolled, so both travel in the part that runs the case
 CASE_BUILD = "tests/test_cuda.py: every kernel, every case"
+CASE_BUILDS = (CASE_BUILD, CASE_BUILD + ", rolled")
 
 
 def _case_only(e: dict) -> bool:
     """A build only test_gpu_every_kernel_matches_reference needs (not the benchmarks, the seeds,
     or the other GPU tests)."""
-    return e["what"] == CASE_BUILD and e["model"] != "bundled:iiwa14"
+    return e["what"] in CASE_BUILDS and e["model"] != "bundled:iiwa14"
 
 
 #: compressed over raw size of the libraries in one solid xz -9 stream (measured 2026-11-26, 34
@@ -442,9 +443,10 @@ def dry(builds: list[Build], cache: Path, work: Path, carry: Path | None) -> int
         print(f"  {step:9s} ≤ {limit:3d} s  {STEP_TEXT[step]}")
     print(f"  total    ≤ {sum(STEP_LIMITS.values())} s")
     print(f"\nprebuilt libraries ({cache}, sm_{ARCH}):")
-    missing = 0
+    missing, keys = 0, {}
     for b in builds:
         r = lookup(b, cache, work)
+        keys[id(b)] = r["key"]
         if r["lib"] is None:
             state, missing = "MISSING (not compiled)", missing + 1
         elif carry is not None and r["key"] not in packed:
@@ -464,6 +466,15 @@ def dry(builds: list[Build], cache: Path, work: Path, carry: Path | None) -> int
         if cases - covered:
             print(f"  robot cases in no part: {', '.join(sorted(cases - covered))}")
             missing += len(cases - covered)
+        # a part tests its cases with every build their test makes (unrolled and rolled): one it
+        # lacks fails there at the nvcc stub, so it is a miss here
+        need = {(b.model, keys[id(b)]) for b in builds if b.what in CASE_BUILDS}
+        for folder, pm in parts:
+            held = {e["key"] for e in pm["builds"]}
+            lacking = sorted(f"{m} [{k}]" for m, k in need if m in pm["cases"] and k not in held)
+            if lacking:
+                print(f"  {folder.name} tests cases without their builds: {', '.join(lacking)}")
+                missing += len(lacking)
     print(f"\n{len(builds) - missing} of {len(builds)} libraries prebuilt" + (f"; {missing} missing" if missing else ""))
     return 1 if missing else 0
 
@@ -475,6 +486,7 @@ STEP_TEXT = {
     "interop": "pytest -m gpu tests/test_torch.py tests/test_gpu_interop.py (torch, JAX, cupy DLPack)",
     "bench": "cuda_launch (C++: launch+sync, graph, copies), cpu_threads.py (the CPU batch path against N, threads, "
              "wait policy), run_cuda.py (iiwa, quadruped, TALOS; N = 1 … 65536)",
+    "pylaunch": "py_launch.py: iiwa rnea, aba, ∇FD from Python end to end (call, prepared launch, graph; N = 1 … 256)",
     "seeds": "seeds_gpu.py: seed 000 Fig. 1/2 (rnea_scan vs rnea), seed 001 Fig. 3 (∇FD end to end, N = 16 … 128)",
 }
 
@@ -683,6 +695,15 @@ class Run:
                 self.cpu_builds.wait(timeout=limit)
 
     # 5 --------------------------------------------------------------------------------------------
+    def pylaunch(self):
+        t0 = time.perf_counter()
+        rc, text, dt = self.sh("pylaunch", [sys.executable, HERE / "py_launch.py", "--out", self.results],
+                               self.time_left("pylaunch"), "py_launch")
+        self.record("pylaunch", {"status": "ok" if rc == 0 else f"rc {rc}", "seconds": round(time.perf_counter() - t0, 1),
+                                 "summary": "Python launch path: call, prepared, graph"},
+                    [self.results / "py_launch.json", self.results / "py_launch.md"])
+
+    # 6 --------------------------------------------------------------------------------------------
     def seeds(self):
         t0 = time.perf_counter()
         self.wait_cpu_builds(5)

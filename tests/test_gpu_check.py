@@ -65,6 +65,15 @@ def test_dry_mode_finds_the_prebuilt_libraries(tmp_path, capsys, monkeypatch):
     manifest = json.loads((part / "manifest.json").read_text())
     assert manifest["cases"] == [CASE] and manifest["steps"] == list(gpu_check.STEP_LIMITS)
     assert "carry/part1: " in out and CASE in out
+    # a case in a part of its own (here: any limit is too small) takes both its builds, unrolled
+    # and rolled, with it: the GPU machine's stub compiles nothing, so a build left in part 1
+    # fails the case's test there (it did, 2026-11-28, for every case of part 2)
+    prep = json.loads((tmp_path / "prep" / "manifest.json").read_text())
+    sizes = gpu_check.pack(prep, tmp_path / "prep" / "kernels", tmp_path / "split", gpu_check._nvcc_version()[1], limit=1)
+    assert [p["cases"] for p in sizes["parts"]] == [[], [CASE]]
+    part2 = json.loads((tmp_path / "split" / "part2" / "manifest.json").read_text())
+    case_builds = {e["key"] for e in prep["builds"] if e["model"] == CASE}
+    assert len(case_builds) == 2 and case_builds <= {e["key"] for e in part2["builds"]}
 
     # the GPU machine's side: the packed libraries elsewhere, nvcc the stub
     there = tmp_path / "there"
