@@ -17,30 +17,16 @@ module rbd_iiwa14_verilog_forward_kinematics (
       else q_mul_ = r[31:0];
     end
   endfunction
-  function automatic signed [31:0] q_sum_(input signed [32:0] fx);
-    reg signed [33:0] r;
-    begin r = fx;
-      if (r > 34'sd2147483647) q_sum_ = 32'sd2147483647;
-      else if (r < -34'sd2147483648) q_sum_ = -32'sd2147483648;
-      else q_sum_ = r[31:0];
-    end
-  endfunction
   function automatic signed [31:0] q_mul(input signed [31:0] fa, input signed [31:0] fb);
     reg signed [63:0] p;
     begin p = fa * fb; q_mul = q_mul_(p); end
   endfunction
-  function automatic signed [31:0] q_add(input signed [31:0] fa, input signed [31:0] fb);
-    reg signed [32:0] s;
-    begin s = fa + fb; q_add = q_sum_(s); end
-  endfunction
-  function automatic signed [31:0] q_sub(input signed [31:0] fa, input signed [31:0] fb);
-    reg signed [32:0] s;
-    begin s = fa - fb; q_sub = q_sum_(s); end
-  endfunction
-  function automatic signed [31:0] q_neg(input signed [31:0] fa);
-    reg signed [32:0] s;
-    begin s = -fa; q_neg = q_sum_(s); end
-  endfunction
+  // the datapath's own operations: the exact value in a wire (<t>_ex), a product rounded (<t>_rd),
+  // then brought to W bits: q_sum_ and q_mul_ above, written out (so Verilator makes no
+  // temporaries per operation: ∇FD's simulation was 33 MB of C++ as function calls)
+  `define RBD_Q_SUM(x) ((x) > 33'sd2147483647 ? 32'sd2147483647 : (x) < -33'sd2147483648 ? -32'sd2147483648 : x[31:0])
+  `define RBD_Q_RND(x) ((x >>> 16) + $signed({1'b0, x[15] & (x[16] | (|x[14:0]))}))
+  `define RBD_Q_PROD(x) ((x) > 49'sd2147483647 ? 32'sd2147483647 : (x) < -49'sd2147483648 ? -32'sd2147483648 : x[31:0])
   reg signed [31:0] in_q_0, in_q_1, in_q_2, in_q_3, in_q_4, in_q_5, in_q_6;
   always @(posedge clk) if (start) begin
     in_q_0 <= q[31:0];
@@ -64,7 +50,8 @@ module rbd_iiwa14_verilog_forward_kinematics (
   always @(posedge clk) begin u7_s_p1 <= u7_s; u7_s_p2 <= u7_s_p1; u7_s_p3 <= u7_s_p2; u7_s_p4 <= u7_s_p3; u7_s_p5 <= u7_s_p4; u7_s_p6 <= u7_s_p5; u7_s_p7 <= u7_s_p6; u7_s_p8 <= u7_s_p7; u7_s_p9 <= u7_s_p8; u7_s_p10 <= u7_s_p9; u7_s_p11 <= u7_s_p10; u7_s_p12 <= u7_s_p11; u7_s_p13 <= u7_s_p12; u7_s_p14 <= u7_s_p13; u7_s_p15 <= u7_s_p14; end
   reg signed [31:0] u7_c_p1, u7_c_p2, u7_c_p3, u7_c_p4, u7_c_p5, u7_c_p6, u7_c_p7, u7_c_p8, u7_c_p9, u7_c_p10, u7_c_p11, u7_c_p12, u7_c_p13, u7_c_p14, u7_c_p15;
   always @(posedge clk) begin u7_c_p1 <= u7_c; u7_c_p2 <= u7_c_p1; u7_c_p3 <= u7_c_p2; u7_c_p4 <= u7_c_p3; u7_c_p5 <= u7_c_p4; u7_c_p6 <= u7_c_p5; u7_c_p7 <= u7_c_p6; u7_c_p8 <= u7_c_p7; u7_c_p9 <= u7_c_p8; u7_c_p10 <= u7_c_p9; u7_c_p11 <= u7_c_p10; u7_c_p12 <= u7_c_p11; u7_c_p13 <= u7_c_p12; u7_c_p14 <= u7_c_p13; u7_c_p15 <= u7_c_p14; end
-  wire signed [31:0] t12 = q_neg(u7_s_p15);  // forward kinematics, body 0, level 0: cycle 15
+  wire signed [32:0] t12_ex = -u7_s_p15;
+  wire signed [31:0] t12 = `RBD_Q_SUM(t12_ex);  // forward kinematics, body 0, level 0: cycle 15
   reg signed [31:0] t12_r;
   always @(posedge clk) t12_r <= t12;
   // forward kinematics, body 1, level 1: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
@@ -74,26 +61,32 @@ module rbd_iiwa14_verilog_forward_kinematics (
   always @(posedge clk) begin u14_s_p1 <= u14_s; u14_s_p2 <= u14_s_p1; u14_s_p3 <= u14_s_p2; u14_s_p4 <= u14_s_p3; u14_s_p5 <= u14_s_p4; u14_s_p6 <= u14_s_p5; u14_s_p7 <= u14_s_p6; u14_s_p8 <= u14_s_p7; u14_s_p9 <= u14_s_p8; u14_s_p10 <= u14_s_p9; u14_s_p11 <= u14_s_p10; u14_s_p12 <= u14_s_p11; u14_s_p13 <= u14_s_p12; u14_s_p14 <= u14_s_p13; u14_s_p15 <= u14_s_p14; end
   reg signed [31:0] u14_c_p1, u14_c_p2, u14_c_p3, u14_c_p4, u14_c_p5, u14_c_p6, u14_c_p7, u14_c_p8, u14_c_p9, u14_c_p10, u14_c_p11, u14_c_p12, u14_c_p13, u14_c_p14, u14_c_p15;
   always @(posedge clk) begin u14_c_p1 <= u14_c; u14_c_p2 <= u14_c_p1; u14_c_p3 <= u14_c_p2; u14_c_p4 <= u14_c_p3; u14_c_p5 <= u14_c_p4; u14_c_p6 <= u14_c_p5; u14_c_p7 <= u14_c_p6; u14_c_p8 <= u14_c_p7; u14_c_p9 <= u14_c_p8; u14_c_p10 <= u14_c_p9; u14_c_p11 <= u14_c_p10; u14_c_p12 <= u14_c_p11; u14_c_p13 <= u14_c_p12; u14_c_p14 <= u14_c_p13; u14_c_p15 <= u14_c_p14; end
-  // forward kinematics, body 1, level 1: mul, cycles 15..18
-  wire signed [31:0] t18_c = q_mul(u7_c_p15, u14_c_p15);
+  wire signed [63:0] t18_c_ex = u7_c_p15 * u14_c_p15;
+  wire signed [48:0] t18_c_rd = `RBD_Q_RND(t18_c_ex);
+  wire signed [31:0] t18_c = `RBD_Q_PROD(t18_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
   reg signed [31:0] t18_p1, t18_p2, t18_p3;
   always @(posedge clk) begin t18_p1 <= t18_c; t18_p2 <= t18_p1; t18_p3 <= t18_p2; end
-  wire signed [31:0] t19 = q_neg(t18_p3);  // forward kinematics, body 1, level 1: cycle 18
+  wire signed [32:0] t19_ex = -t18_p3;
+  wire signed [31:0] t19 = `RBD_Q_SUM(t19_ex);  // forward kinematics, body 1, level 1: cycle 18
   reg signed [31:0] t19_r;
   always @(posedge clk) t19_r <= t19;
-  // forward kinematics, body 1, level 1: mul, cycles 15..18
-  wire signed [31:0] t20_c = q_mul(u7_c_p15, u14_s_p15);
+  wire signed [63:0] t20_c_ex = u7_c_p15 * u14_s_p15;
+  wire signed [48:0] t20_c_rd = `RBD_Q_RND(t20_c_ex);
+  wire signed [31:0] t20_c = `RBD_Q_PROD(t20_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
   reg signed [31:0] t20_p1, t20_p2, t20_p3;
   always @(posedge clk) begin t20_p1 <= t20_c; t20_p2 <= t20_p1; t20_p3 <= t20_p2; end
-  // forward kinematics, body 1, level 1: mul, cycles 15..18
-  wire signed [31:0] t21_c = q_mul(u7_s_p15, u14_c_p15);
+  wire signed [63:0] t21_c_ex = u7_s_p15 * u14_c_p15;
+  wire signed [48:0] t21_c_rd = `RBD_Q_RND(t21_c_ex);
+  wire signed [31:0] t21_c = `RBD_Q_PROD(t21_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
   reg signed [31:0] t21_p1, t21_p2, t21_p3;
   always @(posedge clk) begin t21_p1 <= t21_c; t21_p2 <= t21_p1; t21_p3 <= t21_p2; end
-  wire signed [31:0] t22 = q_neg(t21_p3);  // forward kinematics, body 1, level 1: cycle 18
+  wire signed [32:0] t22_ex = -t21_p3;
+  wire signed [31:0] t22 = `RBD_Q_SUM(t22_ex);  // forward kinematics, body 1, level 1: cycle 18
   reg signed [31:0] t22_r;
   always @(posedge clk) t22_r <= t22;
-  // forward kinematics, body 1, level 1: mul, cycles 15..18
-  wire signed [31:0] t23_c = q_mul(u7_s_p15, u14_s_p15);
+  wire signed [63:0] t23_c_ex = u7_s_p15 * u14_s_p15;
+  wire signed [48:0] t23_c_rd = `RBD_Q_RND(t23_c_ex);
+  wire signed [31:0] t23_c = `RBD_Q_PROD(t23_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
   reg signed [31:0] t23_p1, t23_p2, t23_p3;
   always @(posedge clk) begin t23_p1 <= t23_c; t23_p2 <= t23_p1; t23_p3 <= t23_p2; end
   // forward kinematics, body 2, level 2: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
@@ -103,77 +96,97 @@ module rbd_iiwa14_verilog_forward_kinematics (
   always @(posedge clk) begin u25_s_p1 <= u25_s; u25_s_p2 <= u25_s_p1; u25_s_p3 <= u25_s_p2; u25_s_p4 <= u25_s_p3; u25_s_p5 <= u25_s_p4; u25_s_p6 <= u25_s_p5; u25_s_p7 <= u25_s_p6; u25_s_p8 <= u25_s_p7; u25_s_p9 <= u25_s_p8; u25_s_p10 <= u25_s_p9; u25_s_p11 <= u25_s_p10; u25_s_p12 <= u25_s_p11; u25_s_p13 <= u25_s_p12; u25_s_p14 <= u25_s_p13; u25_s_p15 <= u25_s_p14; end
   reg signed [31:0] u25_c_p1, u25_c_p2, u25_c_p3, u25_c_p4, u25_c_p5, u25_c_p6, u25_c_p7, u25_c_p8, u25_c_p9, u25_c_p10, u25_c_p11, u25_c_p12, u25_c_p13, u25_c_p14, u25_c_p15;
   always @(posedge clk) begin u25_c_p1 <= u25_c; u25_c_p2 <= u25_c_p1; u25_c_p3 <= u25_c_p2; u25_c_p4 <= u25_c_p3; u25_c_p5 <= u25_c_p4; u25_c_p6 <= u25_c_p5; u25_c_p7 <= u25_c_p6; u25_c_p8 <= u25_c_p7; u25_c_p9 <= u25_c_p8; u25_c_p10 <= u25_c_p9; u25_c_p11 <= u25_c_p10; u25_c_p12 <= u25_c_p11; u25_c_p13 <= u25_c_p12; u25_c_p14 <= u25_c_p13; u25_c_p15 <= u25_c_p14; end
-  // forward kinematics, body 2, level 2: mul, cycles 18..21
-  wire signed [31:0] t29_c = q_mul(t18_p3, u25_c_p15);
+  wire signed [63:0] t29_c_ex = t18_p3 * u25_c_p15;
+  wire signed [48:0] t29_c_rd = `RBD_Q_RND(t29_c_ex);
+  wire signed [31:0] t29_c = `RBD_Q_PROD(t29_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
   reg signed [31:0] t29_p1, t29_p2, t29_p3;
   always @(posedge clk) begin t29_p1 <= t29_c; t29_p2 <= t29_p1; t29_p3 <= t29_p2; end
-  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  wire signed [31:0] t30_c = q_mul(u7_s_p15, u25_s_p15);
+  wire signed [63:0] t30_c_ex = u7_s_p15 * u25_s_p15;
+  wire signed [48:0] t30_c_rd = `RBD_Q_RND(t30_c_ex);
+  wire signed [31:0] t30_c = `RBD_Q_PROD(t30_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t30_p1, t30_p2, t30_p3;
   always @(posedge clk) begin t30_p1 <= t30_c; t30_p2 <= t30_p1; t30_p3 <= t30_p2; end
-  wire signed [31:0] t32 = q_sub(t29_p3, t30_p3);  // forward kinematics, body 2, level 2: cycle 21
+  wire signed [32:0] t32_ex = t29_p3 - t30_p3;
+  wire signed [31:0] t32 = `RBD_Q_SUM(t32_ex);  // forward kinematics, body 2, level 2: cycle 21
   reg signed [31:0] t32_r;
   always @(posedge clk) t32_r <= t32;
-  // forward kinematics, body 2, level 2: mul, cycles 18..21
-  wire signed [31:0] t33_c = q_mul(t18_p3, u25_s_p15);
+  wire signed [63:0] t33_c_ex = t18_p3 * u25_s_p15;
+  wire signed [48:0] t33_c_rd = `RBD_Q_RND(t33_c_ex);
+  wire signed [31:0] t33_c = `RBD_Q_PROD(t33_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
   reg signed [31:0] t33_p1, t33_p2, t33_p3;
   always @(posedge clk) begin t33_p1 <= t33_c; t33_p2 <= t33_p1; t33_p3 <= t33_p2; end
-  wire signed [31:0] t34 = q_neg(t33_p3);  // forward kinematics, body 2, level 2: cycle 21
+  wire signed [32:0] t34_ex = -t33_p3;
+  wire signed [31:0] t34 = `RBD_Q_SUM(t34_ex);  // forward kinematics, body 2, level 2: cycle 21
   reg signed [31:0] t34_r;
   always @(posedge clk) t34_r <= t34;
-  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  wire signed [31:0] t35_c = q_mul(u7_s_p15, u25_c_p15);
+  wire signed [63:0] t35_c_ex = u7_s_p15 * u25_c_p15;
+  wire signed [48:0] t35_c_rd = `RBD_Q_RND(t35_c_ex);
+  wire signed [31:0] t35_c = `RBD_Q_PROD(t35_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t35_p1, t35_p2, t35_p3;
   always @(posedge clk) begin t35_p1 <= t35_c; t35_p2 <= t35_p1; t35_p3 <= t35_p2; end
-  wire signed [31:0] t37 = q_sub(t34_r, t35_p3);  // forward kinematics, body 2, level 2: cycle 22
+  wire signed [32:0] t37_ex = t34_r - t35_p3;
+  wire signed [31:0] t37 = `RBD_Q_SUM(t37_ex);  // forward kinematics, body 2, level 2: cycle 22
   reg signed [31:0] t37_r;
   always @(posedge clk) t37_r <= t37;
-  // forward kinematics, body 2, level 2: mul, cycles 18..21
-  wire signed [31:0] t38_c = q_mul(t21_p3, u25_c_p15);
+  wire signed [63:0] t38_c_ex = t21_p3 * u25_c_p15;
+  wire signed [48:0] t38_c_rd = `RBD_Q_RND(t38_c_ex);
+  wire signed [31:0] t38_c = `RBD_Q_PROD(t38_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
   reg signed [31:0] t38_p1, t38_p2, t38_p3;
   always @(posedge clk) begin t38_p1 <= t38_c; t38_p2 <= t38_p1; t38_p3 <= t38_p2; end
-  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  wire signed [31:0] t39_c = q_mul(u7_c_p15, u25_s_p15);
+  wire signed [63:0] t39_c_ex = u7_c_p15 * u25_s_p15;
+  wire signed [48:0] t39_c_rd = `RBD_Q_RND(t39_c_ex);
+  wire signed [31:0] t39_c = `RBD_Q_PROD(t39_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t39_p1, t39_p2, t39_p3;
   always @(posedge clk) begin t39_p1 <= t39_c; t39_p2 <= t39_p1; t39_p3 <= t39_p2; end
-  wire signed [31:0] t40 = q_add(t38_p3, t39_p3);  // forward kinematics, body 2, level 2: cycle 21
+  wire signed [32:0] t40_ex = t38_p3 + t39_p3;
+  wire signed [31:0] t40 = `RBD_Q_SUM(t40_ex);  // forward kinematics, body 2, level 2: cycle 21
   reg signed [31:0] t40_r;
   always @(posedge clk) t40_r <= t40;
-  // forward kinematics, body 2, level 2: mul, cycles 18..21
-  wire signed [31:0] t41_c = q_mul(t21_p3, u25_s_p15);
+  wire signed [63:0] t41_c_ex = t21_p3 * u25_s_p15;
+  wire signed [48:0] t41_c_rd = `RBD_Q_RND(t41_c_ex);
+  wire signed [31:0] t41_c = `RBD_Q_PROD(t41_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
   reg signed [31:0] t41_p1, t41_p2, t41_p3;
   always @(posedge clk) begin t41_p1 <= t41_c; t41_p2 <= t41_p1; t41_p3 <= t41_p2; end
-  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  wire signed [31:0] t43_c = q_mul(u7_c_p15, u25_c_p15);
+  wire signed [63:0] t43_c_ex = u7_c_p15 * u25_c_p15;
+  wire signed [48:0] t43_c_rd = `RBD_Q_RND(t43_c_ex);
+  wire signed [31:0] t43_c = `RBD_Q_PROD(t43_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t43_p1, t43_p2, t43_p3;
   always @(posedge clk) begin t43_p1 <= t43_c; t43_p2 <= t43_p1; t43_p3 <= t43_p2; end
-  wire signed [31:0] t44 = q_sub(t43_p3, t41_p3);  // forward kinematics, body 2, level 2: cycle 21
+  wire signed [32:0] t44_ex = t43_p3 - t41_p3;
+  wire signed [31:0] t44 = `RBD_Q_SUM(t44_ex);  // forward kinematics, body 2, level 2: cycle 21
   reg signed [31:0] t44_r;
   always @(posedge clk) t44_r <= t44;
-  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  wire signed [31:0] t45_c = q_mul(u14_s_p15, u25_c_p15);
+  wire signed [63:0] t45_c_ex = u14_s_p15 * u25_c_p15;
+  wire signed [48:0] t45_c_rd = `RBD_Q_RND(t45_c_ex);
+  wire signed [31:0] t45_c = `RBD_Q_PROD(t45_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t45_p1, t45_p2, t45_p3;
   always @(posedge clk) begin t45_p1 <= t45_c; t45_p2 <= t45_p1; t45_p3 <= t45_p2; end
-  wire signed [31:0] t46 = q_neg(t45_p3);  // forward kinematics, body 2, level 2: cycle 18
+  wire signed [32:0] t46_ex = -t45_p3;
+  wire signed [31:0] t46 = `RBD_Q_SUM(t46_ex);  // forward kinematics, body 2, level 2: cycle 18
   reg signed [31:0] t46_r;
   always @(posedge clk) t46_r <= t46;
-  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  wire signed [31:0] t47_c = q_mul(u14_s_p15, u25_s_p15);
+  wire signed [63:0] t47_c_ex = u14_s_p15 * u25_s_p15;
+  wire signed [48:0] t47_c_rd = `RBD_Q_RND(t47_c_ex);
+  wire signed [31:0] t47_c = `RBD_Q_PROD(t47_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t47_p1, t47_p2, t47_p3;
   always @(posedge clk) begin t47_p1 <= t47_c; t47_p2 <= t47_p1; t47_p3 <= t47_p2; end
-  // forward kinematics, body 2, level 2: mul, cycles 18..20
-  wire signed [31:0] t48_c = q_mul(t20_p3, 32'sd13402);
+  wire signed [63:0] t48_c_ex = t20_p3 * 32'sd13402;
+  wire signed [48:0] t48_c_rd = `RBD_Q_RND(t48_c_ex);
+  wire signed [31:0] t48_c = `RBD_Q_PROD(t48_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..20
   reg signed [31:0] t48_p1, t48_p2;
   always @(posedge clk) begin t48_p1 <= t48_c; t48_p2 <= t48_p1; end
-  // forward kinematics, body 2, level 2: mul, cycles 18..20
-  wire signed [31:0] t49_c = q_mul(t23_p3, 32'sd13402);
+  wire signed [63:0] t49_c_ex = t23_p3 * 32'sd13402;
+  wire signed [48:0] t49_c_rd = `RBD_Q_RND(t49_c_ex);
+  wire signed [31:0] t49_c = `RBD_Q_PROD(t49_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..20
   reg signed [31:0] t49_p1, t49_p2;
   always @(posedge clk) begin t49_p1 <= t49_c; t49_p2 <= t49_p1; end
-  // forward kinematics, body 2, level 2: mul, cycles 15..17
-  wire signed [31:0] t50_c = q_mul(u14_c_p15, 32'sd13402);
+  wire signed [63:0] t50_c_ex = u14_c_p15 * 32'sd13402;
+  wire signed [48:0] t50_c_rd = `RBD_Q_RND(t50_c_ex);
+  wire signed [31:0] t50_c = `RBD_Q_PROD(t50_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..17
   reg signed [31:0] t50_p1, t50_p2;
   always @(posedge clk) begin t50_p1 <= t50_c; t50_p2 <= t50_p1; end
-  wire signed [31:0] t51 = q_add(32'sd23593, t50_p2);  // forward kinematics, body 2, level 2: cycle 17
+  wire signed [32:0] t51_ex = 32'sd23593 + t50_p2;
+  wire signed [31:0] t51 = `RBD_Q_SUM(t51_ex);  // forward kinematics, body 2, level 2: cycle 17
   reg signed [31:0] t51_r;
   always @(posedge clk) t51_r <= t51;
   // forward kinematics, body 3, level 3: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
@@ -183,100 +196,127 @@ module rbd_iiwa14_verilog_forward_kinematics (
   always @(posedge clk) begin u52_s_p1 <= u52_s; u52_s_p2 <= u52_s_p1; u52_s_p3 <= u52_s_p2; u52_s_p4 <= u52_s_p3; u52_s_p5 <= u52_s_p4; u52_s_p6 <= u52_s_p5; u52_s_p7 <= u52_s_p6; u52_s_p8 <= u52_s_p7; u52_s_p9 <= u52_s_p8; u52_s_p10 <= u52_s_p9; u52_s_p11 <= u52_s_p10; u52_s_p12 <= u52_s_p11; u52_s_p13 <= u52_s_p12; u52_s_p14 <= u52_s_p13; u52_s_p15 <= u52_s_p14; end
   reg signed [31:0] u52_c_p1, u52_c_p2, u52_c_p3, u52_c_p4, u52_c_p5, u52_c_p6, u52_c_p7, u52_c_p8, u52_c_p9, u52_c_p10, u52_c_p11, u52_c_p12, u52_c_p13, u52_c_p14, u52_c_p15;
   always @(posedge clk) begin u52_c_p1 <= u52_c; u52_c_p2 <= u52_c_p1; u52_c_p3 <= u52_c_p2; u52_c_p4 <= u52_c_p3; u52_c_p5 <= u52_c_p4; u52_c_p6 <= u52_c_p5; u52_c_p7 <= u52_c_p6; u52_c_p8 <= u52_c_p7; u52_c_p9 <= u52_c_p8; u52_c_p10 <= u52_c_p9; u52_c_p11 <= u52_c_p10; u52_c_p12 <= u52_c_p11; u52_c_p13 <= u52_c_p12; u52_c_p14 <= u52_c_p13; u52_c_p15 <= u52_c_p14; end
-  // forward kinematics, body 3, level 3: mul, cycles 22..25
-  wire signed [31:0] t56_c = q_mul(t32_r, u52_c_p15);
+  wire signed [63:0] t56_c_ex = t32_r * u52_c_p15;
+  wire signed [48:0] t56_c_rd = `RBD_Q_RND(t56_c_ex);
+  wire signed [31:0] t56_c = `RBD_Q_PROD(t56_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
   reg signed [31:0] t56_p1, t56_p2, t56_p3;
   always @(posedge clk) begin t56_p1 <= t56_c; t56_p2 <= t56_p1; t56_p3 <= t56_p2; end
-  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  wire signed [31:0] t57_c = q_mul(t20_p3, u52_s_p15);
+  wire signed [63:0] t57_c_ex = t20_p3 * u52_s_p15;
+  wire signed [48:0] t57_c_rd = `RBD_Q_RND(t57_c_ex);
+  wire signed [31:0] t57_c = `RBD_Q_PROD(t57_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t57_p1, t57_p2, t57_p3;
   always @(posedge clk) begin t57_p1 <= t57_c; t57_p2 <= t57_p1; t57_p3 <= t57_p2; end
-  wire signed [31:0] t58 = q_add(t56_p3, t57_p3);  // forward kinematics, body 3, level 3: cycle 25
+  wire signed [32:0] t58_ex = t56_p3 + t57_p3;
+  wire signed [31:0] t58 = `RBD_Q_SUM(t58_ex);  // forward kinematics, body 3, level 3: cycle 25
   reg signed [31:0] t58_r;
   always @(posedge clk) t58_r <= t58;
-  // forward kinematics, body 3, level 3: mul, cycles 22..25
-  wire signed [31:0] t59_c = q_mul(t32_r, u52_s_p15);
+  wire signed [63:0] t59_c_ex = t32_r * u52_s_p15;
+  wire signed [48:0] t59_c_rd = `RBD_Q_RND(t59_c_ex);
+  wire signed [31:0] t59_c = `RBD_Q_PROD(t59_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
   reg signed [31:0] t59_p1, t59_p2, t59_p3;
   always @(posedge clk) begin t59_p1 <= t59_c; t59_p2 <= t59_p1; t59_p3 <= t59_p2; end
-  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  wire signed [31:0] t61_c = q_mul(t20_p3, u52_c_p15);
+  wire signed [63:0] t61_c_ex = t20_p3 * u52_c_p15;
+  wire signed [48:0] t61_c_rd = `RBD_Q_RND(t61_c_ex);
+  wire signed [31:0] t61_c = `RBD_Q_PROD(t61_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t61_p1, t61_p2, t61_p3;
   always @(posedge clk) begin t61_p1 <= t61_c; t61_p2 <= t61_p1; t61_p3 <= t61_p2; end
-  wire signed [31:0] t62 = q_sub(t61_p3, t59_p3);  // forward kinematics, body 3, level 3: cycle 25
+  wire signed [32:0] t62_ex = t61_p3 - t59_p3;
+  wire signed [31:0] t62 = `RBD_Q_SUM(t62_ex);  // forward kinematics, body 3, level 3: cycle 25
   reg signed [31:0] t62_r;
   always @(posedge clk) t62_r <= t62;
-  wire signed [31:0] t63 = q_neg(t37);  // forward kinematics, body 3, level 3: cycle 22
+  wire signed [32:0] t63_ex = -t37;
+  wire signed [31:0] t63 = `RBD_Q_SUM(t63_ex);  // forward kinematics, body 3, level 3: cycle 22
   reg signed [31:0] t63_r;
   always @(posedge clk) t63_r <= t63;
-  // forward kinematics, body 3, level 3: mul, cycles 22..25
-  wire signed [31:0] t64_c = q_mul(t40_r, u52_c_p15);
+  wire signed [63:0] t64_c_ex = t40_r * u52_c_p15;
+  wire signed [48:0] t64_c_rd = `RBD_Q_RND(t64_c_ex);
+  wire signed [31:0] t64_c = `RBD_Q_PROD(t64_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
   reg signed [31:0] t64_p1, t64_p2, t64_p3;
   always @(posedge clk) begin t64_p1 <= t64_c; t64_p2 <= t64_p1; t64_p3 <= t64_p2; end
-  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  wire signed [31:0] t65_c = q_mul(t23_p3, u52_s_p15);
+  wire signed [63:0] t65_c_ex = t23_p3 * u52_s_p15;
+  wire signed [48:0] t65_c_rd = `RBD_Q_RND(t65_c_ex);
+  wire signed [31:0] t65_c = `RBD_Q_PROD(t65_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t65_p1, t65_p2, t65_p3;
   always @(posedge clk) begin t65_p1 <= t65_c; t65_p2 <= t65_p1; t65_p3 <= t65_p2; end
-  wire signed [31:0] t66 = q_add(t64_p3, t65_p3);  // forward kinematics, body 3, level 3: cycle 25
+  wire signed [32:0] t66_ex = t64_p3 + t65_p3;
+  wire signed [31:0] t66 = `RBD_Q_SUM(t66_ex);  // forward kinematics, body 3, level 3: cycle 25
   reg signed [31:0] t66_r;
   always @(posedge clk) t66_r <= t66;
-  // forward kinematics, body 3, level 3: mul, cycles 22..25
-  wire signed [31:0] t67_c = q_mul(t40_r, u52_s_p15);
+  wire signed [63:0] t67_c_ex = t40_r * u52_s_p15;
+  wire signed [48:0] t67_c_rd = `RBD_Q_RND(t67_c_ex);
+  wire signed [31:0] t67_c = `RBD_Q_PROD(t67_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
   reg signed [31:0] t67_p1, t67_p2, t67_p3;
   always @(posedge clk) begin t67_p1 <= t67_c; t67_p2 <= t67_p1; t67_p3 <= t67_p2; end
-  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  wire signed [31:0] t69_c = q_mul(t23_p3, u52_c_p15);
+  wire signed [63:0] t69_c_ex = t23_p3 * u52_c_p15;
+  wire signed [48:0] t69_c_rd = `RBD_Q_RND(t69_c_ex);
+  wire signed [31:0] t69_c = `RBD_Q_PROD(t69_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t69_p1, t69_p2, t69_p3;
   always @(posedge clk) begin t69_p1 <= t69_c; t69_p2 <= t69_p1; t69_p3 <= t69_p2; end
-  wire signed [31:0] t70 = q_sub(t69_p3, t67_p3);  // forward kinematics, body 3, level 3: cycle 25
+  wire signed [32:0] t70_ex = t69_p3 - t67_p3;
+  wire signed [31:0] t70 = `RBD_Q_SUM(t70_ex);  // forward kinematics, body 3, level 3: cycle 25
   reg signed [31:0] t70_r;
   always @(posedge clk) t70_r <= t70;
-  wire signed [31:0] t71 = q_neg(t44_r);  // forward kinematics, body 3, level 3: cycle 22
+  wire signed [32:0] t71_ex = -t44_r;
+  wire signed [31:0] t71 = `RBD_Q_SUM(t71_ex);  // forward kinematics, body 3, level 3: cycle 22
   reg signed [31:0] t71_r;
   always @(posedge clk) t71_r <= t71;
-  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  wire signed [31:0] t72_c = q_mul(t45_p3, u52_c_p15);
+  wire signed [63:0] t72_c_ex = t45_p3 * u52_c_p15;
+  wire signed [48:0] t72_c_rd = `RBD_Q_RND(t72_c_ex);
+  wire signed [31:0] t72_c = `RBD_Q_PROD(t72_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t72_p1, t72_p2, t72_p3;
   always @(posedge clk) begin t72_p1 <= t72_c; t72_p2 <= t72_p1; t72_p3 <= t72_p2; end
-  // forward kinematics, body 3, level 3: mul, cycles 15..18
-  wire signed [31:0] t74_c = q_mul(u14_c_p15, u52_s_p15);
+  wire signed [63:0] t74_c_ex = u14_c_p15 * u52_s_p15;
+  wire signed [48:0] t74_c_rd = `RBD_Q_RND(t74_c_ex);
+  wire signed [31:0] t74_c = `RBD_Q_PROD(t74_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..18
   reg signed [31:0] t74_p1, t74_p2, t74_p3;
   always @(posedge clk) begin t74_p1 <= t74_c; t74_p2 <= t74_p1; t74_p3 <= t74_p2; end
-  wire signed [31:0] t75 = q_sub(t74_p3, t72_p3);  // forward kinematics, body 3, level 3: cycle 21
+  wire signed [32:0] t75_ex = t74_p3 - t72_p3;
+  wire signed [31:0] t75 = `RBD_Q_SUM(t75_ex);  // forward kinematics, body 3, level 3: cycle 21
   reg signed [31:0] t75_r;
   always @(posedge clk) t75_r <= t75;
-  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  wire signed [31:0] t76_c = q_mul(t45_p3, u52_s_p15);
+  wire signed [63:0] t76_c_ex = t45_p3 * u52_s_p15;
+  wire signed [48:0] t76_c_rd = `RBD_Q_RND(t76_c_ex);
+  wire signed [31:0] t76_c = `RBD_Q_PROD(t76_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t76_p1, t76_p2, t76_p3;
   always @(posedge clk) begin t76_p1 <= t76_c; t76_p2 <= t76_p1; t76_p3 <= t76_p2; end
-  // forward kinematics, body 3, level 3: mul, cycles 15..18
-  wire signed [31:0] t77_c = q_mul(u14_c_p15, u52_c_p15);
+  wire signed [63:0] t77_c_ex = u14_c_p15 * u52_c_p15;
+  wire signed [48:0] t77_c_rd = `RBD_Q_RND(t77_c_ex);
+  wire signed [31:0] t77_c = `RBD_Q_PROD(t77_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..18
   reg signed [31:0] t77_p1, t77_p2, t77_p3;
   always @(posedge clk) begin t77_p1 <= t77_c; t77_p2 <= t77_p1; t77_p3 <= t77_p2; end
-  wire signed [31:0] t78 = q_add(t76_p3, t77_p3);  // forward kinematics, body 3, level 3: cycle 21
+  wire signed [32:0] t78_ex = t76_p3 + t77_p3;
+  wire signed [31:0] t78 = `RBD_Q_SUM(t78_ex);  // forward kinematics, body 3, level 3: cycle 21
   reg signed [31:0] t78_r;
   always @(posedge clk) t78_r <= t78;
-  wire signed [31:0] t79 = q_neg(t47_p3);  // forward kinematics, body 3, level 3: cycle 18
+  wire signed [32:0] t79_ex = -t47_p3;
+  wire signed [31:0] t79 = `RBD_Q_SUM(t79_ex);  // forward kinematics, body 3, level 3: cycle 18
   reg signed [31:0] t79_r;
   always @(posedge clk) t79_r <= t79;
-  // forward kinematics, body 3, level 3: mul, cycles 18..20
-  wire signed [31:0] t80_c = q_mul(t20_p3, 32'sd14123);
+  wire signed [63:0] t80_c_ex = t20_p3 * 32'sd14123;
+  wire signed [48:0] t80_c_rd = `RBD_Q_RND(t80_c_ex);
+  wire signed [31:0] t80_c = `RBD_Q_PROD(t80_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..20
   reg signed [31:0] t80_p1, t80_p2;
   always @(posedge clk) begin t80_p1 <= t80_c; t80_p2 <= t80_p1; end
-  // forward kinematics, body 3, level 3: mul, cycles 18..20
-  wire signed [31:0] t81_c = q_mul(t23_p3, 32'sd14123);
+  wire signed [63:0] t81_c_ex = t23_p3 * 32'sd14123;
+  wire signed [48:0] t81_c_rd = `RBD_Q_RND(t81_c_ex);
+  wire signed [31:0] t81_c = `RBD_Q_PROD(t81_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..20
   reg signed [31:0] t81_p1, t81_p2;
   always @(posedge clk) begin t81_p1 <= t81_c; t81_p2 <= t81_p1; end
-  // forward kinematics, body 3, level 3: mul, cycles 15..17
-  wire signed [31:0] t82_c = q_mul(u14_c_p15, 32'sd14123);
+  wire signed [63:0] t82_c_ex = u14_c_p15 * 32'sd14123;
+  wire signed [48:0] t82_c_rd = `RBD_Q_RND(t82_c_ex);
+  wire signed [31:0] t82_c = `RBD_Q_PROD(t82_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..17
   reg signed [31:0] t82_p1, t82_p2;
   always @(posedge clk) begin t82_p1 <= t82_c; t82_p2 <= t82_p1; end
-  wire signed [31:0] t83 = q_add(t48_p2, t80_p2);  // forward kinematics, body 3, level 3: cycle 20
+  wire signed [32:0] t83_ex = t48_p2 + t80_p2;
+  wire signed [31:0] t83 = `RBD_Q_SUM(t83_ex);  // forward kinematics, body 3, level 3: cycle 20
   reg signed [31:0] t83_r;
   always @(posedge clk) t83_r <= t83;
-  wire signed [31:0] t84 = q_add(t49_p2, t81_p2);  // forward kinematics, body 3, level 3: cycle 20
+  wire signed [32:0] t84_ex = t49_p2 + t81_p2;
+  wire signed [31:0] t84 = `RBD_Q_SUM(t84_ex);  // forward kinematics, body 3, level 3: cycle 20
   reg signed [31:0] t84_r;
   always @(posedge clk) t84_r <= t84;
-  wire signed [31:0] t85 = q_add(t51_r, t82_p2);  // forward kinematics, body 3, level 3: cycle 18
+  wire signed [32:0] t85_ex = t51_r + t82_p2;
+  wire signed [31:0] t85 = `RBD_Q_SUM(t85_ex);  // forward kinematics, body 3, level 3: cycle 18
   reg signed [31:0] t85_r;
   always @(posedge clk) t85_r <= t85;
   // forward kinematics, body 4, level 4: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
@@ -286,100 +326,127 @@ module rbd_iiwa14_verilog_forward_kinematics (
   always @(posedge clk) begin u86_s_p1 <= u86_s; u86_s_p2 <= u86_s_p1; u86_s_p3 <= u86_s_p2; u86_s_p4 <= u86_s_p3; u86_s_p5 <= u86_s_p4; u86_s_p6 <= u86_s_p5; u86_s_p7 <= u86_s_p6; u86_s_p8 <= u86_s_p7; u86_s_p9 <= u86_s_p8; u86_s_p10 <= u86_s_p9; u86_s_p11 <= u86_s_p10; u86_s_p12 <= u86_s_p11; u86_s_p13 <= u86_s_p12; u86_s_p14 <= u86_s_p13; u86_s_p15 <= u86_s_p14; end
   reg signed [31:0] u86_c_p1, u86_c_p2, u86_c_p3, u86_c_p4, u86_c_p5, u86_c_p6, u86_c_p7, u86_c_p8, u86_c_p9, u86_c_p10, u86_c_p11, u86_c_p12, u86_c_p13, u86_c_p14, u86_c_p15;
   always @(posedge clk) begin u86_c_p1 <= u86_c; u86_c_p2 <= u86_c_p1; u86_c_p3 <= u86_c_p2; u86_c_p4 <= u86_c_p3; u86_c_p5 <= u86_c_p4; u86_c_p6 <= u86_c_p5; u86_c_p7 <= u86_c_p6; u86_c_p8 <= u86_c_p7; u86_c_p9 <= u86_c_p8; u86_c_p10 <= u86_c_p9; u86_c_p11 <= u86_c_p10; u86_c_p12 <= u86_c_p11; u86_c_p13 <= u86_c_p12; u86_c_p14 <= u86_c_p13; u86_c_p15 <= u86_c_p14; end
-  // forward kinematics, body 4, level 4: mul, cycles 26..29
-  wire signed [31:0] t90_c = q_mul(t58_r, u86_c_p15);
+  wire signed [63:0] t90_c_ex = t58_r * u86_c_p15;
+  wire signed [48:0] t90_c_rd = `RBD_Q_RND(t90_c_ex);
+  wire signed [31:0] t90_c = `RBD_Q_PROD(t90_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
   reg signed [31:0] t90_p1, t90_p2, t90_p3;
   always @(posedge clk) begin t90_p1 <= t90_c; t90_p2 <= t90_p1; t90_p3 <= t90_p2; end
-  wire signed [31:0] t91 = q_neg(t90_p3);  // forward kinematics, body 4, level 4: cycle 29
+  wire signed [32:0] t91_ex = -t90_p3;
+  wire signed [31:0] t91 = `RBD_Q_SUM(t91_ex);  // forward kinematics, body 4, level 4: cycle 29
   reg signed [31:0] t91_r;
   always @(posedge clk) t91_r <= t91;
-  // forward kinematics, body 4, level 4: mul, cycles 23..26
-  wire signed [31:0] t92_c = q_mul(t37_r, u86_s_p15);
+  wire signed [63:0] t92_c_ex = t37_r * u86_s_p15;
+  wire signed [48:0] t92_c_rd = `RBD_Q_RND(t92_c_ex);
+  wire signed [31:0] t92_c = `RBD_Q_PROD(t92_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 23..26
   reg signed [31:0] t92_p1, t92_p2, t92_p3;
   always @(posedge clk) begin t92_p1 <= t92_c; t92_p2 <= t92_p1; t92_p3 <= t92_p2; end
-  wire signed [31:0] t94 = q_sub(t91_r, t92_p3);  // forward kinematics, body 4, level 4: cycle 30
+  wire signed [32:0] t94_ex = t91_r - t92_p3;
+  wire signed [31:0] t94 = `RBD_Q_SUM(t94_ex);  // forward kinematics, body 4, level 4: cycle 30
   reg signed [31:0] t94_r;
   always @(posedge clk) t94_r <= t94;
-  // forward kinematics, body 4, level 4: mul, cycles 26..29
-  wire signed [31:0] t95_c = q_mul(t58_r, u86_s_p15);
+  wire signed [63:0] t95_c_ex = t58_r * u86_s_p15;
+  wire signed [48:0] t95_c_rd = `RBD_Q_RND(t95_c_ex);
+  wire signed [31:0] t95_c = `RBD_Q_PROD(t95_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
   reg signed [31:0] t95_p1, t95_p2, t95_p3;
   always @(posedge clk) begin t95_p1 <= t95_c; t95_p2 <= t95_p1; t95_p3 <= t95_p2; end
-  // forward kinematics, body 4, level 4: mul, cycles 23..26
-  wire signed [31:0] t96_c = q_mul(t37_r, u86_c_p15);
+  wire signed [63:0] t96_c_ex = t37_r * u86_c_p15;
+  wire signed [48:0] t96_c_rd = `RBD_Q_RND(t96_c_ex);
+  wire signed [31:0] t96_c = `RBD_Q_PROD(t96_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 23..26
   reg signed [31:0] t96_p1, t96_p2, t96_p3;
   always @(posedge clk) begin t96_p1 <= t96_c; t96_p2 <= t96_p1; t96_p3 <= t96_p2; end
-  wire signed [31:0] t98 = q_sub(t95_p3, t96_p3);  // forward kinematics, body 4, level 4: cycle 29
+  wire signed [32:0] t98_ex = t95_p3 - t96_p3;
+  wire signed [31:0] t98 = `RBD_Q_SUM(t98_ex);  // forward kinematics, body 4, level 4: cycle 29
   reg signed [31:0] t98_r;
   always @(posedge clk) t98_r <= t98;
-  // forward kinematics, body 4, level 4: mul, cycles 26..29
-  wire signed [31:0] t99_c = q_mul(t66_r, u86_c_p15);
+  wire signed [63:0] t99_c_ex = t66_r * u86_c_p15;
+  wire signed [48:0] t99_c_rd = `RBD_Q_RND(t99_c_ex);
+  wire signed [31:0] t99_c = `RBD_Q_PROD(t99_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
   reg signed [31:0] t99_p1, t99_p2, t99_p3;
   always @(posedge clk) begin t99_p1 <= t99_c; t99_p2 <= t99_p1; t99_p3 <= t99_p2; end
-  wire signed [31:0] t100 = q_neg(t99_p3);  // forward kinematics, body 4, level 4: cycle 29
+  wire signed [32:0] t100_ex = -t99_p3;
+  wire signed [31:0] t100 = `RBD_Q_SUM(t100_ex);  // forward kinematics, body 4, level 4: cycle 29
   reg signed [31:0] t100_r;
   always @(posedge clk) t100_r <= t100;
-  // forward kinematics, body 4, level 4: mul, cycles 22..25
-  wire signed [31:0] t101_c = q_mul(t44_r, u86_s_p15);
+  wire signed [63:0] t101_c_ex = t44_r * u86_s_p15;
+  wire signed [48:0] t101_c_rd = `RBD_Q_RND(t101_c_ex);
+  wire signed [31:0] t101_c = `RBD_Q_PROD(t101_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
   reg signed [31:0] t101_p1, t101_p2, t101_p3;
   always @(posedge clk) begin t101_p1 <= t101_c; t101_p2 <= t101_p1; t101_p3 <= t101_p2; end
-  wire signed [31:0] t103 = q_sub(t100_r, t101_p3);  // forward kinematics, body 4, level 4: cycle 30
+  wire signed [32:0] t103_ex = t100_r - t101_p3;
+  wire signed [31:0] t103 = `RBD_Q_SUM(t103_ex);  // forward kinematics, body 4, level 4: cycle 30
   reg signed [31:0] t103_r;
   always @(posedge clk) t103_r <= t103;
-  // forward kinematics, body 4, level 4: mul, cycles 26..29
-  wire signed [31:0] t104_c = q_mul(t66_r, u86_s_p15);
+  wire signed [63:0] t104_c_ex = t66_r * u86_s_p15;
+  wire signed [48:0] t104_c_rd = `RBD_Q_RND(t104_c_ex);
+  wire signed [31:0] t104_c = `RBD_Q_PROD(t104_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
   reg signed [31:0] t104_p1, t104_p2, t104_p3;
   always @(posedge clk) begin t104_p1 <= t104_c; t104_p2 <= t104_p1; t104_p3 <= t104_p2; end
-  // forward kinematics, body 4, level 4: mul, cycles 22..25
-  wire signed [31:0] t105_c = q_mul(t44_r, u86_c_p15);
+  wire signed [63:0] t105_c_ex = t44_r * u86_c_p15;
+  wire signed [48:0] t105_c_rd = `RBD_Q_RND(t105_c_ex);
+  wire signed [31:0] t105_c = `RBD_Q_PROD(t105_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
   reg signed [31:0] t105_p1, t105_p2, t105_p3;
   always @(posedge clk) begin t105_p1 <= t105_c; t105_p2 <= t105_p1; t105_p3 <= t105_p2; end
-  wire signed [31:0] t107 = q_sub(t104_p3, t105_p3);  // forward kinematics, body 4, level 4: cycle 29
+  wire signed [32:0] t107_ex = t104_p3 - t105_p3;
+  wire signed [31:0] t107 = `RBD_Q_SUM(t107_ex);  // forward kinematics, body 4, level 4: cycle 29
   reg signed [31:0] t107_r;
   always @(posedge clk) t107_r <= t107;
-  // forward kinematics, body 4, level 4: mul, cycles 22..25
-  wire signed [31:0] t108_c = q_mul(t75_r, u86_c_p15);
+  wire signed [63:0] t108_c_ex = t75_r * u86_c_p15;
+  wire signed [48:0] t108_c_rd = `RBD_Q_RND(t108_c_ex);
+  wire signed [31:0] t108_c = `RBD_Q_PROD(t108_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
   reg signed [31:0] t108_p1, t108_p2, t108_p3;
   always @(posedge clk) begin t108_p1 <= t108_c; t108_p2 <= t108_p1; t108_p3 <= t108_p2; end
-  wire signed [31:0] t109 = q_neg(t108_p3);  // forward kinematics, body 4, level 4: cycle 25
+  wire signed [32:0] t109_ex = -t108_p3;
+  wire signed [31:0] t109 = `RBD_Q_SUM(t109_ex);  // forward kinematics, body 4, level 4: cycle 25
   reg signed [31:0] t109_r;
   always @(posedge clk) t109_r <= t109;
-  // forward kinematics, body 4, level 4: mul, cycles 18..21
-  wire signed [31:0] t110_c = q_mul(t47_p3, u86_s_p15);
+  wire signed [63:0] t110_c_ex = t47_p3 * u86_s_p15;
+  wire signed [48:0] t110_c_rd = `RBD_Q_RND(t110_c_ex);
+  wire signed [31:0] t110_c = `RBD_Q_PROD(t110_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 18..21
   reg signed [31:0] t110_p1, t110_p2, t110_p3;
   always @(posedge clk) begin t110_p1 <= t110_c; t110_p2 <= t110_p1; t110_p3 <= t110_p2; end
-  wire signed [31:0] t112 = q_sub(t109_r, t110_p3);  // forward kinematics, body 4, level 4: cycle 26
+  wire signed [32:0] t112_ex = t109_r - t110_p3;
+  wire signed [31:0] t112 = `RBD_Q_SUM(t112_ex);  // forward kinematics, body 4, level 4: cycle 26
   reg signed [31:0] t112_r;
   always @(posedge clk) t112_r <= t112;
-  // forward kinematics, body 4, level 4: mul, cycles 22..25
-  wire signed [31:0] t113_c = q_mul(t75_r, u86_s_p15);
+  wire signed [63:0] t113_c_ex = t75_r * u86_s_p15;
+  wire signed [48:0] t113_c_rd = `RBD_Q_RND(t113_c_ex);
+  wire signed [31:0] t113_c = `RBD_Q_PROD(t113_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
   reg signed [31:0] t113_p1, t113_p2, t113_p3;
   always @(posedge clk) begin t113_p1 <= t113_c; t113_p2 <= t113_p1; t113_p3 <= t113_p2; end
-  // forward kinematics, body 4, level 4: mul, cycles 18..21
-  wire signed [31:0] t114_c = q_mul(t47_p3, u86_c_p15);
+  wire signed [63:0] t114_c_ex = t47_p3 * u86_c_p15;
+  wire signed [48:0] t114_c_rd = `RBD_Q_RND(t114_c_ex);
+  wire signed [31:0] t114_c = `RBD_Q_PROD(t114_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 18..21
   reg signed [31:0] t114_p1, t114_p2, t114_p3;
   always @(posedge clk) begin t114_p1 <= t114_c; t114_p2 <= t114_p1; t114_p3 <= t114_p2; end
-  wire signed [31:0] t116 = q_sub(t113_p3, t114_p3);  // forward kinematics, body 4, level 4: cycle 25
+  wire signed [32:0] t116_ex = t113_p3 - t114_p3;
+  wire signed [31:0] t116 = `RBD_Q_SUM(t116_ex);  // forward kinematics, body 4, level 4: cycle 25
   reg signed [31:0] t116_r;
   always @(posedge clk) t116_r <= t116;
-  // forward kinematics, body 4, level 4: mul, cycles 26..28
-  wire signed [31:0] t117_c = q_mul(t62_r, 32'sd12091);
+  wire signed [63:0] t117_c_ex = t62_r * 32'sd12091;
+  wire signed [48:0] t117_c_rd = `RBD_Q_RND(t117_c_ex);
+  wire signed [31:0] t117_c = `RBD_Q_PROD(t117_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..28
   reg signed [31:0] t117_p1, t117_p2;
   always @(posedge clk) begin t117_p1 <= t117_c; t117_p2 <= t117_p1; end
-  // forward kinematics, body 4, level 4: mul, cycles 26..28
-  wire signed [31:0] t118_c = q_mul(t70_r, 32'sd12091);
+  wire signed [63:0] t118_c_ex = t70_r * 32'sd12091;
+  wire signed [48:0] t118_c_rd = `RBD_Q_RND(t118_c_ex);
+  wire signed [31:0] t118_c = `RBD_Q_PROD(t118_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..28
   reg signed [31:0] t118_p1, t118_p2;
   always @(posedge clk) begin t118_p1 <= t118_c; t118_p2 <= t118_p1; end
-  // forward kinematics, body 4, level 4: mul, cycles 22..24
-  wire signed [31:0] t119_c = q_mul(t78_r, 32'sd12091);
+  wire signed [63:0] t119_c_ex = t78_r * 32'sd12091;
+  wire signed [48:0] t119_c_rd = `RBD_Q_RND(t119_c_ex);
+  wire signed [31:0] t119_c = `RBD_Q_PROD(t119_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..24
   reg signed [31:0] t119_p1, t119_p2;
   always @(posedge clk) begin t119_p1 <= t119_c; t119_p2 <= t119_p1; end
-  wire signed [31:0] t120 = q_add(t83_r, t117_p2);  // forward kinematics, body 4, level 4: cycle 28
+  wire signed [32:0] t120_ex = t83_r + t117_p2;
+  wire signed [31:0] t120 = `RBD_Q_SUM(t120_ex);  // forward kinematics, body 4, level 4: cycle 28
   reg signed [31:0] t120_r;
   always @(posedge clk) t120_r <= t120;
-  wire signed [31:0] t121 = q_add(t84_r, t118_p2);  // forward kinematics, body 4, level 4: cycle 28
+  wire signed [32:0] t121_ex = t84_r + t118_p2;
+  wire signed [31:0] t121 = `RBD_Q_SUM(t121_ex);  // forward kinematics, body 4, level 4: cycle 28
   reg signed [31:0] t121_r;
   always @(posedge clk) t121_r <= t121;
-  wire signed [31:0] t122 = q_add(t85_r, t119_p2);  // forward kinematics, body 4, level 4: cycle 24
+  wire signed [32:0] t122_ex = t85_r + t119_p2;
+  wire signed [31:0] t122 = `RBD_Q_SUM(t122_ex);  // forward kinematics, body 4, level 4: cycle 24
   reg signed [31:0] t122_r;
   always @(posedge clk) t122_r <= t122;
   // forward kinematics, body 5, level 5: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
@@ -389,100 +456,127 @@ module rbd_iiwa14_verilog_forward_kinematics (
   always @(posedge clk) begin u123_s_p1 <= u123_s; u123_s_p2 <= u123_s_p1; u123_s_p3 <= u123_s_p2; u123_s_p4 <= u123_s_p3; u123_s_p5 <= u123_s_p4; u123_s_p6 <= u123_s_p5; u123_s_p7 <= u123_s_p6; u123_s_p8 <= u123_s_p7; u123_s_p9 <= u123_s_p8; u123_s_p10 <= u123_s_p9; u123_s_p11 <= u123_s_p10; u123_s_p12 <= u123_s_p11; u123_s_p13 <= u123_s_p12; u123_s_p14 <= u123_s_p13; u123_s_p15 <= u123_s_p14; end
   reg signed [31:0] u123_c_p1, u123_c_p2, u123_c_p3, u123_c_p4, u123_c_p5, u123_c_p6, u123_c_p7, u123_c_p8, u123_c_p9, u123_c_p10, u123_c_p11, u123_c_p12, u123_c_p13, u123_c_p14, u123_c_p15;
   always @(posedge clk) begin u123_c_p1 <= u123_c; u123_c_p2 <= u123_c_p1; u123_c_p3 <= u123_c_p2; u123_c_p4 <= u123_c_p3; u123_c_p5 <= u123_c_p4; u123_c_p6 <= u123_c_p5; u123_c_p7 <= u123_c_p6; u123_c_p8 <= u123_c_p7; u123_c_p9 <= u123_c_p8; u123_c_p10 <= u123_c_p9; u123_c_p11 <= u123_c_p10; u123_c_p12 <= u123_c_p11; u123_c_p13 <= u123_c_p12; u123_c_p14 <= u123_c_p13; u123_c_p15 <= u123_c_p14; end
-  // forward kinematics, body 5, level 5: mul, cycles 31..34
-  wire signed [31:0] t126_c = q_mul(t94_r, u123_c_p15);
+  wire signed [63:0] t126_c_ex = t94_r * u123_c_p15;
+  wire signed [48:0] t126_c_rd = `RBD_Q_RND(t126_c_ex);
+  wire signed [31:0] t126_c = `RBD_Q_PROD(t126_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
   reg signed [31:0] t126_p1, t126_p2, t126_p3;
   always @(posedge clk) begin t126_p1 <= t126_c; t126_p2 <= t126_p1; t126_p3 <= t126_p2; end
-  // forward kinematics, body 5, level 5: mul, cycles 26..29
-  wire signed [31:0] t127_c = q_mul(t62_r, u123_s_p15);
+  wire signed [63:0] t127_c_ex = t62_r * u123_s_p15;
+  wire signed [48:0] t127_c_rd = `RBD_Q_RND(t127_c_ex);
+  wire signed [31:0] t127_c = `RBD_Q_PROD(t127_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
   reg signed [31:0] t127_p1, t127_p2, t127_p3;
   always @(posedge clk) begin t127_p1 <= t127_c; t127_p2 <= t127_p1; t127_p3 <= t127_p2; end
-  wire signed [31:0] t128 = q_add(t126_p3, t127_p3);  // forward kinematics, body 5, level 5: cycle 34
+  wire signed [32:0] t128_ex = t126_p3 + t127_p3;
+  wire signed [31:0] t128 = `RBD_Q_SUM(t128_ex);  // forward kinematics, body 5, level 5: cycle 34
   reg signed [31:0] t128_r;
   always @(posedge clk) t128_r <= t128;
-  // forward kinematics, body 5, level 5: mul, cycles 31..34
-  wire signed [31:0] t129_c = q_mul(t94_r, u123_s_p15);
+  wire signed [63:0] t129_c_ex = t94_r * u123_s_p15;
+  wire signed [48:0] t129_c_rd = `RBD_Q_RND(t129_c_ex);
+  wire signed [31:0] t129_c = `RBD_Q_PROD(t129_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
   reg signed [31:0] t129_p1, t129_p2, t129_p3;
   always @(posedge clk) begin t129_p1 <= t129_c; t129_p2 <= t129_p1; t129_p3 <= t129_p2; end
-  // forward kinematics, body 5, level 5: mul, cycles 26..29
-  wire signed [31:0] t131_c = q_mul(t62_r, u123_c_p15);
+  wire signed [63:0] t131_c_ex = t62_r * u123_c_p15;
+  wire signed [48:0] t131_c_rd = `RBD_Q_RND(t131_c_ex);
+  wire signed [31:0] t131_c = `RBD_Q_PROD(t131_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
   reg signed [31:0] t131_p1, t131_p2, t131_p3;
   always @(posedge clk) begin t131_p1 <= t131_c; t131_p2 <= t131_p1; t131_p3 <= t131_p2; end
-  wire signed [31:0] t132 = q_sub(t131_p3, t129_p3);  // forward kinematics, body 5, level 5: cycle 34
+  wire signed [32:0] t132_ex = t131_p3 - t129_p3;
+  wire signed [31:0] t132 = `RBD_Q_SUM(t132_ex);  // forward kinematics, body 5, level 5: cycle 34
   reg signed [31:0] t132_r;
   always @(posedge clk) t132_r <= t132;
-  wire signed [31:0] t133 = q_neg(t98_r);  // forward kinematics, body 5, level 5: cycle 30
+  wire signed [32:0] t133_ex = -t98_r;
+  wire signed [31:0] t133 = `RBD_Q_SUM(t133_ex);  // forward kinematics, body 5, level 5: cycle 30
   reg signed [31:0] t133_r;
   always @(posedge clk) t133_r <= t133;
-  // forward kinematics, body 5, level 5: mul, cycles 31..34
-  wire signed [31:0] t134_c = q_mul(t103_r, u123_c_p15);
+  wire signed [63:0] t134_c_ex = t103_r * u123_c_p15;
+  wire signed [48:0] t134_c_rd = `RBD_Q_RND(t134_c_ex);
+  wire signed [31:0] t134_c = `RBD_Q_PROD(t134_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
   reg signed [31:0] t134_p1, t134_p2, t134_p3;
   always @(posedge clk) begin t134_p1 <= t134_c; t134_p2 <= t134_p1; t134_p3 <= t134_p2; end
-  // forward kinematics, body 5, level 5: mul, cycles 26..29
-  wire signed [31:0] t135_c = q_mul(t70_r, u123_s_p15);
+  wire signed [63:0] t135_c_ex = t70_r * u123_s_p15;
+  wire signed [48:0] t135_c_rd = `RBD_Q_RND(t135_c_ex);
+  wire signed [31:0] t135_c = `RBD_Q_PROD(t135_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
   reg signed [31:0] t135_p1, t135_p2, t135_p3;
   always @(posedge clk) begin t135_p1 <= t135_c; t135_p2 <= t135_p1; t135_p3 <= t135_p2; end
-  wire signed [31:0] t136 = q_add(t134_p3, t135_p3);  // forward kinematics, body 5, level 5: cycle 34
+  wire signed [32:0] t136_ex = t134_p3 + t135_p3;
+  wire signed [31:0] t136 = `RBD_Q_SUM(t136_ex);  // forward kinematics, body 5, level 5: cycle 34
   reg signed [31:0] t136_r;
   always @(posedge clk) t136_r <= t136;
-  // forward kinematics, body 5, level 5: mul, cycles 31..34
-  wire signed [31:0] t137_c = q_mul(t103_r, u123_s_p15);
+  wire signed [63:0] t137_c_ex = t103_r * u123_s_p15;
+  wire signed [48:0] t137_c_rd = `RBD_Q_RND(t137_c_ex);
+  wire signed [31:0] t137_c = `RBD_Q_PROD(t137_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
   reg signed [31:0] t137_p1, t137_p2, t137_p3;
   always @(posedge clk) begin t137_p1 <= t137_c; t137_p2 <= t137_p1; t137_p3 <= t137_p2; end
-  // forward kinematics, body 5, level 5: mul, cycles 26..29
-  wire signed [31:0] t139_c = q_mul(t70_r, u123_c_p15);
+  wire signed [63:0] t139_c_ex = t70_r * u123_c_p15;
+  wire signed [48:0] t139_c_rd = `RBD_Q_RND(t139_c_ex);
+  wire signed [31:0] t139_c = `RBD_Q_PROD(t139_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
   reg signed [31:0] t139_p1, t139_p2, t139_p3;
   always @(posedge clk) begin t139_p1 <= t139_c; t139_p2 <= t139_p1; t139_p3 <= t139_p2; end
-  wire signed [31:0] t140 = q_sub(t139_p3, t137_p3);  // forward kinematics, body 5, level 5: cycle 34
+  wire signed [32:0] t140_ex = t139_p3 - t137_p3;
+  wire signed [31:0] t140 = `RBD_Q_SUM(t140_ex);  // forward kinematics, body 5, level 5: cycle 34
   reg signed [31:0] t140_r;
   always @(posedge clk) t140_r <= t140;
-  wire signed [31:0] t141 = q_neg(t107_r);  // forward kinematics, body 5, level 5: cycle 30
+  wire signed [32:0] t141_ex = -t107_r;
+  wire signed [31:0] t141 = `RBD_Q_SUM(t141_ex);  // forward kinematics, body 5, level 5: cycle 30
   reg signed [31:0] t141_r;
   always @(posedge clk) t141_r <= t141;
-  // forward kinematics, body 5, level 5: mul, cycles 27..30
-  wire signed [31:0] t142_c = q_mul(t112_r, u123_c_p15);
+  wire signed [63:0] t142_c_ex = t112_r * u123_c_p15;
+  wire signed [48:0] t142_c_rd = `RBD_Q_RND(t142_c_ex);
+  wire signed [31:0] t142_c = `RBD_Q_PROD(t142_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 27..30
   reg signed [31:0] t142_p1, t142_p2, t142_p3;
   always @(posedge clk) begin t142_p1 <= t142_c; t142_p2 <= t142_p1; t142_p3 <= t142_p2; end
-  // forward kinematics, body 5, level 5: mul, cycles 22..25
-  wire signed [31:0] t143_c = q_mul(t78_r, u123_s_p15);
+  wire signed [63:0] t143_c_ex = t78_r * u123_s_p15;
+  wire signed [48:0] t143_c_rd = `RBD_Q_RND(t143_c_ex);
+  wire signed [31:0] t143_c = `RBD_Q_PROD(t143_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..25
   reg signed [31:0] t143_p1, t143_p2, t143_p3;
   always @(posedge clk) begin t143_p1 <= t143_c; t143_p2 <= t143_p1; t143_p3 <= t143_p2; end
-  wire signed [31:0] t144 = q_add(t142_p3, t143_p3);  // forward kinematics, body 5, level 5: cycle 30
+  wire signed [32:0] t144_ex = t142_p3 + t143_p3;
+  wire signed [31:0] t144 = `RBD_Q_SUM(t144_ex);  // forward kinematics, body 5, level 5: cycle 30
   reg signed [31:0] t144_r;
   always @(posedge clk) t144_r <= t144;
-  // forward kinematics, body 5, level 5: mul, cycles 27..30
-  wire signed [31:0] t145_c = q_mul(t112_r, u123_s_p15);
+  wire signed [63:0] t145_c_ex = t112_r * u123_s_p15;
+  wire signed [48:0] t145_c_rd = `RBD_Q_RND(t145_c_ex);
+  wire signed [31:0] t145_c = `RBD_Q_PROD(t145_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 27..30
   reg signed [31:0] t145_p1, t145_p2, t145_p3;
   always @(posedge clk) begin t145_p1 <= t145_c; t145_p2 <= t145_p1; t145_p3 <= t145_p2; end
-  // forward kinematics, body 5, level 5: mul, cycles 22..25
-  wire signed [31:0] t147_c = q_mul(t78_r, u123_c_p15);
+  wire signed [63:0] t147_c_ex = t78_r * u123_c_p15;
+  wire signed [48:0] t147_c_rd = `RBD_Q_RND(t147_c_ex);
+  wire signed [31:0] t147_c = `RBD_Q_PROD(t147_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..25
   reg signed [31:0] t147_p1, t147_p2, t147_p3;
   always @(posedge clk) begin t147_p1 <= t147_c; t147_p2 <= t147_p1; t147_p3 <= t147_p2; end
-  wire signed [31:0] t148 = q_sub(t147_p3, t145_p3);  // forward kinematics, body 5, level 5: cycle 30
+  wire signed [32:0] t148_ex = t147_p3 - t145_p3;
+  wire signed [31:0] t148 = `RBD_Q_SUM(t148_ex);  // forward kinematics, body 5, level 5: cycle 30
   reg signed [31:0] t148_r;
   always @(posedge clk) t148_r <= t148;
-  wire signed [31:0] t149 = q_neg(t116_r);  // forward kinematics, body 5, level 5: cycle 26
+  wire signed [32:0] t149_ex = -t116_r;
+  wire signed [31:0] t149 = `RBD_Q_SUM(t149_ex);  // forward kinematics, body 5, level 5: cycle 26
   reg signed [31:0] t149_r;
   always @(posedge clk) t149_r <= t149;
-  // forward kinematics, body 5, level 5: mul, cycles 26..28
-  wire signed [31:0] t150_c = q_mul(32'sd14123, t62_r);
+  wire signed [63:0] t150_c_ex = 32'sd14123 * t62_r;
+  wire signed [48:0] t150_c_rd = `RBD_Q_RND(t150_c_ex);
+  wire signed [31:0] t150_c = `RBD_Q_PROD(t150_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..28
   reg signed [31:0] t150_p1, t150_p2;
   always @(posedge clk) begin t150_p1 <= t150_c; t150_p2 <= t150_p1; end
-  // forward kinematics, body 5, level 5: mul, cycles 26..28
-  wire signed [31:0] t151_c = q_mul(32'sd14123, t70_r);
+  wire signed [63:0] t151_c_ex = 32'sd14123 * t70_r;
+  wire signed [48:0] t151_c_rd = `RBD_Q_RND(t151_c_ex);
+  wire signed [31:0] t151_c = `RBD_Q_PROD(t151_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..28
   reg signed [31:0] t151_p1, t151_p2;
   always @(posedge clk) begin t151_p1 <= t151_c; t151_p2 <= t151_p1; end
-  // forward kinematics, body 5, level 5: mul, cycles 22..24
-  wire signed [31:0] t152_c = q_mul(32'sd14123, t78_r);
+  wire signed [63:0] t152_c_ex = 32'sd14123 * t78_r;
+  wire signed [48:0] t152_c_rd = `RBD_Q_RND(t152_c_ex);
+  wire signed [31:0] t152_c = `RBD_Q_PROD(t152_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..24
   reg signed [31:0] t152_p1, t152_p2;
   always @(posedge clk) begin t152_p1 <= t152_c; t152_p2 <= t152_p1; end
-  wire signed [31:0] t153 = q_add(t120_r, t150_p2);  // forward kinematics, body 5, level 5: cycle 29
+  wire signed [32:0] t153_ex = t120_r + t150_p2;
+  wire signed [31:0] t153 = `RBD_Q_SUM(t153_ex);  // forward kinematics, body 5, level 5: cycle 29
   reg signed [31:0] t153_r;
   always @(posedge clk) t153_r <= t153;
-  wire signed [31:0] t154 = q_add(t121_r, t151_p2);  // forward kinematics, body 5, level 5: cycle 29
+  wire signed [32:0] t154_ex = t121_r + t151_p2;
+  wire signed [31:0] t154 = `RBD_Q_SUM(t154_ex);  // forward kinematics, body 5, level 5: cycle 29
   reg signed [31:0] t154_r;
   always @(posedge clk) t154_r <= t154;
-  wire signed [31:0] t155 = q_add(t122_r, t152_p2);  // forward kinematics, body 5, level 5: cycle 25
+  wire signed [32:0] t155_ex = t122_r + t152_p2;
+  wire signed [31:0] t155 = `RBD_Q_SUM(t155_ex);  // forward kinematics, body 5, level 5: cycle 25
   reg signed [31:0] t155_r;
   always @(posedge clk) t155_r <= t155;
   // forward kinematics, body 6, level 6: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
@@ -492,100 +586,127 @@ module rbd_iiwa14_verilog_forward_kinematics (
   always @(posedge clk) begin u156_s_p1 <= u156_s; u156_s_p2 <= u156_s_p1; u156_s_p3 <= u156_s_p2; u156_s_p4 <= u156_s_p3; u156_s_p5 <= u156_s_p4; u156_s_p6 <= u156_s_p5; u156_s_p7 <= u156_s_p6; u156_s_p8 <= u156_s_p7; u156_s_p9 <= u156_s_p8; u156_s_p10 <= u156_s_p9; u156_s_p11 <= u156_s_p10; u156_s_p12 <= u156_s_p11; u156_s_p13 <= u156_s_p12; u156_s_p14 <= u156_s_p13; u156_s_p15 <= u156_s_p14; end
   reg signed [31:0] u156_c_p1, u156_c_p2, u156_c_p3, u156_c_p4, u156_c_p5, u156_c_p6, u156_c_p7, u156_c_p8, u156_c_p9, u156_c_p10, u156_c_p11, u156_c_p12, u156_c_p13, u156_c_p14, u156_c_p15;
   always @(posedge clk) begin u156_c_p1 <= u156_c; u156_c_p2 <= u156_c_p1; u156_c_p3 <= u156_c_p2; u156_c_p4 <= u156_c_p3; u156_c_p5 <= u156_c_p4; u156_c_p6 <= u156_c_p5; u156_c_p7 <= u156_c_p6; u156_c_p8 <= u156_c_p7; u156_c_p9 <= u156_c_p8; u156_c_p10 <= u156_c_p9; u156_c_p11 <= u156_c_p10; u156_c_p12 <= u156_c_p11; u156_c_p13 <= u156_c_p12; u156_c_p14 <= u156_c_p13; u156_c_p15 <= u156_c_p14; end
-  // forward kinematics, body 6, level 6: mul, cycles 35..38
-  wire signed [31:0] t160_c = q_mul(t128_r, u156_c_p15);
+  wire signed [63:0] t160_c_ex = t128_r * u156_c_p15;
+  wire signed [48:0] t160_c_rd = `RBD_Q_RND(t160_c_ex);
+  wire signed [31:0] t160_c = `RBD_Q_PROD(t160_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
   reg signed [31:0] t160_p1, t160_p2, t160_p3;
   always @(posedge clk) begin t160_p1 <= t160_c; t160_p2 <= t160_p1; t160_p3 <= t160_p2; end
-  wire signed [31:0] t161 = q_neg(t160_p3);  // forward kinematics, body 6, level 6: cycle 38
+  wire signed [32:0] t161_ex = -t160_p3;
+  wire signed [31:0] t161 = `RBD_Q_SUM(t161_ex);  // forward kinematics, body 6, level 6: cycle 38
   reg signed [31:0] t161_r;
   always @(posedge clk) t161_r <= t161;
-  // forward kinematics, body 6, level 6: mul, cycles 30..33
-  wire signed [31:0] t162_c = q_mul(t98_r, u156_s_p15);
+  wire signed [63:0] t162_c_ex = t98_r * u156_s_p15;
+  wire signed [48:0] t162_c_rd = `RBD_Q_RND(t162_c_ex);
+  wire signed [31:0] t162_c = `RBD_Q_PROD(t162_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
   reg signed [31:0] t162_p1, t162_p2, t162_p3;
   always @(posedge clk) begin t162_p1 <= t162_c; t162_p2 <= t162_p1; t162_p3 <= t162_p2; end
-  wire signed [31:0] t164 = q_sub(t161_r, t162_p3);  // forward kinematics, body 6, level 6: cycle 39
+  wire signed [32:0] t164_ex = t161_r - t162_p3;
+  wire signed [31:0] t164 = `RBD_Q_SUM(t164_ex);  // forward kinematics, body 6, level 6: cycle 39
   reg signed [31:0] t164_r;
   always @(posedge clk) t164_r <= t164;
-  // forward kinematics, body 6, level 6: mul, cycles 35..38
-  wire signed [31:0] t165_c = q_mul(t128_r, u156_s_p15);
+  wire signed [63:0] t165_c_ex = t128_r * u156_s_p15;
+  wire signed [48:0] t165_c_rd = `RBD_Q_RND(t165_c_ex);
+  wire signed [31:0] t165_c = `RBD_Q_PROD(t165_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
   reg signed [31:0] t165_p1, t165_p2, t165_p3;
   always @(posedge clk) begin t165_p1 <= t165_c; t165_p2 <= t165_p1; t165_p3 <= t165_p2; end
-  // forward kinematics, body 6, level 6: mul, cycles 30..33
-  wire signed [31:0] t166_c = q_mul(t98_r, u156_c_p15);
+  wire signed [63:0] t166_c_ex = t98_r * u156_c_p15;
+  wire signed [48:0] t166_c_rd = `RBD_Q_RND(t166_c_ex);
+  wire signed [31:0] t166_c = `RBD_Q_PROD(t166_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
   reg signed [31:0] t166_p1, t166_p2, t166_p3;
   always @(posedge clk) begin t166_p1 <= t166_c; t166_p2 <= t166_p1; t166_p3 <= t166_p2; end
-  wire signed [31:0] t168 = q_sub(t165_p3, t166_p3);  // forward kinematics, body 6, level 6: cycle 38
+  wire signed [32:0] t168_ex = t165_p3 - t166_p3;
+  wire signed [31:0] t168 = `RBD_Q_SUM(t168_ex);  // forward kinematics, body 6, level 6: cycle 38
   reg signed [31:0] t168_r;
   always @(posedge clk) t168_r <= t168;
-  // forward kinematics, body 6, level 6: mul, cycles 35..38
-  wire signed [31:0] t169_c = q_mul(t136_r, u156_c_p15);
+  wire signed [63:0] t169_c_ex = t136_r * u156_c_p15;
+  wire signed [48:0] t169_c_rd = `RBD_Q_RND(t169_c_ex);
+  wire signed [31:0] t169_c = `RBD_Q_PROD(t169_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
   reg signed [31:0] t169_p1, t169_p2, t169_p3;
   always @(posedge clk) begin t169_p1 <= t169_c; t169_p2 <= t169_p1; t169_p3 <= t169_p2; end
-  wire signed [31:0] t170 = q_neg(t169_p3);  // forward kinematics, body 6, level 6: cycle 38
+  wire signed [32:0] t170_ex = -t169_p3;
+  wire signed [31:0] t170 = `RBD_Q_SUM(t170_ex);  // forward kinematics, body 6, level 6: cycle 38
   reg signed [31:0] t170_r;
   always @(posedge clk) t170_r <= t170;
-  // forward kinematics, body 6, level 6: mul, cycles 30..33
-  wire signed [31:0] t171_c = q_mul(t107_r, u156_s_p15);
+  wire signed [63:0] t171_c_ex = t107_r * u156_s_p15;
+  wire signed [48:0] t171_c_rd = `RBD_Q_RND(t171_c_ex);
+  wire signed [31:0] t171_c = `RBD_Q_PROD(t171_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
   reg signed [31:0] t171_p1, t171_p2, t171_p3;
   always @(posedge clk) begin t171_p1 <= t171_c; t171_p2 <= t171_p1; t171_p3 <= t171_p2; end
-  wire signed [31:0] t173 = q_sub(t170_r, t171_p3);  // forward kinematics, body 6, level 6: cycle 39
+  wire signed [32:0] t173_ex = t170_r - t171_p3;
+  wire signed [31:0] t173 = `RBD_Q_SUM(t173_ex);  // forward kinematics, body 6, level 6: cycle 39
   reg signed [31:0] t173_r;
   always @(posedge clk) t173_r <= t173;
-  // forward kinematics, body 6, level 6: mul, cycles 35..38
-  wire signed [31:0] t174_c = q_mul(t136_r, u156_s_p15);
+  wire signed [63:0] t174_c_ex = t136_r * u156_s_p15;
+  wire signed [48:0] t174_c_rd = `RBD_Q_RND(t174_c_ex);
+  wire signed [31:0] t174_c = `RBD_Q_PROD(t174_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
   reg signed [31:0] t174_p1, t174_p2, t174_p3;
   always @(posedge clk) begin t174_p1 <= t174_c; t174_p2 <= t174_p1; t174_p3 <= t174_p2; end
-  // forward kinematics, body 6, level 6: mul, cycles 30..33
-  wire signed [31:0] t175_c = q_mul(t107_r, u156_c_p15);
+  wire signed [63:0] t175_c_ex = t107_r * u156_c_p15;
+  wire signed [48:0] t175_c_rd = `RBD_Q_RND(t175_c_ex);
+  wire signed [31:0] t175_c = `RBD_Q_PROD(t175_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
   reg signed [31:0] t175_p1, t175_p2, t175_p3;
   always @(posedge clk) begin t175_p1 <= t175_c; t175_p2 <= t175_p1; t175_p3 <= t175_p2; end
-  wire signed [31:0] t177 = q_sub(t174_p3, t175_p3);  // forward kinematics, body 6, level 6: cycle 38
+  wire signed [32:0] t177_ex = t174_p3 - t175_p3;
+  wire signed [31:0] t177 = `RBD_Q_SUM(t177_ex);  // forward kinematics, body 6, level 6: cycle 38
   reg signed [31:0] t177_r;
   always @(posedge clk) t177_r <= t177;
-  // forward kinematics, body 6, level 6: mul, cycles 31..34
-  wire signed [31:0] t178_c = q_mul(t144_r, u156_c_p15);
+  wire signed [63:0] t178_c_ex = t144_r * u156_c_p15;
+  wire signed [48:0] t178_c_rd = `RBD_Q_RND(t178_c_ex);
+  wire signed [31:0] t178_c = `RBD_Q_PROD(t178_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..34
   reg signed [31:0] t178_p1, t178_p2, t178_p3;
   always @(posedge clk) begin t178_p1 <= t178_c; t178_p2 <= t178_p1; t178_p3 <= t178_p2; end
-  wire signed [31:0] t179 = q_neg(t178_p3);  // forward kinematics, body 6, level 6: cycle 34
+  wire signed [32:0] t179_ex = -t178_p3;
+  wire signed [31:0] t179 = `RBD_Q_SUM(t179_ex);  // forward kinematics, body 6, level 6: cycle 34
   reg signed [31:0] t179_r;
   always @(posedge clk) t179_r <= t179;
-  // forward kinematics, body 6, level 6: mul, cycles 26..29
-  wire signed [31:0] t180_c = q_mul(t116_r, u156_s_p15);
+  wire signed [63:0] t180_c_ex = t116_r * u156_s_p15;
+  wire signed [48:0] t180_c_rd = `RBD_Q_RND(t180_c_ex);
+  wire signed [31:0] t180_c = `RBD_Q_PROD(t180_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 26..29
   reg signed [31:0] t180_p1, t180_p2, t180_p3;
   always @(posedge clk) begin t180_p1 <= t180_c; t180_p2 <= t180_p1; t180_p3 <= t180_p2; end
-  wire signed [31:0] t182 = q_sub(t179_r, t180_p3);  // forward kinematics, body 6, level 6: cycle 35
+  wire signed [32:0] t182_ex = t179_r - t180_p3;
+  wire signed [31:0] t182 = `RBD_Q_SUM(t182_ex);  // forward kinematics, body 6, level 6: cycle 35
   reg signed [31:0] t182_r;
   always @(posedge clk) t182_r <= t182;
-  // forward kinematics, body 6, level 6: mul, cycles 31..34
-  wire signed [31:0] t183_c = q_mul(t144_r, u156_s_p15);
+  wire signed [63:0] t183_c_ex = t144_r * u156_s_p15;
+  wire signed [48:0] t183_c_rd = `RBD_Q_RND(t183_c_ex);
+  wire signed [31:0] t183_c = `RBD_Q_PROD(t183_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..34
   reg signed [31:0] t183_p1, t183_p2, t183_p3;
   always @(posedge clk) begin t183_p1 <= t183_c; t183_p2 <= t183_p1; t183_p3 <= t183_p2; end
-  // forward kinematics, body 6, level 6: mul, cycles 26..29
-  wire signed [31:0] t184_c = q_mul(t116_r, u156_c_p15);
+  wire signed [63:0] t184_c_ex = t116_r * u156_c_p15;
+  wire signed [48:0] t184_c_rd = `RBD_Q_RND(t184_c_ex);
+  wire signed [31:0] t184_c = `RBD_Q_PROD(t184_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 26..29
   reg signed [31:0] t184_p1, t184_p2, t184_p3;
   always @(posedge clk) begin t184_p1 <= t184_c; t184_p2 <= t184_p1; t184_p3 <= t184_p2; end
-  wire signed [31:0] t186 = q_sub(t183_p3, t184_p3);  // forward kinematics, body 6, level 6: cycle 34
+  wire signed [32:0] t186_ex = t183_p3 - t184_p3;
+  wire signed [31:0] t186 = `RBD_Q_SUM(t186_ex);  // forward kinematics, body 6, level 6: cycle 34
   reg signed [31:0] t186_r;
   always @(posedge clk) t186_r <= t186;
-  // forward kinematics, body 6, level 6: mul, cycles 35..37
-  wire signed [31:0] t187_c = q_mul(t132_r, 32'sd5308);
+  wire signed [63:0] t187_c_ex = t132_r * 32'sd5308;
+  wire signed [48:0] t187_c_rd = `RBD_Q_RND(t187_c_ex);
+  wire signed [31:0] t187_c = `RBD_Q_PROD(t187_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..37
   reg signed [31:0] t187_p1, t187_p2;
   always @(posedge clk) begin t187_p1 <= t187_c; t187_p2 <= t187_p1; end
-  // forward kinematics, body 6, level 6: mul, cycles 35..37
-  wire signed [31:0] t188_c = q_mul(t140_r, 32'sd5308);
+  wire signed [63:0] t188_c_ex = t140_r * 32'sd5308;
+  wire signed [48:0] t188_c_rd = `RBD_Q_RND(t188_c_ex);
+  wire signed [31:0] t188_c = `RBD_Q_PROD(t188_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..37
   reg signed [31:0] t188_p1, t188_p2;
   always @(posedge clk) begin t188_p1 <= t188_c; t188_p2 <= t188_p1; end
-  // forward kinematics, body 6, level 6: mul, cycles 31..33
-  wire signed [31:0] t189_c = q_mul(t148_r, 32'sd5308);
+  wire signed [63:0] t189_c_ex = t148_r * 32'sd5308;
+  wire signed [48:0] t189_c_rd = `RBD_Q_RND(t189_c_ex);
+  wire signed [31:0] t189_c = `RBD_Q_PROD(t189_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..33
   reg signed [31:0] t189_p1, t189_p2;
   always @(posedge clk) begin t189_p1 <= t189_c; t189_p2 <= t189_p1; end
-  wire signed [31:0] t190 = q_add(t153_r, t187_p2);  // forward kinematics, body 6, level 6: cycle 37
+  wire signed [32:0] t190_ex = t153_r + t187_p2;
+  wire signed [31:0] t190 = `RBD_Q_SUM(t190_ex);  // forward kinematics, body 6, level 6: cycle 37
   reg signed [31:0] t190_r;
   always @(posedge clk) t190_r <= t190;
-  wire signed [31:0] t191 = q_add(t154_r, t188_p2);  // forward kinematics, body 6, level 6: cycle 37
+  wire signed [32:0] t191_ex = t154_r + t188_p2;
+  wire signed [31:0] t191 = `RBD_Q_SUM(t191_ex);  // forward kinematics, body 6, level 6: cycle 37
   reg signed [31:0] t191_r;
   always @(posedge clk) t191_r <= t191;
-  wire signed [31:0] t192 = q_add(t155_r, t189_p2);  // forward kinematics, body 6, level 6: cycle 33
+  wire signed [32:0] t192_ex = t155_r + t189_p2;
+  wire signed [31:0] t192 = `RBD_Q_SUM(t192_ex);  // forward kinematics, body 6, level 6: cycle 33
   reg signed [31:0] t192_r;
   always @(posedge clk) t192_r <= t192;
   assign oMb[31:0] = u7_c_p15;
@@ -700,4 +821,7 @@ module rbd_iiwa14_verilog_forward_kinematics (
   assign oMb[3519:3488] = 32'sd0;
   assign oMb[3551:3520] = 32'sd0;
   assign oMb[3583:3552] = 32'sd65536;
+  `undef RBD_Q_SUM
+  `undef RBD_Q_RND
+  `undef RBD_Q_PROD
 endmodule
