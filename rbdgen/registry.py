@@ -31,6 +31,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import RbdgenError, UnsupportedError
+from .gcpause import pausing
 
 #: the model sizes a shape may name
 _DIMS = ("nq", "nv", "nb", "nf", "nc")
@@ -352,6 +353,7 @@ def trace(model, name: str, fold: bool = True, cached: bool = True, generic: boo
     return kernel
 
 
+@pausing
 def _trace(model, d: KernelDecl, fold: bool, generic: bool = False):
     from .algorithms.trace import Coupling, Trace
     from .ir.graph import Array, MatMul

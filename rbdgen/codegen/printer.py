@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from ..ir.graph import Block, Kernel, Node
 from . import escape as esc
 from ..ir.ops import OPS
+from ..gcpause import pausing
 
 #: statements per part when a kernel is split (keeps g++ -O3 near-linear in kernel size)
 DEFAULT_PART_SIZE = 600
@@ -216,6 +217,7 @@ def _share_slots(crossing: list, defined: dict, last_use: dict) -> dict:
     return slot
 
 
+@pausing
 def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = DEFAULT_PART_SIZE,
                  scalar: str = "S", partition: dict | None = None, epilogue: bool = True,
                  part_stage: list | None = None) -> PrintedKernel:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from ..errors import RbdgenError
 from .graph import Kernel, Node
 from .ops import OPS
+from ..gcpause import pausing
 
 #: ``unroll="auto"``: a kernel with at least this many live operations is printed rolled. Where
 #: rolled code starts to win (benchmarks/rolled.py, docs/performance.md §22): on random chains
@@ -202,6 +203,7 @@ def _nested(ops) -> tuple:
     return tuple((o[0], tuple((_KIND_NAMES[o[i]], o[i + 1]) for i in range(1, len(o), 2))) for o in ops)
 
 
+@pausing
 def roll(kernel: Kernel, cooperative: bool = False, reuse: bool = True) -> Rolled:
     """The kernel's segments grouped into kinds, with their tables and the workspace layout.
     ``cooperative``: the layout is also valid when the segments run stage by stage on several
