@@ -187,7 +187,7 @@ class _Emitter:
             return [f"  wire signed [{2 * W - 1}:0] {out}_ex = {a[0]} * {a[1]};",
                     f"  wire signed [{self._prod_rw() - 1}:0] {out}_rd = `RBD_Q_RND({out}_ex);",
                     f"  wire signed [{W - 1}:0] {out} = `RBD_Q_PROD({out}_rd);{end}"]
-        e = {"add": f"{a[0]} + {a[-1]}", "sub": f"{a[0]} - {a[-1]}", "neg": f"-{a[0]}"}[op]
+        e = f"-{a[0]}" if op == "neg" else f"{a[0]} {'+' if op == 'add' else '-'} {a[1]}"
         return [f"  wire signed [{W}:0] {out}_ex = {e};",
                 f"  wire signed [{W - 1}:0] {out} = `RBD_Q_SUM({out}_ex);{end}"]
 
