@@ -7,7 +7,8 @@ built so far, so a trace spent ~40 % of its time in collections that find nothin
 hold references to earlier nodes only, no cycles (the chain's rnea, aba and rnea_scan: 25.3 s
 with the collector, 14.1 s without). Paused for the trace, the rolled lowering's analysis and
 the printing; memory is still freed by reference counting, and the collector runs again when
-the outermost pause ends (nested and concurrent pauses share one count)."""
+the outermost pause ends (nested and concurrent pauses share one count), with what the pause
+allocated moved to the oldest generation (:func:`_age`), not walked at once."""
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,23 @@ def paused():
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0 and _was_enabled:
-                gc.enable()
+            if _depth == 0:
+                _age()
+                if _was_enabled:
+                    gc.enable()
+
+
+def _age() -> None:
+    """Move every object the collector tracks into its oldest generation without a collection.
+    The objects allocated while paused are all still in the youngest generation, and the first
+    allocation after the pause would otherwise collect it: a walk over the whole trace (1 s for
+    a 1 000-link chain's rnea_scan, ~2 s at 3 000 links, at the end of each pause). ``freeze``
+    then ``unfreeze`` moves them (list splices, no walk); cyclic garbage among them, if any, is
+    found by the next full collection as usual, so nothing is kept that would have been freed."""
+    if gc.get_freeze_count():
+        return  # the process froze objects of its own (before a fork): leave its choice alone
+    gc.freeze()
+    gc.unfreeze()
 
 
 def pausing(f):

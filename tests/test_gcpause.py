@@ -85,3 +85,38 @@ def test_nested_failing_and_concurrent_pauses():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_what_a_pause_allocated_is_aged_not_walked_and_cycles_are_still_freed():
+    """At the end of the outermost pause its objects go to the oldest generation without a
+    collection (gcpause._age): the first allocation after it does not walk them all. Cyclic
+    garbage made during the pause is still found by a full collection, and a process that froze
+    objects itself keeps them frozen."""
+    import weakref
+
+    class Cyc:
+        pass
+
+    gc.collect()
+    with gcpause.paused():
+        keep = [[i] for i in range(20_000)]
+        a, b = Cyc(), Cyc()
+        a.other, b.other = b, a
+        probe = weakref.ref(a)
+        del a, b
+    young, _, old = gc.get_count()
+    assert young < 1_000, "the pause's objects were left in the youngest generation"
+    assert any(x is keep[0] for x in gc.get_objects(generation=2))
+    assert probe() is not None  # a cycle: reference counting does not free it ...
+    gc.collect()
+    assert probe() is None      # ... the next full collection does
+    del keep
+    # a process's own frozen objects stay frozen
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gcpause.paused():
+            [[i] for i in range(1_000)]
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..ir.graph import Kernel
 from ..ir.ops import OPS
+from ..gcpause import pausing
 from ..ir.roll import Rolled, roll, run_independent
 from .printer import Dialect, PrintedKernel, block_text, epilogue_lines, literal
 
@@ -53,6 +54,7 @@ def _flat(ctype: str, name: str, vals: list, fmt, decl: str = "static const") ->
     return lines
 
 
+@pausing
 def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S",
                  rolled: Rolled | None = None, table: str = "static const") -> PrintedKernel:
     """Print ``kernel`` rolled: per-kind functions and tables (:attr:`PrintedKernel.tables`,
@@ -337,6 +339,7 @@ class RolledLanes:
     temp_base: dict
 
 
+@pausing
 def print_rolled_lanes(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, max_lanes: int,
                        scalar: str = "S", table: str = "static const", suffix: str = "") -> RolledLanes:
     """The stage function ``<kernel>_rs(st, lane, inputs…, outputs…, w)`` of the rolled kernel

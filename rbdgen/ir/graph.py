@@ -177,10 +177,20 @@ class Graph:
         is not finite (a massless body's 1/D) stays an operation, as traced."""
         folded = 0
         for n in self.nodes:
-            if n.op in ("const", "input", "param") or not n.args or any(a.op != "const" for a in n.args):
+            args = n.args  # the leaves (const, input, param) have none
+            if not args:
                 continue
+            if len(args) == 2:
+                a, b = args
+                if a.op != "const" or b.op != "const":
+                    continue
+                vals = (a.value, b.value)
+            else:
+                if any(a.op != "const" for a in args):
+                    continue
+                vals = tuple(a.value for a in args)
             try:
-                x = float(OPS[n.op].fold(*(a.value for a in n.args)))
+                x = float(OPS[n.op].fold(*vals))
             except (ZeroDivisionError, OverflowError, ValueError):
                 continue
             if not math.isfinite(x):

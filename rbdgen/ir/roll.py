@@ -121,23 +121,45 @@ def _trig(kernel: Kernel) -> list:
     return [tuple(e) for e in by.values()]
 
 
-def _segments(kernel: Kernel, skip: set) -> list[Segment]:
+def _segments(kernel: Kernel, skip: set) -> tuple[list[Segment], dict]:
+    """The live operations (less ``skip``) cut into segments, and each node's segment (node id →
+    segment index; ``skip``'s nodes → -1)."""
     segs: list[Segment] = []
+    seg_of: dict[int, int] = dict.fromkeys(skip, -1)
     cur = None
+    nodes = None
+    si = -1
+    block = None
     for n in kernel.live_nodes():
-        if n.op in ("const", "input") or n.id in skip:
+        op = n.op
+        if op == "const" or op == "input":
             continue
-        if cur is None or n.block is not cur.block:
-            cur = Segment(n.block, [])
+        i = n.id
+        if i in skip:
+            continue
+        if n.block is not block:
+            block = n.block
+            cur = Segment(block, [])
+            nodes = cur.nodes
             segs.append(cur)
-        cur.nodes.append(n)
-    return segs
+            si += 1
+        nodes.append(n)
+        seg_of[i] = si
+    return segs, seg_of
 
 
 def _signature(seg: Segment):
     """(signature, constants, inputs (name, index), externals (node)) of one segment. The
     signature holds one flat tuple per op: ``(op, kind, place[, kind, place])`` with the operand
-    kinds 0…3 of :data:`_KIND_NAMES` (:func:`_nested` gives the printer's form)."""
+    kinds 0…3 of :data:`_KIND_NAMES` (:func:`_nested` gives the printer's form).
+
+    Each operand is named: a node of the segment by its place (0), an external by the order of
+    first use (1), an input element by the order of first use (2), a constant each occurrence
+    its own (3: whether two constants of a body happen to be the same number, two equal moments
+    of inertia, must not make another kind). A commutative op's operands are put in a
+    member-independent order: by kind, then by the place already given (new operands last),
+    inputs by array name. The loop is written out (no helper calls): a 3 000-link chain's
+    rnea_scan names 13 million operands here."""
     local: dict[int, int] = {}
     cvals: list[float] = []
     ins: dict[int, int] = {}
@@ -145,54 +167,86 @@ def _signature(seg: Segment):
     exts: dict[int, int] = {}
     enodes: list[Node] = []
     ops = []
-    lget, iget, xget = local.get, ins.get, exts.get
+    append = ops.append
+    lget = local.get
     big = 1 << 30
-
-    def classify(a):
-        j = lget(a.id)
-        if j is not None:
-            return 0, j
-        op = a.op
-        if op == "const":
-            # every occurrence a constant of its own: whether two constants of a body happen
-            # to be the same number (two equal moments of inertia) must not make another kind
-            return 3, -1
-        if op == "input":
-            return 2, iget(a.id, -1)
-        return 1, xget(a.id, -1)
-
-    def place(kind, j, a):
-        if j >= 0:
-            return j
-        if kind == 3:
-            cvals.append(a.value)
-            return len(cvals) - 1
-        if kind == 2:
-            j = ins[a.id] = len(ivals)
-            ivals.append((a.name, a.index))
-            return j
-        j = exts[a.id] = len(enodes)
-        enodes.append(a)
-        return j
-
+    commutative = _COMMUTATIVE
     for k, n in enumerate(seg.nodes):
         args = n.args
         if len(args) == 2:
             a, b = args
-            ka, ja = classify(a)
-            kb, jb = classify(b)
-            if n.op in _COMMUTATIVE and (ka, ja if ja >= 0 else big, a.name or "" if ka == 2 else "") > \
-                    (kb, jb if jb >= 0 else big, b.name or "" if kb == 2 else ""):
-                # a member-independent order: by operand kind, then by the place already given
-                # (new operands last), inputs by array name
+            ja = lget(a.id)
+            if ja is not None:
+                ka = 0
+            else:
+                op = a.op
+                if op == "const":
+                    ka, ja = 3, -1
+                elif op == "input":
+                    ka, ja = 2, ins.get(a.id, -1)
+                else:
+                    ka, ja = 1, exts.get(a.id, -1)
+            jb = lget(b.id)
+            if jb is not None:
+                kb = 0
+            else:
+                op = b.op
+                if op == "const":
+                    kb, jb = 3, -1
+                elif op == "input":
+                    kb, jb = 2, ins.get(b.id, -1)
+                else:
+                    kb, jb = 1, exts.get(b.id, -1)
+            if n.op in commutative and (ka > kb or (ka == kb and (
+                    (ja if ja >= 0 else big) > (jb if jb >= 0 else big) or
+                    (ka == 2 and (ja if ja >= 0 else big) == (jb if jb >= 0 else big)
+                     and (a.name or "") > (b.name or ""))))):
                 a, b, ka, ja, kb, jb = b, a, kb, jb, ka, ja
-            ja = place(ka, ja, a)
-            jb = place(kb, jb, b)
-            ops.append((n.op, ka, ja, kb, jb))
+            if ja < 0:
+                if ka == 3:
+                    ja = len(cvals)
+                    cvals.append(a.value)
+                elif ka == 2:
+                    ja = ins[a.id] = len(ivals)
+                    ivals.append((a.name, a.index))
+                else:
+                    ja = exts[a.id] = len(enodes)
+                    enodes.append(a)
+            if jb < 0:
+                if kb == 3:
+                    jb = len(cvals)
+                    cvals.append(b.value)
+                elif kb == 2:
+                    jb = ins[b.id] = len(ivals)
+                    ivals.append((b.name, b.index))
+                else:
+                    jb = exts[b.id] = len(enodes)
+                    enodes.append(b)
+            append((n.op, ka, ja, kb, jb))
         else:
             (a,) = args
-            ka, ja = classify(a)
-            ops.append((n.op, ka, place(ka, ja, a)))
+            ja = lget(a.id)
+            if ja is not None:
+                ka = 0
+            else:
+                op = a.op
+                if op == "const":
+                    ka = 3
+                    ja = len(cvals)
+                    cvals.append(a.value)
+                elif op == "input":
+                    ka = 2
+                    ja = ins.get(a.id)
+                    if ja is None:
+                        ja = ins[a.id] = len(ivals)
+                        ivals.append((a.name, a.index))
+                else:
+                    ka = 1
+                    ja = exts.get(a.id)
+                    if ja is None:
+                        ja = exts[a.id] = len(enodes)
+                        enodes.append(a)
+            append((n.op, ka, ja))
         local[n.id] = k
     sig = (tuple(ops), tuple(name for name, _ in ivals), len(cvals), len(enodes))
     return sig, cvals, ivals, enodes
@@ -212,9 +266,7 @@ def roll(kernel: Kernel, cooperative: bool = False, reuse: bool = True) -> Rolle
     is written once, so a slot carries no dependence but the data's (:func:`run_independent`)."""
     trig = _trig(kernel)
     pre = {n.id for _, sn, cn in trig for n in (sn, cn) if n is not None}
-    segs = _segments(kernel, pre)
-    seg_of = {n.id: si for si, s in enumerate(segs) for n in s.nodes}
-    seg_of.update({i: -1 for i in pre})
+    segs, seg_of = _segments(kernel, pre)
     kinds: list[Kind] = []
     by_sig: dict = {}
     seg_kind, seg_row = [], []
@@ -230,13 +282,8 @@ def roll(kernel: Kernel, cooperative: bool = False, reuse: bool = True) -> Rolle
         seg_row.append(len(k.members))
         k.members.append(si)
         per_seg.append((cvals, ivals, enodes))
-    # exports: nodes read by another segment, or stored to an output or temp
-    exported: set[int] = set()
-    for si, s in enumerate(segs):
-        for n in s.nodes:
-            for a in n.args:
-                if a.op not in ("const", "input") and seg_of[a.id] != si:
-                    exported.add(a.id)
+    # exports: nodes read by another segment (a segment's externals), or stored to an output or temp
+    exported: set[int] = {e.id for _, _, enodes in per_seg for e in enodes}
     for _, vals in kernel.traced_arrays():
         for v in vals:
             if v.node.op not in ("const", "input"):
@@ -277,7 +324,7 @@ def roll(kernel: Kernel, cooperative: bool = False, reuse: bool = True) -> Rolle
             runs[-1][2] = r + 1
         else:
             runs.append([kid, r, r + 1])
-    stage = _stages(segs, seg_of)
+    stage = _stages(_reads(per_seg, seg_of))
     sizes = [len(kinds[seg_kind[si]].exports) for si in range(len(segs))]
     R = Rolled(kernel, segs, kinds, seg_kind, seg_row, [tuple(r) for r in runs], 0, {}, [],
                [(a.name, a.index) for a, _, _ in trig], stage, 2 * len(trig) + sum(sizes), per_seg, seg_of, trig)
@@ -325,7 +372,7 @@ def _layout(R: Rolled, cooperative: bool, reuse: bool = True) -> None:
     sizes = [len(kinds[R.seg_kind[si]].exports) for si in range(len(segs))]
     # one thread runs the segments in the trace's order: a "stage" per segment then
     order = R.stage if cooperative else list(range(len(segs)))
-    base_of, w = _bases(segs, R.seg_of, order, sizes, exported_to_arrays(kernel), 2 * len(R.trig),
+    base_of, w = _bases(_reads(R.rows, R.seg_of), R.seg_of, order, sizes, exported_to_arrays(kernel), 2 * len(R.trig),
                         _REUSE_SCAN if reuse else 0)
     for si, s in enumerate(segs):
         k = kinds[R.seg_kind[si]]
@@ -359,21 +406,25 @@ def exported_to_arrays(kernel: Kernel) -> set:
     return {v.node.id for _, vals in kernel.traced_arrays() for v in vals}
 
 
-def _stages(segs: list, seg_of: dict) -> list[int]:
-    """Each segment's stage: one after the latest segment it reads a value of. The sines and
-    cosines computed first (``seg_of`` maps them to -1) are stage 0's, so a segment reading one
-    is in stage 1 or later; a segment that reads nothing computed is in stage 0. Segments of one
-    stage never read each other: a cooperative lowering (the CUDA block shape) runs them side by
-    side between two barriers."""
-    stage = [0] * len(segs)
-    for si, s in enumerate(segs):
+def _reads(rows: list, seg_of: dict) -> list:
+    """Per segment, the segments whose values it reads (-1: the sines and cosines computed
+    first), from its externals (``rows``: :attr:`Rolled.rows`)."""
+    return [{seg_of[e.id] for e in enodes} for _, _, enodes in rows]
+
+
+def _stages(reads: list) -> list[int]:
+    """Each segment's stage: one after the latest segment it reads a value of (``reads``:
+    :func:`_reads`). The sines and cosines computed first (-1) are stage 0's, so a segment
+    reading one is in stage 1 or later; a segment that reads nothing computed is in stage 0.
+    Segments of one stage never read each other: a cooperative lowering (the CUDA block shape)
+    runs them side by side between two barriers."""
+    stage = [0] * len(reads)
+    for si, us in enumerate(reads):
         st = 0
-        for n in s.nodes:
-            for a in n.args:
-                u = seg_of.get(a.id)
-                if u is None or u == si:
-                    continue
-                st = max(st, 1 if u < 0 else stage[u] + 1)
+        for u in us:
+            x = 1 if u < 0 else stage[u] + 1
+            if x > st:
+                st = x
         stage[si] = st
     return stage
 
@@ -383,9 +434,10 @@ def _stages(segs: list, seg_of: dict) -> list[int]:
 _REUSE_SCAN = 64
 
 
-def _bases(segs: list, seg_of: dict, stage: list, sizes: list, to_arrays: set, start: int,
+def _bases(reads: list, seg_of: dict, stage: list, sizes: list, to_arrays: set, start: int,
            scan: int = _REUSE_SCAN):
-    """(each segment's workspace base, the workspace size). A segment's exports may take the
+    """(each segment's workspace base, the workspace size). ``reads``: per segment the segments
+    it reads (:func:`_reads`). A segment's exports may take the
     slots of an earlier segment's once that one is dead in both orders the kinds may run in: the
     trace order (one thread) and ``stage`` (lanes between barriers; the segment's index where
     only one thread runs them) — the new segment comes after its last reader in the trace and in
@@ -394,18 +446,21 @@ def _bases(segs: list, seg_of: dict, stage: list, sizes: list, to_arrays: set, s
     gradient, one after the other in the trace, are live at once side by side. Exports stored
     to an output or temp stay live to the end. First fit among the oldest :data:`_REUSE_SCAN`
     free places (the rest of a larger place stays free)."""
-    n = len(segs)
+    n = len(reads)
     last_i = list(range(n))
     last_st = list(stage)
-    for si, s in enumerate(segs):
-        for nd in s.nodes:
-            if nd.id in to_arrays:
-                last_i[si], last_st[si] = n, 1 << 30
-            for a in nd.args:
-                u = seg_of.get(a.id)
-                if u is not None and u >= 0 and u != si:
-                    last_i[u] = max(last_i[u], si)
-                    last_st[u] = max(last_st[u], stage[si])
+    for i in to_arrays:
+        u = seg_of.get(i)
+        if u is not None and u >= 0:
+            last_i[u], last_st[u] = n, 1 << 30
+    for si, us in enumerate(reads):
+        st = stage[si]
+        for u in us:
+            if u >= 0:
+                if si > last_i[u]:
+                    last_i[u] = si
+                if st > last_st[u]:
+                    last_st[u] = st
     free: list = []  # [base, size, last reader's trace index, its stage], oldest first
     base_of = []
     w = start
