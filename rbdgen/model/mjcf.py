@@ -917,7 +917,11 @@ def load_mjcf(path, *, floating_base: bool = False, gravity=None, check_inertia:
         raise MJCFError("no <body> in <worldbody>: nothing moves", file=path)
 
     if r.compiler.settotalmass > 0:
-        total = sum(float(b.inertia[5, 5]) for b in r.bodies)
+        # left to right, as MuJoCo adds the bodies' masses: the builtin sum compensates from
+        # Python 3.12 on, and this number scales every inertia that reaches generated code
+        total = 0.0
+        for b in r.bodies:
+            total += float(b.inertia[5, 5])
         k = r.compiler.settotalmass / max(gi.MINVAL, total)
         for b in r.bodies:
             b.inertia = b.inertia * k

@@ -221,7 +221,10 @@ class RobotModel:
 
     @property
     def total_mass(self) -> float:
-        return float(sum(I[5, 5] for I in self.inertia))
+        total = 0.0  # left to right on every Python (the builtin sum compensates from 3.12 on)
+        for I in self.inertia:
+            total += float(I[5, 5])
+        return total
 
     def motion_subspace(self, i: int) -> np.ndarray:
         """S_i (6 × nv_i): maps joint velocity to body spatial velocity (Featherstone order)."""
