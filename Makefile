@@ -189,11 +189,13 @@ LAYOUTS_ARGS ?=
 bench-layouts: $(STAMP)
 	$(PY) benchmarks/layouts.py $(LAYOUTS_ARGS)
 
-# the Verilog target synthesized by Yosys (issue 48; not a test): synth_xilinx -family xcup per kernel of
-# the iiwa (FK, rnea, crba, aba), cell counts beside the HLS cost model's estimate; ~30 min on 2 cores;
-# writes benchmarks/results/rtl.{json,md}. SYNTH_ARGS="--kernels forward_kinematics" for one kernel
+# the Verilog target synthesized by Yosys (issue 48; not a test): each datapath operator alone (~2 min:
+# the prices of rbdgen/targets/verilog/cost.py, benchmarks/results/rtl_operators.{json,md}), then
+# synth_xilinx -family xcup per kernel of the iiwa (FK, rnea, crba, aba), cell counts beside the HLS cost
+# model's estimate; ~30 min on 2 cores; writes benchmarks/results/rtl.{json,md}. SYNTH_ARGS="--kernels forward_kinematics" for one kernel
 SYNTH_ARGS ?=
 synth-report: $(STAMP) rtl-tools
+	$(PY) benchmarks/rtl_operators.py
 	$(PY) benchmarks/rtl_synth.py $(SYNTH_ARGS)
 
 # Lathrop's Tables 1 and 4 (seed 003, transcribed with line numbers) beside our op counts and

@@ -47,6 +47,7 @@ from rbdgen.targets import get_target
 from rbdgen.targets.hls.cost import kernel_cost
 from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, numeric_type
 from rbdgen.targets.hls.schedule import budget_cost
+from rbdgen.targets.verilog.cost import module_luts
 from rbdgen.toolchain.compiler import find_cxx
 
 KERNELS = ("forward_kinematics", "rnea", "crba", "aba", "rnea@100", "rnea+ii1", "aba_derivatives@200")
@@ -121,6 +122,7 @@ def run(specs, timeout_s: int, keep: bool, revision: str, cpu: str | None) -> di
             rows[spec] = {"yosys": f.result(), "model": {x: est[x] for x in ("dsp", "dsp_spatial", "lut", "ff",
                                                                              "latency_cycles")},
                           "rtl": {x: src.kernels[k][x] for x in ("latency_cycles", "operators", "registers")},
+                          "rtl_lut_estimate": _estimate(src, k),
                           "dsp_budget": budget, "ii": ii, "revision": revision, "machine": cpu}
             log(f"{spec}: {rows[spec]['yosys'].get('groups') or rows[spec]['yosys'].get('error')} "
                 f"in {rows[spec]['yosys']['seconds']} s")
@@ -129,6 +131,21 @@ def run(specs, timeout_s: int, keep: bool, revision: str, cpu: str | None) -> di
     else:
         shutil.rmtree(work, ignore_errors=True)
     return rows
+
+
+def _estimate(src, k: str) -> int:
+    """The LUTs rbdgen.targets.verilog.cost prices the module at (its operators, each as Yosys maps
+    it alone: benchmarks/rtl_operators.py)."""
+    return module_luts(src.files[f"{src.kernels[k]['module']}.v"], src.prefix, *FIXED)[0]
+
+
+def _estimate_now(spec: str) -> int:
+    """:func:`_estimate` of this revision's module for ``spec`` (rows synthesized before the
+    estimate existed)."""
+    k, budget, ii = parse(spec)
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    return _estimate(get_target("verilog").generate(m, (k,), dtypes=("float64",), name=None, fixed=FIXED,
+                                                    dsp_budget=budget, ii=ii), k)
 
 
 def markdown(res: dict) -> str:
@@ -145,20 +162,27 @@ def markdown(res: dict) -> str:
              "pipelined design (a state every cycle) beside the model's `--ii 1` figures. The LUT and FF figures "
              "price the design's operators (and, budgeted, its operand multiplexers) and the values a latency "
              "design holds between cycles. The RTL's latency is the model's by construction and measured in "
-             "Verilator by tests/test_verilog.py.", "",
-             "| kernel | latency (cycles) | DSP48E2 (model) | LUT (model) | FF + SRL (model FF) | CARRY | "
-             "Yosys time | revision, machine |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "Verilator by tests/test_verilog.py. RTL estimate: the module's operators, each priced as Yosys maps "
+             "it alone (`rbdgen/targets/verilog/cost.py`, benchmarks/results/rtl_operators.md), summed, "
+             "and its ratio to Yosys's LUTs; * computed when this report was written, from that revision's RTL "
+             "(the row's synthesis is older).", "",
+             "| kernel | latency (cycles) | DSP48E2 (model) | LUT (model) | LUT: RTL estimate | FF + SRL (model FF) "
+             "| CARRY | Yosys time | revision, machine |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for spec, r in res["kernels"].items():
         k = spec.replace("@", " @ ").replace("+ii1", ", --ii 1") + (" DSP" if "@" in spec else "")
         y, md = r["yosys"], r["model"]
         if "error" in y:
-            lines.append(f"| {k} | {r['rtl']['latency_cycles']} | failed: {y['error'][:80]} | | | | {y['seconds']} s "
+            lines.append(f"| {k} | {r['rtl']['latency_cycles']} | failed: {y['error'][:80]} | | | | | {y['seconds']} s "
                          f"| {r.get('revision', mi.get('git'))}, {r.get('machine', mi.get('cpu'))} |")
             continue
         g = y["groups"]
+        est = r.get("rtl_lut_estimate")
+        star = "" if est is not None else "*"
+        est = est if est is not None else _estimate_now(spec)
         lines.append(f"| {k} | {r['rtl']['latency_cycles']} | {g['DSP48E2']} ({md['dsp_spatial']}, "
                      f"{g['DSP48E2'] / max(md['dsp_spatial'], 1):.2f}×) | {g['LUT']} ({md['lut']}, "
-                     f"{g['LUT'] / max(md['lut'], 1):.2f}×) | {g['FF']} + {g['SRL']} ({md['ff']}) | {g['CARRY']} | "
+                     f"{g['LUT'] / max(md['lut'], 1):.2f}×) | {est}{star} ({est / max(g['LUT'], 1):.2f}×) | "
+                     f"{g['FF']} + {g['SRL']} ({md['ff']}) | {g['CARRY']} | "
                      f"{y['seconds']:.0f} s | {r.get('revision', mi.get('git'))}, {r.get('machine', mi.get('cpu'))} |")
     return "\n".join(lines) + "\n"
 

@@ -19,6 +19,7 @@ from ..hls import HlsTarget
 from ..hls.autofix import resolve_fixed
 from ..hls.emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_ROUNDING, NumType, measured_bound, numeric_type,
                         testbench_states)
+from .cost import CALIBRATED_FORMAT, module_luts
 from .emit import verilog_kernels
 from .testbench import testbench
 
@@ -124,7 +125,40 @@ class VerilogTarget(Target):
         if dsp_budget is not None:
             out.append(format_budget_table(budget_table(model, nt, dsp_budget, kernels, clock, progress=progress,
                                                         divider="narrow"), nt, clock, dsp_budget))
+        if (nt.W, nt.I) == CALIBRATED_FORMAT:
+            out.append(self._rtl_lut_section(model, kernels, nt, fixed, rounding, overflow, clock, dsp_budget, ii,
+                                             progress))
         return out
+
+    def _rtl_lut_section(self, model, kernels, nt, fixed, rounding, overflow, clock, dsp_budget, ii, progress):
+        """LUTs of each module as this target writes it, priced per operator from Yosys
+        (:mod:`.cost`), beside the HLS cost model's for the same design."""
+        from ..hls.cost import kernel_cost
+        from ..hls.schedule import budget_cost
+        from ...textutil import text_table
+
+        if progress:
+            progress("writing the modules for their LUT estimate")
+        src = self.generate(model, tuple(kernels), dtypes=("float64",), name=None, fixed=fixed, rounding=rounding,
+                            overflow=overflow, clock_mhz=clock, dsp_budget=dsp_budget, ii=ii)
+        from ... import registry
+
+        table = [("kernel", "var×var", "×const", "add/sub", "neg", "shared mul", "CORDIC", "div", "LUT (RTL, Yosys-priced)",
+                  "LUT (HLS model)")]
+        for k, e in src.kernels.items():
+            lut, c = module_luts(src.files[f"{e['module']}.v"], src.prefix, nt.W, nt.I)
+            kern = registry.trace(model, k)
+            est = (budget_cost(kern, nt, clock, dsp_budget, divider="narrow") if dsp_budget is not None
+                   else kernel_cost(kern, nt, clock, ii=ii, divider="narrow"))
+            table.append((k, str(c["mul"]), str(len(c["cmul"])), str(c["add"]), str(c["neg"]), str(len(c["units"])),
+                          str(c["sincos"]), str(c["div"] + c["divp"]), str(lut), str(est["lut"])))
+        head = ["LUTs of the modules as written" + (f" (within {dsp_budget} DSPs)" if dsp_budget is not None else "")
+                + ": each operator priced as Yosys 0.23 synth_xilinx -family xcup maps it alone at 32,16",
+                "(benchmarks/results/rtl_operators.md; a shared multiplier with its operand multiplexers), summed; "
+                "registers not priced.",
+                "Against whole-design synthesis of the iiwa (benchmarks/results/rtl.md): -4 % ... +12 %; "
+                "the HLS model's LUTs (the design an HLS tool makes) were 1.8-5.5x under it (docs/verilog.md)"]
+        return "\n".join(head + text_table(table))
 
     def describe(self, options):
         if options.get("fixed") == "auto":
