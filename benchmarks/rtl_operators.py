@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 import measure as bench
+import rtl_synth
 from measure import HERE, log
 
 import rbdgen
@@ -41,8 +41,7 @@ from rbdgen.toolchain.compiler import find_cxx
 
 COPIES = 4
 CONST_BITS = (2, 5, 9, 13, 17, 18, 24, 27, 31)
-GROUPS = {"LUT": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6"), "CARRY": ("CARRY4", "CARRY8"),
-          "DSP48E2": ("DSP48E2",)}
+GROUPS = ("LUT", "CARRY", "DSP48E2")
 
 
 def _module(name: str, em: _Emitter, body, n_in: int) -> str:
@@ -88,16 +87,11 @@ def _sum(em: _Emitter, op: str):
 
 
 def synth(work: Path, module: str, files: list) -> dict:
-    stat = work / f"{module}.stat"
-    r = subprocess.run(["yosys", "-q", "-p", f"read_verilog {' '.join(files)}; synth_xilinx -family xcup -top {module}; "
-                        f"tee -q -o {stat.name} stat"], cwd=work, capture_output=True, text=True, timeout=1800)
-    if r.returncode != 0:
-        raise SystemExit(f"yosys failed on {module}: {(r.stderr or r.stdout)[-500:]}")
-    top = stat.read_text().split("=== design hierarchy ===")[-1]
-    cells: dict = {}
-    for name, count in re.findall(r"^\s+(\w+)\s+(\d+)\s*$", top, re.M):
-        cells[name] = cells.get(name, 0) + int(count)
-    return {g: sum(cells.get(c, 0) for c in cs) for g, cs in GROUPS.items()}
+    """LUT, CARRY and DSP48E2 counts of ``module`` (make synth-report's flow, rtl_synth.synth)."""
+    r = rtl_synth.synth(work, module, files, 1800)
+    if "error" in r:
+        raise SystemExit(f"yosys failed on {module}: {r['error']}")
+    return {g: r["groups"][g] for g in GROUPS}
 
 
 def run() -> dict:
