@@ -20,7 +20,6 @@ and a constant of 18 bits or more into two rows, with the partial products summe
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -146,9 +145,7 @@ def main(argv=None) -> int:
     res = {"yosys": ver.split()[1] if ver else "?", "machine": machine, "date": machine.get("date", "?"),
            "operators": run()}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "rtl_operators.json").write_text(json.dumps(res, indent=1) + "\n")
-    (args.out / "rtl_operators.md").write_text(markdown(res))
-    log(f"wrote {args.out / 'rtl_operators.md'}")
+    bench.write_report(args.out, "rtl_operators", res, markdown, lambda res, path: False)
     return 0
 
 
