@@ -77,7 +77,7 @@ def unroll_option(value) -> str:
     return {True: "yes", False: "no", "auto": "auto"}[check_unroll(value)]
 
 
-UNROLL = Option("unroll", "--unroll", "cpu, cuda, hls: yes (default): straight-line code, every body unrolled; no: "
+UNROLL = Option("unroll", "--unroll", "yes (default): straight-line code, every body unrolled; no: "
                 "loops over the bodies, one piece of code per kind of body (big robots: seconds to build, small "
                 "machine code; cuda: the block shape's lanes share out the bodies of each tree level; hls: a module "
                 "per kind, shared by its members); auto: rolled for the kernels of at least rbdgen.ir.roll.AUTO_OPS "
