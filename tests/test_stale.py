@@ -403,8 +403,10 @@ def test_hamilton_is_shallower_than_binder_herzog(gravity, tmp_path):
     not half: within a link f_i still waits for a_{c,i} and τ_i for α_i (unboxed in Table 1), so
     the ratio is 0.6–0.8 (measured: arm 8/11, iiwa 15/19, chain 19/27 with gravity; 6/10, 11/17,
     19/26 without). Against our spatial Binder–Herzog (gravity inside its stale acceleration)
-    Hamilton's is shallower without gravity; with it, Table 1's fresh g_i, a chain of rotations,
-    sets the depth of longer arms (the iiwa: 15 against 13)."""
+    Hamilton's is shallower on the arm and the chain without gravity, and as deep on the iiwa (11
+    both: the spatial body force is the Newton–Euler equations about the origin,
+    `Inertia.body_force`, two levels shallower than I·a + v ×* I·v was); with gravity, Table 1's
+    fresh g_i, a chain of rotations, sets the depth of longer arms (the iiwa: 15 against 11)."""
     from rbdgen import control
     from rbdgen.robots import chain_urdf
 
@@ -419,7 +421,9 @@ def test_hamilton_is_shallower_than_binder_herzog(gravity, tmp_path):
         ratio = d["hamilton"] / d["binder_herzog_lwp"]
         assert 0.5 < ratio < 0.85, (name, d)  # below Binder–Herzog's, not half of it
         if not gravity:
-            assert d["hamilton"] < d["binder_herzog"], (name, d)
+            assert d["hamilton"] <= d["binder_herzog"], (name, d)
+            if name != "iiwa":
+                assert d["hamilton"] < d["binder_herzog"], (name, d)
     d_arm = {s: _traced_depth(models["arm"], k) for s, k in KERNEL_OF.items()}
     assert d_arm["hamilton"] < d_arm["binder_herzog"]  # the arm: three links of gravity chain
 

@@ -60,9 +60,9 @@ extern "C" {
 /* rnea: inverse dynamics τ = M a + C v + g
  * in:  q[19], v[18], a[18]
  * out: tau[18]
- * scratch (f64): 115 doubles (920 bytes) on the stack of rbd_quadruped_rnea_f64
+ * scratch (f64): 103 doubles (824 bytes) on the stack of rbd_quadruped_rnea_f64
  */
-#define RBD_QUADRUPED_RNEA_F64_WORKSPACE 115
+#define RBD_QUADRUPED_RNEA_F64_WORKSPACE 103
 void rbd_quadruped_rnea_f64(const double* q, const double* v, const double* a, double* tau);
 void rbd_quadruped_rnea_f64_ws(const double* q, const double* v, const double* a, double* tau, double* work);
 long rbd_quadruped_rnea_f64_workspace_size(void);
@@ -74,9 +74,9 @@ int rbd_quadruped_rnea_f64_lanes(void);
 /* nle: nonlinear effects C v + g
  * in:  q[19], v[18]
  * out: tau[18]
- * scratch (f64): 107 doubles (856 bytes) on the stack of rbd_quadruped_nle_f64
+ * scratch (f64): 98 doubles (784 bytes) on the stack of rbd_quadruped_nle_f64
  */
-#define RBD_QUADRUPED_NLE_F64_WORKSPACE 107
+#define RBD_QUADRUPED_NLE_F64_WORKSPACE 98
 void rbd_quadruped_nle_f64(const double* q, const double* v, double* tau);
 void rbd_quadruped_nle_f64_ws(const double* q, const double* v, double* tau, double* work);
 long rbd_quadruped_nle_f64_workspace_size(void);

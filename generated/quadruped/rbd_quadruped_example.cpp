@@ -28,7 +28,7 @@ int main() {
                   tau[robot::joint_v_index[i] + k]);
 
   // the same state, the scratch in memory the caller owns: allocated once, before a control
-  // loop (here 115 doubles; the single-state call above keeps it on its stack)
+  // loop (here 103 doubles; the single-state call above keeps it on its stack)
   std::vector<double> work(rbd_quadruped_rnea_f64_workspace_size());
   double tau_ws[18];
   rbd_quadruped_rnea_f64_ws(q, v, a, tau_ws, work.data());

@@ -93,7 +93,7 @@ def _rnea_scan_values(t: Trace, q, v, a, method=METHOD):
     for i, (X0, vi, ai) in enumerate(fwd):
         t.block("body forces, into world coordinates", i)
         I = t.I(i)
-        f = S.vadd(S.mat_vec(g, I, ai), S.crf(g, vi, S.mat_vec(g, I, vi)))
+        f = S.Inertia.from_matrix(I).body_force(g, vi, ai)
         f0.append(X0.force_T(g, f))
     F0 = subtree_sums(f0, m.parent, S.vadd, round_hook=_hook(t, "backward: subtree sums"))
     tau = [None] * m.nv

@@ -82,7 +82,7 @@ def _step(t: Trace, q, v, a, stale, scheme: str):
             vel = S.vadd(X.motion(g, old(p, 0)), vJ)
             acc = S.vadd(S.vadd(X.motion(g, old(p, 1)), Sa), S.crm(g, vel, vJ))
         I = t.I(i)
-        f_own = f_own_of[i] = S.vadd(S.mat_vec(g, I, acc), S.crf(g, vel, S.mat_vec(g, I, vel)))
+        f_own = f_own_of[i] = S.Inertia.from_matrix(I).body_force(g, vel, acc)
         nxt[_PER_BODY * i:_PER_BODY * i + 18] = vel + acc + f_own
     for i in range(nb):
         t.block(f"rnea_stale ({label}): transmitted force", i)
