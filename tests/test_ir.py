@@ -119,6 +119,68 @@ def test_body_force_is_the_product_form():
     assert (traced(False), traced(True)) == (57 + 45, 66 + 54)
 
 
+def test_joint_rotation_first_is_the_composed_congruence():
+    """A revolute joint about ±x, ±y or ±z after a quarter-turn X_tree: XForm's split
+    congruence (the joint's rotation by the double angle, then X_tree's: how ABA carries its
+    articulated inertias) and Inertia.to_parent (CRBA's composite inertias), traced and run by
+    the IR's interpreter, equal XᵀMX formed with NumPy's 6×6 matrices, X = X_J·X_tree with X_J
+    from rbdgen.spatial's Rodrigues rotation; and each costs fewer operations than the same
+    product by E = E_J·E_tree."""
+    from rbdgen import spatial
+    from rbdgen.algorithms import spatial as S
+
+    def traced(k, sign, Et, split):
+        g = Graph()
+        M = [[g.input("M", 6 * min(a, b) + max(a, b)) for b in range(6)] for a in range(6)]
+        x = [g.input("x", n) for n in range(10)]  # m, h, Ī's upper triangle
+        Ib = [[x[4 + (3 * min(a, b) - min(a, b) * (min(a, b) - 1) // 2) + abs(a - b)] for b in range(3)] for a in range(3)]
+        q = g.input("q", 0)
+        c, s = g.op("cos", q), g.op("sin", q)
+        r = [g.input("r", n) for n in range(3)]
+        ax = np.zeros(3)
+        ax[k] = sign
+        aaT = np.outer(ax, ax)
+        EJ = [[g.lift((np.eye(3) - aaT)[a, b] * c - spatial.skew(ax)[a, b] * s + aaT[a, b]) for b in range(3)] for a in range(3)]
+        Etc = [[g.const(e) for e in row] for row in Et]
+        X = S.XForm(S.mat_mat(g, EJ, Etc), r, (S.AxisRotation(g, k, sign, c, s), S.XForm(Etc, r)) if split else None)
+        cong = X.congruence(g, M)
+        In = S.Inertia(x[0], x[1:4], Ib).to_parent(g, X)
+        outs = [[e for row in cong for e in row], [In.m] + In.h + [e for row in In.Ib for e in row]]
+        ops = []
+        for o in outs:
+            kern = Kernel("t", g, [Array("M", (36,)), Array("x", (10,)), Array("q", (1,)), Array("r", (3,))],
+                          [(Array("o", (len(o),)), o)])
+            ops.append(sum(1 for n in kern.live_nodes() if n.op not in ("const", "input", "cos", "sin")))
+        kern = Kernel("t", g, [Array("M", (36,)), Array("x", (10,)), Array("q", (1,)), Array("r", (3,))],
+                      [(Array("c", (36,)), outs[0]), (Array("i", (13,)), outs[1])])
+        return kern, ops
+
+    rng = np.random.default_rng(11)
+    perms = [np.eye(3), np.array([[-1.0, 0, 0], [0, 0, 1], [0, 1, 0]]), np.array([[0, -1.0, 0], [0, 0, -1], [1, 0, 0]])]
+    for k in range(3):
+        for sign in (1.0, -1.0):
+            for Et in perms:
+                (ks, ops_split), (kc, ops_composed) = traced(k, sign, Et, True), traced(k, sign, Et, False)
+                assert all(a < b for a, b in zip(ops_split, ops_composed)), (ops_split, ops_composed)
+                ax = np.zeros(3)
+                ax[k] = sign
+                q, r = rng.uniform(-3, 3, size=1), rng.normal(size=3)
+                X = spatial.plux(spatial.mm(spatial.axis_angle_to_rot(ax, q[0]).T, Et), r)
+                A, B = rng.normal(size=(6, 6)), rng.normal(size=(3, 3))
+                M = A @ A.T
+                m, com, Ic = rng.uniform(0.1, 5.0), rng.normal(size=3), B @ B.T + 0.1 * np.eye(3)
+                I = spatial.spatial_inertia(m, com, Ic)
+                Ib = I[:3, :3]
+                x = np.concatenate([[m], m * com, [Ib[0, 0], Ib[0, 1], Ib[0, 2], Ib[1, 1], Ib[1, 2], Ib[2, 2]]])
+                want_I = X.T @ I @ X
+                for kern in (ks, kc):
+                    cong, inn = run(kern, M.ravel(), x, q, r)
+                    np.testing.assert_allclose(cong.reshape(6, 6), X.T @ M @ X, rtol=1e-12, atol=1e-12)
+                    got = spatial.spatial_inertia(inn[0], inn[1:4] / inn[0], np.zeros((3, 3)))
+                    got[:3, :3] = inn[4:].reshape(3, 3)
+                    np.testing.assert_allclose(got, want_I, rtol=1e-12, atol=1e-12)
+
+
 def test_unfolded_graph_keeps_every_operation():
     g = Graph(fold=False)
     x = g.input("q", 0)

@@ -111,9 +111,9 @@ int rbd_iiwa14_crba_f64_lanes(void);
 /* aba: forward dynamics q̈ (articulated-body algorithm)
  * in:  q[7], v[7], tau[7]
  * out: qdd[7]
- * scratch (f64): 86 doubles (688 bytes) on the stack of rbd_iiwa14_aba_f64
+ * scratch (f64): none
  */
-#define RBD_IIWA14_ABA_F64_WORKSPACE 86
+#define RBD_IIWA14_ABA_F64_WORKSPACE 0
 void rbd_iiwa14_aba_f64(const double* q, const double* v, const double* tau, double* qdd);
 void rbd_iiwa14_aba_f64_ws(const double* q, const double* v, const double* tau, double* qdd, double* work);
 long rbd_iiwa14_aba_f64_workspace_size(void);
@@ -139,9 +139,9 @@ int rbd_iiwa14_minv_f64_lanes(void);
 /* rnea_derivatives: ∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)
  * in:  q[7], v[7], a[7]
  * out: dtau_dq[49], dtau_dv[49]
- * scratch (f64): 329 doubles (2632 bytes) on the stack of rbd_iiwa14_rnea_derivatives_f64
+ * scratch (f64): 336 doubles (2688 bytes) on the stack of rbd_iiwa14_rnea_derivatives_f64
  */
-#define RBD_IIWA14_RNEA_DERIVATIVES_F64_WORKSPACE 329
+#define RBD_IIWA14_RNEA_DERIVATIVES_F64_WORKSPACE 336
 void rbd_iiwa14_rnea_derivatives_f64(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv);
 void rbd_iiwa14_rnea_derivatives_f64_ws(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv, double* work);
 long rbd_iiwa14_rnea_derivatives_f64_workspace_size(void);
@@ -153,9 +153,9 @@ int rbd_iiwa14_rnea_derivatives_f64_lanes(void);
 /* aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
  * in:  q[7], v[7], tau[7]
  * out: dqdd_dq[49], dqdd_dv[49], dqdd_dtau[49]
- * scratch (f64): 479 doubles (3832 bytes) on the stack of rbd_iiwa14_aba_derivatives_f64
+ * scratch (f64): 495 doubles (3960 bytes) on the stack of rbd_iiwa14_aba_derivatives_f64
  */
-#define RBD_IIWA14_ABA_DERIVATIVES_F64_WORKSPACE 479
+#define RBD_IIWA14_ABA_DERIVATIVES_F64_WORKSPACE 495
 void rbd_iiwa14_aba_derivatives_f64(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau);
 void rbd_iiwa14_aba_derivatives_f64_ws(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau, double* work);
 long rbd_iiwa14_aba_derivatives_f64_workspace_size(void);
@@ -293,9 +293,9 @@ int rbd_iiwa14_frame_bias_acceleration_world_f64_lanes(void);
 /* osim_inverse: Λ⁻¹ = J M⁻¹ Jᵀ of the selected frames (LOCAL, [linear; angular]) by an O(n) recursion
  * in:  q[7]
  * out: Linv[36]
- * scratch (f64): 64 doubles (512 bytes) on the stack of rbd_iiwa14_osim_inverse_f64
+ * scratch (f64): none
  */
-#define RBD_IIWA14_OSIM_INVERSE_F64_WORKSPACE 64
+#define RBD_IIWA14_OSIM_INVERSE_F64_WORKSPACE 0
 void rbd_iiwa14_osim_inverse_f64(const double* q, double* Linv);
 void rbd_iiwa14_osim_inverse_f64_ws(const double* q, double* Linv, double* work);
 long rbd_iiwa14_osim_inverse_f64_workspace_size(void);

@@ -41,8 +41,7 @@ __host__ __device__ inline void aba_tcompute(int tx, long blk, long n, [[maybe_u
   const long i = blk * aba_TILE + tx;
   if (i >= n) return;
   S* s = tile + tx * aba_STRIDE;
-  S w[86];
-  aba<S>(s + 0, s + 7, s + 14, s + 21, w);
+  aba<S>(s + 0, s + 7, s + 14, s + 21);
 }
 
 template <typename S>

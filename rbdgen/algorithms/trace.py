@@ -107,6 +107,14 @@ class Trace:
             E = [[jt.Ec[a, b] * c + jt.Es[a, b] * s + jt.E0[a, b] for b in range(3)] for a in range(3)]
             E = [[g.lift(e) for e in row] for row in E]
             r = self.consts(jt.r0)
+            Et, _ = tree_parts(m, i)
+            a = np.asarray(m.axis[i], dtype=float)
+            if self.g.fold and np.count_nonzero(a) == 1 and np.max(np.abs(a)) == 1.0 and np.all(np.isin(Et, (0.0, 1.0, -1.0))):
+                # about an axis of its frame after a quarter-turn X_tree (nearly every joint of
+                # the bundled robots): congruences by the joint's rotation, then X_tree's
+                k = int(np.flatnonzero(a)[0])
+                self._X[i] = S.XForm(E, r, (S.AxisRotation(g, k, a[k], c, s), S.XForm(self.consts(Et), r)))
+                return self._X[i]
         elif jt.kind == "prismatic":
             E = self.consts(jt.E0)
             r = [g.lift(jt.r0[k] + jt.rq[k] * q[qs]) for k in range(3)]
