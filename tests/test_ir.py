@@ -142,7 +142,7 @@ def test_joint_rotation_first_is_the_composed_congruence():
         aaT = np.outer(ax, ax)
         EJ = [[g.lift((np.eye(3) - aaT)[a, b] * c - spatial.skew(ax)[a, b] * s + aaT[a, b]) for b in range(3)] for a in range(3)]
         Etc = [[g.const(e) for e in row] for row in Et]
-        X = S.XForm(S.mat_mat(g, EJ, Etc), r, (S.AxisRotation(g, k, sign, c, s), S.XForm(Etc, r)) if split else None)
+        X = S.XForm(S.mat_mat(g, EJ, Etc), r, (S.AxisRotation(k, sign, c, s), S.XForm(Etc, r)) if split else None)
         cong = X.congruence(g, M)
         In = S.Inertia(x[0], x[1:4], Ib).to_parent(g, X)
         outs = [[e for row in cong for e in row], [In.m] + In.h + [e for row in In.Ib for e in row]]

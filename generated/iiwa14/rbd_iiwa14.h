@@ -139,9 +139,9 @@ int rbd_iiwa14_minv_f64_lanes(void);
 /* rnea_derivatives: ∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)
  * in:  q[7], v[7], a[7]
  * out: dtau_dq[49], dtau_dv[49]
- * scratch (f64): 336 doubles (2688 bytes) on the stack of rbd_iiwa14_rnea_derivatives_f64
+ * scratch (f64): 328 doubles (2624 bytes) on the stack of rbd_iiwa14_rnea_derivatives_f64
  */
-#define RBD_IIWA14_RNEA_DERIVATIVES_F64_WORKSPACE 336
+#define RBD_IIWA14_RNEA_DERIVATIVES_F64_WORKSPACE 328
 void rbd_iiwa14_rnea_derivatives_f64(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv);
 void rbd_iiwa14_rnea_derivatives_f64_ws(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv, double* work);
 long rbd_iiwa14_rnea_derivatives_f64_workspace_size(void);

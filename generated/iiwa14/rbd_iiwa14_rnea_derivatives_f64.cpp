@@ -234,7 +234,7 @@ static inline void rbd_stream_fence() {
 // ======================================================================================
 // rnea_derivatives: ∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)
 // ops: 2225 mul, 2179 add/sub, 0 div, 12 sin/cos; critical path 53 ops
-// 5196 statements in 8 parts, 336 scalars of scratch
+// 5198 statements in 8 parts, 328 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_rnea_derivatives_parts0_f64.cpp
 template <typename S>
@@ -291,18 +291,18 @@ __attribute__((used)) inline void rbd_iiwa14_set_stream_bytes_f64(long bytes) {
   __atomic_store_n(&rbd_iiwa14_f64::rbd_stream_bytes, bytes < 0 ? 0 : bytes, __ATOMIC_RELAXED);
 }
 
-// one state, the scratch in the caller's work: at least 336 doubles, whatever their values
+// one state, the scratch in the caller's work: at least 328 doubles, whatever their values
 void rbd_iiwa14_rnea_derivatives_f64_ws(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv, double* work) {
   rbd_iiwa14_f64::rnea_derivatives<double>(q, v, a, dtau_dq, dtau_dv, work);
 }
 
-long rbd_iiwa14_rnea_derivatives_f64_workspace_size(void) { return 336; }
+long rbd_iiwa14_rnea_derivatives_f64_workspace_size(void) { return 328; }
 
-// one state, the scratch on the stack (2688 bytes): no allocation, on any call, in any thread.
+// one state, the scratch on the stack (2624 bytes): no allocation, on any call, in any thread.
 // (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
 // loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_rnea_derivatives_f64(const double* q, const double* v, const double* a, double* dtau_dq, double* dtau_dv) {
-  double w[336];
+  double w[328];
   rbd_iiwa14_f64::rnea_derivatives<double>(q, v, a, dtau_dq, dtau_dv, w);
 }
 
@@ -319,14 +319,14 @@ void rbd_iiwa14_rnea_derivatives_f64_batch_strided(long n, const double* q, long
   const bool stream = stream_from > 0 && n * 98L * (long)sizeof(double) >= stream_from;
 #pragma omp parallel if (n * 4416L >= 200000L && n * 4416L >= rbd_parallel_threshold())
   {
-    rbd_buf<vec_t> buf(455 + 49);
+    rbd_buf<vec_t> buf(447 + 49);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
     vec_t* a_v = buf.data() + 14;
     vec_t* dtau_dq_v = buf.data() + 21;
     vec_t* dtau_dv_v = buf.data() + 70;
     vec_t* w_v = buf.data() + 119;
-    double* stage = (double*)(buf.data() + 455);  // a block's largest output, as rows
+    double* stage = (double*)(buf.data() + 447);  // a block's largest output, as rows
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
       rbd_to_lanes(q + b * LANES * q_stride, q_stride, 7, q_v);
@@ -370,7 +370,7 @@ void rbd_iiwa14_rnea_derivatives_f64_batch_lanes(long n, const double* q, long q
   const long nblocks = (n + LANES - 1) / LANES;
 #pragma omp parallel if (n * 4416L >= 200000L && n * 4416L >= rbd_parallel_threshold())
   {
-    rbd_buf<vec_t> buf(455);
+    rbd_buf<vec_t> buf(447);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
     vec_t* a_v = buf.data() + 14;

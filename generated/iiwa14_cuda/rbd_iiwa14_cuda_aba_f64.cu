@@ -10,7 +10,7 @@
 // block shape: 32 states (threadIdx.x) × 1 lanes (threadIdx.y) per block: each warp
 //   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
 //   state are different warps. 20 stages with a barrier after each;
-//   workspace of 119 scalars per state in shared memory, the state's inputs included.
+//   workspace of 113 scalars per state in shared memory, the state's inputs included.
 //   Predicted latency of one state: 1.00x shorter than the thread shape's (warp model,
 //   rbdgen.targets.cuda.emit.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
@@ -41,7 +41,8 @@ __host__ __device__ inline void aba_tcompute(int tx, long blk, long n, [[maybe_u
   const long i = blk * aba_TILE + tx;
   if (i >= n) return;
   S* s = tile + tx * aba_STRIDE;
-  aba<S>(s + 0, s + 7, s + 14, s + 21);
+  S w[81];
+  aba<S>(s + 0, s + 7, s + 14, s + 21, w);
 }
 
 template <typename S>
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(aba_TILE) aba_thread_kernel(long n, const doub
 
 constexpr int aba_LANES = 1;
 constexpr int aba_SPB = 32;
-constexpr int aba_SCRATCH = 119;
+constexpr int aba_SCRATCH = 113;
 
 // the block's states' inputs, copied once into their workspaces (after the exchanged values):
 // the block's states are one contiguous stretch of each input, read with coalesced accesses by
@@ -74,11 +75,11 @@ __host__ __device__ inline void aba_bload(int t, long blk, long n, [[maybe_unuse
   const long first = blk * aba_SPB;
   const int cnt = static_cast<int>(n - first < aba_SPB ? n - first : aba_SPB);
   for (int e = t; e < cnt * 7; e += 32)
-    ws[(e / 7) * aba_SCRATCH + 98 + e % 7] = q[first * 7 + e];
+    ws[(e / 7) * aba_SCRATCH + 92 + e % 7] = q[first * 7 + e];
   for (int e = t; e < cnt * 7; e += 32)
-    ws[(e / 7) * aba_SCRATCH + 105 + e % 7] = v[first * 7 + e];
+    ws[(e / 7) * aba_SCRATCH + 99 + e % 7] = v[first * 7 + e];
   for (int e = t; e < cnt * 7; e += 32)
-    ws[(e / 7) * aba_SCRATCH + 112 + e % 7] = tau[first * 7 + e];
+    ws[(e / 7) * aba_SCRATCH + 106 + e % 7] = tau[first * 7 + e];
 }
 
 __global__ void __launch_bounds__(32) aba_block_kernel(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd, [[maybe_unused]] double* __restrict wg) {
@@ -91,45 +92,45 @@ __global__ void __launch_bounds__(32) aba_block_kernel(long n, const double* __r
   aba_bload<double>(static_cast<int>(threadIdx.y * aba_SPB + threadIdx.x), blockIdx.x, n, q, v, tau, ws);
   double* w = ws + threadIdx.x * aba_SCRATCH;
   __syncthreads();
-  if (live) aba_s0<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s0<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s1<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s1<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s2<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s2<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s3<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s3<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s4<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s4<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s5<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s5<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s6<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s6<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s7<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s7<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s8<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s8<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s9<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s9<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s10<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s10<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s11<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s11<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s12<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s12<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s13<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s13<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s14<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s14<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s15<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s15<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s16<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s16<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s17<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s17<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s18<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s18<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
   __syncthreads();
-  if (live) aba_s19<double>(lane, w + 98, w + 105, w + 112, qdd + c * 7, w);
+  if (live) aba_s19<double>(lane, w + 92, w + 99, w + 106, qdd + c * 7, w);
 }
 
 // the launch shape a call takes: 1 (thread) or 2 (block), shape 0 (auto) resolved for a batch of
@@ -181,7 +182,7 @@ int rbd_iiwa14_cuda_aba_f64_cuda(cudaStream_t stream, long n, const double* __re
   }
   cfg.blockDim = dim3(aba_SPB, aba_LANES);  // x: states, y: lanes
   cfg.gridDim = dim3(static_cast<unsigned>((n + aba_SPB - 1) / aba_SPB));
-  cfg.dynamicSmemBytes = 3808 * sizeof(double);
+  cfg.dynamicSmemBytes = 3616 * sizeof(double);
   return static_cast<int>(cudaLaunchKernelEx(&cfg, aba_block_kernel, n, q, v, tau, qdd, static_cast<double*>(nullptr)));
 }
 
@@ -282,121 +283,121 @@ void rbd_iiwa14_cuda_aba_f64_emulate_block(long n, const double* __restrict q, c
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s0<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s0<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s1<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s1<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s2<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s2<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s3<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s3<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s4<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s4<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s5<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s5<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s6<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s6<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s7<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s7<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s8<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s8<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s9<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s9<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s10<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s10<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s11<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s11<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s12<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s12<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s13<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s13<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s14<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s14<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s15<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s15<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s16<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s16<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s17<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s17<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s18<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s18<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
     for (int tx = 0; tx < aba_SPB; ++tx) {
       const long i = b * aba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * aba_SCRATCH;
-      for (int lane = 0; lane < aba_LANES; ++lane) aba_s19<double>(lane, w + 98, w + 105, w + 112, qdd + i * 7, w);
+      for (int lane = 0; lane < aba_LANES; ++lane) aba_s19<double>(lane, w + 92, w + 99, w + 106, qdd + i * 7, w);
     }
   }
 }

@@ -11,8 +11,8 @@
 // block shape: 32 states (threadIdx.x) × 7 lanes (threadIdx.y) per block: each warp
 //   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
 //   state are different warps. 14 stages with a barrier after each;
-//   workspace of 107 scalars per state in shared memory, the state's inputs included.
-//   Predicted latency of one state: 2.19x shorter than the thread shape's (warp model,
+//   workspace of 103 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 2.17x shorter than the thread shape's (warp model,
 //   rbdgen.targets.cuda.emit.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_minv_f64.cuh"
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(minv_TILE) minv_thread_kernel(long n, const do
 
 constexpr int minv_LANES = 7;
 constexpr int minv_SPB = 32;
-constexpr int minv_SCRATCH = 107;
+constexpr int minv_SCRATCH = 103;
 
 // the block's states' inputs, copied once into their workspaces (after the exchanged values):
 // the block's states are one contiguous stretch of each input, read with coalesced accesses by
@@ -61,7 +61,7 @@ __host__ __device__ inline void minv_bload(int t, long blk, long n, [[maybe_unus
   const long first = blk * minv_SPB;
   const int cnt = static_cast<int>(n - first < minv_SPB ? n - first : minv_SPB);
   for (int e = t; e < cnt * 7; e += 224)
-    ws[(e / 7) * minv_SCRATCH + 99 + e % 7] = q[first * 7 + e];
+    ws[(e / 7) * minv_SCRATCH + 95 + e % 7] = q[first * 7 + e];
 }
 
 __global__ void __launch_bounds__(224) minv_block_kernel(long n, const double* __restrict q, double* __restrict Minv, [[maybe_unused]] double* __restrict wg) {
@@ -74,39 +74,39 @@ __global__ void __launch_bounds__(224) minv_block_kernel(long n, const double* _
   minv_bload<double>(static_cast<int>(threadIdx.y * minv_SPB + threadIdx.x), blockIdx.x, n, q, ws);
   double* w = ws + threadIdx.x * minv_SCRATCH;
   __syncthreads();
-  if (live) minv_s0<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s0<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s1<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s1<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s2<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s2<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s3<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s3<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s4<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s4<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s5<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s5<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s6<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s6<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s7<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s7<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s8<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s8<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s9<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s9<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s10<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s10<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s11<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s11<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s12<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s12<double>(lane, w + 95, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s13<double>(lane, w + 99, Minv + c * 49, w);
+  if (live) minv_s13<double>(lane, w + 95, Minv + c * 49, w);
 }
 
 // the launch shape a call takes: 1 (thread) or 2 (block), shape 0 (auto) resolved for a batch of
 // n (<prefix>_auto_shape); -1 for a shape that is none of 0, 1, 2
 inline int minv_resolve(long n, int shape) {
-  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 219);
+  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 217);
   return shape == 1 || shape == 2 ? shape : -1;
 }
 
@@ -152,7 +152,7 @@ int rbd_iiwa14_cuda_minv_f64_cuda(cudaStream_t stream, long n, const double* __r
   }
   cfg.blockDim = dim3(minv_SPB, minv_LANES);  // x: states, y: lanes
   cfg.gridDim = dim3(static_cast<unsigned>((n + minv_SPB - 1) / minv_SPB));
-  cfg.dynamicSmemBytes = 3424 * sizeof(double);
+  cfg.dynamicSmemBytes = 3296 * sizeof(double);
   return static_cast<int>(cudaLaunchKernelEx(&cfg, minv_block_kernel, n, q, Minv, static_cast<double*>(nullptr)));
 }
 
@@ -246,85 +246,85 @@ void rbd_iiwa14_cuda_minv_f64_emulate_block(long n, const double* __restrict q, 
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s0<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s0<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s1<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s1<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s2<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s2<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s3<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s3<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s4<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s4<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s5<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s5<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s6<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s6<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s7<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s7<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s8<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s8<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s9<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s9<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s10<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s10<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s11<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s11<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s12<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s12<double>(lane, w + 95, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s13<double>(lane, w + 99, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s13<double>(lane, w + 95, Minv + i * 49, w);
     }
   }
 }

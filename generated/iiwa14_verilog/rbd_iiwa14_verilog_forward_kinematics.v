@@ -55,153 +55,185 @@ module rbd_iiwa14_verilog_forward_kinematics (
   reg signed [31:0] t12_r;
   always @(posedge clk) t12_r <= t12;
   // forward kinematics, body 1, level 1: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
-  wire signed [31:0] u16_s, u16_c;
-  rbd_iiwa14_verilog_sincos u16 (.x(in_q_1), .s(u16_s), .c(u16_c));
-  reg signed [31:0] u16_s_p1, u16_s_p2, u16_s_p3, u16_s_p4, u16_s_p5, u16_s_p6, u16_s_p7, u16_s_p8, u16_s_p9, u16_s_p10, u16_s_p11, u16_s_p12, u16_s_p13, u16_s_p14, u16_s_p15;
-  always @(posedge clk) begin u16_s_p1 <= u16_s; u16_s_p2 <= u16_s_p1; u16_s_p3 <= u16_s_p2; u16_s_p4 <= u16_s_p3; u16_s_p5 <= u16_s_p4; u16_s_p6 <= u16_s_p5; u16_s_p7 <= u16_s_p6; u16_s_p8 <= u16_s_p7; u16_s_p9 <= u16_s_p8; u16_s_p10 <= u16_s_p9; u16_s_p11 <= u16_s_p10; u16_s_p12 <= u16_s_p11; u16_s_p13 <= u16_s_p12; u16_s_p14 <= u16_s_p13; u16_s_p15 <= u16_s_p14; end
-  reg signed [31:0] u16_c_p1, u16_c_p2, u16_c_p3, u16_c_p4, u16_c_p5, u16_c_p6, u16_c_p7, u16_c_p8, u16_c_p9, u16_c_p10, u16_c_p11, u16_c_p12, u16_c_p13, u16_c_p14, u16_c_p15;
-  always @(posedge clk) begin u16_c_p1 <= u16_c; u16_c_p2 <= u16_c_p1; u16_c_p3 <= u16_c_p2; u16_c_p4 <= u16_c_p3; u16_c_p5 <= u16_c_p4; u16_c_p6 <= u16_c_p5; u16_c_p7 <= u16_c_p6; u16_c_p8 <= u16_c_p7; u16_c_p9 <= u16_c_p8; u16_c_p10 <= u16_c_p9; u16_c_p11 <= u16_c_p10; u16_c_p12 <= u16_c_p11; u16_c_p13 <= u16_c_p12; u16_c_p14 <= u16_c_p13; u16_c_p15 <= u16_c_p14; end
-  wire signed [63:0] t22_c_ex = u7_c_p15 * u16_c_p15;
-  wire signed [48:0] t22_c_rd = `RBD_Q_RND(t22_c_ex);
-  wire signed [31:0] t22_c = `RBD_Q_PROD(t22_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
-  reg signed [31:0] t22_p1, t22_p2, t22_p3;
-  always @(posedge clk) begin t22_p1 <= t22_c; t22_p2 <= t22_p1; t22_p3 <= t22_p2; end
-  wire signed [32:0] t23_ex = -t22_p3;
-  wire signed [31:0] t23 = `RBD_Q_SUM(t23_ex);  // forward kinematics, body 1, level 1: cycle 18
-  reg signed [31:0] t23_r;
-  always @(posedge clk) t23_r <= t23;
-  wire signed [63:0] t24_c_ex = u7_c_p15 * u16_s_p15;
-  wire signed [48:0] t24_c_rd = `RBD_Q_RND(t24_c_ex);
-  wire signed [31:0] t24_c = `RBD_Q_PROD(t24_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
-  reg signed [31:0] t24_p1, t24_p2, t24_p3;
-  always @(posedge clk) begin t24_p1 <= t24_c; t24_p2 <= t24_p1; t24_p3 <= t24_p2; end
-  wire signed [63:0] t25_c_ex = u7_s_p15 * u16_c_p15;
-  wire signed [48:0] t25_c_rd = `RBD_Q_RND(t25_c_ex);
-  wire signed [31:0] t25_c = `RBD_Q_PROD(t25_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
-  reg signed [31:0] t25_p1, t25_p2, t25_p3;
-  always @(posedge clk) begin t25_p1 <= t25_c; t25_p2 <= t25_p1; t25_p3 <= t25_p2; end
-  wire signed [32:0] t26_ex = -t25_p3;
-  wire signed [31:0] t26 = `RBD_Q_SUM(t26_ex);  // forward kinematics, body 1, level 1: cycle 18
-  reg signed [31:0] t26_r;
-  always @(posedge clk) t26_r <= t26;
-  wire signed [63:0] t27_c_ex = u7_s_p15 * u16_s_p15;
-  wire signed [48:0] t27_c_rd = `RBD_Q_RND(t27_c_ex);
-  wire signed [31:0] t27_c = `RBD_Q_PROD(t27_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
-  reg signed [31:0] t27_p1, t27_p2, t27_p3;
-  always @(posedge clk) begin t27_p1 <= t27_c; t27_p2 <= t27_p1; t27_p3 <= t27_p2; end
+  wire signed [31:0] u14_s, u14_c;
+  rbd_iiwa14_verilog_sincos u14 (.x(in_q_1), .s(u14_s), .c(u14_c));
+  reg signed [31:0] u14_s_p1, u14_s_p2, u14_s_p3, u14_s_p4, u14_s_p5, u14_s_p6, u14_s_p7, u14_s_p8, u14_s_p9, u14_s_p10, u14_s_p11, u14_s_p12, u14_s_p13, u14_s_p14, u14_s_p15;
+  always @(posedge clk) begin u14_s_p1 <= u14_s; u14_s_p2 <= u14_s_p1; u14_s_p3 <= u14_s_p2; u14_s_p4 <= u14_s_p3; u14_s_p5 <= u14_s_p4; u14_s_p6 <= u14_s_p5; u14_s_p7 <= u14_s_p6; u14_s_p8 <= u14_s_p7; u14_s_p9 <= u14_s_p8; u14_s_p10 <= u14_s_p9; u14_s_p11 <= u14_s_p10; u14_s_p12 <= u14_s_p11; u14_s_p13 <= u14_s_p12; u14_s_p14 <= u14_s_p13; u14_s_p15 <= u14_s_p14; end
+  reg signed [31:0] u14_c_p1, u14_c_p2, u14_c_p3, u14_c_p4, u14_c_p5, u14_c_p6, u14_c_p7, u14_c_p8, u14_c_p9, u14_c_p10, u14_c_p11, u14_c_p12, u14_c_p13, u14_c_p14, u14_c_p15;
+  always @(posedge clk) begin u14_c_p1 <= u14_c; u14_c_p2 <= u14_c_p1; u14_c_p3 <= u14_c_p2; u14_c_p4 <= u14_c_p3; u14_c_p5 <= u14_c_p4; u14_c_p6 <= u14_c_p5; u14_c_p7 <= u14_c_p6; u14_c_p8 <= u14_c_p7; u14_c_p9 <= u14_c_p8; u14_c_p10 <= u14_c_p9; u14_c_p11 <= u14_c_p10; u14_c_p12 <= u14_c_p11; u14_c_p13 <= u14_c_p12; u14_c_p14 <= u14_c_p13; u14_c_p15 <= u14_c_p14; end
+  wire signed [63:0] t18_c_ex = u7_c_p15 * u14_c_p15;
+  wire signed [48:0] t18_c_rd = `RBD_Q_RND(t18_c_ex);
+  wire signed [31:0] t18_c = `RBD_Q_PROD(t18_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
+  reg signed [31:0] t18_p1, t18_p2, t18_p3;
+  always @(posedge clk) begin t18_p1 <= t18_c; t18_p2 <= t18_p1; t18_p3 <= t18_p2; end
+  wire signed [32:0] t19_ex = -t18_p3;
+  wire signed [31:0] t19 = `RBD_Q_SUM(t19_ex);  // forward kinematics, body 1, level 1: cycle 18
+  reg signed [31:0] t19_r;
+  always @(posedge clk) t19_r <= t19;
+  wire signed [63:0] t20_c_ex = u7_c_p15 * u14_s_p15;
+  wire signed [48:0] t20_c_rd = `RBD_Q_RND(t20_c_ex);
+  wire signed [31:0] t20_c = `RBD_Q_PROD(t20_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
+  reg signed [31:0] t20_p1, t20_p2, t20_p3;
+  always @(posedge clk) begin t20_p1 <= t20_c; t20_p2 <= t20_p1; t20_p3 <= t20_p2; end
+  wire signed [63:0] t21_c_ex = u7_s_p15 * u14_c_p15;
+  wire signed [48:0] t21_c_rd = `RBD_Q_RND(t21_c_ex);
+  wire signed [31:0] t21_c = `RBD_Q_PROD(t21_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
+  reg signed [31:0] t21_p1, t21_p2, t21_p3;
+  always @(posedge clk) begin t21_p1 <= t21_c; t21_p2 <= t21_p1; t21_p3 <= t21_p2; end
+  wire signed [32:0] t22_ex = -t21_p3;
+  wire signed [31:0] t22 = `RBD_Q_SUM(t22_ex);  // forward kinematics, body 1, level 1: cycle 18
+  reg signed [31:0] t22_r;
+  always @(posedge clk) t22_r <= t22;
+  wire signed [63:0] t23_c_ex = u7_s_p15 * u14_s_p15;
+  wire signed [48:0] t23_c_rd = `RBD_Q_RND(t23_c_ex);
+  wire signed [31:0] t23_c = `RBD_Q_PROD(t23_c_rd);  // forward kinematics, body 1, level 1: mul, cycles 15..18
+  reg signed [31:0] t23_p1, t23_p2, t23_p3;
+  always @(posedge clk) begin t23_p1 <= t23_c; t23_p2 <= t23_p1; t23_p3 <= t23_p2; end
   // forward kinematics, body 2, level 2: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
-  wire signed [31:0] u29_s, u29_c;
-  rbd_iiwa14_verilog_sincos u29 (.x(in_q_2), .s(u29_s), .c(u29_c));
-  reg signed [31:0] u29_s_p1, u29_s_p2, u29_s_p3, u29_s_p4, u29_s_p5, u29_s_p6, u29_s_p7, u29_s_p8, u29_s_p9, u29_s_p10, u29_s_p11, u29_s_p12, u29_s_p13, u29_s_p14, u29_s_p15;
-  always @(posedge clk) begin u29_s_p1 <= u29_s; u29_s_p2 <= u29_s_p1; u29_s_p3 <= u29_s_p2; u29_s_p4 <= u29_s_p3; u29_s_p5 <= u29_s_p4; u29_s_p6 <= u29_s_p5; u29_s_p7 <= u29_s_p6; u29_s_p8 <= u29_s_p7; u29_s_p9 <= u29_s_p8; u29_s_p10 <= u29_s_p9; u29_s_p11 <= u29_s_p10; u29_s_p12 <= u29_s_p11; u29_s_p13 <= u29_s_p12; u29_s_p14 <= u29_s_p13; u29_s_p15 <= u29_s_p14; end
-  reg signed [31:0] u29_c_p1, u29_c_p2, u29_c_p3, u29_c_p4, u29_c_p5, u29_c_p6, u29_c_p7, u29_c_p8, u29_c_p9, u29_c_p10, u29_c_p11, u29_c_p12, u29_c_p13, u29_c_p14, u29_c_p15;
-  always @(posedge clk) begin u29_c_p1 <= u29_c; u29_c_p2 <= u29_c_p1; u29_c_p3 <= u29_c_p2; u29_c_p4 <= u29_c_p3; u29_c_p5 <= u29_c_p4; u29_c_p6 <= u29_c_p5; u29_c_p7 <= u29_c_p6; u29_c_p8 <= u29_c_p7; u29_c_p9 <= u29_c_p8; u29_c_p10 <= u29_c_p9; u29_c_p11 <= u29_c_p10; u29_c_p12 <= u29_c_p11; u29_c_p13 <= u29_c_p12; u29_c_p14 <= u29_c_p13; u29_c_p15 <= u29_c_p14; end
-  wire signed [63:0] t35_c_ex = t22_p3 * u29_c_p15;
+  wire signed [31:0] u25_s, u25_c;
+  rbd_iiwa14_verilog_sincos u25 (.x(in_q_2), .s(u25_s), .c(u25_c));
+  reg signed [31:0] u25_s_p1, u25_s_p2, u25_s_p3, u25_s_p4, u25_s_p5, u25_s_p6, u25_s_p7, u25_s_p8, u25_s_p9, u25_s_p10, u25_s_p11, u25_s_p12, u25_s_p13, u25_s_p14, u25_s_p15;
+  always @(posedge clk) begin u25_s_p1 <= u25_s; u25_s_p2 <= u25_s_p1; u25_s_p3 <= u25_s_p2; u25_s_p4 <= u25_s_p3; u25_s_p5 <= u25_s_p4; u25_s_p6 <= u25_s_p5; u25_s_p7 <= u25_s_p6; u25_s_p8 <= u25_s_p7; u25_s_p9 <= u25_s_p8; u25_s_p10 <= u25_s_p9; u25_s_p11 <= u25_s_p10; u25_s_p12 <= u25_s_p11; u25_s_p13 <= u25_s_p12; u25_s_p14 <= u25_s_p13; u25_s_p15 <= u25_s_p14; end
+  reg signed [31:0] u25_c_p1, u25_c_p2, u25_c_p3, u25_c_p4, u25_c_p5, u25_c_p6, u25_c_p7, u25_c_p8, u25_c_p9, u25_c_p10, u25_c_p11, u25_c_p12, u25_c_p13, u25_c_p14, u25_c_p15;
+  always @(posedge clk) begin u25_c_p1 <= u25_c; u25_c_p2 <= u25_c_p1; u25_c_p3 <= u25_c_p2; u25_c_p4 <= u25_c_p3; u25_c_p5 <= u25_c_p4; u25_c_p6 <= u25_c_p5; u25_c_p7 <= u25_c_p6; u25_c_p8 <= u25_c_p7; u25_c_p9 <= u25_c_p8; u25_c_p10 <= u25_c_p9; u25_c_p11 <= u25_c_p10; u25_c_p12 <= u25_c_p11; u25_c_p13 <= u25_c_p12; u25_c_p14 <= u25_c_p13; u25_c_p15 <= u25_c_p14; end
+  wire signed [63:0] t29_c_ex = t18_p3 * u25_c_p15;
+  wire signed [48:0] t29_c_rd = `RBD_Q_RND(t29_c_ex);
+  wire signed [31:0] t29_c = `RBD_Q_PROD(t29_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
+  reg signed [31:0] t29_p1, t29_p2, t29_p3;
+  always @(posedge clk) begin t29_p1 <= t29_c; t29_p2 <= t29_p1; t29_p3 <= t29_p2; end
+  wire signed [63:0] t30_c_ex = u7_s_p15 * u25_s_p15;
+  wire signed [48:0] t30_c_rd = `RBD_Q_RND(t30_c_ex);
+  wire signed [31:0] t30_c = `RBD_Q_PROD(t30_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
+  reg signed [31:0] t30_p1, t30_p2, t30_p3;
+  always @(posedge clk) begin t30_p1 <= t30_c; t30_p2 <= t30_p1; t30_p3 <= t30_p2; end
+  wire signed [32:0] t32_ex = t29_p3 - t30_p3;
+  wire signed [31:0] t32 = `RBD_Q_SUM(t32_ex);  // forward kinematics, body 2, level 2: cycle 21
+  reg signed [31:0] t32_r;
+  always @(posedge clk) t32_r <= t32;
+  wire signed [63:0] t33_c_ex = t18_p3 * u25_s_p15;
+  wire signed [48:0] t33_c_rd = `RBD_Q_RND(t33_c_ex);
+  wire signed [31:0] t33_c = `RBD_Q_PROD(t33_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
+  reg signed [31:0] t33_p1, t33_p2, t33_p3;
+  always @(posedge clk) begin t33_p1 <= t33_c; t33_p2 <= t33_p1; t33_p3 <= t33_p2; end
+  wire signed [32:0] t34_ex = -t33_p3;
+  wire signed [31:0] t34 = `RBD_Q_SUM(t34_ex);  // forward kinematics, body 2, level 2: cycle 21
+  reg signed [31:0] t34_r;
+  always @(posedge clk) t34_r <= t34;
+  wire signed [63:0] t35_c_ex = u7_s_p15 * u25_c_p15;
   wire signed [48:0] t35_c_rd = `RBD_Q_RND(t35_c_ex);
-  wire signed [31:0] t35_c = `RBD_Q_PROD(t35_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
+  wire signed [31:0] t35_c = `RBD_Q_PROD(t35_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t35_p1, t35_p2, t35_p3;
   always @(posedge clk) begin t35_p1 <= t35_c; t35_p2 <= t35_p1; t35_p3 <= t35_p2; end
-  wire signed [63:0] t36_c_ex = u7_s_p15 * u29_s_p15;
-  wire signed [48:0] t36_c_rd = `RBD_Q_RND(t36_c_ex);
-  wire signed [31:0] t36_c = `RBD_Q_PROD(t36_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  reg signed [31:0] t36_p1, t36_p2, t36_p3;
-  always @(posedge clk) begin t36_p1 <= t36_c; t36_p2 <= t36_p1; t36_p3 <= t36_p2; end
-  wire signed [32:0] t38_ex = t35_p3 - t36_p3;
-  wire signed [31:0] t38 = `RBD_Q_SUM(t38_ex);  // forward kinematics, body 2, level 2: cycle 21
-  reg signed [31:0] t38_r;
-  always @(posedge clk) t38_r <= t38;
-  wire signed [63:0] t39_c_ex = t22_p3 * u29_s_p15;
+  wire signed [32:0] t37_ex = t34_r - t35_p3;
+  wire signed [31:0] t37 = `RBD_Q_SUM(t37_ex);  // forward kinematics, body 2, level 2: cycle 22
+  reg signed [31:0] t37_r;
+  always @(posedge clk) t37_r <= t37;
+  wire signed [63:0] t38_c_ex = t21_p3 * u25_c_p15;
+  wire signed [48:0] t38_c_rd = `RBD_Q_RND(t38_c_ex);
+  wire signed [31:0] t38_c = `RBD_Q_PROD(t38_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
+  reg signed [31:0] t38_p1, t38_p2, t38_p3;
+  always @(posedge clk) begin t38_p1 <= t38_c; t38_p2 <= t38_p1; t38_p3 <= t38_p2; end
+  wire signed [63:0] t39_c_ex = u7_c_p15 * u25_s_p15;
   wire signed [48:0] t39_c_rd = `RBD_Q_RND(t39_c_ex);
-  wire signed [31:0] t39_c = `RBD_Q_PROD(t39_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
+  wire signed [31:0] t39_c = `RBD_Q_PROD(t39_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t39_p1, t39_p2, t39_p3;
   always @(posedge clk) begin t39_p1 <= t39_c; t39_p2 <= t39_p1; t39_p3 <= t39_p2; end
-  wire signed [32:0] t40_ex = -t39_p3;
+  wire signed [32:0] t40_ex = t38_p3 + t39_p3;
   wire signed [31:0] t40 = `RBD_Q_SUM(t40_ex);  // forward kinematics, body 2, level 2: cycle 21
   reg signed [31:0] t40_r;
   always @(posedge clk) t40_r <= t40;
-  wire signed [63:0] t41_c_ex = u7_s_p15 * u29_c_p15;
+  wire signed [63:0] t41_c_ex = t21_p3 * u25_s_p15;
   wire signed [48:0] t41_c_rd = `RBD_Q_RND(t41_c_ex);
-  wire signed [31:0] t41_c = `RBD_Q_PROD(t41_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
+  wire signed [31:0] t41_c = `RBD_Q_PROD(t41_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
   reg signed [31:0] t41_p1, t41_p2, t41_p3;
   always @(posedge clk) begin t41_p1 <= t41_c; t41_p2 <= t41_p1; t41_p3 <= t41_p2; end
-  wire signed [32:0] t43_ex = t40_r - t41_p3;
-  wire signed [31:0] t43 = `RBD_Q_SUM(t43_ex);  // forward kinematics, body 2, level 2: cycle 22
-  reg signed [31:0] t43_r;
-  always @(posedge clk) t43_r <= t43;
-  wire signed [63:0] t44_c_ex = t25_p3 * u29_c_p15;
-  wire signed [48:0] t44_c_rd = `RBD_Q_RND(t44_c_ex);
-  wire signed [31:0] t44_c = `RBD_Q_PROD(t44_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
-  reg signed [31:0] t44_p1, t44_p2, t44_p3;
-  always @(posedge clk) begin t44_p1 <= t44_c; t44_p2 <= t44_p1; t44_p3 <= t44_p2; end
-  wire signed [63:0] t45_c_ex = u7_c_p15 * u29_s_p15;
+  wire signed [63:0] t43_c_ex = u7_c_p15 * u25_c_p15;
+  wire signed [48:0] t43_c_rd = `RBD_Q_RND(t43_c_ex);
+  wire signed [31:0] t43_c = `RBD_Q_PROD(t43_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
+  reg signed [31:0] t43_p1, t43_p2, t43_p3;
+  always @(posedge clk) begin t43_p1 <= t43_c; t43_p2 <= t43_p1; t43_p3 <= t43_p2; end
+  wire signed [32:0] t44_ex = t43_p3 - t41_p3;
+  wire signed [31:0] t44 = `RBD_Q_SUM(t44_ex);  // forward kinematics, body 2, level 2: cycle 21
+  reg signed [31:0] t44_r;
+  always @(posedge clk) t44_r <= t44;
+  wire signed [63:0] t45_c_ex = u14_s_p15 * u25_c_p15;
   wire signed [48:0] t45_c_rd = `RBD_Q_RND(t45_c_ex);
   wire signed [31:0] t45_c = `RBD_Q_PROD(t45_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t45_p1, t45_p2, t45_p3;
   always @(posedge clk) begin t45_p1 <= t45_c; t45_p2 <= t45_p1; t45_p3 <= t45_p2; end
-  wire signed [32:0] t46_ex = t44_p3 + t45_p3;
-  wire signed [31:0] t46 = `RBD_Q_SUM(t46_ex);  // forward kinematics, body 2, level 2: cycle 21
+  wire signed [32:0] t46_ex = -t45_p3;
+  wire signed [31:0] t46 = `RBD_Q_SUM(t46_ex);  // forward kinematics, body 2, level 2: cycle 18
   reg signed [31:0] t46_r;
   always @(posedge clk) t46_r <= t46;
-  wire signed [63:0] t47_c_ex = t25_p3 * u29_s_p15;
+  wire signed [63:0] t47_c_ex = u14_s_p15 * u25_s_p15;
   wire signed [48:0] t47_c_rd = `RBD_Q_RND(t47_c_ex);
-  wire signed [31:0] t47_c = `RBD_Q_PROD(t47_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..21
+  wire signed [31:0] t47_c = `RBD_Q_PROD(t47_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
   reg signed [31:0] t47_p1, t47_p2, t47_p3;
   always @(posedge clk) begin t47_p1 <= t47_c; t47_p2 <= t47_p1; t47_p3 <= t47_p2; end
-  wire signed [63:0] t49_c_ex = u7_c_p15 * u29_c_p15;
+  wire signed [63:0] t48_c_ex = t20_p3 * 32'sd13402;
+  wire signed [48:0] t48_c_rd = `RBD_Q_RND(t48_c_ex);
+  wire signed [31:0] t48_c = `RBD_Q_PROD(t48_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..20
+  reg signed [31:0] t48_p1, t48_p2;
+  always @(posedge clk) begin t48_p1 <= t48_c; t48_p2 <= t48_p1; end
+  wire signed [63:0] t49_c_ex = t23_p3 * 32'sd13402;
   wire signed [48:0] t49_c_rd = `RBD_Q_RND(t49_c_ex);
-  wire signed [31:0] t49_c = `RBD_Q_PROD(t49_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  reg signed [31:0] t49_p1, t49_p2, t49_p3;
-  always @(posedge clk) begin t49_p1 <= t49_c; t49_p2 <= t49_p1; t49_p3 <= t49_p2; end
-  wire signed [32:0] t50_ex = t49_p3 - t47_p3;
-  wire signed [31:0] t50 = `RBD_Q_SUM(t50_ex);  // forward kinematics, body 2, level 2: cycle 21
-  reg signed [31:0] t50_r;
-  always @(posedge clk) t50_r <= t50;
-  wire signed [63:0] t51_c_ex = u16_s_p15 * u29_c_p15;
-  wire signed [48:0] t51_c_rd = `RBD_Q_RND(t51_c_ex);
-  wire signed [31:0] t51_c = `RBD_Q_PROD(t51_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  reg signed [31:0] t51_p1, t51_p2, t51_p3;
-  always @(posedge clk) begin t51_p1 <= t51_c; t51_p2 <= t51_p1; t51_p3 <= t51_p2; end
-  wire signed [32:0] t52_ex = -t51_p3;
-  wire signed [31:0] t52 = `RBD_Q_SUM(t52_ex);  // forward kinematics, body 2, level 2: cycle 18
-  reg signed [31:0] t52_r;
-  always @(posedge clk) t52_r <= t52;
-  wire signed [63:0] t53_c_ex = u16_s_p15 * u29_s_p15;
-  wire signed [48:0] t53_c_rd = `RBD_Q_RND(t53_c_ex);
-  wire signed [31:0] t53_c = `RBD_Q_PROD(t53_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..18
-  reg signed [31:0] t53_p1, t53_p2, t53_p3;
-  always @(posedge clk) begin t53_p1 <= t53_c; t53_p2 <= t53_p1; t53_p3 <= t53_p2; end
-  wire signed [63:0] t54_c_ex = t24_p3 * 32'sd13402;
-  wire signed [48:0] t54_c_rd = `RBD_Q_RND(t54_c_ex);
-  wire signed [31:0] t54_c = `RBD_Q_PROD(t54_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..20
-  reg signed [31:0] t54_p1, t54_p2;
-  always @(posedge clk) begin t54_p1 <= t54_c; t54_p2 <= t54_p1; end
-  wire signed [63:0] t55_c_ex = t27_p3 * 32'sd13402;
-  wire signed [48:0] t55_c_rd = `RBD_Q_RND(t55_c_ex);
-  wire signed [31:0] t55_c = `RBD_Q_PROD(t55_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..20
-  reg signed [31:0] t55_p1, t55_p2;
-  always @(posedge clk) begin t55_p1 <= t55_c; t55_p2 <= t55_p1; end
-  wire signed [63:0] t56_c_ex = u16_c_p15 * 32'sd13402;
-  wire signed [48:0] t56_c_rd = `RBD_Q_RND(t56_c_ex);
-  wire signed [31:0] t56_c = `RBD_Q_PROD(t56_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..17
-  reg signed [31:0] t56_p1, t56_p2;
-  always @(posedge clk) begin t56_p1 <= t56_c; t56_p2 <= t56_p1; end
-  wire signed [32:0] t57_ex = 32'sd23593 + t56_p2;
-  wire signed [31:0] t57 = `RBD_Q_SUM(t57_ex);  // forward kinematics, body 2, level 2: cycle 17
-  reg signed [31:0] t57_r;
-  always @(posedge clk) t57_r <= t57;
+  wire signed [31:0] t49_c = `RBD_Q_PROD(t49_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 18..20
+  reg signed [31:0] t49_p1, t49_p2;
+  always @(posedge clk) begin t49_p1 <= t49_c; t49_p2 <= t49_p1; end
+  wire signed [63:0] t50_c_ex = u14_c_p15 * 32'sd13402;
+  wire signed [48:0] t50_c_rd = `RBD_Q_RND(t50_c_ex);
+  wire signed [31:0] t50_c = `RBD_Q_PROD(t50_c_rd);  // forward kinematics, body 2, level 2: mul, cycles 15..17
+  reg signed [31:0] t50_p1, t50_p2;
+  always @(posedge clk) begin t50_p1 <= t50_c; t50_p2 <= t50_p1; end
+  wire signed [32:0] t51_ex = 32'sd23593 + t50_p2;
+  wire signed [31:0] t51 = `RBD_Q_SUM(t51_ex);  // forward kinematics, body 2, level 2: cycle 17
+  reg signed [31:0] t51_r;
+  always @(posedge clk) t51_r <= t51;
   // forward kinematics, body 3, level 3: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
-  wire signed [31:0] u58_s, u58_c;
-  rbd_iiwa14_verilog_sincos u58 (.x(in_q_3), .s(u58_s), .c(u58_c));
-  reg signed [31:0] u58_s_p1, u58_s_p2, u58_s_p3, u58_s_p4, u58_s_p5, u58_s_p6, u58_s_p7, u58_s_p8, u58_s_p9, u58_s_p10, u58_s_p11, u58_s_p12, u58_s_p13, u58_s_p14, u58_s_p15;
-  always @(posedge clk) begin u58_s_p1 <= u58_s; u58_s_p2 <= u58_s_p1; u58_s_p3 <= u58_s_p2; u58_s_p4 <= u58_s_p3; u58_s_p5 <= u58_s_p4; u58_s_p6 <= u58_s_p5; u58_s_p7 <= u58_s_p6; u58_s_p8 <= u58_s_p7; u58_s_p9 <= u58_s_p8; u58_s_p10 <= u58_s_p9; u58_s_p11 <= u58_s_p10; u58_s_p12 <= u58_s_p11; u58_s_p13 <= u58_s_p12; u58_s_p14 <= u58_s_p13; u58_s_p15 <= u58_s_p14; end
-  reg signed [31:0] u58_c_p1, u58_c_p2, u58_c_p3, u58_c_p4, u58_c_p5, u58_c_p6, u58_c_p7, u58_c_p8, u58_c_p9, u58_c_p10, u58_c_p11, u58_c_p12, u58_c_p13, u58_c_p14, u58_c_p15;
-  always @(posedge clk) begin u58_c_p1 <= u58_c; u58_c_p2 <= u58_c_p1; u58_c_p3 <= u58_c_p2; u58_c_p4 <= u58_c_p3; u58_c_p5 <= u58_c_p4; u58_c_p6 <= u58_c_p5; u58_c_p7 <= u58_c_p6; u58_c_p8 <= u58_c_p7; u58_c_p9 <= u58_c_p8; u58_c_p10 <= u58_c_p9; u58_c_p11 <= u58_c_p10; u58_c_p12 <= u58_c_p11; u58_c_p13 <= u58_c_p12; u58_c_p14 <= u58_c_p13; u58_c_p15 <= u58_c_p14; end
-  wire signed [63:0] t64_c_ex = t38_r * u58_c_p15;
+  wire signed [31:0] u52_s, u52_c;
+  rbd_iiwa14_verilog_sincos u52 (.x(in_q_3), .s(u52_s), .c(u52_c));
+  reg signed [31:0] u52_s_p1, u52_s_p2, u52_s_p3, u52_s_p4, u52_s_p5, u52_s_p6, u52_s_p7, u52_s_p8, u52_s_p9, u52_s_p10, u52_s_p11, u52_s_p12, u52_s_p13, u52_s_p14, u52_s_p15;
+  always @(posedge clk) begin u52_s_p1 <= u52_s; u52_s_p2 <= u52_s_p1; u52_s_p3 <= u52_s_p2; u52_s_p4 <= u52_s_p3; u52_s_p5 <= u52_s_p4; u52_s_p6 <= u52_s_p5; u52_s_p7 <= u52_s_p6; u52_s_p8 <= u52_s_p7; u52_s_p9 <= u52_s_p8; u52_s_p10 <= u52_s_p9; u52_s_p11 <= u52_s_p10; u52_s_p12 <= u52_s_p11; u52_s_p13 <= u52_s_p12; u52_s_p14 <= u52_s_p13; u52_s_p15 <= u52_s_p14; end
+  reg signed [31:0] u52_c_p1, u52_c_p2, u52_c_p3, u52_c_p4, u52_c_p5, u52_c_p6, u52_c_p7, u52_c_p8, u52_c_p9, u52_c_p10, u52_c_p11, u52_c_p12, u52_c_p13, u52_c_p14, u52_c_p15;
+  always @(posedge clk) begin u52_c_p1 <= u52_c; u52_c_p2 <= u52_c_p1; u52_c_p3 <= u52_c_p2; u52_c_p4 <= u52_c_p3; u52_c_p5 <= u52_c_p4; u52_c_p6 <= u52_c_p5; u52_c_p7 <= u52_c_p6; u52_c_p8 <= u52_c_p7; u52_c_p9 <= u52_c_p8; u52_c_p10 <= u52_c_p9; u52_c_p11 <= u52_c_p10; u52_c_p12 <= u52_c_p11; u52_c_p13 <= u52_c_p12; u52_c_p14 <= u52_c_p13; u52_c_p15 <= u52_c_p14; end
+  wire signed [63:0] t56_c_ex = t32_r * u52_c_p15;
+  wire signed [48:0] t56_c_rd = `RBD_Q_RND(t56_c_ex);
+  wire signed [31:0] t56_c = `RBD_Q_PROD(t56_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
+  reg signed [31:0] t56_p1, t56_p2, t56_p3;
+  always @(posedge clk) begin t56_p1 <= t56_c; t56_p2 <= t56_p1; t56_p3 <= t56_p2; end
+  wire signed [63:0] t57_c_ex = t20_p3 * u52_s_p15;
+  wire signed [48:0] t57_c_rd = `RBD_Q_RND(t57_c_ex);
+  wire signed [31:0] t57_c = `RBD_Q_PROD(t57_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
+  reg signed [31:0] t57_p1, t57_p2, t57_p3;
+  always @(posedge clk) begin t57_p1 <= t57_c; t57_p2 <= t57_p1; t57_p3 <= t57_p2; end
+  wire signed [32:0] t58_ex = t56_p3 + t57_p3;
+  wire signed [31:0] t58 = `RBD_Q_SUM(t58_ex);  // forward kinematics, body 3, level 3: cycle 25
+  reg signed [31:0] t58_r;
+  always @(posedge clk) t58_r <= t58;
+  wire signed [63:0] t59_c_ex = t32_r * u52_s_p15;
+  wire signed [48:0] t59_c_rd = `RBD_Q_RND(t59_c_ex);
+  wire signed [31:0] t59_c = `RBD_Q_PROD(t59_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
+  reg signed [31:0] t59_p1, t59_p2, t59_p3;
+  always @(posedge clk) begin t59_p1 <= t59_c; t59_p2 <= t59_p1; t59_p3 <= t59_p2; end
+  wire signed [63:0] t61_c_ex = t20_p3 * u52_c_p15;
+  wire signed [48:0] t61_c_rd = `RBD_Q_RND(t61_c_ex);
+  wire signed [31:0] t61_c = `RBD_Q_PROD(t61_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
+  reg signed [31:0] t61_p1, t61_p2, t61_p3;
+  always @(posedge clk) begin t61_p1 <= t61_c; t61_p2 <= t61_p1; t61_p3 <= t61_p2; end
+  wire signed [32:0] t62_ex = t61_p3 - t59_p3;
+  wire signed [31:0] t62 = `RBD_Q_SUM(t62_ex);  // forward kinematics, body 3, level 3: cycle 25
+  reg signed [31:0] t62_r;
+  always @(posedge clk) t62_r <= t62;
+  wire signed [32:0] t63_ex = -t37;
+  wire signed [31:0] t63 = `RBD_Q_SUM(t63_ex);  // forward kinematics, body 3, level 3: cycle 22
+  reg signed [31:0] t63_r;
+  always @(posedge clk) t63_r <= t63;
+  wire signed [63:0] t64_c_ex = t40_r * u52_c_p15;
   wire signed [48:0] t64_c_rd = `RBD_Q_RND(t64_c_ex);
   wire signed [31:0] t64_c = `RBD_Q_PROD(t64_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
   reg signed [31:0] t64_p1, t64_p2, t64_p3;
   always @(posedge clk) begin t64_p1 <= t64_c; t64_p2 <= t64_p1; t64_p3 <= t64_p2; end
-  wire signed [63:0] t65_c_ex = t24_p3 * u58_s_p15;
+  wire signed [63:0] t65_c_ex = t23_p3 * u52_s_p15;
   wire signed [48:0] t65_c_rd = `RBD_Q_RND(t65_c_ex);
   wire signed [31:0] t65_c = `RBD_Q_PROD(t65_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t65_p1, t65_p2, t65_p3;
@@ -210,12 +242,12 @@ module rbd_iiwa14_verilog_forward_kinematics (
   wire signed [31:0] t66 = `RBD_Q_SUM(t66_ex);  // forward kinematics, body 3, level 3: cycle 25
   reg signed [31:0] t66_r;
   always @(posedge clk) t66_r <= t66;
-  wire signed [63:0] t67_c_ex = t38_r * u58_s_p15;
+  wire signed [63:0] t67_c_ex = t40_r * u52_s_p15;
   wire signed [48:0] t67_c_rd = `RBD_Q_RND(t67_c_ex);
   wire signed [31:0] t67_c = `RBD_Q_PROD(t67_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
   reg signed [31:0] t67_p1, t67_p2, t67_p3;
   always @(posedge clk) begin t67_p1 <= t67_c; t67_p2 <= t67_p1; t67_p3 <= t67_p2; end
-  wire signed [63:0] t69_c_ex = t24_p3 * u58_c_p15;
+  wire signed [63:0] t69_c_ex = t23_p3 * u52_c_p15;
   wire signed [48:0] t69_c_rd = `RBD_Q_RND(t69_c_ex);
   wire signed [31:0] t69_c = `RBD_Q_PROD(t69_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t69_p1, t69_p2, t69_p3;
@@ -224,491 +256,459 @@ module rbd_iiwa14_verilog_forward_kinematics (
   wire signed [31:0] t70 = `RBD_Q_SUM(t70_ex);  // forward kinematics, body 3, level 3: cycle 25
   reg signed [31:0] t70_r;
   always @(posedge clk) t70_r <= t70;
-  wire signed [32:0] t71_ex = -t43;
+  wire signed [32:0] t71_ex = -t44_r;
   wire signed [31:0] t71 = `RBD_Q_SUM(t71_ex);  // forward kinematics, body 3, level 3: cycle 22
   reg signed [31:0] t71_r;
   always @(posedge clk) t71_r <= t71;
-  wire signed [63:0] t72_c_ex = t46_r * u58_c_p15;
+  wire signed [63:0] t72_c_ex = t45_p3 * u52_c_p15;
   wire signed [48:0] t72_c_rd = `RBD_Q_RND(t72_c_ex);
-  wire signed [31:0] t72_c = `RBD_Q_PROD(t72_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
+  wire signed [31:0] t72_c = `RBD_Q_PROD(t72_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
   reg signed [31:0] t72_p1, t72_p2, t72_p3;
   always @(posedge clk) begin t72_p1 <= t72_c; t72_p2 <= t72_p1; t72_p3 <= t72_p2; end
-  wire signed [63:0] t73_c_ex = t27_p3 * u58_s_p15;
-  wire signed [48:0] t73_c_rd = `RBD_Q_RND(t73_c_ex);
-  wire signed [31:0] t73_c = `RBD_Q_PROD(t73_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  reg signed [31:0] t73_p1, t73_p2, t73_p3;
-  always @(posedge clk) begin t73_p1 <= t73_c; t73_p2 <= t73_p1; t73_p3 <= t73_p2; end
-  wire signed [32:0] t74_ex = t72_p3 + t73_p3;
-  wire signed [31:0] t74 = `RBD_Q_SUM(t74_ex);  // forward kinematics, body 3, level 3: cycle 25
-  reg signed [31:0] t74_r;
-  always @(posedge clk) t74_r <= t74;
-  wire signed [63:0] t75_c_ex = t46_r * u58_s_p15;
-  wire signed [48:0] t75_c_rd = `RBD_Q_RND(t75_c_ex);
-  wire signed [31:0] t75_c = `RBD_Q_PROD(t75_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 22..25
-  reg signed [31:0] t75_p1, t75_p2, t75_p3;
-  always @(posedge clk) begin t75_p1 <= t75_c; t75_p2 <= t75_p1; t75_p3 <= t75_p2; end
-  wire signed [63:0] t77_c_ex = t27_p3 * u58_c_p15;
+  wire signed [63:0] t74_c_ex = u14_c_p15 * u52_s_p15;
+  wire signed [48:0] t74_c_rd = `RBD_Q_RND(t74_c_ex);
+  wire signed [31:0] t74_c = `RBD_Q_PROD(t74_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..18
+  reg signed [31:0] t74_p1, t74_p2, t74_p3;
+  always @(posedge clk) begin t74_p1 <= t74_c; t74_p2 <= t74_p1; t74_p3 <= t74_p2; end
+  wire signed [32:0] t75_ex = t74_p3 - t72_p3;
+  wire signed [31:0] t75 = `RBD_Q_SUM(t75_ex);  // forward kinematics, body 3, level 3: cycle 21
+  reg signed [31:0] t75_r;
+  always @(posedge clk) t75_r <= t75;
+  wire signed [63:0] t76_c_ex = t45_p3 * u52_s_p15;
+  wire signed [48:0] t76_c_rd = `RBD_Q_RND(t76_c_ex);
+  wire signed [31:0] t76_c = `RBD_Q_PROD(t76_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
+  reg signed [31:0] t76_p1, t76_p2, t76_p3;
+  always @(posedge clk) begin t76_p1 <= t76_c; t76_p2 <= t76_p1; t76_p3 <= t76_p2; end
+  wire signed [63:0] t77_c_ex = u14_c_p15 * u52_c_p15;
   wire signed [48:0] t77_c_rd = `RBD_Q_RND(t77_c_ex);
-  wire signed [31:0] t77_c = `RBD_Q_PROD(t77_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
+  wire signed [31:0] t77_c = `RBD_Q_PROD(t77_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..18
   reg signed [31:0] t77_p1, t77_p2, t77_p3;
   always @(posedge clk) begin t77_p1 <= t77_c; t77_p2 <= t77_p1; t77_p3 <= t77_p2; end
-  wire signed [32:0] t78_ex = t77_p3 - t75_p3;
-  wire signed [31:0] t78 = `RBD_Q_SUM(t78_ex);  // forward kinematics, body 3, level 3: cycle 25
+  wire signed [32:0] t78_ex = t76_p3 + t77_p3;
+  wire signed [31:0] t78 = `RBD_Q_SUM(t78_ex);  // forward kinematics, body 3, level 3: cycle 21
   reg signed [31:0] t78_r;
   always @(posedge clk) t78_r <= t78;
-  wire signed [32:0] t79_ex = -t50_r;
-  wire signed [31:0] t79 = `RBD_Q_SUM(t79_ex);  // forward kinematics, body 3, level 3: cycle 22
+  wire signed [32:0] t79_ex = -t47_p3;
+  wire signed [31:0] t79 = `RBD_Q_SUM(t79_ex);  // forward kinematics, body 3, level 3: cycle 18
   reg signed [31:0] t79_r;
   always @(posedge clk) t79_r <= t79;
-  wire signed [63:0] t80_c_ex = t51_p3 * u58_c_p15;
+  wire signed [63:0] t80_c_ex = t20_p3 * 32'sd14123;
   wire signed [48:0] t80_c_rd = `RBD_Q_RND(t80_c_ex);
-  wire signed [31:0] t80_c = `RBD_Q_PROD(t80_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  reg signed [31:0] t80_p1, t80_p2, t80_p3;
-  always @(posedge clk) begin t80_p1 <= t80_c; t80_p2 <= t80_p1; t80_p3 <= t80_p2; end
-  wire signed [63:0] t82_c_ex = u16_c_p15 * u58_s_p15;
+  wire signed [31:0] t80_c = `RBD_Q_PROD(t80_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..20
+  reg signed [31:0] t80_p1, t80_p2;
+  always @(posedge clk) begin t80_p1 <= t80_c; t80_p2 <= t80_p1; end
+  wire signed [63:0] t81_c_ex = t23_p3 * 32'sd14123;
+  wire signed [48:0] t81_c_rd = `RBD_Q_RND(t81_c_ex);
+  wire signed [31:0] t81_c = `RBD_Q_PROD(t81_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..20
+  reg signed [31:0] t81_p1, t81_p2;
+  always @(posedge clk) begin t81_p1 <= t81_c; t81_p2 <= t81_p1; end
+  wire signed [63:0] t82_c_ex = u14_c_p15 * 32'sd14123;
   wire signed [48:0] t82_c_rd = `RBD_Q_RND(t82_c_ex);
-  wire signed [31:0] t82_c = `RBD_Q_PROD(t82_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..18
-  reg signed [31:0] t82_p1, t82_p2, t82_p3;
-  always @(posedge clk) begin t82_p1 <= t82_c; t82_p2 <= t82_p1; t82_p3 <= t82_p2; end
-  wire signed [32:0] t83_ex = t82_p3 - t80_p3;
-  wire signed [31:0] t83 = `RBD_Q_SUM(t83_ex);  // forward kinematics, body 3, level 3: cycle 21
+  wire signed [31:0] t82_c = `RBD_Q_PROD(t82_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..17
+  reg signed [31:0] t82_p1, t82_p2;
+  always @(posedge clk) begin t82_p1 <= t82_c; t82_p2 <= t82_p1; end
+  wire signed [32:0] t83_ex = t48_p2 + t80_p2;
+  wire signed [31:0] t83 = `RBD_Q_SUM(t83_ex);  // forward kinematics, body 3, level 3: cycle 20
   reg signed [31:0] t83_r;
   always @(posedge clk) t83_r <= t83;
-  wire signed [63:0] t84_c_ex = t51_p3 * u58_s_p15;
-  wire signed [48:0] t84_c_rd = `RBD_Q_RND(t84_c_ex);
-  wire signed [31:0] t84_c = `RBD_Q_PROD(t84_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..21
-  reg signed [31:0] t84_p1, t84_p2, t84_p3;
-  always @(posedge clk) begin t84_p1 <= t84_c; t84_p2 <= t84_p1; t84_p3 <= t84_p2; end
-  wire signed [63:0] t85_c_ex = u16_c_p15 * u58_c_p15;
-  wire signed [48:0] t85_c_rd = `RBD_Q_RND(t85_c_ex);
-  wire signed [31:0] t85_c = `RBD_Q_PROD(t85_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..18
-  reg signed [31:0] t85_p1, t85_p2, t85_p3;
-  always @(posedge clk) begin t85_p1 <= t85_c; t85_p2 <= t85_p1; t85_p3 <= t85_p2; end
-  wire signed [32:0] t86_ex = t84_p3 + t85_p3;
-  wire signed [31:0] t86 = `RBD_Q_SUM(t86_ex);  // forward kinematics, body 3, level 3: cycle 21
-  reg signed [31:0] t86_r;
-  always @(posedge clk) t86_r <= t86;
-  wire signed [32:0] t87_ex = -t53_p3;
-  wire signed [31:0] t87 = `RBD_Q_SUM(t87_ex);  // forward kinematics, body 3, level 3: cycle 18
-  reg signed [31:0] t87_r;
-  always @(posedge clk) t87_r <= t87;
-  wire signed [63:0] t88_c_ex = t24_p3 * 32'sd14123;
-  wire signed [48:0] t88_c_rd = `RBD_Q_RND(t88_c_ex);
-  wire signed [31:0] t88_c = `RBD_Q_PROD(t88_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..20
-  reg signed [31:0] t88_p1, t88_p2;
-  always @(posedge clk) begin t88_p1 <= t88_c; t88_p2 <= t88_p1; end
-  wire signed [63:0] t89_c_ex = t27_p3 * 32'sd14123;
-  wire signed [48:0] t89_c_rd = `RBD_Q_RND(t89_c_ex);
-  wire signed [31:0] t89_c = `RBD_Q_PROD(t89_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 18..20
-  reg signed [31:0] t89_p1, t89_p2;
-  always @(posedge clk) begin t89_p1 <= t89_c; t89_p2 <= t89_p1; end
-  wire signed [63:0] t90_c_ex = u16_c_p15 * 32'sd14123;
+  wire signed [32:0] t84_ex = t49_p2 + t81_p2;
+  wire signed [31:0] t84 = `RBD_Q_SUM(t84_ex);  // forward kinematics, body 3, level 3: cycle 20
+  reg signed [31:0] t84_r;
+  always @(posedge clk) t84_r <= t84;
+  wire signed [32:0] t85_ex = t51_r + t82_p2;
+  wire signed [31:0] t85 = `RBD_Q_SUM(t85_ex);  // forward kinematics, body 3, level 3: cycle 18
+  reg signed [31:0] t85_r;
+  always @(posedge clk) t85_r <= t85;
+  // forward kinematics, body 4, level 4: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
+  wire signed [31:0] u86_s, u86_c;
+  rbd_iiwa14_verilog_sincos u86 (.x(in_q_4), .s(u86_s), .c(u86_c));
+  reg signed [31:0] u86_s_p1, u86_s_p2, u86_s_p3, u86_s_p4, u86_s_p5, u86_s_p6, u86_s_p7, u86_s_p8, u86_s_p9, u86_s_p10, u86_s_p11, u86_s_p12, u86_s_p13, u86_s_p14, u86_s_p15;
+  always @(posedge clk) begin u86_s_p1 <= u86_s; u86_s_p2 <= u86_s_p1; u86_s_p3 <= u86_s_p2; u86_s_p4 <= u86_s_p3; u86_s_p5 <= u86_s_p4; u86_s_p6 <= u86_s_p5; u86_s_p7 <= u86_s_p6; u86_s_p8 <= u86_s_p7; u86_s_p9 <= u86_s_p8; u86_s_p10 <= u86_s_p9; u86_s_p11 <= u86_s_p10; u86_s_p12 <= u86_s_p11; u86_s_p13 <= u86_s_p12; u86_s_p14 <= u86_s_p13; u86_s_p15 <= u86_s_p14; end
+  reg signed [31:0] u86_c_p1, u86_c_p2, u86_c_p3, u86_c_p4, u86_c_p5, u86_c_p6, u86_c_p7, u86_c_p8, u86_c_p9, u86_c_p10, u86_c_p11, u86_c_p12, u86_c_p13, u86_c_p14, u86_c_p15;
+  always @(posedge clk) begin u86_c_p1 <= u86_c; u86_c_p2 <= u86_c_p1; u86_c_p3 <= u86_c_p2; u86_c_p4 <= u86_c_p3; u86_c_p5 <= u86_c_p4; u86_c_p6 <= u86_c_p5; u86_c_p7 <= u86_c_p6; u86_c_p8 <= u86_c_p7; u86_c_p9 <= u86_c_p8; u86_c_p10 <= u86_c_p9; u86_c_p11 <= u86_c_p10; u86_c_p12 <= u86_c_p11; u86_c_p13 <= u86_c_p12; u86_c_p14 <= u86_c_p13; u86_c_p15 <= u86_c_p14; end
+  wire signed [63:0] t90_c_ex = t58_r * u86_c_p15;
   wire signed [48:0] t90_c_rd = `RBD_Q_RND(t90_c_ex);
-  wire signed [31:0] t90_c = `RBD_Q_PROD(t90_c_rd);  // forward kinematics, body 3, level 3: mul, cycles 15..17
-  reg signed [31:0] t90_p1, t90_p2;
-  always @(posedge clk) begin t90_p1 <= t90_c; t90_p2 <= t90_p1; end
-  wire signed [32:0] t91_ex = t54_p2 + t88_p2;
-  wire signed [31:0] t91 = `RBD_Q_SUM(t91_ex);  // forward kinematics, body 3, level 3: cycle 20
+  wire signed [31:0] t90_c = `RBD_Q_PROD(t90_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
+  reg signed [31:0] t90_p1, t90_p2, t90_p3;
+  always @(posedge clk) begin t90_p1 <= t90_c; t90_p2 <= t90_p1; t90_p3 <= t90_p2; end
+  wire signed [32:0] t91_ex = -t90_p3;
+  wire signed [31:0] t91 = `RBD_Q_SUM(t91_ex);  // forward kinematics, body 4, level 4: cycle 29
   reg signed [31:0] t91_r;
   always @(posedge clk) t91_r <= t91;
-  wire signed [32:0] t92_ex = t55_p2 + t89_p2;
-  wire signed [31:0] t92 = `RBD_Q_SUM(t92_ex);  // forward kinematics, body 3, level 3: cycle 20
-  reg signed [31:0] t92_r;
-  always @(posedge clk) t92_r <= t92;
-  wire signed [32:0] t93_ex = t57_r + t90_p2;
-  wire signed [31:0] t93 = `RBD_Q_SUM(t93_ex);  // forward kinematics, body 3, level 3: cycle 18
-  reg signed [31:0] t93_r;
-  always @(posedge clk) t93_r <= t93;
-  // forward kinematics, body 4, level 4: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
-  wire signed [31:0] u94_s, u94_c;
-  rbd_iiwa14_verilog_sincos u94 (.x(in_q_4), .s(u94_s), .c(u94_c));
-  reg signed [31:0] u94_s_p1, u94_s_p2, u94_s_p3, u94_s_p4, u94_s_p5, u94_s_p6, u94_s_p7, u94_s_p8, u94_s_p9, u94_s_p10, u94_s_p11, u94_s_p12, u94_s_p13, u94_s_p14, u94_s_p15;
-  always @(posedge clk) begin u94_s_p1 <= u94_s; u94_s_p2 <= u94_s_p1; u94_s_p3 <= u94_s_p2; u94_s_p4 <= u94_s_p3; u94_s_p5 <= u94_s_p4; u94_s_p6 <= u94_s_p5; u94_s_p7 <= u94_s_p6; u94_s_p8 <= u94_s_p7; u94_s_p9 <= u94_s_p8; u94_s_p10 <= u94_s_p9; u94_s_p11 <= u94_s_p10; u94_s_p12 <= u94_s_p11; u94_s_p13 <= u94_s_p12; u94_s_p14 <= u94_s_p13; u94_s_p15 <= u94_s_p14; end
-  reg signed [31:0] u94_c_p1, u94_c_p2, u94_c_p3, u94_c_p4, u94_c_p5, u94_c_p6, u94_c_p7, u94_c_p8, u94_c_p9, u94_c_p10, u94_c_p11, u94_c_p12, u94_c_p13, u94_c_p14, u94_c_p15;
-  always @(posedge clk) begin u94_c_p1 <= u94_c; u94_c_p2 <= u94_c_p1; u94_c_p3 <= u94_c_p2; u94_c_p4 <= u94_c_p3; u94_c_p5 <= u94_c_p4; u94_c_p6 <= u94_c_p5; u94_c_p7 <= u94_c_p6; u94_c_p8 <= u94_c_p7; u94_c_p9 <= u94_c_p8; u94_c_p10 <= u94_c_p9; u94_c_p11 <= u94_c_p10; u94_c_p12 <= u94_c_p11; u94_c_p13 <= u94_c_p12; u94_c_p14 <= u94_c_p13; u94_c_p15 <= u94_c_p14; end
-  wire signed [63:0] t100_c_ex = t66_r * u94_c_p15;
-  wire signed [48:0] t100_c_rd = `RBD_Q_RND(t100_c_ex);
-  wire signed [31:0] t100_c = `RBD_Q_PROD(t100_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
-  reg signed [31:0] t100_p1, t100_p2, t100_p3;
-  always @(posedge clk) begin t100_p1 <= t100_c; t100_p2 <= t100_p1; t100_p3 <= t100_p2; end
-  wire signed [32:0] t101_ex = -t100_p3;
-  wire signed [31:0] t101 = `RBD_Q_SUM(t101_ex);  // forward kinematics, body 4, level 4: cycle 29
-  reg signed [31:0] t101_r;
-  always @(posedge clk) t101_r <= t101;
-  wire signed [63:0] t102_c_ex = t43_r * u94_s_p15;
-  wire signed [48:0] t102_c_rd = `RBD_Q_RND(t102_c_ex);
-  wire signed [31:0] t102_c = `RBD_Q_PROD(t102_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 23..26
-  reg signed [31:0] t102_p1, t102_p2, t102_p3;
-  always @(posedge clk) begin t102_p1 <= t102_c; t102_p2 <= t102_p1; t102_p3 <= t102_p2; end
-  wire signed [32:0] t104_ex = t101_r - t102_p3;
-  wire signed [31:0] t104 = `RBD_Q_SUM(t104_ex);  // forward kinematics, body 4, level 4: cycle 30
-  reg signed [31:0] t104_r;
-  always @(posedge clk) t104_r <= t104;
-  wire signed [63:0] t105_c_ex = t66_r * u94_s_p15;
+  wire signed [63:0] t92_c_ex = t37_r * u86_s_p15;
+  wire signed [48:0] t92_c_rd = `RBD_Q_RND(t92_c_ex);
+  wire signed [31:0] t92_c = `RBD_Q_PROD(t92_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 23..26
+  reg signed [31:0] t92_p1, t92_p2, t92_p3;
+  always @(posedge clk) begin t92_p1 <= t92_c; t92_p2 <= t92_p1; t92_p3 <= t92_p2; end
+  wire signed [32:0] t94_ex = t91_r - t92_p3;
+  wire signed [31:0] t94 = `RBD_Q_SUM(t94_ex);  // forward kinematics, body 4, level 4: cycle 30
+  reg signed [31:0] t94_r;
+  always @(posedge clk) t94_r <= t94;
+  wire signed [63:0] t95_c_ex = t58_r * u86_s_p15;
+  wire signed [48:0] t95_c_rd = `RBD_Q_RND(t95_c_ex);
+  wire signed [31:0] t95_c = `RBD_Q_PROD(t95_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
+  reg signed [31:0] t95_p1, t95_p2, t95_p3;
+  always @(posedge clk) begin t95_p1 <= t95_c; t95_p2 <= t95_p1; t95_p3 <= t95_p2; end
+  wire signed [63:0] t96_c_ex = t37_r * u86_c_p15;
+  wire signed [48:0] t96_c_rd = `RBD_Q_RND(t96_c_ex);
+  wire signed [31:0] t96_c = `RBD_Q_PROD(t96_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 23..26
+  reg signed [31:0] t96_p1, t96_p2, t96_p3;
+  always @(posedge clk) begin t96_p1 <= t96_c; t96_p2 <= t96_p1; t96_p3 <= t96_p2; end
+  wire signed [32:0] t98_ex = t95_p3 - t96_p3;
+  wire signed [31:0] t98 = `RBD_Q_SUM(t98_ex);  // forward kinematics, body 4, level 4: cycle 29
+  reg signed [31:0] t98_r;
+  always @(posedge clk) t98_r <= t98;
+  wire signed [63:0] t99_c_ex = t66_r * u86_c_p15;
+  wire signed [48:0] t99_c_rd = `RBD_Q_RND(t99_c_ex);
+  wire signed [31:0] t99_c = `RBD_Q_PROD(t99_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
+  reg signed [31:0] t99_p1, t99_p2, t99_p3;
+  always @(posedge clk) begin t99_p1 <= t99_c; t99_p2 <= t99_p1; t99_p3 <= t99_p2; end
+  wire signed [32:0] t100_ex = -t99_p3;
+  wire signed [31:0] t100 = `RBD_Q_SUM(t100_ex);  // forward kinematics, body 4, level 4: cycle 29
+  reg signed [31:0] t100_r;
+  always @(posedge clk) t100_r <= t100;
+  wire signed [63:0] t101_c_ex = t44_r * u86_s_p15;
+  wire signed [48:0] t101_c_rd = `RBD_Q_RND(t101_c_ex);
+  wire signed [31:0] t101_c = `RBD_Q_PROD(t101_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
+  reg signed [31:0] t101_p1, t101_p2, t101_p3;
+  always @(posedge clk) begin t101_p1 <= t101_c; t101_p2 <= t101_p1; t101_p3 <= t101_p2; end
+  wire signed [32:0] t103_ex = t100_r - t101_p3;
+  wire signed [31:0] t103 = `RBD_Q_SUM(t103_ex);  // forward kinematics, body 4, level 4: cycle 30
+  reg signed [31:0] t103_r;
+  always @(posedge clk) t103_r <= t103;
+  wire signed [63:0] t104_c_ex = t66_r * u86_s_p15;
+  wire signed [48:0] t104_c_rd = `RBD_Q_RND(t104_c_ex);
+  wire signed [31:0] t104_c = `RBD_Q_PROD(t104_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
+  reg signed [31:0] t104_p1, t104_p2, t104_p3;
+  always @(posedge clk) begin t104_p1 <= t104_c; t104_p2 <= t104_p1; t104_p3 <= t104_p2; end
+  wire signed [63:0] t105_c_ex = t44_r * u86_c_p15;
   wire signed [48:0] t105_c_rd = `RBD_Q_RND(t105_c_ex);
-  wire signed [31:0] t105_c = `RBD_Q_PROD(t105_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
+  wire signed [31:0] t105_c = `RBD_Q_PROD(t105_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
   reg signed [31:0] t105_p1, t105_p2, t105_p3;
   always @(posedge clk) begin t105_p1 <= t105_c; t105_p2 <= t105_p1; t105_p3 <= t105_p2; end
-  wire signed [63:0] t106_c_ex = t43_r * u94_c_p15;
-  wire signed [48:0] t106_c_rd = `RBD_Q_RND(t106_c_ex);
-  wire signed [31:0] t106_c = `RBD_Q_PROD(t106_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 23..26
-  reg signed [31:0] t106_p1, t106_p2, t106_p3;
-  always @(posedge clk) begin t106_p1 <= t106_c; t106_p2 <= t106_p1; t106_p3 <= t106_p2; end
-  wire signed [32:0] t108_ex = t105_p3 - t106_p3;
-  wire signed [31:0] t108 = `RBD_Q_SUM(t108_ex);  // forward kinematics, body 4, level 4: cycle 29
-  reg signed [31:0] t108_r;
-  always @(posedge clk) t108_r <= t108;
-  wire signed [63:0] t109_c_ex = t74_r * u94_c_p15;
-  wire signed [48:0] t109_c_rd = `RBD_Q_RND(t109_c_ex);
-  wire signed [31:0] t109_c = `RBD_Q_PROD(t109_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
-  reg signed [31:0] t109_p1, t109_p2, t109_p3;
-  always @(posedge clk) begin t109_p1 <= t109_c; t109_p2 <= t109_p1; t109_p3 <= t109_p2; end
-  wire signed [32:0] t110_ex = -t109_p3;
-  wire signed [31:0] t110 = `RBD_Q_SUM(t110_ex);  // forward kinematics, body 4, level 4: cycle 29
-  reg signed [31:0] t110_r;
-  always @(posedge clk) t110_r <= t110;
-  wire signed [63:0] t111_c_ex = t50_r * u94_s_p15;
-  wire signed [48:0] t111_c_rd = `RBD_Q_RND(t111_c_ex);
-  wire signed [31:0] t111_c = `RBD_Q_PROD(t111_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
-  reg signed [31:0] t111_p1, t111_p2, t111_p3;
-  always @(posedge clk) begin t111_p1 <= t111_c; t111_p2 <= t111_p1; t111_p3 <= t111_p2; end
-  wire signed [32:0] t113_ex = t110_r - t111_p3;
-  wire signed [31:0] t113 = `RBD_Q_SUM(t113_ex);  // forward kinematics, body 4, level 4: cycle 30
-  reg signed [31:0] t113_r;
-  always @(posedge clk) t113_r <= t113;
-  wire signed [63:0] t114_c_ex = t74_r * u94_s_p15;
+  wire signed [32:0] t107_ex = t104_p3 - t105_p3;
+  wire signed [31:0] t107 = `RBD_Q_SUM(t107_ex);  // forward kinematics, body 4, level 4: cycle 29
+  reg signed [31:0] t107_r;
+  always @(posedge clk) t107_r <= t107;
+  wire signed [63:0] t108_c_ex = t75_r * u86_c_p15;
+  wire signed [48:0] t108_c_rd = `RBD_Q_RND(t108_c_ex);
+  wire signed [31:0] t108_c = `RBD_Q_PROD(t108_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
+  reg signed [31:0] t108_p1, t108_p2, t108_p3;
+  always @(posedge clk) begin t108_p1 <= t108_c; t108_p2 <= t108_p1; t108_p3 <= t108_p2; end
+  wire signed [32:0] t109_ex = -t108_p3;
+  wire signed [31:0] t109 = `RBD_Q_SUM(t109_ex);  // forward kinematics, body 4, level 4: cycle 25
+  reg signed [31:0] t109_r;
+  always @(posedge clk) t109_r <= t109;
+  wire signed [63:0] t110_c_ex = t47_p3 * u86_s_p15;
+  wire signed [48:0] t110_c_rd = `RBD_Q_RND(t110_c_ex);
+  wire signed [31:0] t110_c = `RBD_Q_PROD(t110_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 18..21
+  reg signed [31:0] t110_p1, t110_p2, t110_p3;
+  always @(posedge clk) begin t110_p1 <= t110_c; t110_p2 <= t110_p1; t110_p3 <= t110_p2; end
+  wire signed [32:0] t112_ex = t109_r - t110_p3;
+  wire signed [31:0] t112 = `RBD_Q_SUM(t112_ex);  // forward kinematics, body 4, level 4: cycle 26
+  reg signed [31:0] t112_r;
+  always @(posedge clk) t112_r <= t112;
+  wire signed [63:0] t113_c_ex = t75_r * u86_s_p15;
+  wire signed [48:0] t113_c_rd = `RBD_Q_RND(t113_c_ex);
+  wire signed [31:0] t113_c = `RBD_Q_PROD(t113_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
+  reg signed [31:0] t113_p1, t113_p2, t113_p3;
+  always @(posedge clk) begin t113_p1 <= t113_c; t113_p2 <= t113_p1; t113_p3 <= t113_p2; end
+  wire signed [63:0] t114_c_ex = t47_p3 * u86_c_p15;
   wire signed [48:0] t114_c_rd = `RBD_Q_RND(t114_c_ex);
-  wire signed [31:0] t114_c = `RBD_Q_PROD(t114_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..29
+  wire signed [31:0] t114_c = `RBD_Q_PROD(t114_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 18..21
   reg signed [31:0] t114_p1, t114_p2, t114_p3;
   always @(posedge clk) begin t114_p1 <= t114_c; t114_p2 <= t114_p1; t114_p3 <= t114_p2; end
-  wire signed [63:0] t115_c_ex = t50_r * u94_c_p15;
-  wire signed [48:0] t115_c_rd = `RBD_Q_RND(t115_c_ex);
-  wire signed [31:0] t115_c = `RBD_Q_PROD(t115_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
-  reg signed [31:0] t115_p1, t115_p2, t115_p3;
-  always @(posedge clk) begin t115_p1 <= t115_c; t115_p2 <= t115_p1; t115_p3 <= t115_p2; end
-  wire signed [32:0] t117_ex = t114_p3 - t115_p3;
-  wire signed [31:0] t117 = `RBD_Q_SUM(t117_ex);  // forward kinematics, body 4, level 4: cycle 29
-  reg signed [31:0] t117_r;
-  always @(posedge clk) t117_r <= t117;
-  wire signed [63:0] t118_c_ex = t83_r * u94_c_p15;
+  wire signed [32:0] t116_ex = t113_p3 - t114_p3;
+  wire signed [31:0] t116 = `RBD_Q_SUM(t116_ex);  // forward kinematics, body 4, level 4: cycle 25
+  reg signed [31:0] t116_r;
+  always @(posedge clk) t116_r <= t116;
+  wire signed [63:0] t117_c_ex = t62_r * 32'sd12091;
+  wire signed [48:0] t117_c_rd = `RBD_Q_RND(t117_c_ex);
+  wire signed [31:0] t117_c = `RBD_Q_PROD(t117_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..28
+  reg signed [31:0] t117_p1, t117_p2;
+  always @(posedge clk) begin t117_p1 <= t117_c; t117_p2 <= t117_p1; end
+  wire signed [63:0] t118_c_ex = t70_r * 32'sd12091;
   wire signed [48:0] t118_c_rd = `RBD_Q_RND(t118_c_ex);
-  wire signed [31:0] t118_c = `RBD_Q_PROD(t118_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
-  reg signed [31:0] t118_p1, t118_p2, t118_p3;
-  always @(posedge clk) begin t118_p1 <= t118_c; t118_p2 <= t118_p1; t118_p3 <= t118_p2; end
-  wire signed [32:0] t119_ex = -t118_p3;
-  wire signed [31:0] t119 = `RBD_Q_SUM(t119_ex);  // forward kinematics, body 4, level 4: cycle 25
-  reg signed [31:0] t119_r;
-  always @(posedge clk) t119_r <= t119;
-  wire signed [63:0] t120_c_ex = t53_p3 * u94_s_p15;
-  wire signed [48:0] t120_c_rd = `RBD_Q_RND(t120_c_ex);
-  wire signed [31:0] t120_c = `RBD_Q_PROD(t120_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 18..21
-  reg signed [31:0] t120_p1, t120_p2, t120_p3;
-  always @(posedge clk) begin t120_p1 <= t120_c; t120_p2 <= t120_p1; t120_p3 <= t120_p2; end
-  wire signed [32:0] t122_ex = t119_r - t120_p3;
-  wire signed [31:0] t122 = `RBD_Q_SUM(t122_ex);  // forward kinematics, body 4, level 4: cycle 26
+  wire signed [31:0] t118_c = `RBD_Q_PROD(t118_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..28
+  reg signed [31:0] t118_p1, t118_p2;
+  always @(posedge clk) begin t118_p1 <= t118_c; t118_p2 <= t118_p1; end
+  wire signed [63:0] t119_c_ex = t78_r * 32'sd12091;
+  wire signed [48:0] t119_c_rd = `RBD_Q_RND(t119_c_ex);
+  wire signed [31:0] t119_c = `RBD_Q_PROD(t119_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..24
+  reg signed [31:0] t119_p1, t119_p2;
+  always @(posedge clk) begin t119_p1 <= t119_c; t119_p2 <= t119_p1; end
+  wire signed [32:0] t120_ex = t83_r + t117_p2;
+  wire signed [31:0] t120 = `RBD_Q_SUM(t120_ex);  // forward kinematics, body 4, level 4: cycle 28
+  reg signed [31:0] t120_r;
+  always @(posedge clk) t120_r <= t120;
+  wire signed [32:0] t121_ex = t84_r + t118_p2;
+  wire signed [31:0] t121 = `RBD_Q_SUM(t121_ex);  // forward kinematics, body 4, level 4: cycle 28
+  reg signed [31:0] t121_r;
+  always @(posedge clk) t121_r <= t121;
+  wire signed [32:0] t122_ex = t85_r + t119_p2;
+  wire signed [31:0] t122 = `RBD_Q_SUM(t122_ex);  // forward kinematics, body 4, level 4: cycle 24
   reg signed [31:0] t122_r;
   always @(posedge clk) t122_r <= t122;
-  wire signed [63:0] t123_c_ex = t83_r * u94_s_p15;
-  wire signed [48:0] t123_c_rd = `RBD_Q_RND(t123_c_ex);
-  wire signed [31:0] t123_c = `RBD_Q_PROD(t123_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..25
-  reg signed [31:0] t123_p1, t123_p2, t123_p3;
-  always @(posedge clk) begin t123_p1 <= t123_c; t123_p2 <= t123_p1; t123_p3 <= t123_p2; end
-  wire signed [63:0] t124_c_ex = t53_p3 * u94_c_p15;
-  wire signed [48:0] t124_c_rd = `RBD_Q_RND(t124_c_ex);
-  wire signed [31:0] t124_c = `RBD_Q_PROD(t124_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 18..21
-  reg signed [31:0] t124_p1, t124_p2, t124_p3;
-  always @(posedge clk) begin t124_p1 <= t124_c; t124_p2 <= t124_p1; t124_p3 <= t124_p2; end
-  wire signed [32:0] t126_ex = t123_p3 - t124_p3;
-  wire signed [31:0] t126 = `RBD_Q_SUM(t126_ex);  // forward kinematics, body 4, level 4: cycle 25
-  reg signed [31:0] t126_r;
-  always @(posedge clk) t126_r <= t126;
-  wire signed [63:0] t127_c_ex = t70_r * 32'sd12091;
+  // forward kinematics, body 5, level 5: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
+  wire signed [31:0] u123_s, u123_c;
+  rbd_iiwa14_verilog_sincos u123 (.x(in_q_5), .s(u123_s), .c(u123_c));
+  reg signed [31:0] u123_s_p1, u123_s_p2, u123_s_p3, u123_s_p4, u123_s_p5, u123_s_p6, u123_s_p7, u123_s_p8, u123_s_p9, u123_s_p10, u123_s_p11, u123_s_p12, u123_s_p13, u123_s_p14, u123_s_p15;
+  always @(posedge clk) begin u123_s_p1 <= u123_s; u123_s_p2 <= u123_s_p1; u123_s_p3 <= u123_s_p2; u123_s_p4 <= u123_s_p3; u123_s_p5 <= u123_s_p4; u123_s_p6 <= u123_s_p5; u123_s_p7 <= u123_s_p6; u123_s_p8 <= u123_s_p7; u123_s_p9 <= u123_s_p8; u123_s_p10 <= u123_s_p9; u123_s_p11 <= u123_s_p10; u123_s_p12 <= u123_s_p11; u123_s_p13 <= u123_s_p12; u123_s_p14 <= u123_s_p13; u123_s_p15 <= u123_s_p14; end
+  reg signed [31:0] u123_c_p1, u123_c_p2, u123_c_p3, u123_c_p4, u123_c_p5, u123_c_p6, u123_c_p7, u123_c_p8, u123_c_p9, u123_c_p10, u123_c_p11, u123_c_p12, u123_c_p13, u123_c_p14, u123_c_p15;
+  always @(posedge clk) begin u123_c_p1 <= u123_c; u123_c_p2 <= u123_c_p1; u123_c_p3 <= u123_c_p2; u123_c_p4 <= u123_c_p3; u123_c_p5 <= u123_c_p4; u123_c_p6 <= u123_c_p5; u123_c_p7 <= u123_c_p6; u123_c_p8 <= u123_c_p7; u123_c_p9 <= u123_c_p8; u123_c_p10 <= u123_c_p9; u123_c_p11 <= u123_c_p10; u123_c_p12 <= u123_c_p11; u123_c_p13 <= u123_c_p12; u123_c_p14 <= u123_c_p13; u123_c_p15 <= u123_c_p14; end
+  wire signed [63:0] t126_c_ex = t94_r * u123_c_p15;
+  wire signed [48:0] t126_c_rd = `RBD_Q_RND(t126_c_ex);
+  wire signed [31:0] t126_c = `RBD_Q_PROD(t126_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
+  reg signed [31:0] t126_p1, t126_p2, t126_p3;
+  always @(posedge clk) begin t126_p1 <= t126_c; t126_p2 <= t126_p1; t126_p3 <= t126_p2; end
+  wire signed [63:0] t127_c_ex = t62_r * u123_s_p15;
   wire signed [48:0] t127_c_rd = `RBD_Q_RND(t127_c_ex);
-  wire signed [31:0] t127_c = `RBD_Q_PROD(t127_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..28
-  reg signed [31:0] t127_p1, t127_p2;
-  always @(posedge clk) begin t127_p1 <= t127_c; t127_p2 <= t127_p1; end
-  wire signed [63:0] t128_c_ex = t78_r * 32'sd12091;
-  wire signed [48:0] t128_c_rd = `RBD_Q_RND(t128_c_ex);
-  wire signed [31:0] t128_c = `RBD_Q_PROD(t128_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 26..28
-  reg signed [31:0] t128_p1, t128_p2;
-  always @(posedge clk) begin t128_p1 <= t128_c; t128_p2 <= t128_p1; end
-  wire signed [63:0] t129_c_ex = t86_r * 32'sd12091;
+  wire signed [31:0] t127_c = `RBD_Q_PROD(t127_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
+  reg signed [31:0] t127_p1, t127_p2, t127_p3;
+  always @(posedge clk) begin t127_p1 <= t127_c; t127_p2 <= t127_p1; t127_p3 <= t127_p2; end
+  wire signed [32:0] t128_ex = t126_p3 + t127_p3;
+  wire signed [31:0] t128 = `RBD_Q_SUM(t128_ex);  // forward kinematics, body 5, level 5: cycle 34
+  reg signed [31:0] t128_r;
+  always @(posedge clk) t128_r <= t128;
+  wire signed [63:0] t129_c_ex = t94_r * u123_s_p15;
   wire signed [48:0] t129_c_rd = `RBD_Q_RND(t129_c_ex);
-  wire signed [31:0] t129_c = `RBD_Q_PROD(t129_c_rd);  // forward kinematics, body 4, level 4: mul, cycles 22..24
-  reg signed [31:0] t129_p1, t129_p2;
-  always @(posedge clk) begin t129_p1 <= t129_c; t129_p2 <= t129_p1; end
-  wire signed [32:0] t130_ex = t91_r + t127_p2;
-  wire signed [31:0] t130 = `RBD_Q_SUM(t130_ex);  // forward kinematics, body 4, level 4: cycle 28
-  reg signed [31:0] t130_r;
-  always @(posedge clk) t130_r <= t130;
-  wire signed [32:0] t131_ex = t92_r + t128_p2;
-  wire signed [31:0] t131 = `RBD_Q_SUM(t131_ex);  // forward kinematics, body 4, level 4: cycle 28
-  reg signed [31:0] t131_r;
-  always @(posedge clk) t131_r <= t131;
-  wire signed [32:0] t132_ex = t93_r + t129_p2;
-  wire signed [31:0] t132 = `RBD_Q_SUM(t132_ex);  // forward kinematics, body 4, level 4: cycle 24
+  wire signed [31:0] t129_c = `RBD_Q_PROD(t129_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
+  reg signed [31:0] t129_p1, t129_p2, t129_p3;
+  always @(posedge clk) begin t129_p1 <= t129_c; t129_p2 <= t129_p1; t129_p3 <= t129_p2; end
+  wire signed [63:0] t131_c_ex = t62_r * u123_c_p15;
+  wire signed [48:0] t131_c_rd = `RBD_Q_RND(t131_c_ex);
+  wire signed [31:0] t131_c = `RBD_Q_PROD(t131_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
+  reg signed [31:0] t131_p1, t131_p2, t131_p3;
+  always @(posedge clk) begin t131_p1 <= t131_c; t131_p2 <= t131_p1; t131_p3 <= t131_p2; end
+  wire signed [32:0] t132_ex = t131_p3 - t129_p3;
+  wire signed [31:0] t132 = `RBD_Q_SUM(t132_ex);  // forward kinematics, body 5, level 5: cycle 34
   reg signed [31:0] t132_r;
   always @(posedge clk) t132_r <= t132;
-  // forward kinematics, body 5, level 5: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
-  wire signed [31:0] u133_s, u133_c;
-  rbd_iiwa14_verilog_sincos u133 (.x(in_q_5), .s(u133_s), .c(u133_c));
-  reg signed [31:0] u133_s_p1, u133_s_p2, u133_s_p3, u133_s_p4, u133_s_p5, u133_s_p6, u133_s_p7, u133_s_p8, u133_s_p9, u133_s_p10, u133_s_p11, u133_s_p12, u133_s_p13, u133_s_p14, u133_s_p15;
-  always @(posedge clk) begin u133_s_p1 <= u133_s; u133_s_p2 <= u133_s_p1; u133_s_p3 <= u133_s_p2; u133_s_p4 <= u133_s_p3; u133_s_p5 <= u133_s_p4; u133_s_p6 <= u133_s_p5; u133_s_p7 <= u133_s_p6; u133_s_p8 <= u133_s_p7; u133_s_p9 <= u133_s_p8; u133_s_p10 <= u133_s_p9; u133_s_p11 <= u133_s_p10; u133_s_p12 <= u133_s_p11; u133_s_p13 <= u133_s_p12; u133_s_p14 <= u133_s_p13; u133_s_p15 <= u133_s_p14; end
-  reg signed [31:0] u133_c_p1, u133_c_p2, u133_c_p3, u133_c_p4, u133_c_p5, u133_c_p6, u133_c_p7, u133_c_p8, u133_c_p9, u133_c_p10, u133_c_p11, u133_c_p12, u133_c_p13, u133_c_p14, u133_c_p15;
-  always @(posedge clk) begin u133_c_p1 <= u133_c; u133_c_p2 <= u133_c_p1; u133_c_p3 <= u133_c_p2; u133_c_p4 <= u133_c_p3; u133_c_p5 <= u133_c_p4; u133_c_p6 <= u133_c_p5; u133_c_p7 <= u133_c_p6; u133_c_p8 <= u133_c_p7; u133_c_p9 <= u133_c_p8; u133_c_p10 <= u133_c_p9; u133_c_p11 <= u133_c_p10; u133_c_p12 <= u133_c_p11; u133_c_p13 <= u133_c_p12; u133_c_p14 <= u133_c_p13; u133_c_p15 <= u133_c_p14; end
-  wire signed [63:0] t138_c_ex = t104_r * u133_c_p15;
-  wire signed [48:0] t138_c_rd = `RBD_Q_RND(t138_c_ex);
-  wire signed [31:0] t138_c = `RBD_Q_PROD(t138_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
-  reg signed [31:0] t138_p1, t138_p2, t138_p3;
-  always @(posedge clk) begin t138_p1 <= t138_c; t138_p2 <= t138_p1; t138_p3 <= t138_p2; end
-  wire signed [63:0] t139_c_ex = t70_r * u133_s_p15;
+  wire signed [32:0] t133_ex = -t98_r;
+  wire signed [31:0] t133 = `RBD_Q_SUM(t133_ex);  // forward kinematics, body 5, level 5: cycle 30
+  reg signed [31:0] t133_r;
+  always @(posedge clk) t133_r <= t133;
+  wire signed [63:0] t134_c_ex = t103_r * u123_c_p15;
+  wire signed [48:0] t134_c_rd = `RBD_Q_RND(t134_c_ex);
+  wire signed [31:0] t134_c = `RBD_Q_PROD(t134_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
+  reg signed [31:0] t134_p1, t134_p2, t134_p3;
+  always @(posedge clk) begin t134_p1 <= t134_c; t134_p2 <= t134_p1; t134_p3 <= t134_p2; end
+  wire signed [63:0] t135_c_ex = t70_r * u123_s_p15;
+  wire signed [48:0] t135_c_rd = `RBD_Q_RND(t135_c_ex);
+  wire signed [31:0] t135_c = `RBD_Q_PROD(t135_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
+  reg signed [31:0] t135_p1, t135_p2, t135_p3;
+  always @(posedge clk) begin t135_p1 <= t135_c; t135_p2 <= t135_p1; t135_p3 <= t135_p2; end
+  wire signed [32:0] t136_ex = t134_p3 + t135_p3;
+  wire signed [31:0] t136 = `RBD_Q_SUM(t136_ex);  // forward kinematics, body 5, level 5: cycle 34
+  reg signed [31:0] t136_r;
+  always @(posedge clk) t136_r <= t136;
+  wire signed [63:0] t137_c_ex = t103_r * u123_s_p15;
+  wire signed [48:0] t137_c_rd = `RBD_Q_RND(t137_c_ex);
+  wire signed [31:0] t137_c = `RBD_Q_PROD(t137_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
+  reg signed [31:0] t137_p1, t137_p2, t137_p3;
+  always @(posedge clk) begin t137_p1 <= t137_c; t137_p2 <= t137_p1; t137_p3 <= t137_p2; end
+  wire signed [63:0] t139_c_ex = t70_r * u123_c_p15;
   wire signed [48:0] t139_c_rd = `RBD_Q_RND(t139_c_ex);
   wire signed [31:0] t139_c = `RBD_Q_PROD(t139_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
   reg signed [31:0] t139_p1, t139_p2, t139_p3;
   always @(posedge clk) begin t139_p1 <= t139_c; t139_p2 <= t139_p1; t139_p3 <= t139_p2; end
-  wire signed [32:0] t140_ex = t138_p3 + t139_p3;
+  wire signed [32:0] t140_ex = t139_p3 - t137_p3;
   wire signed [31:0] t140 = `RBD_Q_SUM(t140_ex);  // forward kinematics, body 5, level 5: cycle 34
   reg signed [31:0] t140_r;
   always @(posedge clk) t140_r <= t140;
-  wire signed [63:0] t141_c_ex = t104_r * u133_s_p15;
-  wire signed [48:0] t141_c_rd = `RBD_Q_RND(t141_c_ex);
-  wire signed [31:0] t141_c = `RBD_Q_PROD(t141_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
-  reg signed [31:0] t141_p1, t141_p2, t141_p3;
-  always @(posedge clk) begin t141_p1 <= t141_c; t141_p2 <= t141_p1; t141_p3 <= t141_p2; end
-  wire signed [63:0] t143_c_ex = t70_r * u133_c_p15;
+  wire signed [32:0] t141_ex = -t107_r;
+  wire signed [31:0] t141 = `RBD_Q_SUM(t141_ex);  // forward kinematics, body 5, level 5: cycle 30
+  reg signed [31:0] t141_r;
+  always @(posedge clk) t141_r <= t141;
+  wire signed [63:0] t142_c_ex = t112_r * u123_c_p15;
+  wire signed [48:0] t142_c_rd = `RBD_Q_RND(t142_c_ex);
+  wire signed [31:0] t142_c = `RBD_Q_PROD(t142_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 27..30
+  reg signed [31:0] t142_p1, t142_p2, t142_p3;
+  always @(posedge clk) begin t142_p1 <= t142_c; t142_p2 <= t142_p1; t142_p3 <= t142_p2; end
+  wire signed [63:0] t143_c_ex = t78_r * u123_s_p15;
   wire signed [48:0] t143_c_rd = `RBD_Q_RND(t143_c_ex);
-  wire signed [31:0] t143_c = `RBD_Q_PROD(t143_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
+  wire signed [31:0] t143_c = `RBD_Q_PROD(t143_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..25
   reg signed [31:0] t143_p1, t143_p2, t143_p3;
   always @(posedge clk) begin t143_p1 <= t143_c; t143_p2 <= t143_p1; t143_p3 <= t143_p2; end
-  wire signed [32:0] t144_ex = t143_p3 - t141_p3;
-  wire signed [31:0] t144 = `RBD_Q_SUM(t144_ex);  // forward kinematics, body 5, level 5: cycle 34
+  wire signed [32:0] t144_ex = t142_p3 + t143_p3;
+  wire signed [31:0] t144 = `RBD_Q_SUM(t144_ex);  // forward kinematics, body 5, level 5: cycle 30
   reg signed [31:0] t144_r;
   always @(posedge clk) t144_r <= t144;
-  wire signed [32:0] t145_ex = -t108_r;
-  wire signed [31:0] t145 = `RBD_Q_SUM(t145_ex);  // forward kinematics, body 5, level 5: cycle 30
-  reg signed [31:0] t145_r;
-  always @(posedge clk) t145_r <= t145;
-  wire signed [63:0] t146_c_ex = t113_r * u133_c_p15;
-  wire signed [48:0] t146_c_rd = `RBD_Q_RND(t146_c_ex);
-  wire signed [31:0] t146_c = `RBD_Q_PROD(t146_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
-  reg signed [31:0] t146_p1, t146_p2, t146_p3;
-  always @(posedge clk) begin t146_p1 <= t146_c; t146_p2 <= t146_p1; t146_p3 <= t146_p2; end
-  wire signed [63:0] t147_c_ex = t78_r * u133_s_p15;
+  wire signed [63:0] t145_c_ex = t112_r * u123_s_p15;
+  wire signed [48:0] t145_c_rd = `RBD_Q_RND(t145_c_ex);
+  wire signed [31:0] t145_c = `RBD_Q_PROD(t145_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 27..30
+  reg signed [31:0] t145_p1, t145_p2, t145_p3;
+  always @(posedge clk) begin t145_p1 <= t145_c; t145_p2 <= t145_p1; t145_p3 <= t145_p2; end
+  wire signed [63:0] t147_c_ex = t78_r * u123_c_p15;
   wire signed [48:0] t147_c_rd = `RBD_Q_RND(t147_c_ex);
-  wire signed [31:0] t147_c = `RBD_Q_PROD(t147_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
+  wire signed [31:0] t147_c = `RBD_Q_PROD(t147_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..25
   reg signed [31:0] t147_p1, t147_p2, t147_p3;
   always @(posedge clk) begin t147_p1 <= t147_c; t147_p2 <= t147_p1; t147_p3 <= t147_p2; end
-  wire signed [32:0] t148_ex = t146_p3 + t147_p3;
-  wire signed [31:0] t148 = `RBD_Q_SUM(t148_ex);  // forward kinematics, body 5, level 5: cycle 34
+  wire signed [32:0] t148_ex = t147_p3 - t145_p3;
+  wire signed [31:0] t148 = `RBD_Q_SUM(t148_ex);  // forward kinematics, body 5, level 5: cycle 30
   reg signed [31:0] t148_r;
   always @(posedge clk) t148_r <= t148;
-  wire signed [63:0] t149_c_ex = t113_r * u133_s_p15;
-  wire signed [48:0] t149_c_rd = `RBD_Q_RND(t149_c_ex);
-  wire signed [31:0] t149_c = `RBD_Q_PROD(t149_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 31..34
-  reg signed [31:0] t149_p1, t149_p2, t149_p3;
-  always @(posedge clk) begin t149_p1 <= t149_c; t149_p2 <= t149_p1; t149_p3 <= t149_p2; end
-  wire signed [63:0] t151_c_ex = t78_r * u133_c_p15;
+  wire signed [32:0] t149_ex = -t116_r;
+  wire signed [31:0] t149 = `RBD_Q_SUM(t149_ex);  // forward kinematics, body 5, level 5: cycle 26
+  reg signed [31:0] t149_r;
+  always @(posedge clk) t149_r <= t149;
+  wire signed [63:0] t150_c_ex = 32'sd14123 * t62_r;
+  wire signed [48:0] t150_c_rd = `RBD_Q_RND(t150_c_ex);
+  wire signed [31:0] t150_c = `RBD_Q_PROD(t150_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..28
+  reg signed [31:0] t150_p1, t150_p2;
+  always @(posedge clk) begin t150_p1 <= t150_c; t150_p2 <= t150_p1; end
+  wire signed [63:0] t151_c_ex = 32'sd14123 * t70_r;
   wire signed [48:0] t151_c_rd = `RBD_Q_RND(t151_c_ex);
-  wire signed [31:0] t151_c = `RBD_Q_PROD(t151_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..29
-  reg signed [31:0] t151_p1, t151_p2, t151_p3;
-  always @(posedge clk) begin t151_p1 <= t151_c; t151_p2 <= t151_p1; t151_p3 <= t151_p2; end
-  wire signed [32:0] t152_ex = t151_p3 - t149_p3;
-  wire signed [31:0] t152 = `RBD_Q_SUM(t152_ex);  // forward kinematics, body 5, level 5: cycle 34
-  reg signed [31:0] t152_r;
-  always @(posedge clk) t152_r <= t152;
-  wire signed [32:0] t153_ex = -t117_r;
-  wire signed [31:0] t153 = `RBD_Q_SUM(t153_ex);  // forward kinematics, body 5, level 5: cycle 30
+  wire signed [31:0] t151_c = `RBD_Q_PROD(t151_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..28
+  reg signed [31:0] t151_p1, t151_p2;
+  always @(posedge clk) begin t151_p1 <= t151_c; t151_p2 <= t151_p1; end
+  wire signed [63:0] t152_c_ex = 32'sd14123 * t78_r;
+  wire signed [48:0] t152_c_rd = `RBD_Q_RND(t152_c_ex);
+  wire signed [31:0] t152_c = `RBD_Q_PROD(t152_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..24
+  reg signed [31:0] t152_p1, t152_p2;
+  always @(posedge clk) begin t152_p1 <= t152_c; t152_p2 <= t152_p1; end
+  wire signed [32:0] t153_ex = t120_r + t150_p2;
+  wire signed [31:0] t153 = `RBD_Q_SUM(t153_ex);  // forward kinematics, body 5, level 5: cycle 29
   reg signed [31:0] t153_r;
   always @(posedge clk) t153_r <= t153;
-  wire signed [63:0] t154_c_ex = t122_r * u133_c_p15;
-  wire signed [48:0] t154_c_rd = `RBD_Q_RND(t154_c_ex);
-  wire signed [31:0] t154_c = `RBD_Q_PROD(t154_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 27..30
-  reg signed [31:0] t154_p1, t154_p2, t154_p3;
-  always @(posedge clk) begin t154_p1 <= t154_c; t154_p2 <= t154_p1; t154_p3 <= t154_p2; end
-  wire signed [63:0] t155_c_ex = t86_r * u133_s_p15;
-  wire signed [48:0] t155_c_rd = `RBD_Q_RND(t155_c_ex);
-  wire signed [31:0] t155_c = `RBD_Q_PROD(t155_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..25
-  reg signed [31:0] t155_p1, t155_p2, t155_p3;
-  always @(posedge clk) begin t155_p1 <= t155_c; t155_p2 <= t155_p1; t155_p3 <= t155_p2; end
-  wire signed [32:0] t156_ex = t154_p3 + t155_p3;
-  wire signed [31:0] t156 = `RBD_Q_SUM(t156_ex);  // forward kinematics, body 5, level 5: cycle 30
-  reg signed [31:0] t156_r;
-  always @(posedge clk) t156_r <= t156;
-  wire signed [63:0] t157_c_ex = t122_r * u133_s_p15;
-  wire signed [48:0] t157_c_rd = `RBD_Q_RND(t157_c_ex);
-  wire signed [31:0] t157_c = `RBD_Q_PROD(t157_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 27..30
-  reg signed [31:0] t157_p1, t157_p2, t157_p3;
-  always @(posedge clk) begin t157_p1 <= t157_c; t157_p2 <= t157_p1; t157_p3 <= t157_p2; end
-  wire signed [63:0] t159_c_ex = t86_r * u133_c_p15;
-  wire signed [48:0] t159_c_rd = `RBD_Q_RND(t159_c_ex);
-  wire signed [31:0] t159_c = `RBD_Q_PROD(t159_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..25
-  reg signed [31:0] t159_p1, t159_p2, t159_p3;
-  always @(posedge clk) begin t159_p1 <= t159_c; t159_p2 <= t159_p1; t159_p3 <= t159_p2; end
-  wire signed [32:0] t160_ex = t159_p3 - t157_p3;
-  wire signed [31:0] t160 = `RBD_Q_SUM(t160_ex);  // forward kinematics, body 5, level 5: cycle 30
-  reg signed [31:0] t160_r;
-  always @(posedge clk) t160_r <= t160;
-  wire signed [32:0] t161_ex = -t126_r;
-  wire signed [31:0] t161 = `RBD_Q_SUM(t161_ex);  // forward kinematics, body 5, level 5: cycle 26
+  wire signed [32:0] t154_ex = t121_r + t151_p2;
+  wire signed [31:0] t154 = `RBD_Q_SUM(t154_ex);  // forward kinematics, body 5, level 5: cycle 29
+  reg signed [31:0] t154_r;
+  always @(posedge clk) t154_r <= t154;
+  wire signed [32:0] t155_ex = t122_r + t152_p2;
+  wire signed [31:0] t155 = `RBD_Q_SUM(t155_ex);  // forward kinematics, body 5, level 5: cycle 25
+  reg signed [31:0] t155_r;
+  always @(posedge clk) t155_r <= t155;
+  // forward kinematics, body 6, level 6: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
+  wire signed [31:0] u156_s, u156_c;
+  rbd_iiwa14_verilog_sincos u156 (.x(in_q_6), .s(u156_s), .c(u156_c));
+  reg signed [31:0] u156_s_p1, u156_s_p2, u156_s_p3, u156_s_p4, u156_s_p5, u156_s_p6, u156_s_p7, u156_s_p8, u156_s_p9, u156_s_p10, u156_s_p11, u156_s_p12, u156_s_p13, u156_s_p14, u156_s_p15;
+  always @(posedge clk) begin u156_s_p1 <= u156_s; u156_s_p2 <= u156_s_p1; u156_s_p3 <= u156_s_p2; u156_s_p4 <= u156_s_p3; u156_s_p5 <= u156_s_p4; u156_s_p6 <= u156_s_p5; u156_s_p7 <= u156_s_p6; u156_s_p8 <= u156_s_p7; u156_s_p9 <= u156_s_p8; u156_s_p10 <= u156_s_p9; u156_s_p11 <= u156_s_p10; u156_s_p12 <= u156_s_p11; u156_s_p13 <= u156_s_p12; u156_s_p14 <= u156_s_p13; u156_s_p15 <= u156_s_p14; end
+  reg signed [31:0] u156_c_p1, u156_c_p2, u156_c_p3, u156_c_p4, u156_c_p5, u156_c_p6, u156_c_p7, u156_c_p8, u156_c_p9, u156_c_p10, u156_c_p11, u156_c_p12, u156_c_p13, u156_c_p14, u156_c_p15;
+  always @(posedge clk) begin u156_c_p1 <= u156_c; u156_c_p2 <= u156_c_p1; u156_c_p3 <= u156_c_p2; u156_c_p4 <= u156_c_p3; u156_c_p5 <= u156_c_p4; u156_c_p6 <= u156_c_p5; u156_c_p7 <= u156_c_p6; u156_c_p8 <= u156_c_p7; u156_c_p9 <= u156_c_p8; u156_c_p10 <= u156_c_p9; u156_c_p11 <= u156_c_p10; u156_c_p12 <= u156_c_p11; u156_c_p13 <= u156_c_p12; u156_c_p14 <= u156_c_p13; u156_c_p15 <= u156_c_p14; end
+  wire signed [63:0] t160_c_ex = t128_r * u156_c_p15;
+  wire signed [48:0] t160_c_rd = `RBD_Q_RND(t160_c_ex);
+  wire signed [31:0] t160_c = `RBD_Q_PROD(t160_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
+  reg signed [31:0] t160_p1, t160_p2, t160_p3;
+  always @(posedge clk) begin t160_p1 <= t160_c; t160_p2 <= t160_p1; t160_p3 <= t160_p2; end
+  wire signed [32:0] t161_ex = -t160_p3;
+  wire signed [31:0] t161 = `RBD_Q_SUM(t161_ex);  // forward kinematics, body 6, level 6: cycle 38
   reg signed [31:0] t161_r;
   always @(posedge clk) t161_r <= t161;
-  wire signed [63:0] t162_c_ex = 32'sd14123 * t70_r;
+  wire signed [63:0] t162_c_ex = t98_r * u156_s_p15;
   wire signed [48:0] t162_c_rd = `RBD_Q_RND(t162_c_ex);
-  wire signed [31:0] t162_c = `RBD_Q_PROD(t162_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..28
-  reg signed [31:0] t162_p1, t162_p2;
-  always @(posedge clk) begin t162_p1 <= t162_c; t162_p2 <= t162_p1; end
-  wire signed [63:0] t163_c_ex = 32'sd14123 * t78_r;
-  wire signed [48:0] t163_c_rd = `RBD_Q_RND(t163_c_ex);
-  wire signed [31:0] t163_c = `RBD_Q_PROD(t163_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 26..28
-  reg signed [31:0] t163_p1, t163_p2;
-  always @(posedge clk) begin t163_p1 <= t163_c; t163_p2 <= t163_p1; end
-  wire signed [63:0] t164_c_ex = 32'sd14123 * t86_r;
-  wire signed [48:0] t164_c_rd = `RBD_Q_RND(t164_c_ex);
-  wire signed [31:0] t164_c = `RBD_Q_PROD(t164_c_rd);  // forward kinematics, body 5, level 5: mul, cycles 22..24
-  reg signed [31:0] t164_p1, t164_p2;
-  always @(posedge clk) begin t164_p1 <= t164_c; t164_p2 <= t164_p1; end
-  wire signed [32:0] t165_ex = t130_r + t162_p2;
-  wire signed [31:0] t165 = `RBD_Q_SUM(t165_ex);  // forward kinematics, body 5, level 5: cycle 29
-  reg signed [31:0] t165_r;
-  always @(posedge clk) t165_r <= t165;
-  wire signed [32:0] t166_ex = t131_r + t163_p2;
-  wire signed [31:0] t166 = `RBD_Q_SUM(t166_ex);  // forward kinematics, body 5, level 5: cycle 29
-  reg signed [31:0] t166_r;
-  always @(posedge clk) t166_r <= t166;
-  wire signed [32:0] t167_ex = t132_r + t164_p2;
-  wire signed [31:0] t167 = `RBD_Q_SUM(t167_ex);  // forward kinematics, body 5, level 5: cycle 25
-  reg signed [31:0] t167_r;
-  always @(posedge clk) t167_r <= t167;
-  // forward kinematics, body 6, level 6: sin/cos of one angle, cycles 0..15 (CORDIC, 15 pipeline stages)
-  wire signed [31:0] u168_s, u168_c;
-  rbd_iiwa14_verilog_sincos u168 (.x(in_q_6), .s(u168_s), .c(u168_c));
-  reg signed [31:0] u168_s_p1, u168_s_p2, u168_s_p3, u168_s_p4, u168_s_p5, u168_s_p6, u168_s_p7, u168_s_p8, u168_s_p9, u168_s_p10, u168_s_p11, u168_s_p12, u168_s_p13, u168_s_p14, u168_s_p15;
-  always @(posedge clk) begin u168_s_p1 <= u168_s; u168_s_p2 <= u168_s_p1; u168_s_p3 <= u168_s_p2; u168_s_p4 <= u168_s_p3; u168_s_p5 <= u168_s_p4; u168_s_p6 <= u168_s_p5; u168_s_p7 <= u168_s_p6; u168_s_p8 <= u168_s_p7; u168_s_p9 <= u168_s_p8; u168_s_p10 <= u168_s_p9; u168_s_p11 <= u168_s_p10; u168_s_p12 <= u168_s_p11; u168_s_p13 <= u168_s_p12; u168_s_p14 <= u168_s_p13; u168_s_p15 <= u168_s_p14; end
-  reg signed [31:0] u168_c_p1, u168_c_p2, u168_c_p3, u168_c_p4, u168_c_p5, u168_c_p6, u168_c_p7, u168_c_p8, u168_c_p9, u168_c_p10, u168_c_p11, u168_c_p12, u168_c_p13, u168_c_p14, u168_c_p15;
-  always @(posedge clk) begin u168_c_p1 <= u168_c; u168_c_p2 <= u168_c_p1; u168_c_p3 <= u168_c_p2; u168_c_p4 <= u168_c_p3; u168_c_p5 <= u168_c_p4; u168_c_p6 <= u168_c_p5; u168_c_p7 <= u168_c_p6; u168_c_p8 <= u168_c_p7; u168_c_p9 <= u168_c_p8; u168_c_p10 <= u168_c_p9; u168_c_p11 <= u168_c_p10; u168_c_p12 <= u168_c_p11; u168_c_p13 <= u168_c_p12; u168_c_p14 <= u168_c_p13; u168_c_p15 <= u168_c_p14; end
-  wire signed [63:0] t174_c_ex = t140_r * u168_c_p15;
+  wire signed [31:0] t162_c = `RBD_Q_PROD(t162_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
+  reg signed [31:0] t162_p1, t162_p2, t162_p3;
+  always @(posedge clk) begin t162_p1 <= t162_c; t162_p2 <= t162_p1; t162_p3 <= t162_p2; end
+  wire signed [32:0] t164_ex = t161_r - t162_p3;
+  wire signed [31:0] t164 = `RBD_Q_SUM(t164_ex);  // forward kinematics, body 6, level 6: cycle 39
+  reg signed [31:0] t164_r;
+  always @(posedge clk) t164_r <= t164;
+  wire signed [63:0] t165_c_ex = t128_r * u156_s_p15;
+  wire signed [48:0] t165_c_rd = `RBD_Q_RND(t165_c_ex);
+  wire signed [31:0] t165_c = `RBD_Q_PROD(t165_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
+  reg signed [31:0] t165_p1, t165_p2, t165_p3;
+  always @(posedge clk) begin t165_p1 <= t165_c; t165_p2 <= t165_p1; t165_p3 <= t165_p2; end
+  wire signed [63:0] t166_c_ex = t98_r * u156_c_p15;
+  wire signed [48:0] t166_c_rd = `RBD_Q_RND(t166_c_ex);
+  wire signed [31:0] t166_c = `RBD_Q_PROD(t166_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
+  reg signed [31:0] t166_p1, t166_p2, t166_p3;
+  always @(posedge clk) begin t166_p1 <= t166_c; t166_p2 <= t166_p1; t166_p3 <= t166_p2; end
+  wire signed [32:0] t168_ex = t165_p3 - t166_p3;
+  wire signed [31:0] t168 = `RBD_Q_SUM(t168_ex);  // forward kinematics, body 6, level 6: cycle 38
+  reg signed [31:0] t168_r;
+  always @(posedge clk) t168_r <= t168;
+  wire signed [63:0] t169_c_ex = t136_r * u156_c_p15;
+  wire signed [48:0] t169_c_rd = `RBD_Q_RND(t169_c_ex);
+  wire signed [31:0] t169_c = `RBD_Q_PROD(t169_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
+  reg signed [31:0] t169_p1, t169_p2, t169_p3;
+  always @(posedge clk) begin t169_p1 <= t169_c; t169_p2 <= t169_p1; t169_p3 <= t169_p2; end
+  wire signed [32:0] t170_ex = -t169_p3;
+  wire signed [31:0] t170 = `RBD_Q_SUM(t170_ex);  // forward kinematics, body 6, level 6: cycle 38
+  reg signed [31:0] t170_r;
+  always @(posedge clk) t170_r <= t170;
+  wire signed [63:0] t171_c_ex = t107_r * u156_s_p15;
+  wire signed [48:0] t171_c_rd = `RBD_Q_RND(t171_c_ex);
+  wire signed [31:0] t171_c = `RBD_Q_PROD(t171_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
+  reg signed [31:0] t171_p1, t171_p2, t171_p3;
+  always @(posedge clk) begin t171_p1 <= t171_c; t171_p2 <= t171_p1; t171_p3 <= t171_p2; end
+  wire signed [32:0] t173_ex = t170_r - t171_p3;
+  wire signed [31:0] t173 = `RBD_Q_SUM(t173_ex);  // forward kinematics, body 6, level 6: cycle 39
+  reg signed [31:0] t173_r;
+  always @(posedge clk) t173_r <= t173;
+  wire signed [63:0] t174_c_ex = t136_r * u156_s_p15;
   wire signed [48:0] t174_c_rd = `RBD_Q_RND(t174_c_ex);
   wire signed [31:0] t174_c = `RBD_Q_PROD(t174_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
   reg signed [31:0] t174_p1, t174_p2, t174_p3;
   always @(posedge clk) begin t174_p1 <= t174_c; t174_p2 <= t174_p1; t174_p3 <= t174_p2; end
-  wire signed [32:0] t175_ex = -t174_p3;
-  wire signed [31:0] t175 = `RBD_Q_SUM(t175_ex);  // forward kinematics, body 6, level 6: cycle 38
-  reg signed [31:0] t175_r;
-  always @(posedge clk) t175_r <= t175;
-  wire signed [63:0] t176_c_ex = t108_r * u168_s_p15;
-  wire signed [48:0] t176_c_rd = `RBD_Q_RND(t176_c_ex);
-  wire signed [31:0] t176_c = `RBD_Q_PROD(t176_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
-  reg signed [31:0] t176_p1, t176_p2, t176_p3;
-  always @(posedge clk) begin t176_p1 <= t176_c; t176_p2 <= t176_p1; t176_p3 <= t176_p2; end
-  wire signed [32:0] t178_ex = t175_r - t176_p3;
-  wire signed [31:0] t178 = `RBD_Q_SUM(t178_ex);  // forward kinematics, body 6, level 6: cycle 39
-  reg signed [31:0] t178_r;
-  always @(posedge clk) t178_r <= t178;
-  wire signed [63:0] t179_c_ex = t140_r * u168_s_p15;
-  wire signed [48:0] t179_c_rd = `RBD_Q_RND(t179_c_ex);
-  wire signed [31:0] t179_c = `RBD_Q_PROD(t179_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
-  reg signed [31:0] t179_p1, t179_p2, t179_p3;
-  always @(posedge clk) begin t179_p1 <= t179_c; t179_p2 <= t179_p1; t179_p3 <= t179_p2; end
-  wire signed [63:0] t180_c_ex = t108_r * u168_c_p15;
+  wire signed [63:0] t175_c_ex = t107_r * u156_c_p15;
+  wire signed [48:0] t175_c_rd = `RBD_Q_RND(t175_c_ex);
+  wire signed [31:0] t175_c = `RBD_Q_PROD(t175_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
+  reg signed [31:0] t175_p1, t175_p2, t175_p3;
+  always @(posedge clk) begin t175_p1 <= t175_c; t175_p2 <= t175_p1; t175_p3 <= t175_p2; end
+  wire signed [32:0] t177_ex = t174_p3 - t175_p3;
+  wire signed [31:0] t177 = `RBD_Q_SUM(t177_ex);  // forward kinematics, body 6, level 6: cycle 38
+  reg signed [31:0] t177_r;
+  always @(posedge clk) t177_r <= t177;
+  wire signed [63:0] t178_c_ex = t144_r * u156_c_p15;
+  wire signed [48:0] t178_c_rd = `RBD_Q_RND(t178_c_ex);
+  wire signed [31:0] t178_c = `RBD_Q_PROD(t178_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..34
+  reg signed [31:0] t178_p1, t178_p2, t178_p3;
+  always @(posedge clk) begin t178_p1 <= t178_c; t178_p2 <= t178_p1; t178_p3 <= t178_p2; end
+  wire signed [32:0] t179_ex = -t178_p3;
+  wire signed [31:0] t179 = `RBD_Q_SUM(t179_ex);  // forward kinematics, body 6, level 6: cycle 34
+  reg signed [31:0] t179_r;
+  always @(posedge clk) t179_r <= t179;
+  wire signed [63:0] t180_c_ex = t116_r * u156_s_p15;
   wire signed [48:0] t180_c_rd = `RBD_Q_RND(t180_c_ex);
-  wire signed [31:0] t180_c = `RBD_Q_PROD(t180_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
+  wire signed [31:0] t180_c = `RBD_Q_PROD(t180_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 26..29
   reg signed [31:0] t180_p1, t180_p2, t180_p3;
   always @(posedge clk) begin t180_p1 <= t180_c; t180_p2 <= t180_p1; t180_p3 <= t180_p2; end
-  wire signed [32:0] t182_ex = t179_p3 - t180_p3;
-  wire signed [31:0] t182 = `RBD_Q_SUM(t182_ex);  // forward kinematics, body 6, level 6: cycle 38
+  wire signed [32:0] t182_ex = t179_r - t180_p3;
+  wire signed [31:0] t182 = `RBD_Q_SUM(t182_ex);  // forward kinematics, body 6, level 6: cycle 35
   reg signed [31:0] t182_r;
   always @(posedge clk) t182_r <= t182;
-  wire signed [63:0] t183_c_ex = t148_r * u168_c_p15;
+  wire signed [63:0] t183_c_ex = t144_r * u156_s_p15;
   wire signed [48:0] t183_c_rd = `RBD_Q_RND(t183_c_ex);
-  wire signed [31:0] t183_c = `RBD_Q_PROD(t183_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
+  wire signed [31:0] t183_c = `RBD_Q_PROD(t183_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..34
   reg signed [31:0] t183_p1, t183_p2, t183_p3;
   always @(posedge clk) begin t183_p1 <= t183_c; t183_p2 <= t183_p1; t183_p3 <= t183_p2; end
-  wire signed [32:0] t184_ex = -t183_p3;
-  wire signed [31:0] t184 = `RBD_Q_SUM(t184_ex);  // forward kinematics, body 6, level 6: cycle 38
-  reg signed [31:0] t184_r;
-  always @(posedge clk) t184_r <= t184;
-  wire signed [63:0] t185_c_ex = t117_r * u168_s_p15;
-  wire signed [48:0] t185_c_rd = `RBD_Q_RND(t185_c_ex);
-  wire signed [31:0] t185_c = `RBD_Q_PROD(t185_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
-  reg signed [31:0] t185_p1, t185_p2, t185_p3;
-  always @(posedge clk) begin t185_p1 <= t185_c; t185_p2 <= t185_p1; t185_p3 <= t185_p2; end
-  wire signed [32:0] t187_ex = t184_r - t185_p3;
-  wire signed [31:0] t187 = `RBD_Q_SUM(t187_ex);  // forward kinematics, body 6, level 6: cycle 39
-  reg signed [31:0] t187_r;
-  always @(posedge clk) t187_r <= t187;
-  wire signed [63:0] t188_c_ex = t148_r * u168_s_p15;
+  wire signed [63:0] t184_c_ex = t116_r * u156_c_p15;
+  wire signed [48:0] t184_c_rd = `RBD_Q_RND(t184_c_ex);
+  wire signed [31:0] t184_c = `RBD_Q_PROD(t184_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 26..29
+  reg signed [31:0] t184_p1, t184_p2, t184_p3;
+  always @(posedge clk) begin t184_p1 <= t184_c; t184_p2 <= t184_p1; t184_p3 <= t184_p2; end
+  wire signed [32:0] t186_ex = t183_p3 - t184_p3;
+  wire signed [31:0] t186 = `RBD_Q_SUM(t186_ex);  // forward kinematics, body 6, level 6: cycle 34
+  reg signed [31:0] t186_r;
+  always @(posedge clk) t186_r <= t186;
+  wire signed [63:0] t187_c_ex = t132_r * 32'sd5308;
+  wire signed [48:0] t187_c_rd = `RBD_Q_RND(t187_c_ex);
+  wire signed [31:0] t187_c = `RBD_Q_PROD(t187_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..37
+  reg signed [31:0] t187_p1, t187_p2;
+  always @(posedge clk) begin t187_p1 <= t187_c; t187_p2 <= t187_p1; end
+  wire signed [63:0] t188_c_ex = t140_r * 32'sd5308;
   wire signed [48:0] t188_c_rd = `RBD_Q_RND(t188_c_ex);
-  wire signed [31:0] t188_c = `RBD_Q_PROD(t188_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..38
-  reg signed [31:0] t188_p1, t188_p2, t188_p3;
-  always @(posedge clk) begin t188_p1 <= t188_c; t188_p2 <= t188_p1; t188_p3 <= t188_p2; end
-  wire signed [63:0] t189_c_ex = t117_r * u168_c_p15;
+  wire signed [31:0] t188_c = `RBD_Q_PROD(t188_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..37
+  reg signed [31:0] t188_p1, t188_p2;
+  always @(posedge clk) begin t188_p1 <= t188_c; t188_p2 <= t188_p1; end
+  wire signed [63:0] t189_c_ex = t148_r * 32'sd5308;
   wire signed [48:0] t189_c_rd = `RBD_Q_RND(t189_c_ex);
-  wire signed [31:0] t189_c = `RBD_Q_PROD(t189_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 30..33
-  reg signed [31:0] t189_p1, t189_p2, t189_p3;
-  always @(posedge clk) begin t189_p1 <= t189_c; t189_p2 <= t189_p1; t189_p3 <= t189_p2; end
-  wire signed [32:0] t191_ex = t188_p3 - t189_p3;
-  wire signed [31:0] t191 = `RBD_Q_SUM(t191_ex);  // forward kinematics, body 6, level 6: cycle 38
+  wire signed [31:0] t189_c = `RBD_Q_PROD(t189_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..33
+  reg signed [31:0] t189_p1, t189_p2;
+  always @(posedge clk) begin t189_p1 <= t189_c; t189_p2 <= t189_p1; end
+  wire signed [32:0] t190_ex = t153_r + t187_p2;
+  wire signed [31:0] t190 = `RBD_Q_SUM(t190_ex);  // forward kinematics, body 6, level 6: cycle 37
+  reg signed [31:0] t190_r;
+  always @(posedge clk) t190_r <= t190;
+  wire signed [32:0] t191_ex = t154_r + t188_p2;
+  wire signed [31:0] t191 = `RBD_Q_SUM(t191_ex);  // forward kinematics, body 6, level 6: cycle 37
   reg signed [31:0] t191_r;
   always @(posedge clk) t191_r <= t191;
-  wire signed [63:0] t192_c_ex = t156_r * u168_c_p15;
-  wire signed [48:0] t192_c_rd = `RBD_Q_RND(t192_c_ex);
-  wire signed [31:0] t192_c = `RBD_Q_PROD(t192_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..34
-  reg signed [31:0] t192_p1, t192_p2, t192_p3;
-  always @(posedge clk) begin t192_p1 <= t192_c; t192_p2 <= t192_p1; t192_p3 <= t192_p2; end
-  wire signed [32:0] t193_ex = -t192_p3;
-  wire signed [31:0] t193 = `RBD_Q_SUM(t193_ex);  // forward kinematics, body 6, level 6: cycle 34
-  reg signed [31:0] t193_r;
-  always @(posedge clk) t193_r <= t193;
-  wire signed [63:0] t194_c_ex = t126_r * u168_s_p15;
-  wire signed [48:0] t194_c_rd = `RBD_Q_RND(t194_c_ex);
-  wire signed [31:0] t194_c = `RBD_Q_PROD(t194_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 26..29
-  reg signed [31:0] t194_p1, t194_p2, t194_p3;
-  always @(posedge clk) begin t194_p1 <= t194_c; t194_p2 <= t194_p1; t194_p3 <= t194_p2; end
-  wire signed [32:0] t196_ex = t193_r - t194_p3;
-  wire signed [31:0] t196 = `RBD_Q_SUM(t196_ex);  // forward kinematics, body 6, level 6: cycle 35
-  reg signed [31:0] t196_r;
-  always @(posedge clk) t196_r <= t196;
-  wire signed [63:0] t197_c_ex = t156_r * u168_s_p15;
-  wire signed [48:0] t197_c_rd = `RBD_Q_RND(t197_c_ex);
-  wire signed [31:0] t197_c = `RBD_Q_PROD(t197_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..34
-  reg signed [31:0] t197_p1, t197_p2, t197_p3;
-  always @(posedge clk) begin t197_p1 <= t197_c; t197_p2 <= t197_p1; t197_p3 <= t197_p2; end
-  wire signed [63:0] t198_c_ex = t126_r * u168_c_p15;
-  wire signed [48:0] t198_c_rd = `RBD_Q_RND(t198_c_ex);
-  wire signed [31:0] t198_c = `RBD_Q_PROD(t198_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 26..29
-  reg signed [31:0] t198_p1, t198_p2, t198_p3;
-  always @(posedge clk) begin t198_p1 <= t198_c; t198_p2 <= t198_p1; t198_p3 <= t198_p2; end
-  wire signed [32:0] t200_ex = t197_p3 - t198_p3;
-  wire signed [31:0] t200 = `RBD_Q_SUM(t200_ex);  // forward kinematics, body 6, level 6: cycle 34
-  reg signed [31:0] t200_r;
-  always @(posedge clk) t200_r <= t200;
-  wire signed [63:0] t201_c_ex = t144_r * 32'sd5308;
-  wire signed [48:0] t201_c_rd = `RBD_Q_RND(t201_c_ex);
-  wire signed [31:0] t201_c = `RBD_Q_PROD(t201_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..37
-  reg signed [31:0] t201_p1, t201_p2;
-  always @(posedge clk) begin t201_p1 <= t201_c; t201_p2 <= t201_p1; end
-  wire signed [63:0] t202_c_ex = t152_r * 32'sd5308;
-  wire signed [48:0] t202_c_rd = `RBD_Q_RND(t202_c_ex);
-  wire signed [31:0] t202_c = `RBD_Q_PROD(t202_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 35..37
-  reg signed [31:0] t202_p1, t202_p2;
-  always @(posedge clk) begin t202_p1 <= t202_c; t202_p2 <= t202_p1; end
-  wire signed [63:0] t203_c_ex = t160_r * 32'sd5308;
-  wire signed [48:0] t203_c_rd = `RBD_Q_RND(t203_c_ex);
-  wire signed [31:0] t203_c = `RBD_Q_PROD(t203_c_rd);  // forward kinematics, body 6, level 6: mul, cycles 31..33
-  reg signed [31:0] t203_p1, t203_p2;
-  always @(posedge clk) begin t203_p1 <= t203_c; t203_p2 <= t203_p1; end
-  wire signed [32:0] t204_ex = t165_r + t201_p2;
-  wire signed [31:0] t204 = `RBD_Q_SUM(t204_ex);  // forward kinematics, body 6, level 6: cycle 37
-  reg signed [31:0] t204_r;
-  always @(posedge clk) t204_r <= t204;
-  wire signed [32:0] t205_ex = t166_r + t202_p2;
-  wire signed [31:0] t205 = `RBD_Q_SUM(t205_ex);  // forward kinematics, body 6, level 6: cycle 37
-  reg signed [31:0] t205_r;
-  always @(posedge clk) t205_r <= t205;
-  wire signed [32:0] t206_ex = t167_r + t203_p2;
-  wire signed [31:0] t206 = `RBD_Q_SUM(t206_ex);  // forward kinematics, body 6, level 6: cycle 33
-  reg signed [31:0] t206_r;
-  always @(posedge clk) t206_r <= t206;
+  wire signed [32:0] t192_ex = t155_r + t189_p2;
+  wire signed [31:0] t192 = `RBD_Q_SUM(t192_ex);  // forward kinematics, body 6, level 6: cycle 33
+  reg signed [31:0] t192_r;
+  always @(posedge clk) t192_r <= t192;
   assign oMb[31:0] = u7_c_p15;
   assign oMb[63:32] = t12_r;
   assign oMb[95:64] = 32'sd0;
@@ -725,98 +725,98 @@ module rbd_iiwa14_verilog_forward_kinematics (
   assign oMb[447:416] = 32'sd0;
   assign oMb[479:448] = 32'sd0;
   assign oMb[511:480] = 32'sd65536;
-  assign oMb[543:512] = t23_r;
-  assign oMb[575:544] = t24_p3;
+  assign oMb[543:512] = t19_r;
+  assign oMb[575:544] = t20_p3;
   assign oMb[607:576] = t12_r;
   assign oMb[639:608] = 32'sd0;
-  assign oMb[671:640] = t26_r;
-  assign oMb[703:672] = t27_p3;
+  assign oMb[671:640] = t22_r;
+  assign oMb[703:672] = t23_p3;
   assign oMb[735:704] = u7_c_p15;
   assign oMb[767:736] = 32'sd0;
-  assign oMb[799:768] = u16_s_p15;
-  assign oMb[831:800] = u16_c_p15;
+  assign oMb[799:768] = u14_s_p15;
+  assign oMb[831:800] = u14_c_p15;
   assign oMb[863:832] = 32'sd0;
   assign oMb[895:864] = 32'sd23593;
   assign oMb[927:896] = 32'sd0;
   assign oMb[959:928] = 32'sd0;
   assign oMb[991:960] = 32'sd0;
   assign oMb[1023:992] = 32'sd65536;
-  assign oMb[1055:1024] = t38_r;
-  assign oMb[1087:1056] = t43_r;
-  assign oMb[1119:1088] = t24_p3;
-  assign oMb[1151:1120] = t54_p2;
-  assign oMb[1183:1152] = t46_r;
-  assign oMb[1215:1184] = t50_r;
-  assign oMb[1247:1216] = t27_p3;
-  assign oMb[1279:1248] = t55_p2;
-  assign oMb[1311:1280] = t52_r;
-  assign oMb[1343:1312] = t53_p3;
-  assign oMb[1375:1344] = u16_c_p15;
-  assign oMb[1407:1376] = t57_r;
+  assign oMb[1055:1024] = t32_r;
+  assign oMb[1087:1056] = t37_r;
+  assign oMb[1119:1088] = t20_p3;
+  assign oMb[1151:1120] = t48_p2;
+  assign oMb[1183:1152] = t40_r;
+  assign oMb[1215:1184] = t44_r;
+  assign oMb[1247:1216] = t23_p3;
+  assign oMb[1279:1248] = t49_p2;
+  assign oMb[1311:1280] = t46_r;
+  assign oMb[1343:1312] = t47_p3;
+  assign oMb[1375:1344] = u14_c_p15;
+  assign oMb[1407:1376] = t51_r;
   assign oMb[1439:1408] = 32'sd0;
   assign oMb[1471:1440] = 32'sd0;
   assign oMb[1503:1472] = 32'sd0;
   assign oMb[1535:1504] = 32'sd65536;
-  assign oMb[1567:1536] = t66_r;
-  assign oMb[1599:1568] = t70_r;
-  assign oMb[1631:1600] = t71_r;
-  assign oMb[1663:1632] = t91_r;
-  assign oMb[1695:1664] = t74_r;
-  assign oMb[1727:1696] = t78_r;
-  assign oMb[1759:1728] = t79_r;
-  assign oMb[1791:1760] = t92_r;
-  assign oMb[1823:1792] = t83_r;
-  assign oMb[1855:1824] = t86_r;
-  assign oMb[1887:1856] = t87_r;
-  assign oMb[1919:1888] = t93_r;
+  assign oMb[1567:1536] = t58_r;
+  assign oMb[1599:1568] = t62_r;
+  assign oMb[1631:1600] = t63_r;
+  assign oMb[1663:1632] = t83_r;
+  assign oMb[1695:1664] = t66_r;
+  assign oMb[1727:1696] = t70_r;
+  assign oMb[1759:1728] = t71_r;
+  assign oMb[1791:1760] = t84_r;
+  assign oMb[1823:1792] = t75_r;
+  assign oMb[1855:1824] = t78_r;
+  assign oMb[1887:1856] = t79_r;
+  assign oMb[1919:1888] = t85_r;
   assign oMb[1951:1920] = 32'sd0;
   assign oMb[1983:1952] = 32'sd0;
   assign oMb[2015:1984] = 32'sd0;
   assign oMb[2047:2016] = 32'sd65536;
-  assign oMb[2079:2048] = t104_r;
-  assign oMb[2111:2080] = t108_r;
-  assign oMb[2143:2112] = t70_r;
-  assign oMb[2175:2144] = t130_r;
-  assign oMb[2207:2176] = t113_r;
-  assign oMb[2239:2208] = t117_r;
-  assign oMb[2271:2240] = t78_r;
-  assign oMb[2303:2272] = t131_r;
-  assign oMb[2335:2304] = t122_r;
-  assign oMb[2367:2336] = t126_r;
-  assign oMb[2399:2368] = t86_r;
-  assign oMb[2431:2400] = t132_r;
+  assign oMb[2079:2048] = t94_r;
+  assign oMb[2111:2080] = t98_r;
+  assign oMb[2143:2112] = t62_r;
+  assign oMb[2175:2144] = t120_r;
+  assign oMb[2207:2176] = t103_r;
+  assign oMb[2239:2208] = t107_r;
+  assign oMb[2271:2240] = t70_r;
+  assign oMb[2303:2272] = t121_r;
+  assign oMb[2335:2304] = t112_r;
+  assign oMb[2367:2336] = t116_r;
+  assign oMb[2399:2368] = t78_r;
+  assign oMb[2431:2400] = t122_r;
   assign oMb[2463:2432] = 32'sd0;
   assign oMb[2495:2464] = 32'sd0;
   assign oMb[2527:2496] = 32'sd0;
   assign oMb[2559:2528] = 32'sd65536;
-  assign oMb[2591:2560] = t140_r;
-  assign oMb[2623:2592] = t144_r;
-  assign oMb[2655:2624] = t145_r;
-  assign oMb[2687:2656] = t165_r;
-  assign oMb[2719:2688] = t148_r;
-  assign oMb[2751:2720] = t152_r;
-  assign oMb[2783:2752] = t153_r;
-  assign oMb[2815:2784] = t166_r;
-  assign oMb[2847:2816] = t156_r;
-  assign oMb[2879:2848] = t160_r;
-  assign oMb[2911:2880] = t161_r;
-  assign oMb[2943:2912] = t167_r;
+  assign oMb[2591:2560] = t128_r;
+  assign oMb[2623:2592] = t132_r;
+  assign oMb[2655:2624] = t133_r;
+  assign oMb[2687:2656] = t153_r;
+  assign oMb[2719:2688] = t136_r;
+  assign oMb[2751:2720] = t140_r;
+  assign oMb[2783:2752] = t141_r;
+  assign oMb[2815:2784] = t154_r;
+  assign oMb[2847:2816] = t144_r;
+  assign oMb[2879:2848] = t148_r;
+  assign oMb[2911:2880] = t149_r;
+  assign oMb[2943:2912] = t155_r;
   assign oMb[2975:2944] = 32'sd0;
   assign oMb[3007:2976] = 32'sd0;
   assign oMb[3039:3008] = 32'sd0;
   assign oMb[3071:3040] = 32'sd65536;
-  assign oMb[3103:3072] = t178_r;
-  assign oMb[3135:3104] = t182_r;
-  assign oMb[3167:3136] = t144_r;
-  assign oMb[3199:3168] = t204_r;
-  assign oMb[3231:3200] = t187_r;
-  assign oMb[3263:3232] = t191_r;
-  assign oMb[3295:3264] = t152_r;
-  assign oMb[3327:3296] = t205_r;
-  assign oMb[3359:3328] = t196_r;
-  assign oMb[3391:3360] = t200_r;
-  assign oMb[3423:3392] = t160_r;
-  assign oMb[3455:3424] = t206_r;
+  assign oMb[3103:3072] = t164_r;
+  assign oMb[3135:3104] = t168_r;
+  assign oMb[3167:3136] = t132_r;
+  assign oMb[3199:3168] = t190_r;
+  assign oMb[3231:3200] = t173_r;
+  assign oMb[3263:3232] = t177_r;
+  assign oMb[3295:3264] = t140_r;
+  assign oMb[3327:3296] = t191_r;
+  assign oMb[3359:3328] = t182_r;
+  assign oMb[3391:3360] = t186_r;
+  assign oMb[3423:3392] = t148_r;
+  assign oMb[3455:3424] = t192_r;
   assign oMb[3487:3456] = 32'sd0;
   assign oMb[3519:3488] = 32'sd0;
   assign oMb[3551:3520] = 32'sd0;

@@ -116,9 +116,9 @@ int rbd_quadruped_crba_f64_lanes(void);
 /* aba: forward dynamics q̈ (articulated-body algorithm)
  * in:  q[19], v[18], tau[18]
  * out: qdd[18]
- * scratch (f64): 200 doubles (1600 bytes) on the stack of rbd_quadruped_aba_f64
+ * scratch (f64): 186 doubles (1488 bytes) on the stack of rbd_quadruped_aba_f64
  */
-#define RBD_QUADRUPED_ABA_F64_WORKSPACE 200
+#define RBD_QUADRUPED_ABA_F64_WORKSPACE 186
 void rbd_quadruped_aba_f64(const double* q, const double* v, const double* tau, double* qdd);
 void rbd_quadruped_aba_f64_ws(const double* q, const double* v, const double* tau, double* qdd, double* work);
 long rbd_quadruped_aba_f64_workspace_size(void);

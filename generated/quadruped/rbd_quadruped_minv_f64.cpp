@@ -234,7 +234,7 @@ static inline void rbd_stream_fence() {
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
 // ops: 2639 mul, 2294 add/sub, 14 div, 24 sin/cos; critical path 95 ops
-// 5929 statements in 9 parts, 181 scalars of scratch
+// 5907 statements in 9 parts, 181 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_quadruped_minv_parts0_f64.cpp
 template <typename S>

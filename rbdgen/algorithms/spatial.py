@@ -71,17 +71,27 @@ class AxisRotation:
     the identity on axis k and Q = [[c, s], [−s, c]] on the plane of the other two, rows and
     columns (i, j) = (k+1, k+2) mod 3 for +e_k, (k+2, k+1) for −e_k (the rotation by −q).
 
-    Congruences EᵀPE by it need only the plane's part, by the double angle: with σ = s²,
-    cs = c·s, cos 2q = 1 − 2σ, sin 2q = 2cs (per joint, shared by every use) a symmetric 3×3
+    Congruences EᵀPE by it need only the plane's part, by the double angle: with σ = s² and
+    cs = c·s (cos 2q = 1 − 2σ, sin 2q = 2cs; per joint, shared by every use) a symmetric 3×3
     costs 8 multiplies (4 for its plane's 2×2, 4 for the column beside it) where EᵀPE with E
     linear in (c, s) costs 25-40."""
 
-    def __init__(self, g, k: int, sign: float, c, s):
+    def __init__(self, k: int, sign: float, c, s):
         self.k = k
         self.i, self.j = ((k + 1) % 3, (k + 2) % 3) if sign > 0 else ((k + 2) % 3, (k + 1) % 3)
         self.c, self.s = c, s
-        self.sig = s * s
-        self.cs = c * s
+
+    # σ and cs are formed where a congruence first needs them (the graph shares them after):
+    # formed with the transform, in the forward pass, they would stay live through it to the
+    # backward pass, two more values per joint in registers (on a GPU thread, aba's 198
+    # registers and a spill in contact_terms instead of ≤ 168 and none)
+    @property
+    def sig(self):
+        return self.s * self.s
+
+    @property
+    def cs(self):
+        return self.c * self.s
 
     def vec(self, x):
         """Eᵀx (a column of P beside the plane) or xᵀE (a row): (c x_i − s x_j, s x_i + c x_j)."""

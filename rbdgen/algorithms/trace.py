@@ -113,7 +113,7 @@ class Trace:
                 # about an axis of its frame after a quarter-turn X_tree (nearly every joint of
                 # the bundled robots): congruences by the joint's rotation, then X_tree's
                 k = int(np.flatnonzero(a)[0])
-                self._X[i] = S.XForm(E, r, (S.AxisRotation(g, k, a[k], c, s), S.XForm(self.consts(Et), r)))
+                self._X[i] = S.XForm(E, r, (S.AxisRotation(k, a[k], c, s), S.XForm(self.consts(Et), r)))
                 return self._X[i]
         elif jt.kind == "prismatic":
             E = self.consts(jt.E0)

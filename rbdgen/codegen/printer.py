@@ -220,9 +220,9 @@ def _share_slots(crossing: list, defined: dict, last_use: dict) -> dict:
 @pausing
 def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = DEFAULT_PART_SIZE,
                  scalar: str = "S", partition: dict | None = None, epilogue: bool = True,
-                 part_stage: list | None = None) -> PrintedKernel:
-    """Print ``kernel``. By default long kernels are cut into sequential parts of ``part_size``
-    statements. ``partition`` (node id → part index, every index used) instead assigns each
+                 part_stage: list | None = None, split_above: int = SPLIT_ABOVE) -> PrintedKernel:
+    """Print ``kernel``. By default kernels of more than ``split_above`` statements are cut
+    into sequential parts of ``part_size`` statements. ``partition`` (node id → part index, every index used) instead assigns each
     statement to a part chosen by the caller, e.g. the (stage, thread) pieces of a
     :func:`~rbdgen.ir.schedule.level_schedule`; either way a value used by another part than
     its own passes through ``w``. ``epilogue=False`` leaves the ``post`` products to the
@@ -247,7 +247,7 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
         part_of = {n.id: partition[n.id] for n in ops}
         nparts = max(part_of.values(), default=0) + 1
     else:
-        nparts = 1 if len(ops) <= max(SPLIT_ABOVE, part_size) else -(-len(ops) // part_size)
+        nparts = 1 if len(ops) <= max(split_above, part_size) else -(-len(ops) // part_size)
         part_of = {n.id: min(idx // part_size, nparts - 1) for idx, n in enumerate(ops)}
     names = {n.id: f"t{idx}" for idx, n in enumerate(ops)}
     # values used in a later part than their definition go to the workspace

@@ -79,6 +79,15 @@ BLOCK_MIN_SPEEDUP = 1.5
 #: above which the thread shape is not generated at all (the driver reserves local memory for
 #: every thread the GPU can hold: 16 KiB × 2048 × 132 SMs = 4.4 GB on an H100)
 THREAD_LOCAL_PREFER = 1024
+#: the thread shape's kernels of more statements than this are cut into parts of at most
+#: THREAD_PART_SIZE passing values through local memory (the CPU's: above 1 500, parts of 600,
+#: for its compile time). Register pressure is what sets them here: one function of the iiwa's
+#: aba (1 297 statements) took 190 registers from ptxas, an eighth of an H100 SM's warps, and
+#: parts of 600 left contact_terms a 4-byte spill under the thread tile's launch bound of 128
+#: registers; split at 1 200 into parts of 400, aba takes 118 (a quarter), contact_terms 126,
+#: ∇FD 168 instead of 254 (ptxas 12.x, sm_90; docs/performance.md §36)
+THREAD_SPLIT_ABOVE = 1200
+THREAD_PART_SIZE = 400
 THREAD_LOCAL_LIMIT = 16 * 1024
 SHAPES = {"auto": 0, "thread": 1, "block": 2}
 
@@ -219,7 +228,8 @@ def generate_cuda(model: RobotModel, dtypes=("float64",), kernels=None, *, fold:
                                "space": "__constant__" if nbytes_tables <= CONSTANT_TABLES else "__device__",
                                "kinds": len(R.kinds), "segments": len(R.segments)}
             else:
-                pt = print_kernel(kernel, dtype, CUDA, part_size=part_size)
+                pt = print_kernel(kernel, dtype, CUDA, part_size=min(part_size, THREAD_PART_SIZE),
+                                  split_above=THREAD_SPLIT_ABOVE)
                 pb = print_kernel(kernel, dtype, CUDA, partition=sched.part, epilogue=False,
                                   part_stage=[st for st, _ in sched.pieces])
                 epi = print_epilogue_shared(kernel, pb, dtype, CUDA, "lane", "LANES")
