@@ -109,7 +109,8 @@ class Trace:
             r = self.consts(jt.r0)
             Et, _ = tree_parts(m, i)
             a = np.asarray(m.axis[i], dtype=float)
-            if self.g.fold and np.count_nonzero(a) == 1 and np.max(np.abs(a)) == 1.0 and np.all(np.isin(Et, (0.0, 1.0, -1.0))):
+            quarter_turn = np.all(np.isin(Et, (0.0, 1.0, -1.0)))
+            if self.g.fold and np.count_nonzero(a) == 1 and np.max(np.abs(a)) == 1.0 and quarter_turn:
                 # about an axis of its frame after a quarter-turn X_tree (nearly every joint of
                 # the bundled robots): congruences by the joint's rotation, then X_tree's
                 k = int(np.flatnonzero(a)[0])

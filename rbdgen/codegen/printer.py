@@ -222,9 +222,9 @@ def print_kernel(kernel: Kernel, dtype: str, dialect: Dialect, part_size: int = 
                  scalar: str = "S", partition: dict | None = None, epilogue: bool = True,
                  part_stage: list | None = None, split_above: int = SPLIT_ABOVE) -> PrintedKernel:
     """Print ``kernel``. By default kernels of more than ``split_above`` statements are cut
-    into sequential parts of ``part_size`` statements. ``partition`` (node id → part index, every index used) instead assigns each
-    statement to a part chosen by the caller, e.g. the (stage, thread) pieces of a
-    :func:`~rbdgen.ir.schedule.level_schedule`; either way a value used by another part than
+    into sequential parts of ``part_size`` statements. ``partition`` (node id → part index,
+    every index used) instead assigns each statement to a part chosen by the caller, e.g. the
+    (stage, thread) pieces of a :func:`~rbdgen.ir.schedule.level_schedule`; either way a value used by another part than
     its own passes through ``w``. ``epilogue=False`` leaves the ``post`` products to the
     caller (a backend that runs them on several threads). ``part_stage[p]`` is the step at
     which part ``p`` of a ``partition`` runs (parts of one step may run at once, steps one after
