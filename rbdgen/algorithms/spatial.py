@@ -184,13 +184,12 @@ class XForm:
         A″ = A′ − K − Kᵀ − r× N,  B″ = B′ + r× C′,  C″ = C′.  About three quarters of the
         multiplies of the 6×6 products. With :attr:`split`, the joint's rotation first, by
         blocks (:class:`AxisRotation`), then X_tree's congruence."""
+        blk = lambda r0, c0: [[M[r0 + a][c0 + b] for b in range(3)] for a in range(3)]  # noqa: E731
         if self.split is not None:
             rot, tree = self.split
-            blk = lambda r0, c0: [[M[r0 + a][c0 + b] for b in range(3)] for a in range(3)]  # noqa: E731
             A, B, C = rot.sym(blk(0, 0)), rot.gen(blk(0, 3)), rot.sym(blk(3, 3))
             return tree.congruence(g, [A[a] + B[a] for a in range(3)] + [[B[b][a] for b in range(3)] + C[a] for a in range(3)])
         E, r = self.E, self.r
-        blk = lambda r0, c0: [[M[r0 + a][c0 + b] for b in range(3)] for a in range(3)]
         Et = transpose(E)
         A = mat_mat(g, Et, mat_mat(g, blk(0, 0), E))
         B = mat_mat(g, Et, mat_mat(g, blk(0, 3), E))
