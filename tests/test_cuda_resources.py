@@ -33,6 +33,10 @@ from rbdgen.ir.schedule import level_schedule
 from conftest import ROBOTS, assert_one_error_line, load_case, run_main
 
 KIB = 1024
+# the worker that runs test_cuda.py (make test's --dist loadgroup) runs these too: the report's
+# ptxas runs (_report, the iiwa's 24 kernels: ~30 s) happen once in it, where two tests on two
+# workers each waited for the other's compile on the cache's lock (32 s each in a fresh-clone run)
+pytestmark = pytest.mark.xdist_group("cuda")
 
 
 def _iiwa():

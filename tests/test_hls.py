@@ -52,6 +52,10 @@ FIXED_TOL = {fmt: {k: registry.get(k).fixed_tol[fmt] for k in KERNELS if fmt in 
 WIDE_KERNELS = tuple(FIXED_TOL[(48, 24)])
 
 _built: dict = {}
+# one worker runs this module (make test's --dist loadgroup): its tests share builds (_build: the
+# Q16.16 build serves four tests, Q24.24 two), which a second worker would wait for on the compile
+# cache's lock (the wider-format test 21 s in a fresh-clone run, for builds the others had made)
+pytestmark = pytest.mark.xdist_group("hls")
 
 
 def _case(case_id):
