@@ -197,11 +197,15 @@ def test_cuda_emulated_and_hls_csim(tmp_path):
     """The CUDA build (nvcc, host emulation of both launch shapes) and the HLS C simulation in
     ap_fixed<32,16> within the declared bounds (and not exact)."""
     m = _traced_models(tmp_path)["iiwa14 (flange + link 3)"]
-    # PTX only: emulated here, the device code checked by nvcc's front end (ptxas: a third more)
-    cu = rbdgen.build(m, target="cuda", kernels=SCHUR, opt="-O0", arch="compute_80", werror=True)
+    # PTX only: emulated here, the device code checked by nvcc's front end (ptxas: a third more).
+    # minv_schur is fd_schur's factorization (_Chain.minv_apply) applied to the identity's columns
+    # (test_compiled_cpu_float64_and_float32 and the HLS build below run it): left out of this
+    # build, a third of its 40 s
+    on_cuda = ("fd_schur", "osim_inverse_schur")
+    cu = rbdgen.build(m, target="cuda", kernels=on_cuda, opt="-O0", arch="compute_80", werror=True)
     for shape in ("thread", "block"):
         errs = kernel_errors(cu.emulated(shape), m, np.float64, seed=5, n=12, single=3)
-        assert all(e <= TOL64 for e in errs.values()), (shape, errs)
+        assert set(errs) == set(on_cuda) and all(e <= TOL64 for e in errs.values()), (shape, errs)
     hls = rbdgen.build(m, target="hls", kernels=SCHUR, fixed=(32, 16), opt="-O0")
     errs = kernel_errors(hls, m, np.float64, seed=31, n=32, single=3)
     for k in SCHUR:
