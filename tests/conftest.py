@@ -170,6 +170,14 @@ def load_case(robot: Robot, floating: bool) -> rbdgen.RobotModel:
     return _cache[key]
 
 
+#: kernels whose compiled builds the big matrices leave to smaller robots or to the iiwa: the
+#: log-depth scans and rnea_stale's three other variants (their printer paths are rnea's and aba's;
+#: test_ir.py interprets them on every robot). test_cpu_kernels.py leaves them out above nv = 20,
+#: test_cuda.py out of the quadruped's build.
+SCANS_AND_STALE_VARIANTS = ("rnea_scan", "aba_scan", "rnea_stale_yamakita", "rnea_stale_hamilton",
+                            "rnea_stale_binder_herzog_lwp")
+
+
 def case_frames(model) -> tuple:
     """The frames the tests select on a robot case: its first leaf links (feet, flanges, a
     fingertip), four at most, two on the big robots (nv > 20) to keep their builds short."""
@@ -211,9 +219,9 @@ def assert_one_error_line(err, out, *needles):
 
 # ---- `make test-quick`: the developer loop ---------------------------------------------------
 #
-# `make test` takes ~30 minutes from a fresh clone on the 2-core machine (docs/performance.md §37). `make test-quick` (pytest -m quick) runs
-# the tests chosen here, ≤ 3 minutes with an empty compile cache: every kernel family on the iiwa
-# and one floating, branched robot — traced and interpreted (IR), compiled (C++, float64 and
+# `make test` takes ~30 minutes from a fresh clone on the 2-core machine (docs/performance.md
+# §37). `make test-quick` (pytest -m quick) runs the tests chosen here, ≤ 3 minutes with an
+# empty compile cache: every kernel family on the iiwa and one floating, branched robot — traced and interpreted (IR), compiled (C++, float64 and
 # float32), against the reference and the reference against Pinocchio — the CUDA emulation and
 # the HLS C simulation of one small build each, the generated packages, and the layers' fast unit
 # tests. A change to the model, the algorithms, the printer or a target breaks something here

@@ -28,8 +28,8 @@ from rbdgen import reference as ref
 from rbdgen.algorithms import KERNELS
 from rbdgen.errors import CompilerNotFoundError
 
-from conftest import (ROBOT_CASES, TOL32, TOL64, by_robot, kernel_args, kernel_err, kernel_errors, load_case, random_state,
-                      ref_out)
+from conftest import (ROBOT_CASES, SCANS_AND_STALE_VARIANTS, TOL32, TOL64, by_robot, kernel_args, kernel_err,
+                      kernel_errors, load_case, random_state, ref_out)
 
 BIG_NV = 20
 F32_CASES = ("iiwa14-fixed", "kinova-fixed", "quadruped-floating", "g1-fixed")
@@ -41,11 +41,10 @@ N = 11  # > the lanes of the SIMD batch path (4 or 8): full blocks and a scalar 
 _built: dict = {}
 
 
-#: left out of the robots with nv > BIG_NV besides the derivatives (see the module doc): the
-#: log-depth scans and the stale-data variants of rnea_stale, 40 % of a humanoid's source without
-#: the derivatives (TALOS: 61 000 of 152 000 statements). Their printer paths are rnea's and aba's,
-#: compiled here on every smaller robot; test_ir.py runs them on the humanoids.
-BIG_LEFT_OUT = ("rnea_scan", "aba_scan", "rnea_stale_yamakita", "rnea_stale_hamilton", "rnea_stale_binder_herzog_lwp")
+#: left out of the robots with nv > BIG_NV besides the derivatives (see the module doc): 40 % of a
+#: humanoid's source without the derivatives (TALOS: 61 000 of 152 000 statements), compiled here
+#: on every smaller robot
+BIG_LEFT_OUT = SCANS_AND_STALE_VARIANTS
 
 
 def _kernels_for(model):

@@ -36,16 +36,15 @@ from rbdgen.algorithms import KERNELS, trace
 from rbdgen.errors import BuildError, CompilerNotFoundError, RbdgenError
 from rbdgen.ir.schedule import level_schedule
 
-from conftest import (ROBOT_CASES, ROBOTS, ref_out, TOL32, TOL64, assert_one_error_line, kernel_args, kernel_err,
-                      kernel_errors, load_case, random_state, run_main)
+from conftest import (ROBOT_CASES, ROBOTS, SCANS_AND_STALE_VARIANTS, ref_out, TOL32, TOL64, assert_one_error_line,
+                      kernel_args, kernel_err, kernel_errors, load_case, random_state, run_main)
 
 ARCHS = "80,90"
 N = 37  # not a multiple of any block's state count: full blocks and a partial one
 #: the quadruped's: every kernel but the log-depth scans and rnea_stale's three variants (whose
 #: CUDA is the iiwa's here, and whose C++ test_cpu_kernels.py compiles on the quadruped): 16 % of
 #: the quadruped's statements, ~25 s of this module's sm_90 build
-QUAD_KERNELS = tuple(k for k in KERNELS if k not in ("rnea_scan", "aba_scan", "rnea_stale_yamakita",
-                                                      "rnea_stale_hamilton", "rnea_stale_binder_herzog_lwp"))
+QUAD_KERNELS = tuple(k for k in KERNELS if k not in SCANS_AND_STALE_VARIANTS)
 CASES = {
     "iiwa14-fixed": ("iiwa14", False, KERNELS),
     # the build leaves ptxas's report of each source in the cache, which
