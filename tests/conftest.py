@@ -221,11 +221,11 @@ def assert_one_error_line(err, out, *needles):
 #
 # `make test` takes ~30 minutes from a fresh clone on the 2-core machine (docs/performance.md
 # §37). `make test-quick` (pytest -m quick) runs the tests chosen here, ≤ 3 minutes with an
-# empty compile cache: every kernel family on the iiwa and one floating, branched robot — traced and interpreted (IR), compiled (C++, float64 and
-# float32), against the reference and the reference against Pinocchio — the CUDA emulation and
-# the HLS C simulation of one small build each, the generated packages, and the layers' fast unit
-# tests. A change to the model, the algorithms, the printer or a target breaks something here
-# first; CI still runs everything.
+# empty compile cache: every kernel family on the iiwa and one floating, branched robot —
+# traced and interpreted (IR), compiled (C++, float64 and float32), against the reference and
+# the reference against Pinocchio — the CUDA emulation and the HLS C simulation of one small
+# build each, the generated packages, and the layers' fast unit tests. A change to the model,
+# the algorithms, the printer or a target breaks something here first; CI still runs everything.
 
 #: robot cases of the quick loop: a fixed serial arm, and a floating branched tree
 QUICK_CASES = {"iiwa14-fixed", "quadruped-floating"}
