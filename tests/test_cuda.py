@@ -82,12 +82,13 @@ def _archs(case):
     """These builds, only emulated here, carry device code for one architecture: each one more
     is a device compile (cicc + ptxas) of every kernel, 40 % of the build (quadruped minv: 10.0 s
     for two, 6.1 s for one). A build for several is checked by
-    test_a_build_carries_every_requested_architecture. iiwa14's is PTX only (compute_90: no
-    ptxas, 40 % of the device compile of ∇FD); the quadruped's and the humanoid's are machine
-    code, so that ptxas checks every kernel (its limits: registers, shared and constant memory)
-    on a branched floating robot and on the biggest, and test_cli_inspect_cost_cuda_reports_the_schedule
-    reads the quadruped's reports."""
-    return "compute_90" if case == "iiwa14-fixed" else ARCHS.split(",")[-1]
+    test_a_build_carries_every_requested_architecture, a PTX-only one by
+    test_compute_architectures_are_ptx_only. Machine code, so that ptxas checks every kernel (its
+    limits: registers, shared and constant memory) on a serial robot, a branched floating one and
+    the biggest, and leaves its reports where test_cuda_resources.py (the iiwa's, the same
+    sources: no second device compile, ~45 s) and test_cli_inspect_cost_cuda_reports_the_schedule
+    (the quadruped's) read them."""
+    return ARCHS.split(",")[-1]
 
 
 def test_a_build_carries_every_requested_architecture():
@@ -106,8 +107,8 @@ def test_a_build_carries_every_requested_architecture():
 def test_compute_architectures_are_ptx_only():
     """``compute_NN`` (nvcc's virtual architecture) asks for PTX only, no machine code: no ptxas
     at build time, the driver compiles it on the GPU; mixed with machine code for others, and no
-    second PTX of the newest when it is already there. The emulated iiwa14 builds above are such
-    builds (``_archs``)."""
+    second PTX of the newest when it is already there; a one-kernel PTX-only build runs emulated
+    (test_schur.py's CUDA build is PTX-only too)."""
     from rbdgen.targets.cuda.nvcc import nvcc_flags, parse_archs
 
     assert parse_archs("compute_90") == ("compute_90",)
@@ -124,8 +125,13 @@ def test_compute_architectures_are_ptx_only():
                                  "arch=compute_90,code=compute_90"]
     with pytest.raises(BuildError, match="compute_90"):
         parse_archs("compute_9")
-    kern = _build("iiwa14-fixed")
+    model = _model("iiwa14-fixed")
+    kern = rbdgen.build(model, target="cuda", kernels=("gravity",), opt="-O0", arch="compute_90", werror=True)
     assert kern.archs == ("compute_90",) and "(cuda compute_90, float64" in repr(kern)
+    flags = (Path(kern.path).parent / "command.txt").read_text().split("\n")[0].split()
+    assert [flags[i + 1] for i, x in enumerate(flags) if x == "-gencode"] == ["arch=compute_90,code=compute_90"]
+    errs = _errors(kern.emulated("thread"), model, np.float64)
+    assert set(errs) == {"gravity"} and errs["gravity"] <= TOL64, errs
 
 
 def _errors(kern, model, dtype):
