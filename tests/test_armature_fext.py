@@ -403,7 +403,8 @@ def test_fext_variants_on_the_cuda_and_hls_targets(tmp_path):
     from rbdgen.targets.hls.csim import ap_types_dir
 
     m = _model(*CASES[0].values)
-    kern = rbdgen.build(m, target="cuda", kernels=("rnea", "rnea_fext", "aba_fext"), opt="-O0", arch="90", werror=True)
+    kern = rbdgen.build(m, target="cuda", kernels=("rnea", "rnea_fext", "aba_fext"), opt="-O0",
+                        arch="compute_90", werror=True)  # PTX only: emulated here
     q, v, a, tau, f = _state(m, 8, n=5)
     for shape in ("thread", "block"):
         emu = kern.emulated(shape)

@@ -327,7 +327,7 @@ def test_constrained_fd_cuda_emulated_and_hls_csim(urdfs):
 
     m, _ = _models(urdfs, "two_arms")
     m = m.with_constraints([Loop(*ARMS, "3d", baumgarte=(25.0, 10.0)), Contact("left_hand", "3d")])
-    cu = rbdgen.build(m, target="cuda", kernels=["constrained_fd"], opt="-O0", arch="90", werror=True)
+    cu = rbdgen.build(m, target="cuda", kernels=["constrained_fd"], opt="-O0", arch="compute_90", werror=True)
     for shape in ("thread", "block"):
         errs = kernel_errors(cu.emulated(shape), m, np.float64, seed=3, n=9, single=4)
         assert errs["constrained_fd"] <= TOL64, (shape, errs)
@@ -460,7 +460,7 @@ def test_constrained_fd_derivatives_cuda_emulated_and_hls_csim(urdfs):
     q, v, tau = _state(m, 12, n=5)
     name = "constrained_fd_derivatives"
     want = rbdgen.build(m, kernels=[name], opt="-O1", simd=False).kernel(name)(q, v, tau)
-    cu = rbdgen.build(m, target="cuda", kernels=[name], opt="-O0", arch="90", werror=True)
+    cu = rbdgen.build(m, target="cuda", kernels=[name], opt="-O0", arch="compute_90", werror=True)
     hls = rbdgen.build(m, target="hls", dtype="float64", kernels=[name])
     for got in (cu.emulated("block").kernel(name)(q, v, tau), cu.emulated("thread").kernel(name)(q, v, tau),
                 hls.kernel(name)(q, v, tau)):

@@ -116,7 +116,7 @@ def panda():
 def test_cuda_emulated_coupled(panda):
     pytest.importorskip("nvidia", reason="nvcc comes from the CUDA wheels `make` installs")
     kernels = ("rnea", "aba", "aba_derivatives")
-    kern = rbdgen.build(panda, target="cuda", kernels=kernels, opt="-O0", arch="90").emulated()  # one architecture: emulated only
+    kern = rbdgen.build(panda, target="cuda", kernels=kernels, opt="-O0", arch="compute_90").emulated()  # PTX only: emulated
     env = registry.random_inputs(panda, 5, seed=6)
     for k in kernels:
         d = registry.get(k)
