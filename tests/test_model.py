@@ -592,6 +592,19 @@ def test_spatial_mm_is_matmul_summed_in_one_fixed_order():
         return s
 
     assert np.array_equal(sp.mm(A, B), [[ordered(i, j) for j in range(5)] for i in range(6)])
+    # a long inner size (where NumPy's own sums go pairwise, in blocks of 8), matrix times vector,
+    # and signed zeros: the same bits as the left-to-right sum, the sign of a zero sum included
+    for m, k in ((3, 40), (6, 6), (1, 9)):
+        A, x = rng.normal(size=(m, k)) * np.exp(rng.normal(size=(m, k)) * 8), rng.normal(size=k)
+        A[:, ::3] = -0.0
+        want = []
+        for i in range(m):
+            s = float(A[i, 0]) * float(x[0])
+            for j in range(1, k):
+                s = s + float(A[i, j]) * float(x[j])
+            want.append(s)
+        assert sp.mm(A, x).tobytes() == np.array(want).tobytes(), (m, k)
+    assert np.signbit(sp.mm(-np.zeros((2, 3)), np.ones(3))).all()
     x = rng.normal(size=(5, 4))
     assert np.array_equal(sp.norm(x), [math.sqrt(((a * a + b * b) + c * c) + d * d) for a, b, c, d in x.tolist()])
     assert sp.norm([3.0, 4.0]) == 5.0 and isinstance(sp.norm([3.0, 4.0]), float)
