@@ -116,7 +116,7 @@ def _loop_velocity(m, q, v, c):
 def test_loaded_contact_fd_with_loops(urdfs, name, cons):
     m, pm = _models(urdfs, name)
     frames = [f for c in cons for f in c.frames]
-    kern = rbdgen.build(m, frames=frames, kernels=["aba", "frame_placement", "contact_terms"], opt="-O1", simd=False)
+    kern = rbdgen.build(m, frames=frames, kernels=["aba", "frame_placement", "contact_terms"], opt="-O0", simd=False)
     q, v, tau = _state(m, 11, n=3)
     qdd, F = kern.contact_fd(q, v, tau, cons)
     assert qdd.shape == (3, m.nv) and F.shape == (3, len(cons), 6)
@@ -126,7 +126,7 @@ def test_loaded_contact_fd_with_loops(urdfs, name, cons):
         one = kern.contact_fd(q[k], v[k], tau[k], cons)
         assert relerr(one[0], qdd[k]) <= TOL64 and relerr(one[1], F[k]) <= TOL64
     # loops need the placements: without the frame_placement kernel, an error that says so
-    kern2 = rbdgen.build(m, frames=frames, kernels=["aba", "contact_terms"], opt="-O1", simd=False)
+    kern2 = rbdgen.build(m, frames=frames, kernels=["aba", "contact_terms"], opt="-O0", simd=False)
     with pytest.raises(ValueError, match="frame_placement"):
         kern2.contact_fd(q, v, tau, cons)
 
@@ -144,7 +144,7 @@ def test_redundant_contacts_agree_with_the_minimal_set():
     assert relerr(qdd2, qdd1) <= 1e-8
     # the least-norm split carries the same total wrench on the body as the one contact
     kern = rbdgen.build(m, constraints=two, kernels=["constrained_fd", "contact_terms", "aba", "frame_placement"],
-                        opt="-O1", simd=False)
+                        opt="-O0", simd=False)
     assert relerr(kern.contact_fd(q, v, tau, two)[0], qdd1) <= 1e-8
     with pytest.raises(ContactError, match="singular"):
         kern.constrained_fd(q, v, tau)
@@ -167,7 +167,7 @@ def test_constrained_fd_kernel_matches_pinocchio(urdfs, name, cons):
     m, pm = _models(urdfs, name)
     m = m.with_constraints(cons)
     assert m.nc == len(cons) and all(f in m.frames for f in constraint_slots(cons))
-    kern = rbdgen.build(m, kernels=["constrained_fd"], opt="-O1")
+    kern = rbdgen.build(m, kernels=["constrained_fd"], opt="-O0")
     n = 5
     rng = np.random.default_rng(21)
     q = m.random_q(rng, n) if name in ("iiwa14", "quadruped") else _state(m, 21, n)[0]
@@ -192,7 +192,7 @@ def test_constrained_fd_drops_structurally_redundant_rows(urdfs):
     m, _ = _models(urdfs, "four_bar")
     for kind, dropped in (("3d", [2]), ("6d", [2, 3, 4])):
         mk = m.with_constraints([Loop(*FB, kind)])
-        kern = rbdgen.build(mk, kernels=["constrained_fd"], opt="-O1", simd=False)
+        kern = rbdgen.build(mk, kernels=["constrained_fd"], opt="-O0", simd=False)
         q, v, tau = _state(mk, 4, n=4)
         _, F, piv = kern.kernel("constrained_fd")(q, v, tau)
         assert np.all(F[:, 0, dropped] == 0.0) and np.all(piv[:, 0, dropped] == 1.0)
@@ -206,7 +206,7 @@ def test_constrained_fd_drops_structurally_redundant_rows(urdfs):
 def test_constrained_fd_float32(urdfs):
     m, _ = _models(urdfs, "two_arms")
     m = m.with_constraints([Loop(*ARMS, "3d")])
-    k32 = rbdgen.build(m, "cpu", "float32", kernels=["constrained_fd"], opt="-O1", simd=False)
+    k32 = rbdgen.build(m, "cpu", "float32", kernels=["constrained_fd"], opt="-O0", simd=False)
     q, v, tau = _state(m, 5, n=16)
     qdd, F = k32.constrained_fd(q.astype(np.float32), v.astype(np.float32), tau.astype(np.float32))
     want = ref.contact_fd(m, q.astype(np.float32).astype(float), v.astype(np.float32).astype(float),
@@ -231,7 +231,7 @@ def test_baumgarte_matches_pinocchio(urdfs):
             plain = ref.contact_fd(m, q, v, tau, [Loop(*ARMS, kind)])[0]
             assert relerr(qdd, plain) > 1e-3  # the gains do act
     cons = [Loop(*ARMS, "3d", baumgarte=(40.0, 9.0))]
-    kern = rbdgen.build(m, constraints=cons, kernels=["constrained_fd"], opt="-O1", simd=False)
+    kern = rbdgen.build(m, constraints=cons, kernels=["constrained_fd"], opt="-O0", simd=False)
     q, v, tau = _state(m, 33, n=3)
     for k in range(3):
         qdd_p, F_p = pin_constraint_dynamics(pin, pm, q[k], v[k], tau[k], cons, iterations=50)
@@ -355,7 +355,7 @@ def test_constrained_fd_rolled_lowering():
     issue 44): the same numbers as the reference."""
     m = rbdgen.load_urdf(robots.path("quadruped"), floating_base=True)
     m = m.with_constraints([Contact(f, "3d") for f in ("FL_foot", "FR_foot", "RL_foot", "RR_foot")])
-    kern = rbdgen.build(m, kernels=["constrained_fd"], unroll=False, opt="-O1", simd=False)
+    kern = rbdgen.build(m, kernels=["constrained_fd"], unroll=False, opt="-O0", simd=False)
     rng = np.random.default_rng(2)
     q, v, tau = m.random_q(rng, 3), rng.normal(size=(3, m.nv)), rng.normal(size=(3, m.nv))
     got, want = kern.constrained_fd(q, v, tau), ref.contact_fd(m, q, v, tau, list(m.constraints))
@@ -459,7 +459,7 @@ def test_constrained_fd_derivatives_cuda_emulated_and_hls_csim(urdfs):
     m = m.with_constraints([Loop(*FB, "3d", baumgarte=(25.0, 10.0))])
     q, v, tau = _state(m, 12, n=5)
     name = "constrained_fd_derivatives"
-    want = rbdgen.build(m, kernels=[name], opt="-O1", simd=False).kernel(name)(q, v, tau)
+    want = rbdgen.build(m, kernels=[name], opt="-O0", simd=False).kernel(name)(q, v, tau)
     cu = rbdgen.build(m, target="cuda", kernels=[name], opt="-O0", arch="compute_90", werror=True)
     hls = rbdgen.build(m, target="hls", dtype="float64", kernels=[name])
     for got in (cu.emulated("block").kernel(name)(q, v, tau), cu.emulated("thread").kernel(name)(q, v, tau),
