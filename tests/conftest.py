@@ -219,8 +219,8 @@ def assert_one_error_line(err, out, *needles):
 
 # ---- `make test-quick`: the developer loop ---------------------------------------------------
 #
-# `make test` takes ~30 minutes from a fresh clone on the 2-core machine (docs/performance.md
-# §37). `make test-quick` (pytest -m quick) runs the tests chosen here, ≤ 3 minutes with an
+# `make test` takes ~32 minutes from a fresh clone on the 2-core machine (docs/performance.md
+# §37, §39). `make test-quick` (pytest -m quick) runs the tests chosen here, ≤ 3 minutes with an
 # empty compile cache: every kernel family on the iiwa and one floating, branched robot —
 # traced and interpreted (IR), compiled (C++, float64 and float32), against the reference and
 # the reference against Pinocchio — the CUDA emulation and the HLS C simulation of one small
