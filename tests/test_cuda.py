@@ -74,21 +74,19 @@ def _build(case, dtype="float64"):
         kernels = CASES[case][2] if dtype == "float64" else F32_KERNELS
         # -O0: nvcc's -O is the host code's level (the emulation runs 37 states), not the device's
         _built[key] = rbdgen.build(_model(case), target="cuda", dtype=dtype, kernels=kernels, opt="-O0",
-                                   arch=_archs(case), werror=True)
+                                   arch=EMULATED_ARCH, werror=True)
     return _built[key]
 
 
-def _archs(case):
-    """These builds, only emulated here, carry device code for one architecture: each one more
-    is a device compile (cicc + ptxas) of every kernel, 40 % of the build (quadruped minv: 10.0 s
-    for two, 6.1 s for one). A build for several is checked by
-    test_a_build_carries_every_requested_architecture, a PTX-only one by
-    test_compute_architectures_are_ptx_only. Machine code, so that ptxas checks every kernel (its
-    limits: registers, shared and constant memory) on a serial robot, a branched floating one and
-    the biggest, and leaves its reports where test_cuda_resources.py (the iiwa's, the same
-    sources: no second device compile, ~45 s) and test_cli_inspect_cost_cuda_reports_the_schedule
-    (the quadruped's) read them."""
-    return ARCHS.split(",")[-1]
+#: the architecture of the builds below, which are only emulated here: each one more is a device
+#: compile (cicc + ptxas) of every kernel, 40 % of the build (quadruped minv: 10.0 s for two, 6.1 s
+#: for one). A build for several is checked by test_a_build_carries_every_requested_architecture, a
+#: PTX-only one by test_compute_architectures_are_ptx_only. Machine code, so that ptxas checks every
+#: kernel (its limits: registers, shared and constant memory) on a serial robot, a branched floating
+#: one and the biggest, and leaves its reports where test_cuda_resources.py (the iiwa's, the same
+#: sources: no second device compile, ~45 s) and test_cli_inspect_cost_cuda_reports_the_schedule (the
+#: quadruped's) read them
+EMULATED_ARCH = ARCHS.split(",")[-1]
 
 
 def test_a_build_carries_every_requested_architecture():
@@ -142,10 +140,9 @@ def _errors(kern, model, dtype):
 @pytest.mark.parametrize("case", list(CASES))
 def test_emulated_float64_matches_reference(case, shape):
     kern = _build(case)
-    assert kern.archs == tuple(_archs(case).split(","))
+    assert kern.archs == (EMULATED_ARCH,)
     flags = (Path(kern.path).parent / "command.txt").read_text().split("\n")[0].split()
-    n = _archs(case).removeprefix("compute_")
-    assert (f"arch=compute_{n},code=sm_{n}" in flags) == (not _archs(case).startswith("compute_")), flags
+    assert f"arch=compute_{EMULATED_ARCH},code=sm_{EMULATED_ARCH}" in flags, flags
     errs = _errors(kern.emulated(shape), _model(case), np.float64)
     assert set(errs) == set(CASES[case][2])
     bad = {k: e for k, e in errs.items() if not e <= TOL64}
