@@ -28,14 +28,14 @@ from rbdgen.algorithms import KERNELS, trace
 from rbdgen.cli import main
 from rbdgen.errors import RbdgenError, RbdgenWarning
 
-from conftest import TOL64, kernel_args, kernel_err, random_state, ref_out, relerr
+from conftest import TOL64, case_frames, kernel_args, kernel_err, random_state, ref_out, relerr
 from conftest import assert_one_error_line, run_main  # noqa: E402
 
 IIWA = rbdgen.robots.path("iiwa14")
 FRAMES = ("--frames", "iiwa_link_ee,iiwa_link_4")  # with them every kernel is generated
-#: validate's: the iiwa's frames in test_cpu_kernels.py (conftest.case_frames: its leaf link), so
-#: that validate's float64 build is that test's library, found in the compile cache
-VALIDATE_FRAMES = ("--frames", "iiwa_link_ee")
+#: validate's: the iiwa's frames in test_cpu_kernels.py (conftest.case_frames), so that validate's
+#: float64 build is that test's library, found in the compile cache
+VALIDATE_FRAMES = ("--frames", ",".join(case_frames(rbdgen.load_urdf(IIWA))))
 QUADRUPED = rbdgen.robots.path("quadruped")
 OPT = "-O0"
 

@@ -68,7 +68,7 @@ def _validated(model, simd=False, **kw):
     # simd=False: the batch runs the scalar OpenMP loop over the single-state call, which halves
     # the compile (the SIMD path is a second instantiation of every kernel); SIMD_CASES and the
     # float32 test keep it, so the rolled kernels' vector batch path is checked on a chain and a
-    # floating tree in both dtypes
+    # floating tree in float64 and on the chain in float32
     rows = validate(model, unroll=False, states=4, seed=3, progress=False, opt="-O0", simd=simd, **kw)
     bad = [(r.kernel, r.err_ref, r.err_pin, r.tol) for r in rows if not r.passed]
     assert not bad, bad
