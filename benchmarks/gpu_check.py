@@ -151,7 +151,7 @@ def plan(cases=None, kernels=None, parts=("tests", "interop", "bench", "seeds"))
             # and interop tests), the debug-mode test's child process (the bundled URDF, no frames)
             out.append(Build("tests/test_cuda.py: _build('iiwa14-fixed')", "iiwa14-fixed",
                              dict(target="cuda", dtype="float64", kernels=tuple(test_cuda.CASES["iiwa14-fixed"][2]),
-                                  opt="-O0", arch=test_cuda._archs("iiwa14-fixed"), werror=True)))
+                                  opt="-O0", arch=test_cuda.EMULATED_ARCH, werror=True)))
             out.append(Build("tests/test_cuda.py: _gpu_kern", "iiwa14-fixed", dict(test_cuda.GPU_KERN_BUILD)))
             out.append(Build("tests/test_cuda.py: debug-mode child", "bundled:iiwa14",
                              dict(target="cuda", kernels=("rnea",), opt="-O1")))
