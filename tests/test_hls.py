@@ -172,6 +172,11 @@ def test_shared_precompiled_ap_types_change_nothing_built(tmp_path, monkeypatch)
     other = rbdgen.build(models[1], **opts)
     assert sorted((tmp_path / "shared").glob("pch-*/*.gch")) == gch and compiler.library_intact(gch[0]) is None
     assert include in command(other, "shared")
+    # the format's operators: one archive in the cache, compiled with the shared header, linked
+    # into both robots' libraries
+    ops = sorted((tmp_path / "shared").glob("*/rbd_csim_fx24_10_rnd_conv_sat.a"))
+    assert len(ops) == 1 and include in (ops[0].parent / "command.txt").read_text(), ops
+    assert f"linked: {ops[0]}" in command(first, "shared") and f"linked: {ops[0]}" in command(other, "shared")
     assert abs(other.sincos(np.array([0.5]))[0][0] - math.sin(0.5)) < 2.0 ** -13  # ap_fixed<24,10>: 14 bits
     monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "own"))
     monkeypatch.setattr(hls_target, "shared_pch", lambda *a, **kw: None)
@@ -591,9 +596,17 @@ def test_cli_generate_hls(tmp_path, capsys):
     assert rc == 0, err
     d = tmp_path / "iiwa14"
     names = sorted(os.listdir(d))
+    ops = "rbd_csim_fx32_16_rnd_conv_sat.cpp"
     assert names == sorted(["manifest.json", "rbd_iiwa14.h", "rbd_iiwa14_crba.cpp", "rbd_iiwa14_csim.cpp",
                             "rbd_iiwa14_rnea.cpp", "rbd_iiwa14_tb.cpp", "run_hls.tcl", "hls_project.tcl", "hls_rnea.tcl",
-                            "hls_crba.tcl"])
+                            "hls_crba.tcl", ops])
+    # the fast C simulation's operators depend on the format alone: another robot's design, other
+    # kernels and options, has the same file (so one compiled copy serves every build of the format)
+    chain = tmp_path / "chain2.urdf"
+    chain.write_text(rbdgen.robots.chain_urdf(2, seed=4))
+    other = H.generate_hls(rbdgen.load_urdf(chain), H.numeric_type(fixed=(32, 16)), ("gravity",), dsp_budget=50)
+    assert other.csim_ops == ops and other.files[ops] == (d / ops).read_text()
+    assert H.generate_hls(rbdgen.load_urdf(chain), H.numeric_type(fixed=(32, 17)), ("gravity",)).csim_ops != ops
     assert "ap_fixed<32, 16" in out and "vitis-run --mode hls --tcl run_hls.tcl" in out
     assert "#pragma HLS PIPELINE II=1" in (d / "rbd_iiwa14_rnea.cpp").read_text()
     assert "set ::rbd_part {xczu9eg-ffvb1156-2-e}" in (d / "hls_project.tcl").read_text()

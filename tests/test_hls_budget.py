@@ -4,8 +4,9 @@ pragmas that hold the tool to it, and the C simulation that must not change.
 Oracles, all independent of the scheduler: a forward as-soon-as-possible pass written here, and
 the cost model's own schedule (``hls_cost.kernel_cost``) for "no budget"; the sum of latencies
 for a single unit that is busy for each operation's whole latency; the schedule's dependencies
-and per-cycle operator use recounted from its start times; the unbudgeted C simulation, bit for
-bit, for the budgeted one.
+and per-cycle operator use recounted from its start times; the unbudgeted design's sources,
+pragma lines and the budget's comments aside, for the budgeted one (so its C simulation is the
+same program, bit for bit).
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import math
 import re
 import subprocess
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -216,6 +216,11 @@ def _strip_budget(text: str) -> str:
 
 
 def test_budget_changes_pragmas_only():
+    """A DSP budget adds ``#pragma HLS`` lines and two comment lines, nothing else, in every C++
+    file. A C++ compiler ignores those pragmas (``-Wno-unknown-pragmas``), so the budgeted
+    design's C simulation, top functions included, is the unbudgeted one's program: the same
+    bits. (This replaced a test that compiled both designs' top functions and compared their
+    outputs on six states, 49 s of make test for what this equality already decides.)"""
     model = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
     ks = ("rnea", "aba", "minv", "aba_derivatives")
     free = H.generate_hls(model, Q16, ks)
@@ -247,21 +252,6 @@ def test_small_budget_stretches_the_products_loop_and_large_one_unrolls_it():
     rows = re.findall(r"for \(int i = 0; i < 7; \+\+i\) \{\n\s*#pragma HLS PIPELINE II=1\n\s*for \(int j = 0; j < 7; "
                       r"\+\+j\) \{\n\s*#pragma HLS UNROLL\n", big)
     assert len(rows) == 2
-
-
-def test_budgeted_c_simulation_is_bit_identical():
-    """Through the top functions (where the pragmas are), the same bits as the unbudgeted design
-    (rnea and aba: the shared CORDIC and the divider; the products loop's pragmas are covered by
-    test_budget_changes_pragmas_only, and compiling ∇FD's top function twice costs ~80 s of CI)."""
-    model = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
-    ks = ["rnea", "aba"]
-    # -O0: half the compile time of the default -O1 (2 x 29 s on CI); six states still run in < 1 s
-    a = rbdgen.build(model, target="hls", fixed=(32, 16), kernels=ks, csim="top", opt="-O0")
-    b = rbdgen.build(model, target="hls", fixed=(32, 16), kernels=ks, csim="top", dsp_budget=40, opt="-O0")
-    rng = np.random.default_rng(7)
-    q, v, x = model.random_q(rng, 6), rng.normal(size=(6, 7)), rng.normal(size=(6, 7))
-    assert np.array_equal(a.rnea(q, v, x), b.rnea(q, v, x))
-    assert np.array_equal(a.aba(q, v, 10 * x), b.aba(q, v, 10 * x))
 
 
 def test_budgeted_synthesis_path_compiles(tmp_path):

@@ -208,14 +208,23 @@ static inline rbd_iiwa14_hls_data_t rbd_div(const rbd_iiwa14_hls_data_t a, const
 // g++ spends milliseconds per statement resolving and inlining ap_fixed's operator overloads
 // (ap_fixed is not even trivially copyable), minutes on the derivative kernels. With
 // RBD_HLS_CSIM_FAST the C-simulation harness runs the kernel bodies with csim_t instead: the
-// raw bits of a rbd_iiwa14_hls_data_t in a plain integer, whose few operators (defined in
-// rbd_iiwa14_hls_csim.cpp, compiled optimised, once) do exactly what a statement does on
-// rbd_iiwa14_hls_data_t: the exact ap_fixed result, quantised once when stored. A product is kept
-// as its two factors until it is stored, so `o -= s * b` subtracts the exact product, as
-// ap_fixed does. The kernel sources then compile like plain C.
+// raw bits of a rbd_iiwa14_hls_data_t, with the operators of its format, the same for every robot:
+//   rbd_csim_fx32_16_rnd_conv_sat.cpp
+// The kernel sources then compile like plain C.
+}  // namespace rbd_iiwa14_hls_impl
+
+#ifndef RBD_CSIM_FX32_16_RND_CONV_SAT_TYPES
+#define RBD_CSIM_FX32_16_RND_CONV_SAT_TYPES 1
+// The fast C simulation's value of an ap_fixed<32, 16, AP_RND_CONV, AP_SAT>: its raw bits in a plain
+// integer, whose few operators do exactly what a statement does on the ap_fixed: the exact
+// result, quantised once when stored. A product is kept as its two factors until it is stored,
+// so `o -= s * b` subtracts the exact product, as ap_fixed does. The operators are defined in
+//   rbd_csim_fx32_16_rnd_conv_sat.cpp
+// (compiled optimised, once per format and flags for every robot).
+namespace rbd_csim_fx32_16_rnd_conv_sat {
 struct csim_prod_t;
 struct csim_t {
-  long long raw;  // two's-complement bits of a rbd_iiwa14_hls_data_t, sign-extended
+  long long raw;  // two's-complement bits of an ap_fixed<32, 16, AP_RND_CONV, AP_SAT>, sign-extended
   csim_t() : raw(0) {}
   explicit csim_t(double d);
   csim_t(const csim_prod_t& p);  // a product, rounded when stored
@@ -231,8 +240,26 @@ csim_t operator/(csim_t a, csim_t b);
 inline csim_prod_t operator*(csim_t a, csim_t b) { csim_prod_t p; p.a = a; p.b = b; return p; }
 csim_t& operator-=(csim_t& o, const csim_prod_t& p);
 csim_t& operator+=(csim_t& o, const csim_prod_t& p);
-// the datapath's rbd_sincos (the CORDIC above), run on rbd_iiwa14_hls_data_t in rbd_iiwa14_hls_csim.cpp
+// the datapath's sine and cosine: rbdgen's CORDIC, run on the ap_fixed
 void rbd_sincos(const csim_t x, csim_t& s, csim_t& c);
+}  // namespace rbd_csim_fx32_16_rnd_conv_sat
+#endif
+#ifdef RBD_IIWA14_HLS_AP_TYPES
+namespace rbd_csim_fx32_16_rnd_conv_sat {
+// between the raw bits and rbd_iiwa14_hls_data_t (rbd_csim_fx32_16_rnd_conv_sat.cpp)
+rbd_iiwa14_hls_data_t csim_value(csim_t x);
+csim_t csim_store(const rbd_iiwa14_hls_data_t& x);
+}  // namespace rbd_csim_fx32_16_rnd_conv_sat
+#endif
+
+namespace rbd_iiwa14_hls_impl {
+using rbd_csim_fx32_16_rnd_conv_sat::csim_t;
+using rbd_csim_fx32_16_rnd_conv_sat::csim_prod_t;
+using rbd_csim_fx32_16_rnd_conv_sat::rbd_sincos;
+#ifdef RBD_IIWA14_HLS_AP_TYPES
+using rbd_csim_fx32_16_rnd_conv_sat::csim_value;
+using rbd_csim_fx32_16_rnd_conv_sat::csim_store;
+#endif
 // rbd_div of rbd_iiwa14_hls_data_t, on the raw bits
 inline csim_t rbd_div(const csim_t a, const csim_t b, bool& dz) {
   if (b.raw == 0) {
@@ -243,10 +270,6 @@ inline csim_t rbd_div(const csim_t a, const csim_t b, bool& dz) {
   }
   return a / b;
 }
-#ifdef RBD_IIWA14_HLS_AP_TYPES
-rbd_iiwa14_hls_data_t csim_value(csim_t x);
-csim_t csim_store(const rbd_iiwa14_hls_data_t& x);
-#endif
 #endif
 
 }  // namespace rbd_iiwa14_hls_impl

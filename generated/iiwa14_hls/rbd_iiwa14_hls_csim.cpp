@@ -7,67 +7,12 @@
 // Built with -DRBD_HLS_CSIM_FAST it runs the fast C-simulation entry points (same arithmetic,
 // see rbd_iiwa14_hls.h); without, the synthesizable top functions themselves.
 #if defined(RBD_HLS_CSIM_FAST) && defined(__GNUC__) && !defined(__clang__)
-// the operators below (and the ap_fixed code they expand to) are optimised even when the
-// kernel bodies are compiled at -O0
+// the conversions below (and the ap_fixed code they expand to) are optimised even when the
+// kernel bodies are compiled at -O0 (the operators: rbd_csim_fx32_16_rnd_conv_sat.cpp)
 #pragma GCC optimize("O2")
 #endif
 #define RBD_HLS_CSIM_HARNESS 1
 #include "rbd_iiwa14_hls.h"
-
-#ifdef RBD_HLS_CSIM_FAST
-namespace rbd_iiwa14_hls_impl {
-
-// the operators of the fast C simulation (declared in rbd_iiwa14_hls.h): each computes on
-// rbd_iiwa14_hls_data_t exactly what the statement computes on it, then stores the raw bits
-rbd_iiwa14_hls_data_t csim_value(csim_t x) {
-  rbd_iiwa14_hls_data_t r;
-  r.range(32 - 1, 0) = (unsigned long long)x.raw;
-  return r;
-}
-csim_t csim_store(const rbd_iiwa14_hls_data_t& x) {
-  ap_int<32> bits;
-  bits.range(32 - 1, 0) = x.range(32 - 1, 0);
-  csim_t r;
-  r.raw = bits.to_int64();
-  return r;
-}
-csim_t::csim_t(double d) { raw = csim_store(rbd_iiwa14_hls_data_t(d)).raw; }
-csim_t::csim_t(const csim_prod_t& p) {
-  rbd_iiwa14_hls_data_t r = csim_value(p.a) * csim_value(p.b);
-  raw = csim_store(r).raw;
-}
-csim_t::operator double() const { return csim_value(*this).to_double(); }
-csim_t operator+(csim_t a, csim_t b) { rbd_iiwa14_hls_data_t r = csim_value(a) + csim_value(b); return csim_store(r); }
-csim_t operator-(csim_t a, csim_t b) { rbd_iiwa14_hls_data_t r = csim_value(a) - csim_value(b); return csim_store(r); }
-csim_t operator-(csim_t a) { rbd_iiwa14_hls_data_t r = -csim_value(a); return csim_store(r); }
-// (a zero divisor never reaches this: rbd_div in rbd_iiwa14_hls.h saturates first)
-csim_t operator/(csim_t a, csim_t b) {
-  rbd_iiwa14_hls_data_t r = csim_value(a) / csim_value(b);
-  return csim_store(r);
-}
-csim_t& operator-=(csim_t& o, const csim_prod_t& p) {
-  rbd_iiwa14_hls_data_t r = csim_value(o);
-  r -= csim_value(p.a) * csim_value(p.b);
-  o = csim_store(r);
-  return o;
-}
-csim_t& operator+=(csim_t& o, const csim_prod_t& p) {
-  rbd_iiwa14_hls_data_t r = csim_value(o);
-  r += csim_value(p.a) * csim_value(p.b);
-  o = csim_store(r);
-  return o;
-}
-
-// the CORDIC of rbd_iiwa14_hls.h on the datapath type itself: the same bits as the top functions
-void rbd_sincos(const csim_t x, csim_t& s, csim_t& c) {
-  rbd_iiwa14_hls_data_t sv, cv;
-  rbd_sincos(csim_value(x), sv, cv);
-  s = csim_store(sv);
-  c = csim_store(cv);
-}
-
-}  // namespace rbd_iiwa14_hls_impl
-#endif
 
 // states run since the last rbd_iiwa14_hls_csim_div_by_zero() in which a divisor was zero
 static long div_by_zero_states = 0;
@@ -86,7 +31,15 @@ void rbd_iiwa14_hls_csim_sincos(long n, const double* x, double* s, double* c) {
   for (long i = 0; i < n; ++i) {
     const rbd_iiwa14_hls_data_t xv = rbd_iiwa14_hls_data_t(x[i]);
     rbd_iiwa14_hls_data_t sv, cv;
+#ifdef RBD_HLS_CSIM_FAST
+    // the CORDIC the fast C simulation's kernels run (the operators' file)
+    rbd_iiwa14_hls_impl::csim_t sc, cc;
+    rbd_iiwa14_hls_impl::rbd_sincos(rbd_iiwa14_hls_impl::csim_store(xv), sc, cc);
+    sv = rbd_iiwa14_hls_impl::csim_value(sc);
+    cv = rbd_iiwa14_hls_impl::csim_value(cc);
+#else
     rbd_iiwa14_hls_impl::rbd_sincos(xv, sv, cv);
+#endif
     s[i] = (double)sv;
     c[i] = (double)cv;
   }

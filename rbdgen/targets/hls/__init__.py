@@ -86,7 +86,7 @@ class HlsTarget(Target):
                            dsp_budget=dsp_budget, progress=progress, unroll=unroll)
         entries = {k: {**kernel_entry(pk), "top": f"{gen.prefix}_{k}"} for k, pk in gen.kernels.items()}
         info = {"header": gen.header, "hls_sources": list(gen.sources), "csim_harness": gen.harness,
-                "harness_prefix": gen.harness_prefix, "testbench": gen.testbench, "tcl": gen.tcl,
+                "harness_prefix": gen.harness_prefix, "csim_ops": gen.csim_ops, "testbench": gen.testbench, "tcl": gen.tcl,
                 "library": f"{gen.prefix}_hls_{nt.tag}" + ("" if fold else "_dense"),
                 "numtype": {"kind": nt.kind, "W": nt.W, "I": nt.I, "rounding": nt.rounding, "overflow": nt.overflow},
                 "type": nt.ctype, **({"fixed_auto": choices} if choices else {})}
@@ -96,16 +96,26 @@ class HlsTarget(Target):
         info = sources.info
         flags = hls_flags(check_opt(opt or "-O1"), csim)
         names = [info["header"], *info["hls_sources"], info["csim_harness"]]
-        shared = None
-        if csim == "fast" and info["numtype"]["kind"] == "fixed":
-            # only the harness reads the ap_types here (the kernel sources see raw integers): their
-            # precompiled form, shared with every fixed-point build of these flags, comes first
+        shared, link, ap_flags = None, (), flags
+        fast_fixed = csim == "fast" and info["numtype"]["kind"] == "fixed"
+        if fast_fixed:
+            # only the harness and the format's operators read the ap_types here (the kernel
+            # sources see raw integers): their precompiled form, shared with every fixed-point
+            # build of these flags, comes first
             shared = shared_pch(find_cxx(cxx), flags, "rbd_csim_ap_types.h", CSIM_AP_TYPES, deps=(ap_types_dir(),))
+            ap_flags = [*flags, "-include", str(shared.header)] if shared else flags
+            ops = info.get("csim_ops")
+            if ops:
+                # the operators and the CORDIC on ap_fixed (~5 s of g++), the same for every robot of
+                # this format: compiled once per format and flags into the compile cache, linked here
+                link = (build_library({ops: sources.files[ops]}, [ops], ops[:-len(".cpp")], ap_flags, cxx=cxx,
+                                      progress=progress, static=True,
+                                      prepare=(lambda: shared.make(progress)) if shared else None),)
         # every source includes the header (and through it the ap_types) first: precompiled once
         lib = build_library({fn: sources.files[fn] for fn in names}, names[1:], info["library"], flags, cxx=cxx,
                             progress=progress, pch=info["header"],
-                            source_flags={info["csim_harness"]: [*flags, "-include", str(shared.header)]} if shared else None,
-                            prepare=(lambda: shared.make(progress)) if shared else None)
+                            source_flags={info["csim_harness"]: ap_flags} if shared else None,
+                            prepare=(lambda: shared.make(progress)) if shared else None, link=link)
         return HLSKernels(lib, model, NumType(**info["numtype"]), info["harness_prefix"], kernel_specs(sources.kernels))
 
     def tolerance(self, decl, dtype, options):

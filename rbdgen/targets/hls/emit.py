@@ -188,6 +188,7 @@ class GeneratedHLS:
     harness_prefix: str   # symbol prefix of the harness functions
     testbench: str
     tcl: str
+    csim_ops: str | None = None  # the fast C simulation's operators of an ap_fixed format (csim_format)
 
 
 def _c_float(x: float) -> str:
@@ -301,7 +302,8 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
                msb=W - 1) if fixed else {}
     cordic_lines = cordic(numtype.W, numtype.I).c_function("rbd_sincos", data_t, shared=dsp_budget is not None) \
         if fixed else []
-    ctx = dict(**raw, cordic_lines=cordic_lines,
+    fmt = csim_format(numtype) if fixed else {}
+    ctx = dict(**raw, **fmt, cordic_lines=cordic_lines,
                banner=banner, robot=robot, robot_str=esc.c_string(model.name), prefix=prefix, ns=ns, data_t=data_t,
                ctype=numtype.ctype, dsp_budget=dsp_budget,
                fixed=fixed, numtype=numtype.describe(), numtype_W=numtype.W, numtype_I=numtype.I, header=header, kernels=ks, ii=ii, interface=interface,
@@ -316,6 +318,8 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     harness_prefix = f"{prefix}_csim"
     harness = f"{prefix}_csim.cpp"
     files[harness] = render("hls/csim.cpp.j2", harness_prefix=harness_prefix, **ctx)
+    if fixed:  # the fast C simulation's operators: the same file for every robot of this format
+        files[fmt["fmt_source"]] = fmt["fmt_text"]
     # testbench: seeded random states within the joint limits, format vs the same code in double
     env = testbench_states(model, tb_states)
     # q, v, a, tau always (as before other inputs existed), the others where a kernel here takes them
@@ -334,7 +338,24 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
         files[f"hls_{kk['name']}.tcl"] = render("hls/kernel.tcl.j2", k=kk, **ctx)
     tcl = "run_hls.tcl"
     files[tcl] = render("hls/run_hls.tcl.j2", part=part, clock_mhz=f"{clock_mhz:g}", **ctx)
-    return GeneratedHLS(prefix, numtype, files, printed, header, sources, harness, harness_prefix, testbench, tcl)
+    return GeneratedHLS(prefix, numtype, files, printed, header, sources, harness, harness_prefix, testbench, tcl,
+                        fmt.get("fmt_source"))
+
+
+def csim_format(numtype: NumType) -> dict:
+    """The fast C simulation's operators of an ap_fixed format, which depend on nothing else:
+    ``fmt_ns`` (their namespace, named by W, I and both modes), ``fmt_source`` (the file that
+    defines them, ``<fmt_ns>.cpp``), ``fmt_text`` (its text) and ``csim_decls`` (the types and
+    declarations, the same text in that file and in every design's header). A C-simulation
+    build compiles the file once per format and flags and links it (:meth:`HlsTarget.load`)."""
+    fmt_ns = (f"rbd_csim_fx{numtype.W}_{numtype.I}_{numtype.rounding[3:].lower()}_"
+              f"{numtype.overflow[3:].lower()}")
+    ctx = dict(fmt_ns=fmt_ns, fmt_source=f"{fmt_ns}.cpp", ctype=numtype.ctype, numtype=numtype.describe(),
+               numtype_W=numtype.W)
+    decls = render("hls/csim_format.j2", **ctx).rstrip("\n")
+    text = render("hls/csim_ops.cpp.j2", csim_decls=decls,
+                  cordic_lines=cordic(numtype.W, numtype.I).c_function("rbd_cordic", "data_t"), **ctx)
+    return dict(fmt_ns=fmt_ns, fmt_source=ctx["fmt_source"], fmt_text=text, csim_decls=decls)
 
 
 def _check_rolled_options(unroll, dsp_budget) -> None:
