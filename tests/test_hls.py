@@ -25,6 +25,7 @@ import math
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,7 +147,8 @@ def test_shared_precompiled_ap_types_change_nothing_built(tmp_path, monkeypatch)
     without it, byte for byte (a harness whose first lines asked for other optimisation than the
     shared header does would differ here). A library found in the cache makes none and reads
     none; a damaged one (here truncated) is made again by the next build that compiles, another
-    robot's, which takes the same entry. Three compiling builds of a one-joint chain."""
+    robot's, which takes the same entry. The format's operators are one archive, whatever the
+    build's -O. Four compiling builds of a one- and a two-joint chain."""
     import rbdgen.targets.hls as hls_target
     from rbdgen.toolchain import compiler
 
@@ -160,23 +162,33 @@ def test_shared_precompiled_ap_types_change_nothing_built(tmp_path, monkeypatch)
     def command(kern, cache):
         return (tmp_path / cache / kern.path.rsplit("/", 2)[-2] / "command.txt").read_text()
 
+    def included(cmd):
+        return Path(re.search(r"-include (\S+)", cmd).group(1))
+
     monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "shared"))
     first = rbdgen.build(models[0], **opts)
-    gch = sorted((tmp_path / "shared").glob("pch-*/rbd_csim_ap_types.h.gch"))
-    assert len(gch) == 1 and compiler.library_intact(gch[0]) is None, gch
-    include = f"-include {gch[0].with_suffix('')}"
-    assert include in command(first, "shared")
-    gch[0].write_bytes(gch[0].read_bytes()[:1000])
+    # two entries: the harness's (the build's flags) and the format's operators' (always -O2)
+    gchs = sorted((tmp_path / "shared").glob("pch-*/rbd_csim_ap_types.h.gch"))
+    assert len(gchs) == 2 and all(compiler.library_intact(g) is None for g in gchs), gchs
+    header = included(command(first, "shared"))
+    gch = header.with_name(header.name + ".gch")
+    assert gch in gchs
+    gch.write_bytes(gch.read_bytes()[:1000])
     rbdgen.build(models[0], **opts)  # found in the cache: the damaged .gch is not touched
-    assert gch[0].stat().st_size == 1000
+    assert gch.stat().st_size == 1000
     other = rbdgen.build(models[1], **opts)
-    assert sorted((tmp_path / "shared").glob("pch-*/*.gch")) == gch and compiler.library_intact(gch[0]) is None
-    assert include in command(other, "shared")
-    # the format's operators: one archive in the cache, compiled with the shared header, linked
-    # into both robots' libraries
+    assert sorted((tmp_path / "shared").glob("pch-*/*.gch")) == gchs and compiler.library_intact(gch) is None
+    assert included(command(other, "shared")) == header
+    # the format's operators: one archive in the cache, compiled at -O2 with the other shared
+    # header, linked into both robots' libraries and into a build at another -O
     ops = sorted((tmp_path / "shared").glob("*/rbd_csim_fx24_10_rnd_conv_sat.a"))
-    assert len(ops) == 1 and include in (ops[0].parent / "command.txt").read_text(), ops
-    assert f"linked: {ops[0]}" in command(first, "shared") and f"linked: {ops[0]}" in command(other, "shared")
+    assert len(ops) == 1, ops
+    ops_cmd = (ops[0].parent / "command.txt").read_text()
+    assert " -O2 " in ops_cmd and included(ops_cmd) != header and included(ops_cmd).parent.name.startswith("pch-")
+    o1 = rbdgen.build(models[1], **{**opts, "opt": "-O1"})
+    for kern in (first, other, o1):
+        assert f"linked: {ops[0]}" in command(kern, "shared")
+    assert sorted((tmp_path / "shared").glob("*/rbd_csim_*.a")) == ops
     assert abs(other.sincos(np.array([0.5]))[0][0] - math.sin(0.5)) < 2.0 ** -13  # ap_fixed<24,10>: 14 bits
     monkeypatch.setenv(compiler.CACHE_ENV, str(tmp_path / "own"))
     monkeypatch.setattr(hls_target, "shared_pch", lambda *a, **kw: None)

@@ -3,7 +3,7 @@
 // The operators of the fast C simulation (-DRBD_HLS_CSIM_FAST; not synthesized) on
 // ap_fixed<32, 16, AP_RND_CONV, AP_SAT>: each computes on the ap_fixed exactly what a statement computes on it, then
 // stores the raw bits. Nothing here depends on the robot: every design of this format has the
-// same file, and rbdgen compiles it once per format and compiler flags (a static archive in
+// same file, and rbdgen compiles it once per format, at -O2 (a static archive in
 // the compile cache) and links it into each C-simulation library, instead of compiling these
 // operators and the ap_fixed code they expand to (~5 s of g++) into every one.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -19,7 +19,7 @@
 // result, quantised once when stored. A product is kept as its two factors until it is stored,
 // so `o -= s * b` subtracts the exact product, as ap_fixed does. The operators are defined in
 //   rbd_csim_fx32_16_rnd_conv_sat.cpp
-// (compiled optimised, once per format and flags for every robot).
+// (compiled optimised, once per format for every robot).
 namespace rbd_csim_fx32_16_rnd_conv_sat {
 struct csim_prod_t;
 struct csim_t {

@@ -220,7 +220,7 @@ static inline rbd_iiwa14_hls_data_t rbd_div(const rbd_iiwa14_hls_data_t a, const
 // result, quantised once when stored. A product is kept as its two factors until it is stored,
 // so `o -= s * b` subtracts the exact product, as ap_fixed does. The operators are defined in
 //   rbd_csim_fx32_16_rnd_conv_sat.cpp
-// (compiled optimised, once per format and flags for every robot).
+// (compiled optimised, once per format for every robot).
 namespace rbd_csim_fx32_16_rnd_conv_sat {
 struct csim_prod_t;
 struct csim_t {

@@ -25,6 +25,28 @@ from .emit import (DEFAULT_CLOCK_MHZ, DEFAULT_OVERFLOW, DEFAULT_PART, DEFAULT_RO
 from .schedule import PARTS, part_preset
 
 
+#: how a format's operators (``rbd_csim_fx…cpp``) are compiled, whatever the build's own ``opt``:
+#: they are optimised in every build anyway (the file's ``#pragma GCC optimize("O2")``), so one
+#: archive per format serves the -O0 and the -O1 builds alike
+CSIM_OPS_OPT = "-O2"
+
+
+def _ap_types_pch(cxx, flags):
+    """The ap_types precompiled for ``flags`` (:data:`CSIM_AP_TYPES`; None where not GCC)."""
+    return shared_pch(find_cxx(cxx), flags, "rbd_csim_ap_types.h", CSIM_AP_TYPES, deps=(ap_types_dir(),))
+
+
+def _csim_ops_archive(text: str, name: str, cxx, progress):
+    """The fast C simulation's operators and CORDIC on one ap_fixed format (``name``, the same
+    file for every robot: ~5 s of g++): compiled once per format into the compile cache as a
+    static archive, which each C-simulation library of the format links; its path."""
+    flags = hls_flags(CSIM_OPS_OPT, "fast")
+    shared = _ap_types_pch(cxx, flags)
+    return build_library({name: text}, [name], name[:-len(".cpp")],
+                         [*flags, "-include", str(shared.header)] if shared else flags, cxx=cxx, progress=progress,
+                         static=True, prepare=(lambda: shared.make(progress)) if shared else None)
+
+
 class HlsTarget(Target):
     # generating HLS sources warns (an initiation interval the ports cannot keep, a DSP budget
     # the cost model needs more LUTs for): a cached build would not say it again
@@ -97,20 +119,15 @@ class HlsTarget(Target):
         flags = hls_flags(check_opt(opt or "-O1"), csim)
         names = [info["header"], *info["hls_sources"], info["csim_harness"]]
         shared, link, ap_flags = None, (), flags
-        fast_fixed = csim == "fast" and info["numtype"]["kind"] == "fixed"
-        if fast_fixed:
+        if csim == "fast" and info["numtype"]["kind"] == "fixed":
             # only the harness and the format's operators read the ap_types here (the kernel
             # sources see raw integers): their precompiled form, shared with every fixed-point
             # build of these flags, comes first
-            shared = shared_pch(find_cxx(cxx), flags, "rbd_csim_ap_types.h", CSIM_AP_TYPES, deps=(ap_types_dir(),))
+            shared = _ap_types_pch(cxx, flags)
             ap_flags = [*flags, "-include", str(shared.header)] if shared else flags
             ops = info.get("csim_ops")
             if ops:
-                # the operators and the CORDIC on ap_fixed (~5 s of g++), the same for every robot of
-                # this format: compiled once per format and flags into the compile cache, linked here
-                link = (build_library({ops: sources.files[ops]}, [ops], ops[:-len(".cpp")], ap_flags, cxx=cxx,
-                                      progress=progress, static=True,
-                                      prepare=(lambda: shared.make(progress)) if shared else None),)
+                link = (_csim_ops_archive(sources.files[ops], ops, cxx, progress),)
         # every source includes the header (and through it the ap_types) first: precompiled once
         lib = build_library({fn: sources.files[fn] for fn in names}, names[1:], info["library"], flags, cxx=cxx,
                             progress=progress, pch=info["header"],

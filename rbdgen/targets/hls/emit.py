@@ -347,7 +347,7 @@ def csim_format(numtype: NumType) -> dict:
     ``fmt_ns`` (their namespace, named by W, I and both modes), ``fmt_source`` (the file that
     defines them, ``<fmt_ns>.cpp``), ``fmt_text`` (its text) and ``csim_decls`` (the types and
     declarations, the same text in that file and in every design's header). A C-simulation
-    build compiles the file once per format and flags and links it (:meth:`HlsTarget.load`)."""
+    build compiles the file once per format and links it (:meth:`HlsTarget.load`)."""
     fmt_ns = (f"rbd_csim_fx{numtype.W}_{numtype.I}_{numtype.rounding[3:].lower()}_"
               f"{numtype.overflow[3:].lower()}")
     ctx = dict(fmt_ns=fmt_ns, fmt_source=f"{fmt_ns}.cpp", ctype=numtype.ctype, numtype=numtype.describe(),
