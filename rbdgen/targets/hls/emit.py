@@ -303,7 +303,7 @@ def generate_hls(model: RobotModel, numtype: NumType | None = None, kernels=None
     cordic_lines = cordic(numtype.W, numtype.I).c_function("rbd_sincos", data_t, shared=dsp_budget is not None) \
         if fixed else []
     fmt = csim_format(numtype) if fixed else {}
-    ctx = dict(**raw, **fmt, cordic_lines=cordic_lines,
+    ctx = dict(**raw, **{k: v for k, v in fmt.items() if k != "fmt_text"}, cordic_lines=cordic_lines,
                banner=banner, robot=robot, robot_str=esc.c_string(model.name), prefix=prefix, ns=ns, data_t=data_t,
                ctype=numtype.ctype, dsp_budget=dsp_budget,
                fixed=fixed, numtype=numtype.describe(), numtype_W=numtype.W, numtype_I=numtype.I, header=header, kernels=ks, ii=ii, interface=interface,
