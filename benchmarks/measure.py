@@ -65,7 +65,7 @@ FRAMES = {"iiwa14": ["iiwa_link_ee"], "quadruped": ["FL_foot", "FR_foot", "RL_fo
 CONSTRAINTS = {"iiwa14": ["iiwa_link_ee:6d"], "quadruped": ["FL_foot:3d", "FR_foot:3d", "RL_foot:3d", "RR_foot:3d"],
                "talos_reduced": ["left_sole_link:6d", "right_sole_link:6d"]}
 ALIASES = {"iiwa": "iiwa14", "talos": "talos_reduced", "humanoid": "talos_reduced"}
-INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T", "stale": "ST", "f_ext": "FE", "stale_lwp": "SL"}  # kernel input name → pool array in the driver
+INPUT_POOL = {"q": "Q", "v": "V", "a": "A", "tau": "T", "stale": "ST", "f_ext": "FE", "stale_lwp": "SL", "Minv": "MI"}  # kernel input name → pool array in the driver
 # every kernel in the registry, with its declared inputs
 KERNELS = tuple(k for k in registry.kernels() if registry.get(k).variant_of is None and not registry.get(k).opt_in)  # the *_fext variants and the opt-in Schur kernels: built only when named (benchmarks/scan.py measures those)
 SIGS = {k: registry.get(k).input_names for k in KERNELS}

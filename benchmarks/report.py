@@ -409,7 +409,7 @@ def markdown(results: dict) -> str:
             row += [fmt(r, "reference_ns_per_state", k, str(n)) for n in ref_sizes]
             L.append("| " + " | ".join(row) + " |")
         nr = (r.get("pinocchio") or {}).get("rounds") or len(
-            next(iter(r["variants"].values()))["cpp_single_ns"]["rnea"].get("round_medians", [0]))
+            next(iter(next(iter(r["variants"].values()))["cpp_single_ns"].values())).get("round_medians", [0]))
         L += ["", "C++: a driver linked to the generated library calls the kernel over a pool of 256 states; "
               "Python: `kern.<kernel>(q, …, out=…)` with (nq,) arrays, over the same pool. "
               f"rbdgen and Pinocchio took turns, {nr} round{'s' if nr > 1 else ''}: each figure is the median of the "

@@ -88,7 +88,22 @@ INPUTS = {
     "stale_lwp": Arg("stale_lwp", ("18*nb",), "the previous call's stale_next (rnea_stale_hamilton, "
                      "rnea_stale_binder_herzog_lwp: per body Luh–Walker–Paul ω, ω̇, α, a_e, f, n)",
                      sample=lambda model, rng, n: _sample_stale(model, rng, n, "hamilton")),
+    # last, for the same reason
+    "Minv": Arg("Minv", ("nv", "nv"), "M(q)⁻¹ at the same q, computed before (minv, or aba_derivatives' "
+                "dqdd_dtau) and given (fd_derivatives_minv); drawn for validation as a random symmetric "
+                "positive definite matrix (the product is checked for any), the Pinocchio comparison "
+                "gives M(q)⁻¹ itself", sample=lambda model, rng, n: _sample_spd(model, rng, n)),
 }
+
+
+def _sample_spd(model, rng, n: int):
+    """Random symmetric positive definite nv × nv matrices, flat, entries of order one. Above 64
+    states, 64 distinct ones repeat (callers draw every declared input for batches of up to 65 536
+    states: a humanoid's 38 × 38 matrices would otherwise be 3.6 GFLOP of products to draw)."""
+    k = min(n, 64)
+    B = rng.normal(size=(k, model.nv, model.nv))
+    A = B @ B.transpose(0, 2, 1) / model.nv + np.eye(model.nv)
+    return np.resize(A.reshape(k, -1), (n, model.nv * model.nv))
 
 
 def _sample_stale(model, rng, n: int, scheme: str = "binder_herzog"):

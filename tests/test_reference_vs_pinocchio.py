@@ -45,7 +45,7 @@ def _pin(robot, floating, cache):
 #: coupled references for these are checked by identities (test_mimic.py) and finite
 #: differences (test_reference_derivatives.py) instead
 PIN_NO_MIMIC = {"aba", "aba_scan", "minv", "rnea_derivatives", "aba_derivatives", "osim_inverse", "contact_terms",
-                "aba_fext", "rnea_derivatives_fext", "aba_derivatives_fext"}
+                "aba_fext", "rnea_derivatives_fext", "aba_derivatives_fext", "fd_derivatives_minv"}
 
 
 @pytest.mark.parametrize("robot,floating", ROBOT_CASES)

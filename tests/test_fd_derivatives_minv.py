@@ -1,0 +1,147 @@
+"""fd_derivatives_minv: seed 001's Algorithm 3 with M⁻¹ given (its footnote 1: cached).
+
+Oracles: the NumPy reference (−M⁻¹ · rbdgen.reference.rnea_derivatives, for any M⁻¹ given),
+Pinocchio's own forward-dynamics derivatives (computeABADerivatives at τ = rnea(q, v, q̈), with
+M(q)⁻¹ given), and our aba_derivatives at the same state; on every target: the CPU (float64,
+float32, the batch path), the CUDA program's host emulation, the HLS C simulation in ap_fixed and
+the Verilog module in Verilator (bit for bit with that C simulation, in the latency its schedule
+gives).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rbdgen
+from rbdgen import reference as ref
+from rbdgen import registry
+from rbdgen.errors import RbdgenError, UnsupportedError
+from rbdgen.targets.hls.emit import DEFAULT_CLOCK_MHZ, measured_bound, numeric_type
+from rbdgen.targets.hls.schedule import budget_cost
+from rbdgen.validate import pinocchio_model
+
+from conftest import ROBOTS, TOL32, TOL64, kernel_errors, load_case, random_state
+
+K = "fd_derivatives_minv"
+
+
+def _case(name, floating=False):
+    return load_case(next(r for r in ROBOTS if r.name == name), floating)
+
+
+def _pinocchio_fd_derivatives(model, q, v, qdd):
+    pin, pm = pinocchio_model(model)
+    assert pin is not None, pm  # a test dependency the Makefile installs
+    data = pm.createData()
+    out_q, out_v = [], []
+    for i in range(len(q)):
+        qp = model.to_pinocchio_q(q[i])
+        tau = pin.rnea(pm, data, qp, v[i], qdd[i]).copy()
+        ddq, ddv, _ = pin.computeABADerivatives(pm, data, qp, v[i], tau)
+        out_q.append(ddq.copy())
+        out_v.append(ddv.copy())
+    return np.array(out_q), np.array(out_v)
+
+
+def _rel(x, y):
+    return float(np.max(np.abs(x - y)) / max(1.0, np.max(np.abs(y))))
+
+
+def test_opt_in_and_refusals():
+    """Built only when named (default selections keep their size); a coupled mimic model is
+    refused naming the kernel; a wrong M⁻¹ shape is a ValueError naming the argument."""
+    assert K not in registry.resolve(None) or registry.get(K).opt_in
+    assert registry.get(K).opt_in and registry.get(K).input_names == ("q", "v", "a", "Minv")
+    coupled = next(r for r in ROBOTS if r.name == "panda_coupled").load(False)
+    with pytest.raises(UnsupportedError, match=f"kernel {K} has no form for coupled mimic joints"):
+        registry.trace(coupled, K)
+    m = _case("iiwa14")
+    kern = rbdgen.build(m, kernels=(K,), opt="-O1")
+    assert kern.kernels == (K,)
+    q, v, a, _ = random_state(m, seed=1)
+    with pytest.raises((ValueError, RbdgenError), match="Minv"):
+        kern.fd_derivatives_minv(q, v, a, np.eye(6))
+
+
+@pytest.mark.parametrize("name,floating", [("iiwa14", False), ("quadruped", True), ("baxter", False)],
+                         ids=["iiwa14", "quadruped-floating", "baxter-branched"])
+def test_cpu_matches_pinocchio_and_aba_derivatives(name, floating):
+    """With M⁻¹ = M(q)⁻¹ the kernel's outputs are ∂q̈/∂q and ∂q̈/∂v at q̈: Pinocchio's
+    computeABADerivatives at τ = rnea(q, v, q̈) and our aba_derivatives at that τ, batch and one
+    state; with any other M⁻¹ they are −M⁻¹ ∂τ/∂u (the reference, on the registry's draws)."""
+    m = _case(name, floating)
+    kern = rbdgen.build(m, kernels=(K, "aba_derivatives", "minv", "rnea"), opt="-O0")
+    n = 9
+    q, v, qdd, _ = random_state(m, seed=11, n=n)
+    Mi = kern.minv(q)
+    dq, dv = kern.fd_derivatives_minv(q, v, qdd, Mi)
+    assert dq.shape == dv.shape == (n, m.nv, m.nv)
+    pq, pv = _pinocchio_fd_derivatives(m, q, v, qdd)
+    assert _rel(dq, pq) <= TOL64 and _rel(dv, pv) <= TOL64, (_rel(dq, pq), _rel(dv, pv))
+    tau = kern.rnea(q, v, qdd)
+    aq, av, am = kern.aba_derivatives(q, v, tau)
+    assert _rel(dq, aq) <= TOL64 and _rel(dv, av) <= TOL64 and _rel(Mi, am) <= TOL64
+    one = kern.fd_derivatives_minv(q[4], v[4], qdd[4], Mi[4])
+    np.testing.assert_allclose(one[0], dq[4], rtol=0, atol=1e-12 * max(1.0, np.abs(dq[4]).max()))
+    errs = kernel_errors(kern, m, np.float64, seed=5, n=13, single=2)
+    assert errs[K] <= TOL64, errs
+
+
+def test_float32_within_its_bound():
+    m = _case("quadruped", True)
+    kern = rbdgen.build(m, kernels=(K,), dtype="float32", opt="-O0")
+    errs = kernel_errors(kern, m, np.float32, seed=6, n=17, single=3)
+    assert errs[K] <= TOL32[K], errs
+
+
+def test_reference_is_minus_minv_times_the_rnea_derivatives():
+    """The reference against an independent composition: central differences of the reference
+    aba at τ = rnea(q, v, q̈) give ∂q̈/∂v (M⁻¹ = M(q)⁻¹)."""
+    m = _case("iiwa14")
+    q, v, qdd, _ = random_state(m, seed=3)
+    Mi = ref.minv(m, q)
+    _, dv = registry.reference(m, K, {"q": q, "v": v, "a": qdd, "Minv": Mi.ravel()})
+    tau = ref.rnea(m, q, v, qdd)
+    h = 1e-6
+    fd = np.stack([(ref.aba(m, q, v + h * e, tau) - ref.aba(m, q, v - h * e, tau)) / (2 * h)
+                   for e in np.eye(m.nv)], axis=1)
+    assert _rel(dv, fd) <= 1e-7, _rel(dv, fd)
+
+
+def test_cuda_emulated_both_shapes():
+    from test_cuda import EMULATED_ARCH
+
+    m = _case("iiwa14")
+    kern = rbdgen.build(m, target="cuda", kernels=(K,), opt="-O0", arch=EMULATED_ARCH, werror=True)
+    assert kern.info[K]["default_shape"] == "block"
+    for shape in ("thread", "block"):
+        errs = kernel_errors(kern.emulated(shape), m, np.float64, seed=8, n=37, single=3)
+        assert errs[K] <= TOL64, (shape, errs)
+
+
+def test_hls_and_verilog_bit_for_bit_within_200_dsps():
+    """ap_fixed<32,16>: the HLS C simulation within the kernel's declared bound of the reference
+    and of Pinocchio (M⁻¹ = M(q)⁻¹, whose entries reach ~10² on the iiwa); the Verilog module
+    within 200 DSP48E2 gives the C simulation's bits, and done rises, and the outputs are final,
+    in the list schedule's latency. That latency against aba_derivatives' (which computes q̈ and
+    M⁻¹ itself) is docs/verilog.md's comparison with robomorphic computing."""
+    m = _case("iiwa14")
+    fixed, budget = (32, 16), 200
+    kh = rbdgen.build(m, target="hls", fixed=fixed, kernels=(K,))
+    kv = rbdgen.build(m, target="verilog", fixed=fixed, kernels=(K,), dsp_budget=budget)
+    nt = numeric_type("float64", fixed)
+    bound = measured_bound(registry.get(K), nt)
+    n = 6
+    q, v, qdd, _ = random_state(m, seed=49, n=n)
+    drawn = registry.INPUTS["Minv"].sample(m, np.random.default_rng(4), n).reshape(n, m.nv, m.nv)
+    for Mi in (drawn, ref.minv(m, q)):
+        got, want = kv.fd_derivatives_minv(q, v, qdd, Mi), kh.fd_derivatives_minv(q, v, qdd, Mi)
+        exp = registry.reference(m, K, {"q": q, "v": v, "a": qdd, "Minv": Mi.reshape(n, -1)})
+        for g, w, e in zip(got, want, exp):
+            np.testing.assert_array_equal(g, w, err_msg="Verilator vs HLS C simulation")
+            assert _rel(w, e) <= bound, (_rel(w, e), bound)
+    bc = budget_cost(registry.trace(m, K), nt, DEFAULT_CLOCK_MHZ, budget, divider="narrow")
+    c = kv.cycles(K)
+    assert c["done"] == c["schedule"] == c["outputs_final"] == bc["latency_cycles"], (c, bc["latency_cycles"])
+    fd = budget_cost(registry.trace(m, "aba_derivatives"), nt, DEFAULT_CLOCK_MHZ, budget, divider="narrow")
+    assert bc["dsp"] <= budget and bc["latency_cycles"] < fd["latency_cycles"] / 2, (bc, fd["latency_cycles"])
