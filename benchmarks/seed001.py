@@ -14,10 +14,11 @@ end (Figs. 2-3), on a CPU (i7-7700, 4 threads), a GPU (their "GTX 2080") and an 
 
 Ours, for the iiwa (robots/iiwa14.urdf):
 
-* **CPU, measured here**: ``aba_derivatives`` (∇FD: ∂q̈/∂q, ∂q̈/∂v, ∂q̈/∂τ = M⁻¹) and
-  ``rnea_derivatives`` (∇ID, their ∂c'/∂u step), one state through the C++ driver of
-  benchmarks/measure.py; and N states end to end from Python (NumPy arrays in, preallocated
-  out=, one call), on every core (OpenMP) and on one.
+* **CPU, measured here**: ``fd_derivatives_minv`` (their kernel: Algorithm 3, M⁻¹ given as
+  their footnote 1 has it cached), ``aba_derivatives`` (∇FD that computes q̈ and M⁻¹ itself:
+  ∂q̈/∂q, ∂q̈/∂v, ∂q̈/∂τ = M⁻¹) and ``rnea_derivatives`` (∇ID, their ∂c'/∂u step), one state
+  through the C++ driver of benchmarks/measure.py; and N states end to end from Python (NumPy
+  arrays in, preallocated out=, one call), on every core (OpenMP) and on one.
 * **Pinocchio** (their CPU baseline, reference [7]): not rerun here; the committed `make bench`
   run (benchmarks/results/results.json) timed Pinocchio's computeABADerivatives (C++) and our
   kernel in the same run, and that ratio is the one compared with their 1.5×.
@@ -53,7 +54,9 @@ from rbdgen.toolchain.compiler import find_cxx  # noqa: E402
 
 SEED = "../shared/seeds/001_b833b0518a8dc7a8.txt"
 NS = (16, 32, 64, 128)
-KERNELS = ("aba_derivatives", "rnea_derivatives")
+KERNELS = ("fd_derivatives_minv", "aba_derivatives", "rnea_derivatives")
+#: their kernel (Algorithm 3 with M⁻¹ given), and ours that computes q̈ and M⁻¹ as well
+GRADIENTS = ("fd_derivatives_minv", "aba_derivatives")
 OUR_CLOCK, THEIR_CLOCK = 250.0, 55.6
 VCU118_DSP = 6840
 
@@ -90,37 +93,43 @@ def cpu_single(model, quick: bool, work: Path) -> dict:
 
 
 def cpu_end_to_end(model, kern, quick: bool) -> dict:
-    """Seconds for N computations in one call (NumPy in, preallocated out=), every core and one."""
-    f = kern.kernel("aba_derivatives")
+    """Microseconds for N computations in one call (NumPy in, preallocated out=), every core and
+    one, for each of GRADIENTS; ``cores``: the OpenMP default."""
     rng = np.random.default_rng(2)
     omp = bench.OpenMP()
     out = {}
-    for threads, label in ((None, "all_cores"), (1, "one_core")):
-        omp.set(threads)
-        row = {}
-        for n in NS:
-            st = bench.states(model, rng, n)
-            ins = tuple(st[x] for x in registry.get("aba_derivatives").input_names)
-            o = bench.out_arrays(kern.methods["aba_derivatives"], (n,))
-            tm = bench.measure(lambda: f(*ins, out=o), target_s=0.01 if quick else 0.05, runs=3 if quick else 7,
-                               budget_s=2.0)
-            row[str(n)] = round(bench.summary(tm, clock="wall")["median"] / 1e3, 3)  # µs
-        out[label] = row
+    for k in GRADIENTS:
+        f = kern.kernel(k)
+        out[k] = {}
+        for threads, label in ((None, "all_cores"), (1, "one_core")):
+            omp.set(threads)
+            row = {}
+            for n in NS:
+                st = bench.states(model, rng, n)
+                ins = tuple(st[x] for x in registry.get(k).input_names)
+                o = bench.out_arrays(kern.methods[k], (n,))
+                tm = bench.measure(lambda: f(*ins, out=o), target_s=0.01 if quick else 0.05, runs=3 if quick else 7,
+                                   budget_s=2.0)
+                row[str(n)] = round(bench.summary(tm, clock="wall")["median"] / 1e3, 3)  # µs
+            out[k][label] = row
     omp.set(None)
     out["cores"] = omp.default
     return out
 
 
 def fpga(model) -> dict:
+    """Per kernel of GRADIENTS: the HLS cost model's latency, unbudgeted and within the VCU-118's DSPs."""
     nt = H.numeric_type(fixed=(32, 16))
-    k = registry.trace(model, "aba_derivatives")
-    free = H.hls_cost(k, nt, OUR_CLOCK)
-    bc = HS.budget_cost(k, nt, OUR_CLOCK, VCU118_DSP)
     out = {}
-    for label, cyc, dsp in (("unbudgeted", free["latency_cycles"], free["dsp"]),
-                            (f"within {VCU118_DSP} DSP (VCU-118)", bc["latency_cycles"], bc["dsp"])):
-        out[label] = {"cycles": int(cyc), "dsp": int(dsp),
-                      "us_at_250MHz": round(cyc / OUR_CLOCK, 3), "us_at_55.6MHz": round(cyc / THEIR_CLOCK, 3)}
+    for name in GRADIENTS:
+        k = registry.trace(model, name)
+        free = H.hls_cost(k, nt, OUR_CLOCK)
+        bc = HS.budget_cost(k, nt, OUR_CLOCK, VCU118_DSP)
+        out[name] = {}
+        for label, cyc, dsp in (("unbudgeted", free["latency_cycles"], free["dsp"]),
+                                (f"within {VCU118_DSP} DSP (VCU-118)", bc["latency_cycles"], bc["dsp"])):
+            out[name][label] = {"cycles": int(cyc), "dsp": int(dsp),
+                                "us_at_250MHz": round(cyc / OUR_CLOCK, 3), "us_at_55.6MHz": round(cyc / THEIR_CLOCK, 3)}
     return out
 
 
@@ -142,7 +151,8 @@ def committed_pinocchio() -> dict | None:
 def markdown(res) -> str:
     mi, c, e, fp, pin = res["machine"], res["cpu_single_ns"], res["cpu_end_to_end_us"], res["fpga"], res["pinocchio"]
     fpga_key = f"within {VCU118_DSP} DSP (VCU-118)"
-    f_us = fp[fpga_key]["us_at_250MHz"]
+    th, ab = fp["fd_derivatives_minv"], fp["aba_derivatives"]
+    f_us = th[fpga_key]["us_at_250MHz"]
     L = ["# Seed 001: the iiwa's dynamics gradient on CPU, GPU and FPGA, with our kernels", "",
          f"Machine: {mi['cpu']} ({mi['cpus_available']} CPUs available), {mi['compiler'].splitlines()[0]}; rbdgen "
          f"{mi['rbdgen']} (git {mi['git']}), {mi['date']}. Generated by `make bench-seed001` (benchmarks/seed001.py) in "
@@ -150,35 +160,41 @@ def markdown(res) -> str:
          f"Paper: Plancher et al., \"Accelerating Robot Dynamics Gradients on a CPU, GPU, and FPGA\" — seed text `{SEED}`. "
          f"Their hardware (line {PAPER['hardware'][1]}): \"{PAPER['hardware'][0]}\" Their Figs. 1-3 are bar charts; the "
          "OCR holds none of their values, so only what the text states is quoted (seed line numbers).", "",
-         "Their kernel and ours differ: theirs leaves M⁻¹ out (footnote, line 119: \"" + PAPER["no_minv"][0] + "\"), our "
-         "`aba_derivatives` computes ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ from (q, v, τ) in one call; "
-         "`rnea_derivatives` (∂τ/∂q, ∂τ/∂v) is the counterpart of their ∂c'/∂u step.", "",
+         "Their kernel is Algorithm 3 with M⁻¹ left out (footnote, line 119: \"" + PAPER["no_minv"][0] + "\"): our "
+         "`fd_derivatives_minv` (q, q̇, q̈ and M⁻¹ in; ∂q̈/∂q, ∂q̈/∂q̇ out), which the comparisons below use. Our "
+         "`aba_derivatives` also computes q̈ and M⁻¹ (from q, q̇, τ); `rnea_derivatives` (∂τ/∂q, ∂τ/∂q̇) is the "
+         "counterpart of their ∂c'/∂u step.", "",
          "## Fig. 1: one computation", "",
          "| | theirs (text) | ours |", "|---|---|---|",
          f"| CPU against Pinocchio (their [7]) | \"{PAPER['fig1_cpu'][0]}\" (line {PAPER['fig1_cpu'][1]}) | "
          + (f"our `aba_derivatives` {pin['ours_ns']:.0f} ns against Pinocchio's computeABADerivatives "
             f"{pin['pinocchio_ns']:.0f} ns (portable build) / {pin['pinocchio_native_ns']:.0f} ns (-march=native): "
             f"**{pin['pinocchio_ns'] / pin['ours_ns']:.1f}× / {pin['pinocchio_native_ns'] / pin['ours_ns']:.1f}×** "
-            f"(C++, one state; the committed `make bench` run of {pin['date'][:10]}, git {pin['git']}, this VM)"
+            f"(C++, one state; the committed `make bench` run of {pin['date'][:10]}, git {pin['git']}, this VM; "
+            "Pinocchio's computes q̈ and M⁻¹ too)"
             if pin else "no committed `make bench` run to read") + " |",
-         f"| CPU, this run | — | `aba_derivatives` {c['aba_derivatives']:.0f} ns, `rnea_derivatives` "
-         f"{c['rnea_derivatives']:.0f} ns (C++ driver, one state, median) |",
+         f"| CPU, this run | — | `fd_derivatives_minv` {c['fd_derivatives_minv']:.0f} ns, `aba_derivatives` "
+         f"{c['aba_derivatives']:.0f} ns, `rnea_derivatives` {c['rnea_derivatives']:.0f} ns (C++ driver, one state, "
+         "median) |",
          f"| GPU | \"{PAPER['fig1_gpu'][0]}\" (line {PAPER['fig1_gpu'][1]}) | **not run: no GPU lent** |",
-         f"| FPGA | \"{PAPER['fig1_fpga'][0]}\" (line {PAPER['fig1_fpga'][1]}) | cost model, ap_fixed<32,16>: "
-         f"{fp[fpga_key]['cycles']} cycles at {fp[fpga_key]['dsp']} DSPs ({fpga_key}; unbudgeted "
-         f"{fp['unbudgeted']['cycles']} cycles): {f_us:.2f} µs at 250 MHz, {fp[fpga_key]['us_at_55.6MHz']:.1f} µs at "
-         f"their 55.6 MHz — **{c['aba_derivatives'] / 1e3 / f_us:.2f}×** our CPU's speed at 250 MHz "
-         f"(their FPGA: 5.6× their CPU's) |", "",
+         f"| FPGA | \"{PAPER['fig1_fpga'][0]}\" (line {PAPER['fig1_fpga'][1]}) | cost model, ap_fixed<32,16>, "
+         f"`fd_derivatives_minv`: {th[fpga_key]['cycles']} cycles at {th[fpga_key]['dsp']} DSPs ({fpga_key}; unbudgeted "
+         f"{th['unbudgeted']['cycles']} cycles): {f_us:.2f} µs at 250 MHz, {th[fpga_key]['us_at_55.6MHz']:.1f} µs at "
+         f"their 55.6 MHz — **{c['fd_derivatives_minv'] / 1e3 / f_us:.2f}×** our CPU's speed at 250 MHz "
+         f"(their FPGA: 5.6× their CPU's). `aba_derivatives`: {ab[fpga_key]['cycles']} cycles at {ab[fpga_key]['dsp']} "
+         "DSPs |", "",
          "## Fig. 3: N computations end to end", "",
          f"Our CPU: one call on N states from Python (NumPy arrays in, preallocated out=), median wall time, on all "
          f"{e['cores']} cores (OpenMP) and on one; theirs used 4 threads on 4 cores (line {PAPER['fig3_cpu'][1]}). "
          "FPGA: N × the cost model's latency (one at a time, as theirs; no I/O). GPU: not run.", "",
-         "| N | CPU, all cores (µs) | CPU, one core (µs) | FPGA estimate, 250 MHz (µs) | FPGA ÷ CPU (the faster column) | GPU |",
-         "|---:|---:|---:|---:|---:|---|"]
+         "| N | CPU, all cores (µs) | CPU, one core (µs) | FPGA estimate, 250 MHz (µs) | FPGA ÷ CPU (the faster column) "
+         "| `aba_derivatives`, CPU, all cores / one core (µs) | GPU |",
+         "|---:|---:|---:|---:|---:|---:|---|"]
+    t, a = e["fd_derivatives_minv"], e["aba_derivatives"]
     for n in NS:
-        cpu = min(e["all_cores"][str(n)], e["one_core"][str(n)])
-        L.append(f"| {n} | {e['all_cores'][str(n)]:.1f} | {e['one_core'][str(n)]:.1f} | {n * f_us:.1f} | {n * f_us / cpu:.1f}× "
-                 "| not run: no GPU lent |")
+        cpu = min(t["all_cores"][str(n)], t["one_core"][str(n)])
+        L.append(f"| {n} | {t['all_cores'][str(n)]:.1f} | {t['one_core'][str(n)]:.1f} | {n * f_us:.1f} | {n * f_us / cpu:.1f}× "
+                 f"| {a['all_cores'][str(n)]:.1f} / {a['one_core'][str(n)]:.1f} | not run: no GPU lent |")
     L += ["", "Their text on Fig. 3:", "",
           f"- GPU (line {PAPER['fig3_gpu'][1]}): \"{PAPER['fig3_gpu'][0]}\"",
           f"- FPGA (lines {PAPER['fig3_fpga'][1]}): \"{PAPER['fig3_fpga'][0]}\"",
@@ -189,22 +205,28 @@ def markdown(res) -> str:
 
 def findings(res) -> list:
     c, e, fp, pin = res["cpu_single_ns"], res["cpu_end_to_end_us"], res["fpga"], res["pinocchio"]
-    f_us = fp[f"within {VCU118_DSP} DSP (VCU-118)"]["us_at_250MHz"]
+    key = f"within {VCU118_DSP} DSP (VCU-118)"
+    th = fp["fd_derivatives_minv"][key]
+    f_us = th["us_at_250MHz"]
+    t = e["fd_derivatives_minv"]
     out = []
     if pin:
         out.append(f"**CPU, 1.5× over Pinocchio (Fig. 1, line 280).** Ours is {pin['pinocchio_ns'] / pin['ours_ns']:.1f}× "
-                   f"Pinocchio's computeABADerivatives (C++, same run, same VM), and computes M⁻¹ besides, which theirs "
-                   "leaves out. The generated code is unrolled and pruned for the one robot; theirs and Pinocchio are "
-                   "general loops.")
-    ratio = c["aba_derivatives"] / 1e3 / f_us
-    out.append(f"**FPGA, 5.6× their CPU (Fig. 1, line 284): not reproduced by our estimate.** Our cost model puts one ∇FD "
-               f"at {f_us:.2f} µs at 250 MHz, {1 / ratio:.1f}× *slower* than our CPU kernel ({c['aba_derivatives'] / 1e3:.2f} µs). "
-               "Two reasons, both on our side of the comparison: our CPU kernel is itself several times faster than "
-               "their CPU's baseline (above), and our design is a latency-oriented list schedule of the same straight-line "
-               "code, not their hand-built datapaths that overlap v', a', f' with ∂c'/∂u. At their 55.6 MHz our "
-               f"design would take {fp[f'within {VCU118_DSP} DSP (VCU-118)']['us_at_55.6MHz']:.1f} µs. No synthesis tool "
-               "has run it: the estimate is the cost model's (docs/hls.md).")
-    best = {n: min(e["all_cores"][str(n)], e["one_core"][str(n)]) for n in NS}
+                   f"Pinocchio's computeABADerivatives (C++, same run, same VM), both computing q̈ and M⁻¹ besides, which "
+                   f"theirs leaves out; with M⁻¹ given, as theirs, ours takes {c['fd_derivatives_minv']:.0f} ns here "
+                   f"against {c['aba_derivatives']:.0f} ns. The generated code is unrolled and pruned for the one robot; "
+                   "theirs and Pinocchio are general loops.")
+    ratio = c["fd_derivatives_minv"] / 1e3 / f_us
+    verdict = ("reproduced in direction" if ratio > 1 else "not reproduced by our estimate")
+    out.append(f"**FPGA, 5.6× their CPU (Fig. 1, line 284): {verdict}.** Our cost model puts their computation "
+               f"(`fd_derivatives_minv`) at {th['cycles']} cycles on {th['dsp']} DSPs, {f_us:.2f} µs at 250 MHz: "
+               + (f"{ratio:.1f}× our CPU kernel" if ratio > 1 else f"{1 / ratio:.1f}× *slower* than our CPU kernel")
+               + f" ({c['fd_derivatives_minv'] / 1e3:.2f} µs), whose own speed is several times their CPU baseline's "
+               f"(above). At their 55.6 MHz it would take {th['us_at_55.6MHz']:.1f} µs. With q̈ and M⁻¹ computed on the "
+               f"chip (`aba_derivatives`, {fp['aba_derivatives'][key]['cycles']} cycles) ABA's sequential divisions "
+               "dominate. The Verilog target's module of the same schedule runs these cycle counts in Verilator "
+               "(docs/verilog.md); no FPGA has run either.")
+    best = {n: min(t["all_cores"][str(n)], t["one_core"][str(n)]) for n in NS}
     cross = [n for n in NS if n * f_us < best[n]]
     out.append(f"**N-crossovers (Fig. 3, lines 311-315).** Theirs: FPGA ahead at N = 16, 32, GPU at N = 64, 128, both "
                "ahead of the CPU at every N. Ours: the FPGA estimate (one at a time) is "
@@ -212,7 +234,7 @@ def findings(res) -> list:
                + f" (N × {f_us:.2f} µs against {best[16]:.1f}–{best[128]:.1f} µs for our CPU batch); per computation "
                  f"the CPU batch takes {best[16] / 16:.2f} µs at N = 16 and {best[128] / 128:.2f} µs at N = 128 (SIMD lanes "
                  "across states, and the cores), below "
-                 f"one single-state call ({c['aba_derivatives'] / 1e3:.2f} µs). Timed on a shared 2-core VM: the "
+                 f"one single-state call ({c['fd_derivatives_minv'] / 1e3:.2f} µs). Timed on a shared 2-core VM: the "
                  "all-core column carries the other jobs' noise. The GPU–FPGA crossover cannot be placed: no GPU run.")
     out.append("**GPU, 6.4× over the prior GPU code (line 282), 1.2×–3.0× over their CPU end to end (line 311).** Not run "
                "here: no GPU was lent. benchmarks/seeds_gpu.py measures the same N on a GPU when one is.")
@@ -227,16 +249,17 @@ def plot(res, path: Path) -> bool:
     except ImportError:
         return False
     e, fp = res["cpu_end_to_end_us"], res["fpga"]
-    f_us = fp[f"within {VCU118_DSP} DSP (VCU-118)"]["us_at_250MHz"]
+    t = e["fd_derivatives_minv"]
+    f_us = fp["fd_derivatives_minv"][f"within {VCU118_DSP} DSP (VCU-118)"]["us_at_250MHz"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.plot(NS, [e["all_cores"][str(n)] for n in NS], "o-", label=f"our CPU, {e['cores']} cores (measured)")
-    ax.plot(NS, [e["one_core"][str(n)] for n in NS], "o--", label="our CPU, 1 core (measured)")
+    ax.plot(NS, [t["all_cores"][str(n)] for n in NS], "o-", label=f"our CPU, {e['cores']} cores (measured)")
+    ax.plot(NS, [t["one_core"][str(n)] for n in NS], "o--", label="our CPU, 1 core (measured)")
     ax.plot(NS, [n * f_us for n in NS], "s-", label="our FPGA, cost model at 250 MHz, one at a time (estimate)")
     ax.text(0.02, 0.96, "GPU: not run (no GPU lent)", transform=ax.transAxes, va="top", fontsize=8, color="gray")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(NS, [str(n) for n in NS])
-    ax.set_xlabel("N computations of ∇FD (iiwa)")
+    ax.set_xlabel("N computations of Algorithm 3, M⁻¹ given (iiwa)")
     ax.set_ylabel("end-to-end time (µs)")
     ax.set_title("Seed 001 Fig. 3 with our kernels", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
@@ -255,7 +278,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     model = rbdgen.load_urdf(HERE.parent / "robots" / "iiwa14.urdf")
     work = Path(tempfile.mkdtemp(prefix="rbdgen-seed001-drv-"))
-    bench.log("building ∇FD and ∇ID and the C++ driver (cached)")
+    bench.log("building Algorithm 3 (M⁻¹ given), ∇FD and ∇ID and the C++ driver (cached)")
     single, kern = cpu_single(model, args.quick, work)
     bench.log(f"one state: {single}")
     res = {"machine": bench.machine_info(find_cxx()), "seed": SEED, "paper": PAPER, "cpu_single_ns": single,

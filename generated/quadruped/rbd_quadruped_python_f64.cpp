@@ -60,6 +60,13 @@ static const char* dtype_name(char c, Py_ssize_t size) {
   return "unknown";
 }
 
+// values per state
+static inline Py_ssize_t arg_size(const ArgSpec& a) {
+  Py_ssize_t size = 1;
+  for (int i = 0; i < a.ndim; ++i) size *= a.shape[i];
+  return size;
+}
+
 static void want_str(const ArgSpec& a, char* s, size_t n) {
   char one[48], many[56];
   dims_str(a.shape, a.ndim, 0, one, sizeof one);
@@ -110,6 +117,11 @@ static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* 
   const Py_ssize_t* core = b->shape + (batch ? 1 : 0);
   for (int d = 0; d < a.ndim && (single || batch); ++d)
     if (core[d] != a.shape[d]) single = batch = 0;
+  if (!single && !batch && !a.out && a.ndim > 1) {  // an input of several dimensions given flat: (size,), (N, size)
+    const Py_ssize_t size = arg_size(a);
+    single = b->ndim == 1 && b->shape[0] == size;
+    batch = b->ndim == 2 && b->shape[1] == size;
+  }
   if (!single && !batch) {
     char got[96], want[112];
     shape_str(b, got, sizeof got);
@@ -156,11 +168,16 @@ static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n, long* 
   PyArrayObject* x = (PyArrayObject*)o;
   const int flags = NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
   if (PyArray_TYPE(x) != NPY_DOUBLE || !PyArray_CHKFLAGS(x, flags) || !PyArray_ISNOTSWAPPED(x)) return nullptr;
-  const int nd = PyArray_NDIM(x), batch = nd == a.ndim + 1;
-  if (!batch && nd != a.ndim) return nullptr;
-  const npy_intp* d = PyArray_DIMS(x) + batch;
-  for (int i = 0; i < a.ndim; ++i)
-    if (d[i] != a.shape[i]) return nullptr;
+  const int nd = PyArray_NDIM(x);
+  int batch = nd == a.ndim + 1, ok = batch || nd == a.ndim;
+  const npy_intp* d = PyArray_DIMS(x);
+  for (int i = 0; i < a.ndim && ok; ++i)
+    if (d[batch + i] != a.shape[i]) ok = 0;
+  if (!ok && !a.out && a.ndim > 1 && (nd == 1 || nd == 2) && d[nd - 1] == arg_size(a)) {  // given flat: (size,), (N, size)
+    ok = 1;
+    batch = nd == 2;
+  }
+  if (!ok) return nullptr;
   const long this_n = batch ? (long)PyArray_DIMS(x)[0] : -1;
   if (*n != -2 && *n != this_n) return nullptr;
   if (PyArray_CHKFLAGS(x, NPY_ARRAY_C_CONTIGUOUS)) {
