@@ -228,7 +228,7 @@ def findings(res) -> list:
                "(docs/verilog.md); no FPGA has run either.")
     best = {n: min(t["all_cores"][str(n)], t["one_core"][str(n)]) for n in NS}
     cross = [n for n in NS if n * f_us < best[n]]
-    out.append(f"**N-crossovers (Fig. 3, lines 311-315).** Theirs: FPGA ahead at N = 16, 32, GPU at N = 64, 128, both "
+    out.append("**N-crossovers (Fig. 3, lines 311-315).** Theirs: FPGA ahead at N = 16, 32, GPU at N = 64, 128, both "
                "ahead of the CPU at every N. Ours: the FPGA estimate (one at a time) is "
                + ("ahead of our CPU at N = " + ", ".join(map(str, cross)) if cross else "behind our CPU at every N")
                + f" (N × {f_us:.2f} µs against {best[16]:.1f}–{best[128]:.1f} µs for our CPU batch); per computation "
