@@ -76,8 +76,12 @@ SEED_KERNELS = ("rnea", "rnea_scan")
 #: issue 41: Fijany's fd_schur (opt-in, serial chains) against aba and aba_scan on the same chains,
 #: one state per call, the block shape's time (benchmarks/seeds_gpu.py's ``fijany``)
 SCHUR_KERNELS = ("aba", "aba_scan", "fd_schur")
-#: the iiwa's CPU kernels the seeds' experiments compare against (seed 001 Fig. 3: ∇FD)
-SEED_CPU_IIWA = ("rnea", "rnea_scan", "aba_derivatives")
+#: the iiwa's CPU kernels the seeds' experiments compare against (seed 001 Fig. 3: its Algorithm 3
+#: with M⁻¹ given, and ∇FD)
+SEED_CPU_IIWA = ("rnea", "rnea_scan", "aba_derivatives", "fd_derivatives_minv")
+#: seed 001 Fig. 3 on the GPU (seeds_gpu.py) and tests/test_fd_derivatives_minv.py's GPU test: one
+#: iiwa library for both (fd_derivatives_minv is opt-in: no other build has it)
+SEED001_BUILD = dict(target="cuda", opt="-O3", kernels=("aba_derivatives", "minv", "fd_derivatives_minv"))
 #: tests/test_torch.py's KERNELS (read from its source, which imports torch, in plan())
 TORCH_TEST = TESTS / "test_torch.py"
 #: each step's time limit on the GPU machine (seconds); about 7 of the 8 minutes
@@ -155,6 +159,7 @@ def plan(cases=None, kernels=None, parts=("tests", "interop", "bench", "seeds"))
             out.append(Build("tests/test_cuda.py: _gpu_kern", "iiwa14-fixed", dict(test_cuda.GPU_KERN_BUILD)))
             out.append(Build("tests/test_cuda.py: debug-mode child", "bundled:iiwa14",
                              dict(target="cuda", kernels=("rnea",), opt="-O1")))
+            out.append(Build("tests/test_fd_derivatives_minv.py: GPU", "iiwa14-fixed", dict(SEED001_BUILD)))
     if "interop" in parts and (cases is None or "iiwa14-fixed" in ids):
         out.append(Build("tests/test_torch.py: CUDA tensors", "iiwa14-fixed",
                          dict(target="cuda", kernels=_torch_test_kernels(), opt="-O1")))
@@ -169,6 +174,7 @@ def plan(cases=None, kernels=None, parts=("tests", "interop", "bench", "seeds"))
                 for n in SEED_CHAINS]
         out += [Build("benchmarks/seeds_gpu.py: issue 41, fd_schur", f"chain:{n}",
                       dict(target="cuda", kernels=SCHUR_KERNELS)) for n in SEED_CHAINS]
+        out.append(Build("benchmarks/seeds_gpu.py: seed 001 Fig. 3", "iiwa14-fixed", dict(SEED001_BUILD)))
     if kernels is not None:
         for b in out:
             b.kwargs["kernels"] = tuple(k for k in (b.kwargs.get("kernels") or KERNELS) if k in kernels)

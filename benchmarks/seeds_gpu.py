@@ -12,7 +12,8 @@
   - Fig. 2, *many independent* inverse dynamics: iiwa ``rnea`` and ``rnea_scan`` for N = 1 …
     65536 states per call, ns per state, GPU (events, back-to-back) against the CPU (all cores).
 * **Seed 001** (Plancher et al.: the dynamics gradient on CPU, GPU and FPGA, ../shared/seeds/001_…),
-  Fig. 3: ∇FD (``aba_derivatives``) of the iiwa, N = 16, 32, 64, 128, end to end: numpy in and
+  Fig. 3: their Algorithm 3 with M⁻¹ given (``fd_derivatives_minv``) and ∇FD (``aba_derivatives``)
+  of the iiwa, N = 16, 32, 64, 128, end to end: numpy in and
   out through the GPU (pinned staging, one copy each way), GPU arrays through a prepared launch
   and through a CUDA graph (each with its synchronisation), and the CPU batch on all cores.
 
@@ -174,24 +175,27 @@ def fijany(cp, args, res, save):
 def seed001(cp, args, res, save):
     stream = cp.cuda.Stream(non_blocking=True)
     model = gpu_check.load_model("iiwa14-fixed")
-    gk = rbdgen.build(model, target="cuda")
+    gk = rbdgen.build(model, **gpu_check.SEED001_BUILD)
     ck = rbdgen.build(model, kernels=gpu_check.SEED_CPU_IIWA)
-    rows, k = [], "aba_derivatives"
-    for n in (16, 32, 64, 128):
-        host = inputs(model, k, n)
-        row = {"n": n, "kernel": k}
-        row["gpu_numpy_us"] = wall(lambda: gk.aba_derivatives(*host), args.min_s) * 1e6
-        for shape in ("auto", "block"):
-            prep, graph, _keep = device_call(cp, gk, k, host, shape, stream, launches=1)
-            row[f"gpu_{shape}_call_sync_us"] = wall(lambda p=prep: (p(), stream.synchronize()), args.min_s) * 1e6
-            row[f"gpu_{shape}_graph_sync_us"] = wall(lambda g=graph: (g(), stream.synchronize()), args.min_s) * 1e6
-            graph.close()
-        outs = ck.aba_derivatives(*host)
-        row["cpu_us"] = wall(lambda: ck.aba_derivatives(*host, out=outs), args.min_s) * 1e6
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        res["seed001_fig3"] = rows
-        save()
+    rows = []
+    # their kernel (Algorithm 3, M⁻¹ given: its footnote 1), then ∇FD computing q̈ and M⁻¹ itself
+    for k in ("fd_derivatives_minv", "aba_derivatives"):
+        for n in (16, 32, 64, 128):
+            host = inputs(model, k, n)
+            row = {"n": n, "kernel": k}
+            g, c = gk.kernel(k), ck.kernel(k)
+            row["gpu_numpy_us"] = wall(lambda g=g: g(*host), args.min_s) * 1e6
+            for shape in ("auto", "block"):
+                prep, graph, _keep = device_call(cp, gk, k, host, shape, stream, launches=1)
+                row[f"gpu_{shape}_call_sync_us"] = wall(lambda p=prep: (p(), stream.synchronize()), args.min_s) * 1e6
+                row[f"gpu_{shape}_graph_sync_us"] = wall(lambda g=graph: (g(), stream.synchronize()), args.min_s) * 1e6
+                graph.close()
+            outs = c(*host)
+            row["cpu_us"] = wall(lambda c=c, o=outs: c(*host, out=o), args.min_s) * 1e6
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            res["seed001_fig3"] = rows
+            save()
 
 
 def markdown(res) -> str:
@@ -217,16 +221,18 @@ def markdown(res) -> str:
                      f"{r['cpu_ns_per_state'] / r['gpu_ns_per_state']:.2f} |")
         L.append("")
     if "seed001_fig3" in res:
-        L += ["## Seed 001, Fig. 3: ∇FD of the iiwa end to end, N = 16 … 128", "",
+        L += ["## Seed 001, Fig. 3: the iiwa's dynamics gradient end to end, N = 16 … 128", "",
+              "`fd_derivatives_minv`: their Algorithm 3 with M⁻¹ given (their footnote 1: cached); `aba_derivatives`: "
+              "∇FD computing q̈ and M⁻¹ as well.", "",
               "µs per batch, wall clock from Python. numpy: host arrays in and out through the GPU (pinned staging, "
               "one copy each way); call+sync / graph+sync: GPU arrays, a prepared launch (or its CUDA graph) and a "
               "stream synchronisation; cpu: the CPU batch on all cores. The seed's GPU was 1.2× (N = 16) to 3.0× "
               "(N = 128) ahead of a 4-core CPU.", "",
-              "| N | numpy | call+sync auto | graph+sync auto | call+sync block | graph+sync block | cpu | cpu / best gpu |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| kernel | N | numpy | call+sync auto | graph+sync auto | call+sync block | graph+sync block | cpu | cpu / best gpu |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in res["seed001_fig3"]:
             best = min(r[c] for c in r if c.startswith("gpu_"))
-            L.append(f"| {r['n']} | {r['gpu_numpy_us']:.1f} | {r['gpu_auto_call_sync_us']:.1f} | "
+            L.append(f"| {r.get('kernel', 'aba_derivatives')} | {r['n']} | {r['gpu_numpy_us']:.1f} | {r['gpu_auto_call_sync_us']:.1f} | "
                      f"{r['gpu_auto_graph_sync_us']:.1f} | {r['gpu_block_call_sync_us']:.1f} | "
                      f"{r['gpu_block_graph_sync_us']:.1f} | {r['cpu_us']:.1f} | {r['cpu_us'] / best:.2f} |")
     if "fijany_fd" in res:

@@ -46,7 +46,8 @@ def test_the_plan_holds_every_robot_case_and_the_gpu_tests_builds():
     # (compute_90: PTX of it, which the driver compiles on that GPU)
     assert all(b.kwargs.get("arch") in (None, gpu_check.ARCH, f"compute_{gpu_check.ARCH}") for b in builds)
     whats = " ".join(b.what for b in builds)
-    for part in ("_gpu_kern", "debug-mode child", "test_torch.py", "run_cuda.py", "seed 000"):
+    for part in ("_gpu_kern", "debug-mode child", "test_torch.py", "run_cuda.py", "seed 000", "seed 001",
+                 "test_fd_derivatives_minv.py"):
         assert part in whats, part
 
 
