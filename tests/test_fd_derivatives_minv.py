@@ -2,7 +2,7 @@
 
 Oracles: the NumPy reference (−M⁻¹ · rbdgen.reference.rnea_derivatives, for any M⁻¹ given),
 Pinocchio's own forward-dynamics derivatives (computeABADerivatives at τ = rnea(q, v, q̈), with
-M(q)⁻¹ given), and our aba_derivatives at the same state; on every target: the CPU (float64,
+M(q)⁻¹ given), and aba_derivatives at the same state (the reference's; on a GPU the compiled one); on every target: the CPU (float64,
 float32, the batch path), the CUDA program's host emulation, the HLS C simulation in ap_fixed and
 the Verilog module in Verilator (bit for bit with that C simulation, in the latency its schedule
 gives).
@@ -90,20 +90,21 @@ def test_flat_matrices_take_the_binding_s_fast_path(monkeypatch):
                          ids=["iiwa14", "quadruped-floating", "baxter-branched"])
 def test_cpu_matches_pinocchio_and_aba_derivatives(name, floating):
     """With M⁻¹ = M(q)⁻¹ the kernel's outputs are ∂q̈/∂q and ∂q̈/∂v at q̈: Pinocchio's
-    computeABADerivatives at τ = rnea(q, v, q̈) and our aba_derivatives at that τ, batch and one
-    state; with any other M⁻¹ they are −M⁻¹ ∂τ/∂u (the reference, on the registry's draws)."""
+    computeABADerivatives at τ = rnea(q, v, q̈) and the reference aba_derivatives at that τ, batch
+    and one state; with any other M⁻¹ they are −M⁻¹ ∂τ/∂u (the reference, on the registry's
+    draws). (The compiled aba_derivatives is compared with the same numbers on the GPU test.)"""
     m = _case(name, floating)
-    kern = rbdgen.build(m, kernels=(K, "aba_derivatives", "minv", "rnea"), opt="-O0")
+    kern = rbdgen.build(m, kernels=(K,), opt="-O0")
     n = 9
     q, v, qdd, _ = random_state(m, seed=11, n=n)
-    Mi = kern.minv(q)
+    Mi = ref.minv(m, q)
     dq, dv = kern.fd_derivatives_minv(q, v, qdd, Mi)
     assert dq.shape == dv.shape == (n, m.nv, m.nv)
     pq, pv = _pinocchio_fd_derivatives(m, q, v, qdd)
     assert _rel(dq, pq) <= TOL64 and _rel(dv, pv) <= TOL64, (_rel(dq, pq), _rel(dv, pv))
-    tau = kern.rnea(q, v, qdd)
-    aq, av, am = kern.aba_derivatives(q, v, tau)
-    assert _rel(dq, aq) <= TOL64 and _rel(dv, av) <= TOL64 and _rel(Mi, am) <= TOL64
+    # the NumPy reference of aba_derivatives at τ = rnea(q, v, q̈): the ABA's route to the same numbers
+    aq, av, _ = ref.aba_derivatives(m, q, v, ref.rnea(m, q, v, qdd))
+    assert _rel(dq, aq) <= TOL64 and _rel(dv, av) <= TOL64
     one = kern.fd_derivatives_minv(q[4], v[4], qdd[4], Mi[4])
     np.testing.assert_allclose(one[0], dq[4], rtol=0, atol=1e-12 * max(1.0, np.abs(dq[4]).max()))
     errs = kernel_errors(kern, m, np.float64, seed=5, n=13, single=2)
@@ -196,8 +197,10 @@ def test_gpu_every_shape_matches_the_reference():
     q, v, qdd, _ = random_state(m, seed=10, n=n)
     Mi = ref.minv(m, q)
     exp = registry.reference(m, K, {"q": q, "v": v, "a": qdd, "Minv": Mi.reshape(n, -1)})
+    tau = ref.rnea(m, q, v, qdd)
+    fd = kern.aba_derivatives(q, v, tau)
     for shape in ("auto", "thread", "block"):
         got = kern.kernel(K)(q, v, qdd, Mi, shape=shape)
         dev = kern.kernel(K)(*map(cupy.asarray, (q, v, qdd, Mi)), shape=shape)
-        for g, d, e in zip(got, dev, exp):
-            assert _rel(g, e) <= TOL64 and _rel(cupy.asnumpy(d), e) <= TOL64, shape
+        for g, d, e, f in zip(got, dev, exp, fd):
+            assert _rel(g, e) <= TOL64 and _rel(cupy.asnumpy(d), e) <= TOL64 and _rel(g, f) <= TOL64, shape
