@@ -111,7 +111,8 @@ class KernelSpec:
 def structured_inputs(model, inputs) -> dict:
     """Input name → one state's shape, for the inputs among ``inputs`` ((name, size) pairs)
     declared with more than one dimension (``f_ext``: (nb, 6)). The kernels' C signature takes
-    them flat; a method takes them in that shape (the C binding's own) or flat, ``(size,)``."""
+    them flat; a method takes them in that shape or flat, ``(size,)`` (the CPU binding both; the
+    others' in that shape, the flat form reshaped here)."""
     from .. import registry
 
     out = {}
