@@ -89,8 +89,8 @@ INPUTS = {
                      "rnea_stale_binder_herzog_lwp: per body Luh–Walker–Paul ω, ω̇, α, a_e, f, n)",
                      sample=lambda model, rng, n: _sample_stale(model, rng, n, "hamilton")),
     # last, for the same reason
-    "Minv": Arg("Minv", ("nv", "nv"), "M(q)⁻¹ at the same q, computed before (minv, or aba_derivatives' "
-                "dqdd_dtau) and given (fd_derivatives_minv); drawn for validation as a random symmetric "
+    "Minv": Arg("Minv", ("nv", "nv"), "M(q)⁻¹ at the same q, computed before (by minv, or ∇FD's ∂q̈/∂τ "
+                "output) and given (fd_derivatives_minv); drawn for validation as a random symmetric "
                 "positive definite matrix (the product is checked for any), the Pinocchio comparison "
                 "gives M(q)⁻¹ itself", sample=lambda model, rng, n: _sample_spd(model, rng, n)),
 }
