@@ -248,10 +248,21 @@ def test_small_budget_stretches_the_products_loop_and_large_one_unrolls_it():
     src = lambda b: H.generate_hls(model, Q16, ("aba_derivatives",), dsp_budget=b).files["rbd_iiwa14_aba_derivatives.cpp"]  # noqa: E731
     small = src(HS.min_dsp(registry.trace(model, "aba_derivatives"), Q16) + 8)  # 3 multipliers: k = 7 → II = 3
     assert "#pragma HLS PIPELINE II=3" in small and "ALLOCATION operation instances=mul limit=3" in small
-    big = src(2000)  # whole rows per step: the row loop is pipelined, the element loop unrolled
+    row = src(200)  # 49 multipliers: a row per step: the row loop is pipelined, the element loop unrolled
     rows = re.findall(r"for \(int i = 0; i < 7; \+\+i\) \{\n\s*#pragma HLS PIPELINE II=1\n\s*for \(int j = 0; j < 7; "
-                      r"\+\+j\) \{\n\s*#pragma HLS UNROLL\n", big)
+                      r"\+\+j\) \{\n\s*#pragma HLS UNROLL\n", row)
     assert len(rows) == 2
+    # 499 multipliers: the whole product (7 rows) per step, the two products one after the other
+    big = src(2000)
+    rows = re.findall(r"for \(int i = 0; i < 7; \+\+i\) \{\n\s*#pragma HLS PIPELINE II=1\n\s*#pragma HLS UNROLL "
+                      r"factor=7\n\s*for \(int j = 0; j < 7; \+\+j\) \{\n\s*#pragma HLS UNROLL\n", big)
+    assert len(rows) == 2
+    # 686 multipliers (a VCU118's 6 840 DSPs allow them): every element of both products at once,
+    # every loop unrolled, nothing pipelined
+    vcu = src(6840)
+    rows = re.findall(r"for \(int i = 0; i < 7; \+\+i\) \{\n\s*#pragma HLS UNROLL\n\s*for \(int j = 0; j < 7; "
+                      r"\+\+j\) \{\n\s*#pragma HLS UNROLL\n", vcu)
+    assert len(rows) == 2 and "ALLOCATION operation instances=mul limit=686" in vcu
 
 
 def test_budgeted_synthesis_path_compiles(tmp_path):

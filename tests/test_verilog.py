@@ -303,26 +303,34 @@ def test_divider_ending_in_a_one_bit_step(ii):
 
 # the products' plans (schedule.epilogue_plan: II, elements per step) at ap_fixed<16,8>, one DSP a
 # multiplier: unshared (1, 1) on 3 multipliers of their own; 2 DSPs: 2 multipliers, 3 products an
-# element, II = 2 (the first product waits a cycle for the second); 6 DSPs: 2 elements a step
-@pytest.mark.parametrize("budget,plan", [(None, (1, 1)), (2, (2, 1)), (6, (1, 2))],
-                         ids=["unshared", "II2", "two-per-step"])
-def test_products_accumulate_as_the_hls_loop_rounds_and_saturates(budget, plan):
+# element, II = 2 (the first product waits a cycle for the second); 6 DSPs: 2 elements a step (a
+# row); 12: the whole product (two rows) in one step; two products (y = −A·B, z = −A·C): 12 DSPs,
+# each product in one step, one after the other; 24, every element of both at once, side by side
+@pytest.mark.parametrize("budget,plan,two", [(None, (1, 1), False), (2, (2, 1), False), (6, (1, 2), False),
+                                             (12, (1, 4), False), (12, (1, 4), True), (24, (1, 8), True)],
+                         ids=["unshared", "II2", "two-per-step", "rows", "two-products", "side-by-side"])
+def test_products_accumulate_as_the_hls_loop_rounds_and_saturates(budget, plan, two):
     """∇FD's dense products (y = −A · B) on a synthetic 2×3 · 3×2 kernel, against exact integer
     arithmetic of the HLS target's loop: acc = 0, then acc −= A[i][l] · B[l][j], each step the
     exact difference quantised once (rounded at the last fractional bit, ties to even, then
     saturated). Operands hit ties after an even and an odd accumulator (where rounding the
     product first would differ), a sum that saturates and comes back (saturation at every step,
     not at the end), and both signs. Unshared and on the budget's shared multipliers, in each of
-    the plans the list schedule picks; the latency is the cost model's, or the budget's."""
+    the plans the list schedule picks (``two``: a second product z = −A · C beside it); the
+    latency is the cost model's, or the budget's."""
     W, I = 16, 8  # noqa: E741
     F = W - I
     n, k, m = 2, 3, 2
     g = Graph()
-    x = [g.input("x", i) for i in range(n * k + k * m)]
+    x = [g.input("x", i) for i in range(n * k + k * m * (2 if two else 1))]
     kern = Kernel("prod", g, [Array("x", (len(x),))], [], doc="dense product")
-    kern.temps = [(Array("A", (n * k,)), x[:n * k]), (Array("B", (k * m,)), x[n * k:])]
+    kern.temps = [(Array("A", (n * k,)), x[:n * k]), (Array("B", (k * m,)), x[n * k:n * k + k * m])]
     kern.post = [MatMul("y", "A", "B", n, k, m, -1.0)]
     kern.epilogue_outputs = [Array("y", (n, m))]
+    if two:
+        kern.temps.append((Array("C", (k * m,)), x[n * k + k * m:]))
+        kern.post.append(MatMul("z", "A", "C", n, k, m, -1.0))
+        kern.epilogue_outputs.append(Array("z", (n, m)))
     nt = numeric_type("float64", (W, I))
     if budget:
         bc = budget_cost(kern, nt, DEFAULT_CLOCK_MHZ, budget, divider="narrow")
@@ -330,7 +338,7 @@ def test_products_accumulate_as_the_hls_loop_rounds_and_saturates(budget, plan):
     mod, src = _synthetic_sources(kern, W, I, budget)
     lib = ctypes.CDLL(str(sim.build_verilog(src)))
     run, cycles = lib.rbd_ops_prod_f64_batch, lib.rbd_ops_prod_f64_cycles
-    run.argtypes, run.restype = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p], None
+    run.argtypes, run.restype = [ctypes.c_long] + [ctypes.c_void_p] * (3 if two else 2), None
     cycles.argtypes, cycles.restype = [ctypes.c_int], ctypes.c_long
     hi, lo = (1 << (W - 1)) - 1, -(1 << (W - 1))
 
@@ -342,14 +350,15 @@ def test_products_accumulate_as_the_hls_loop_rounds_and_saturates(budget, plan):
 
     def want(raw):
         A = [Fraction(r, 2 ** F) for r in raw[:n * k]]
-        B = [Fraction(r, 2 ** F) for r in raw[n * k:]]
         out = []
-        for i in range(n):
-            for j in range(m):
-                acc = 0
-                for l in range(k):  # noqa: E741
-                    acc = q(Fraction(acc, 2 ** F) - A[i * k + l] * B[l * m + j])
-                out.append(acc)
+        for b0 in ((n * k, n * k + k * m) if two else (n * k,)):
+            B = [Fraction(r, 2 ** F) for r in raw[b0:b0 + k * m]]
+            for i in range(n):
+                for j in range(m):
+                    acc = 0
+                    for l in range(k):  # noqa: E741
+                        acc = q(Fraction(acc, 2 ** F) - A[i * k + l] * B[l * m + j])
+                    out.append(acc)
         return out
 
     half = 1 << (F - 1)
@@ -361,10 +370,13 @@ def test_products_accumulate_as_the_hls_loop_rounds_and_saturates(budget, plan):
         (big, -big, 1, -big, big, 1,       big, 1 << F, big, 1 << F, 3, half),      # saturate, come back
         (5, 7, -9, 11, -13, 17,            19, -23, 29, 31, -37, 41),               # small, off ties
     ]
+    if two:  # C: B's operands in the other order, negated (the same ties and saturations, elsewhere)
+        cases = [c + tuple(-r for r in c[n * k:][::-1]) for c in cases]
     raw = np.array(cases, dtype=np.int64)
     xs = np.ascontiguousarray(np.ldexp(raw.astype(float), -F))
-    got = np.zeros((len(cases), n * m))
-    run(len(cases), xs.ctypes.data, got.ctypes.data)
+    outs = [np.zeros((len(cases), n * m)) for _ in kern.post]  # y (and z): the batch entry's arrays
+    run(len(cases), xs.ctypes.data, *(o.ctypes.data for o in outs))
+    got = np.hstack(outs)
     np.testing.assert_array_equal(np.ldexp(got, F).astype(np.int64),
                                   np.array([want([int(r) for r in row]) for row in cases], dtype=np.int64))
     # the cost model's epilogue: n·m elements plus the pipeline's depth, after no datapath

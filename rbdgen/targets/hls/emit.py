@@ -37,7 +37,7 @@ from ..base import TOL64
 from .cordic import cordic
 from ...ir.roll import roll
 from .cost import kernel_cost, rolled_cost
-from .schedule import PARTS, budget_cost, part_preset
+from .schedule import PARTS, budget_cost, epilogue_all_at_once, part_preset
 
 #: the rolled lowering's kinds (--unroll no): each kind's function one module of the design,
 #: shared by its members (seed 001's "folding" of multiplier resources over the links), not
@@ -401,11 +401,20 @@ def resolve_part(part: str, dsp_budget, numtype: NumType, ii: int | None = None)
 
 
 def epilogue_pragmas(kern, ii: int, per_step: int) -> dict:
-    """The dense products' loop pragmas for ``per_step`` elements of a row every ``ii`` cycles:
-    a pipelined element loop (unrolled by a factor), or, for whole rows, a pipelined row loop
-    over an unrolled element loop."""
-    if kern.post and per_step >= min(mm.m for mm in kern.post):
-        return {"epilogue_row_pragma": f"#pragma HLS PIPELINE II={ii}", "epilogue_pragma": "#pragma HLS UNROLL"}
+    """The dense products' loop pragmas for ``per_step`` elements every ``ii`` cycles
+    (:func:`rbdgen.targets.hls.schedule.epilogue_plan`): a pipelined element loop (unrolled by a
+    factor); for whole rows, a pipelined row loop (unrolled by the rows a step) over an unrolled
+    element loop; for every element of every product at once, both loops unrolled, so that the
+    products' multiplies are straight-line operations the tool starts side by side."""
+    if not kern.post:
+        return {}
+    m = min(mm.m for mm in kern.post)
+    if epilogue_all_at_once(kern, per_step):
+        return {"epilogue_row_pragma": "#pragma HLS UNROLL", "epilogue_pragma": "#pragma HLS UNROLL"}
+    if per_step >= m:
+        rows = per_step // m
+        return {"epilogue_row_pragma": f"#pragma HLS PIPELINE II={ii}"
+                + (f"\n#pragma HLS UNROLL factor={rows}" if rows > 1 else ""), "epilogue_pragma": "#pragma HLS UNROLL"}
     return {"epilogue_row_pragma": "", "epilogue_pragma": f"#pragma HLS PIPELINE II={ii}"
             + (f"\n#pragma HLS UNROLL factor={per_step}" if per_step > 1 else "")}
 

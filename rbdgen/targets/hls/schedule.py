@@ -35,8 +35,10 @@ Under a DSP budget of N slices (ap_fixed datapaths):
   budget is a ceiling, not a target). The pragma limits are the instances the final schedule
   uses.
 * The dense ∇FD products (the epilogue loop, one output element per ``PIPELINE`` step, k
-  products each) take II = ⌈k / M⌉ cycles per element on M < k multipliers, and with M ≥ 2k
-  process ⌊M / k⌋ elements per step (``UNROLL factor``).
+  products each) take II = ⌈k / M⌉ cycles per element on M < k multipliers, with M ≥ 2k
+  process ⌊M / k⌋ elements of a row per step (``UNROLL factor``), from k·m on whole rows, and
+  with k multipliers for every element of every product all of them in one step, the products
+  side by side (:func:`epilogue_plan`).
 * **Back-to-back states**: a pipelined (modulo-scheduled) version of the same operators reaches
   II = max over classes of ⌈operations × busy cycles / instances⌉ (no recurrence between
   states); the latency design as generated starts a new state when the last one is done.
@@ -248,26 +250,72 @@ def epilogue_plan(kernel, mul_units: int | None) -> tuple[int, int]:
     """(II, elements per pipeline step) of the dense products' element loop on ``mul_units``
     shared multipliers (None: the unbudgeted design, one element per cycle on k multipliers):
     fewer than k multipliers stretch the II to ⌈k / M⌉; 2k or more process ⌊M / k⌋ elements of a
-    row per step (``UNROLL factor``). One plan for all of a kernel's products (the largest k, the
-    smallest row)."""
+    row per step (``UNROLL factor``); from a row's k·m on, whole rows per step (``r·m``: the row
+    loop pipelined and unrolled by r, a product's last step may hold fewer rows); and with
+    k multipliers for every element of every product, all of them in one step, the products side
+    by side (their loops unrolled; only where no product reads another's output). Whole rows
+    need every product of one shape (n, m). One plan for all of a kernel's products (the largest
+    k, the smallest row)."""
     if mul_units is None or not kernel.post:
         return 1, 1
-    k = max(mm.k for mm in kernel.post)
-    m = min(mm.m for mm in kernel.post)
+    post = kernel.post
+    k = max(mm.k for mm in post)
+    m = min(mm.m for mm in post)
     if mul_units < k:
         return math.ceil(k / mul_units), 1
-    return 1, max(1, min(m, mul_units // k))
+    per = mul_units // k
+    if per <= m or len({(mm.n, mm.m) for mm in post}) > 1:
+        return 1, max(1, min(m, per))
+    total = sum(mm.n * mm.m for mm in post)
+    outs = {mm.out for mm in post}
+    if per >= total and not any(mm.a in outs or mm.b in outs for mm in post):
+        return 1, total
+    return 1, min(per // m, post[0].n) * m
+
+
+def epilogue_all_at_once(kernel, per: int) -> bool:
+    """Whether ``per`` elements a step is every element of every product: one step, the
+    products side by side (see :func:`epilogue_plan`)."""
+    return len(kernel.post) > 1 and per == sum(mm.n * mm.m for mm in kernel.post)
+
+
+def epilogue_steps(kernel, per: int) -> list[list[tuple]]:
+    """The elements ``(product index, i, j)`` of each pipeline step, in order, for ``per``
+    elements a step (:func:`epilogue_plan`): ``per`` elements of a row, or ``per / m`` whole
+    rows of a product, or every element of every product in one step."""
+    if epilogue_all_at_once(kernel, per):
+        return [[(p, i, j) for p, mm in enumerate(kernel.post) for i in range(mm.n) for j in range(mm.m)]]
+    steps = []
+    for p, mm in enumerate(kernel.post):
+        if per <= mm.m:
+            for i in range(mm.n):
+                for j0 in range(0, mm.m, per):
+                    steps.append([(p, i, j) for j in range(j0, min(mm.m, j0 + per))])
+        else:
+            rows = per // mm.m
+            for i0 in range(0, mm.n, rows):
+                steps.append([(p, i, j) for i in range(i0, min(mm.n, i0 + rows)) for j in range(mm.m)])
+    return steps
 
 
 def _epilogue(kernel, model: Model, mul_units: int | None):
-    """(cycles, multipliers, plan) of the dense products (see :func:`epilogue_plan`)."""
-    cycles = mult = 0
+    """(cycles, multipliers, plan) of the dense products (see :func:`epilogue_plan`): each
+    product's steps ``ii`` cycles apart and its pipeline's depth after its last (the products one
+    after the other), or one step for all of them side by side."""
     mul, add = model.mul(), model.add()
     ii, u = plan = epilogue_plan(kernel, mul_units)
+    if not kernel.post:
+        return 0, 0, plan
+    k = max(mm.k for mm in kernel.post)
+    it = mul.cycles + math.ceil(k * add.chain - 1e-9) + add.cycles * k
+    if epilogue_all_at_once(kernel, u):
+        return ii + it - 1, math.ceil(k / ii) * u, plan
+    cycles = mult = 0
     for mm in kernel.post:
         it = mul.cycles + math.ceil(mm.k * add.chain - 1e-9) + add.cycles * mm.k
-        cycles += mm.n * math.ceil(mm.m / u) * ii + it - 1
-        mult = max(mult, math.ceil(mm.k / ii) * u)
+        steps = mm.n * math.ceil(mm.m / u) if u <= mm.m else math.ceil(mm.n / (u // mm.m))
+        cycles += steps * ii + it - 1
+        mult = max(mult, math.ceil(mm.k / ii) * min(u, mm.n * mm.m))
     return cycles, mult, plan
 
 
@@ -320,7 +368,8 @@ def budget_design(kernel, numtype, clock_mhz: float, dsp_budget: int, *, divider
     angles = n_of["sincos"]
     cands = sorted({s for s in (1, 2, 4, 8, angles) if s <= angles}) if angles else [0]
     memo = {} if memo is None else memo
-    m_cap = max(n_of["mul"], max((mm.k * mm.m for mm in kernel.post), default=0))
+    # enough multipliers for the datapath's every product, or for every element of the dense products at once
+    m_cap = max(n_of["mul"], max((mm.k for mm in kernel.post), default=0) * sum(mm.n * mm.m for mm in kernel.post))
 
     def design(S: int, M: int):
         if (S, M) not in memo:

@@ -10,7 +10,9 @@ CORDIC (:mod:`rbdgen.targets.hls.cordic`) in the same integer widths. Rounding m
 (nearest, ties to even) and AP_TRN, overflow modes AP_SAT and AP_WRAP; the others are refused.
 A quotient is ``rbd_div``'s, by a sequential divider (:meth:`_Emitter.divider_module`). ∇FD's
 dense products (−M⁻¹ · ∂τ/∂u) follow the straight-line datapath as the HLS target's loop computes
-them (:meth:`_Emitter._epilogue`): one element per cycle on k shared multipliers.
+them (:meth:`_Emitter._epilogue`): one element per cycle on k shared multipliers, or under a
+budget the list schedule's plan (``schedule.epilogue_plan``: elements of a row, whole rows, or
+every element of every product side by side in one step).
 
 Timing (:func:`rbdgen.targets.hls.cost.asap`, the schedule ``inspect --cost --target hls``
 reports): cycle 0 starts at the clock edge that takes ``start``; a multiplier or CORDIC that the
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from ...errors import RbdgenError
 from ..hls.cordic import cordic
 from ..hls.cost import Model, asap, quantise
+from ..hls.schedule import epilogue_steps
 
 #: the ap_fixed modes the datapath implements
 ROUNDINGS = ("AP_RND_CONV", "AP_TRN")
@@ -780,12 +783,13 @@ class _Emitter:
 
     def _epilogue_plan(self, kernel, main: int, bc: dict | None) -> dict:
         """The products' timing as the cost model prices them (``kernel_cost``'s epilogue, and
-        under a budget ``schedule._epilogue``): one after the other from cycle ``main``; a step
-        of ii cycles per ``u`` elements of a row, each element's k products on ⌈k / ii⌉
-        multipliers, ⌈k / ii⌉ a cycle (unshared: ii = u = 1, k multipliers of their own), summed
-        in a chain of ⌈k · adder delay⌉ cycles after the last; the elements of step t of a
-        product starting in cycle s are final in their registers from cycle s + t·ii + ii − 1 +
-        it, it = L + ⌈k · adder delay⌉."""
+        under a budget ``schedule._epilogue``): a step of ii cycles per ``per`` elements (of a
+        row, whole rows of a product, or every element of every product at once:
+        ``schedule.epilogue_steps``), each element's k products on ⌈k / ii⌉ multipliers, ⌈k / ii⌉
+        a cycle (unshared: ii = per = 1, k multipliers of their own), summed in a chain of
+        ⌈k · adder delay⌉ cycles after the last; the products one after the other from cycle
+        ``main`` (or side by side in one step); the elements of a step starting in cycle c are
+        final in their registers from cycle c + ii − 1 + it, it = L + ⌈k · adder delay⌉."""
         if not kernel.post:
             return {"cycles": 0}
         ks = {mm.k for mm in kernel.post}
@@ -797,13 +801,19 @@ class _Emitter:
         mul, add = self.model.mul(), self.model.add()
         chain = math.ceil(k * add.chain - 1e-9) + add.cycles * k
         it = mul.cycles + chain
-        starts, s = [], main
-        for mm in kernel.post:
-            starts.append(s)
-            s += mm.n * math.ceil(mm.m / per) * ii + it - 1
+        steps, s, last = [], main, None
+        for elems in epilogue_steps(kernel, per):
+            p = elems[0][0] if len({e[0] for e in elems}) == 1 else -1
+            if last is not None and p != last:  # the next product starts when the last one's sums are done
+                s += it - 1
+            steps.append((s, elems))
+            s += ii
+            last = p
+        s += it - 1
         lanes = math.ceil(k / ii)
-        return {"cycles": s - main, "k": k, "L": mul.cycles, "chain": chain, "it": it, "starts": starts,
-                "neg": kernel.post[0].scale == -1.0, "ii": ii, "per": per, "lanes": lanes, "units": lanes * per}
+        width = max(len(e) for _, e in steps)
+        return {"cycles": s - main, "k": k, "L": mul.cycles, "chain": chain, "it": it, "steps": steps,
+                "neg": kernel.post[0].scale == -1.0, "ii": ii, "per": width, "lanes": lanes, "units": lanes * width}
 
     def _acc_functions(self, plan: dict) -> list[str]:
         """``q_acc(acc, p)``: one step of a product's sum, acc ∓ p (p exact, 2W bits) quantised once."""
@@ -829,30 +839,31 @@ class _Emitter:
         op = "-" if plan["neg"] else "+"
         cls = "ep" if "ep" in units else "mul"
         stem = "ep" if cls == "ep" else "mu"
+        together = len(plan["steps"]) == 1 and len(kernel.post) > 1
+        what = ("side by side, every element at once" if together else
+                f"{per} element(s) of a row" if per <= min(mm.m for mm in kernel.post) else
+                f"{per // kernel.post[0].m} row(s)")
         lines = [f"  // ---- the products ({', '.join(f'{mm.out} = {op}{mm.a} · {mm.b}' for mm in kernel.post)}), dense, "
-                 f"after the straight-line datapath: {per} element(s) of a row every {ii} cycle(s), each element's {k} "
+                 f"after the straight-line datapath: {what} every {ii} cycle(s), each element's {k} "
                  f"products on {lanes} multiplier(s) ({L} stages), summed in order in the datapath type "
                  f"({C} cycle(s)), as the HLS target's loop"]
         captures: dict[int, list] = {}  # cycle → the element registers loaded at its end
-        for mm, s0 in zip(kernel.post, plan["starts"]):
-            A, B = arrays[mm.a], arrays[mm.b]
-            regs = [f"ep_{mm.out}_{e}" for e in range(mm.n * mm.m)]
-            blocks = math.ceil(mm.m / per)
-            for t in range(mm.n * blocks):
-                i, jb = divmod(t, blocks)
-                for r in range(per):
-                    j = jb * per + r
-                    if j >= mm.m:
-                        continue
-                    for l in range(k):  # noqa: E741
-                        g, lane = divmod(l, lanes)
-                        c = s0 + t * ii + g
-                        units[cls][r * lanes + lane].append(
-                            (c, [A[i * k + l](c), B[l * mm.m + j](c)], f"{mm.out}[{i}][{j}], product {l}"))
-                    done_at = s0 + t * ii + ii - 1 + it  # the element is final from this cycle
-                    end = f"ep_c{r}_s{k}_p{C - 1}" if C > 1 else f"ep_c{r}_s{k}"
-                    captures.setdefault(done_at - 1, []).append(f"{regs[i * mm.m + j]} <= {end};")
-            arrays[mm.out] = [(lambda c, x=x: x) for x in regs]
+        regs = {mm.out: [f"ep_{mm.out}_{e}" for e in range(mm.n * mm.m)] for mm in kernel.post}
+        for c0, elems in plan["steps"]:
+            for r, (p, i, j) in enumerate(elems):
+                mm = kernel.post[p]
+                A, B = arrays[mm.a], arrays[mm.b]
+                for l in range(k):  # noqa: E741
+                    g, lane = divmod(l, lanes)
+                    c = c0 + g
+                    units[cls][r * lanes + lane].append(
+                        (c, [A[i * k + l](c), B[l * mm.m + j](c)], f"{mm.out}[{i}][{j}], product {l}"))
+                done_at = c0 + ii - 1 + it  # the element is final from this cycle
+                end = f"ep_c{r}_s{k}_p{C - 1}" if C > 1 else f"ep_c{r}_s{k}"
+                captures.setdefault(done_at - 1, []).append(f"{regs[mm.out][i * mm.m + j]} <= {end};")
+            for p in {p for p, _, _ in elems}:  # a later product may read this one's registers
+                mm = kernel.post[p]
+                arrays[mm.out] = [(lambda c, x=x: x) for x in regs[mm.out]]
         n_regs = 0
         if ii > 1:  # the earlier groups' products wait for the last group's
             for u in range(per * lanes):
