@@ -125,6 +125,10 @@ def fpga(model) -> dict:
         k = registry.trace(model, name)
         free = H.hls_cost(k, nt, OUR_CLOCK)
         bc = HS.budget_cost(k, nt, OUR_CLOCK, VCU118_DSP)
+        # the Verilog target's design: the same schedule with its 18-cycle divider (docs/verilog.md);
+        # tests/test_fd_derivatives_minv.py measures fd_derivatives_minv's in Verilator
+        out.setdefault("verilog", {})[name] = int(HS.budget_cost(k, nt, OUR_CLOCK, VCU118_DSP,
+                                                                 divider="narrow")["latency_cycles"])
         out[name] = {}
         for label, cyc, dsp in (("unbudgeted", free["latency_cycles"], free["dsp"]),
                                 (f"within {VCU118_DSP} DSP (VCU-118)", bc["latency_cycles"], bc["dsp"])):
@@ -224,9 +228,10 @@ def findings(res) -> list:
                + f" ({c['fd_derivatives_minv'] / 1e3:.2f} µs), whose own speed is several times their CPU baseline's "
                f"(above). At their 55.6 MHz it would take {th['us_at_55.6MHz']:.1f} µs. With q̈ and M⁻¹ computed on the "
                f"chip (`aba_derivatives`, {fp['aba_derivatives'][key]['cycles']} cycles) ABA's sequential divisions "
-               "dominate (these are the HLS tool's 51-cycle divisions; the Verilog target's divider takes it to 328). "
-               "The Verilog module of `fd_derivatives_minv` runs its 116 cycles in Verilator, bit for bit with the HLS "
-               "C simulation (docs/verilog.md); no FPGA has run either.")
+               "dominate (these are the HLS tool's 51-cycle divisions; the Verilog target's divider takes it to "
+               f"{fp['verilog']['aba_derivatives']}). The Verilog module of `fd_derivatives_minv` within the same DSPs "
+               f"runs its {fp['verilog']['fd_derivatives_minv']} cycles in Verilator, bit for bit with the HLS C "
+               "simulation (docs/verilog.md, tests/test_fd_derivatives_minv.py); no FPGA has run either.")
     best = {n: min(t["all_cores"][str(n)], t["one_core"][str(n)]) for n in NS}
     cross = [n for n in NS if n * f_us < best[n]]
     out.append("**N-crossovers (Fig. 3, lines 311-315).** Theirs: FPGA ahead at N = 16, 32, GPU at N = 64, 128, both "
