@@ -306,10 +306,9 @@ def _epilogue(kernel, model: Model, mul_units: int | None):
     ii, u = plan = epilogue_plan(kernel, mul_units)
     if not kernel.post:
         return 0, 0, plan
-    k = max(mm.k for mm in kernel.post)
-    it = mul.cycles + math.ceil(k * add.chain - 1e-9) + add.cycles * k
-    if epilogue_all_at_once(kernel, u):
-        return ii + it - 1, math.ceil(k / ii) * u, plan
+    if epilogue_all_at_once(kernel, u):  # one step: the deepest product's pipeline after it
+        k = max(mm.k for mm in kernel.post)
+        return ii + mul.cycles + math.ceil(k * add.chain - 1e-9) + add.cycles * k - 1, math.ceil(k / ii) * u, plan
     cycles = mult = 0
     for mm in kernel.post:
         it = mul.cycles + math.ceil(mm.k * add.chain - 1e-9) + add.cycles * mm.k
