@@ -292,7 +292,6 @@ def main(argv=None) -> int:
                 rounds[name].append({"t": json.loads(r.stdout)})
         rate = peak_rate(cxx, flags, 1, mul_only=True).get("ops_per_s")
         res["scalar_mul_rate"] = rate
-        pm = {"as built": pk.counts["mul"]}
         for name in exes:
             cell = best_round([x for x in rounds[name]])["t"]
             pat = rf"{args.kernel}_forward_zero" if name.startswith("Pinocchio") else rf"{args.kernel}_part\d+<double>|{fn_name}$|{args.kernel}<double>"

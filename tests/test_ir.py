@@ -83,6 +83,52 @@ def test_graph_folds_structural_zeros_and_ones():
         _ = x / 0.0
 
 
+def test_graph_sums_constants_once_and_cancels_terms():
+    """Chains of constants collapse to one constant, a term added and taken away within two
+    levels cancels, and none of these rules ever adds an operation; every result is the value
+    the expression has (interpreted against plain float arithmetic on random inputs)."""
+    g = Graph()
+    x, y, z = g.input("q", 0), g.input("q", 1), g.input("q", 2)
+
+    def ops_of(v):
+        seen, todo = set(), [v.node]
+        while todo:
+            n = todo.pop()
+            if n.id not in seen and n.args:
+                seen.add(n.id)
+                todo.extend(n.args)
+        return len(seen)
+
+    u = 0.3 * y
+    cases = {  # expression, its value in floats, the operations left
+        "x + c1 + c2": (lambda: (x + 0.5) + 0.25, lambda x, y, z: x + 0.75, 1),
+        "(c1 - x) - c2": (lambda: (0.5 - x) - 0.25, lambda x, y, z: 0.25 - x, 1),
+        "c2 - (x - c1)": (lambda: 0.25 - (x - 0.5), lambda x, y, z: 0.75 - x, 1),
+        "x + c - c": (lambda: (x - 0.125) + 0.125, lambda x, y, z: x, 0),
+        "u + ((z - u) - c)": (lambda: u + ((z - u) - 0.0121), lambda x, y, z: z - 0.0121, 1),
+        "(z + u) - u": (lambda: (z + u) - u, lambda x, y, z: z, 0),
+        "x - (y + x)": (lambda: x - (y + x), lambda x, y, z: -y, 1),
+        "c2·(c1·y)": (lambda: 3.0 * (0.3 * y), lambda x, y, z: 0.9 * y, 1),
+        "c·y + c·y": (lambda: u + u, lambda x, y, z: 0.6 * y, 1),
+        "no cancellation: (x + y) + z": (lambda: (x + y) + z, lambda x, y, z: x + y + z, 2),
+        "left alone (one more op): (x - y) + (z + u) - x": (lambda: ((x - y) + (z + u)) - x,
+                                                             lambda x, y, z: z + 0.3 * y - y, 5),
+    }
+    rng = np.random.default_rng(3)
+    vals = rng.uniform(-2, 2, size=(5, 3))
+    for name, (build, exact, n_ops) in cases.items():
+        v = build()
+        assert ops_of(v) == n_ops, (name, ops_of(v))
+        k = Kernel("e", g, [Array("q", (3,))], [(Array("out", (1,)), [v])], "e")
+        for row in vals:
+            got = run(k, row)[0]
+            assert got == pytest.approx(exact(*row), rel=1e-15, abs=1e-15), name
+    # the dense graph keeps every operation as written
+    d = Graph(fold=False)
+    a = d.input("q", 0)
+    assert (a + 0.5 + 0.25).node.args[0].op == "add"
+
+
 def test_body_force_is_the_product_form():
     """Inertia.body_force (the Newton-Euler equations about the origin, which RNEA's forward pass
     traces) equals I·a + v ×* (I·v) formed with NumPy's 6×6 matrices (rbdgen.spatial), for random

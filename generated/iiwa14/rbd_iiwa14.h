@@ -153,9 +153,9 @@ int rbd_iiwa14_rnea_derivatives_f64_lanes(void);
 /* aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
  * in:  q[7], v[7], tau[7]
  * out: dqdd_dq[49], dqdd_dv[49], dqdd_dtau[49]
- * scratch (f64): 495 doubles (3960 bytes) on the stack of rbd_iiwa14_aba_derivatives_f64
+ * scratch (f64): 494 doubles (3952 bytes) on the stack of rbd_iiwa14_aba_derivatives_f64
  */
-#define RBD_IIWA14_ABA_DERIVATIVES_F64_WORKSPACE 495
+#define RBD_IIWA14_ABA_DERIVATIVES_F64_WORKSPACE 494
 void rbd_iiwa14_aba_derivatives_f64(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau);
 void rbd_iiwa14_aba_derivatives_f64_ws(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau, double* work);
 long rbd_iiwa14_aba_derivatives_f64_workspace_size(void);

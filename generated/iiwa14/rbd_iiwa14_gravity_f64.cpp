@@ -246,15 +246,15 @@ static inline void gravity(const S* __restrict q, S* __restrict tau) {
   // ---- rnea forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t12 = 9.81 * t1;
   const S t13 = 9.81 * t0;
-  const S t14 = t13 * 0.168;
-  const S t15 = t12 * 0.168;
-  const S t16 = t13 * 0.0012;
-  const S t17 = t12 * 0.236;
+  const S t14 = t0 * 1.6480800000000002;
+  const S t15 = t1 * 1.6480800000000002;
+  const S t16 = t0 * 0.011772;
+  const S t17 = t1 * 2.31516;
   const S t18 = t16 - t17;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t19 = t12 * t2;
   const S t20 = t12 * t3;
-  const S t21 = t13 * 0.09;
+  const S t21 = t0 * 0.8829;
   const S t22 = t20 * 0.39;
   const S t23 = t21 - t22;
   const S t24 = t19 * 0.39;

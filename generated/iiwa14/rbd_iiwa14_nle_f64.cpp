@@ -286,10 +286,10 @@ static inline void nle(const S* __restrict q, const S* __restrict v, S* __restri
   const S t51 = t20 + t44;
   const S t52 = t23 + t47;
   const S t53 = t26 + t50;
-  const S t54 = t15 * 0.168;
-  const S t55 = t14 * 0.168;
-  const S t56 = t15 * 0.0012;
-  const S t57 = t14 * 0.236;
+  const S t54 = t0 * 1.6480800000000002;
+  const S t55 = t1 * 1.6480800000000002;
+  const S t56 = t0 * 0.011772;
+  const S t57 = t1 * 2.31516;
   const S t58 = t56 - t57;
   const S t59 = t51 - t54;
   const S t60 = t52 + t55;

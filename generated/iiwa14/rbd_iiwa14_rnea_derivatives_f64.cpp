@@ -233,8 +233,8 @@ static inline void rbd_stream_fence() {
 
 // ======================================================================================
 // rnea_derivatives: ∂τ/∂q and ∂τ/∂v of inverse dynamics (∂τ/∂a = M)
-// ops: 2225 mul, 2179 add/sub, 0 div, 12 sin/cos; critical path 53 ops
-// 5198 statements in 8 parts, 328 scalars of scratch
+// ops: 2209 mul, 2100 add/sub, 0 div, 12 sin/cos; critical path 53 ops
+// 5080 statements in 8 parts, 328 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_rnea_derivatives_parts0_f64.cpp
 template <typename S>
@@ -317,7 +317,7 @@ void rbd_iiwa14_rnea_derivatives_f64_batch_strided(long n, const double* q, long
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 98L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 4416L >= 200000L && n * 4416L >= rbd_parallel_threshold())
+#pragma omp parallel if (n * 4321L >= 200000L && n * 4321L >= rbd_parallel_threshold())
   {
     rbd_buf<vec_t> buf(447 + 49);
     vec_t* q_v = buf.data() + 0;
@@ -368,7 +368,7 @@ void rbd_iiwa14_rnea_derivatives_f64_batch_strided(long n, const double* q, long
 void rbd_iiwa14_rnea_derivatives_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* dtau_dq, long dtau_dq_ld, double* dtau_dv, long dtau_dv_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 4416L >= 200000L && n * 4416L >= rbd_parallel_threshold())
+#pragma omp parallel if (n * 4321L >= 200000L && n * 4321L >= rbd_parallel_threshold())
   {
     rbd_buf<vec_t> buf(447);
     vec_t* q_v = buf.data() + 0;

@@ -298,10 +298,10 @@ static inline void rnea(const S* __restrict q, const S* __restrict v, const S* _
   const S t62 = t27 + t55;
   const S t63 = t32 + t58;
   const S t64 = t37 + t61;
-  const S t65 = t18 * 0.168;
-  const S t66 = t17 * 0.168;
-  const S t67 = t18 * 0.0012;
-  const S t68 = t17 * 0.236;
+  const S t65 = t0 * 1.6480800000000002;
+  const S t66 = t1 * 1.6480800000000002;
+  const S t67 = t0 * 0.011772;
+  const S t68 = t1 * 2.31516;
   const S t69 = t67 - t68;
   const S t70 = t62 - t65;
   const S t71 = t63 + t66;

@@ -318,10 +318,10 @@ static inline void rnea_stale(const S* __restrict q, const S* __restrict v, cons
   const S t71 = t36 + t64;
   const S t72 = t41 + t67;
   const S t73 = t46 + t70;
-  const S t74 = t27 * 0.168;
-  const S t75 = t26 * 0.168;
-  const S t76 = t27 * 0.0012;
-  const S t77 = t26 * 0.236;
+  const S t74 = t0 * 1.6480800000000002;
+  const S t75 = t1 * 1.6480800000000002;
+  const S t76 = t0 * 0.011772;
+  const S t77 = t1 * 2.31516;
   const S t78 = t76 - t77;
   const S t79 = t71 - t74;
   stale_next[36] = t79;
@@ -329,8 +329,8 @@ static inline void rnea_stale(const S* __restrict q, const S* __restrict v, cons
   stale_next[37] = t80;
   const S t81 = t73 + t78;
   stale_next[38] = t81;
-  const S t82 = 4.0 * t26;
-  const S t83 = 4.0 * t27;
+  const S t82 = 39.24 * t1;
+  const S t83 = 39.24 * t0;
   const S t84 = t31 * 0.168;
   const S t85 = a[1] * 0.236;
   const S t86 = t84 - t85;

@@ -41,7 +41,7 @@ __host__ __device__ inline void aba_tcompute(int tx, long blk, long n, [[maybe_u
   const long i = blk * aba_TILE + tx;
   if (i >= n) return;
   S* s = tile + tx * aba_STRIDE;
-  S w[81];
+  S w[83];
   aba<S>(s + 0, s + 7, s + 14, s + 21, w);
 }
 

@@ -12,7 +12,7 @@
 //   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
 //   state are different warps. 6 stages with a barrier after each;
 //   workspace of 47 scalars per state in shared memory, the state's inputs included.
-//   Predicted latency of one state: 1.32x shorter than the thread shape's (warp model,
+//   Predicted latency of one state: 1.40x shorter than the thread shape's (warp model,
 //   rbdgen.targets.cuda.emit.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_crba_f64.cuh"
@@ -61,7 +61,7 @@ __host__ __device__ inline void crba_bload(int t, long blk, long n, [[maybe_unus
   const long first = blk * crba_SPB;
   const int cnt = static_cast<int>(n - first < crba_SPB ? n - first : crba_SPB);
   for (int e = t; e < cnt * 7; e += 160)
-    ws[(e / 7) * crba_SCRATCH + 40 + e % 7] = q[first * 7 + e];
+    ws[(e / 7) * crba_SCRATCH + 39 + e % 7] = q[first * 7 + e];
 }
 
 __global__ void __launch_bounds__(160) crba_block_kernel(long n, const double* __restrict q, double* __restrict M, [[maybe_unused]] double* __restrict wg) {
@@ -74,23 +74,23 @@ __global__ void __launch_bounds__(160) crba_block_kernel(long n, const double* _
   crba_bload<double>(static_cast<int>(threadIdx.y * crba_SPB + threadIdx.x), blockIdx.x, n, q, ws);
   double* w = ws + threadIdx.x * crba_SCRATCH;
   __syncthreads();
-  if (live) crba_s0<double>(lane, w + 40, M + c * 49, w);
+  if (live) crba_s0<double>(lane, w + 39, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s1<double>(lane, w + 40, M + c * 49, w);
+  if (live) crba_s1<double>(lane, w + 39, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s2<double>(lane, w + 40, M + c * 49, w);
+  if (live) crba_s2<double>(lane, w + 39, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s3<double>(lane, w + 40, M + c * 49, w);
+  if (live) crba_s3<double>(lane, w + 39, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s4<double>(lane, w + 40, M + c * 49, w);
+  if (live) crba_s4<double>(lane, w + 39, M + c * 49, w);
   __syncthreads();
-  if (live) crba_s5<double>(lane, w + 40, M + c * 49, w);
+  if (live) crba_s5<double>(lane, w + 39, M + c * 49, w);
 }
 
 // the launch shape a call takes: 1 (thread) or 2 (block), shape 0 (auto) resolved for a batch of
 // n (<prefix>_auto_shape); -1 for a shape that is none of 0, 1, 2
 inline int crba_resolve(long n, int shape) {
-  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 132);
+  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 140);
   return shape == 1 || shape == 2 ? shape : -1;
 }
 
@@ -230,37 +230,37 @@ void rbd_iiwa14_cuda_crba_f64_emulate_block(long n, const double* __restrict q, 
       const long i = b * crba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * crba_SCRATCH;
-      for (int lane = 0; lane < crba_LANES; ++lane) crba_s0<double>(lane, w + 40, M + i * 49, w);
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s0<double>(lane, w + 39, M + i * 49, w);
     }
     for (int tx = 0; tx < crba_SPB; ++tx) {
       const long i = b * crba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * crba_SCRATCH;
-      for (int lane = 0; lane < crba_LANES; ++lane) crba_s1<double>(lane, w + 40, M + i * 49, w);
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s1<double>(lane, w + 39, M + i * 49, w);
     }
     for (int tx = 0; tx < crba_SPB; ++tx) {
       const long i = b * crba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * crba_SCRATCH;
-      for (int lane = 0; lane < crba_LANES; ++lane) crba_s2<double>(lane, w + 40, M + i * 49, w);
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s2<double>(lane, w + 39, M + i * 49, w);
     }
     for (int tx = 0; tx < crba_SPB; ++tx) {
       const long i = b * crba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * crba_SCRATCH;
-      for (int lane = 0; lane < crba_LANES; ++lane) crba_s3<double>(lane, w + 40, M + i * 49, w);
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s3<double>(lane, w + 39, M + i * 49, w);
     }
     for (int tx = 0; tx < crba_SPB; ++tx) {
       const long i = b * crba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * crba_SCRATCH;
-      for (int lane = 0; lane < crba_LANES; ++lane) crba_s4<double>(lane, w + 40, M + i * 49, w);
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s4<double>(lane, w + 39, M + i * 49, w);
     }
     for (int tx = 0; tx < crba_SPB; ++tx) {
       const long i = b * crba_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * crba_SCRATCH;
-      for (int lane = 0; lane < crba_LANES; ++lane) crba_s5<double>(lane, w + 40, M + i * 49, w);
+      for (int lane = 0; lane < crba_LANES; ++lane) crba_s5<double>(lane, w + 39, M + i * 49, w);
     }
   }
 }

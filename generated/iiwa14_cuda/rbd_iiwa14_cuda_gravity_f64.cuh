@@ -40,17 +40,17 @@ __host__ __device__ inline void gravity(const S* __restrict q, S* __restrict tau
   rbd_sincos(q[1], t1, t0);
   const S t2 = 9.81 * t1;
   const S t3 = 9.81 * t0;
-  const S t4 = t3 * 0.168;
-  const S t5 = t2 * 0.168;
-  const S t6 = t3 * 0.0012;
-  const S t7 = t2 * 0.236;
+  const S t4 = t0 * 1.6480800000000002;
+  const S t5 = t1 * 1.6480800000000002;
+  const S t6 = t0 * 0.011772;
+  const S t7 = t1 * 2.31516;
   const S t8 = t6 - t7;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   S t10, t9;
   rbd_sincos(q[2], t10, t9);
   const S t11 = t2 * t9;
   const S t12 = t2 * t10;
-  const S t13 = t3 * 0.09;
+  const S t13 = t0 * 0.8829;
   const S t14 = t12 * 0.39;
   const S t15 = t13 - t14;
   const S t16 = t11 * 0.39;
@@ -267,12 +267,12 @@ __host__ __device__ inline void gravity_s0(int lane, [[maybe_unused]] const S* _
     w[2] = t2;
     const S t3 = 9.81 * t0;
     w[3] = t3;
-    const S t4 = t3 * 0.168;
+    const S t4 = t0 * 1.6480800000000002;
     w[4] = t4;
-    const S t5 = t2 * 0.168;
+    const S t5 = t1 * 1.6480800000000002;
     w[5] = t5;
-    const S t6 = t3 * 0.0012;
-    const S t7 = t2 * 0.236;
+    const S t6 = t0 * 0.011772;
+    const S t7 = t1 * 2.31516;
     const S t8 = t6 - t7;
     w[6] = t8;
     break;
@@ -295,7 +295,7 @@ __host__ __device__ inline void gravity_s1(int lane, [[maybe_unused]] const S* _
     w[9] = t11;
     const S t12 = w[2] * t10;
     w[10] = t12;
-    const S t13 = w[3] * 0.09;
+    const S t13 = w[0] * 0.8829;
     const S t14 = t12 * 0.39;
     const S t15 = t13 - t14;
     w[11] = t15;

@@ -12,7 +12,7 @@
 //   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
 //   state are different warps. 14 stages with a barrier after each;
 //   workspace of 103 scalars per state in shared memory, the state's inputs included.
-//   Predicted latency of one state: 2.17x shorter than the thread shape's (warp model,
+//   Predicted latency of one state: 2.20x shorter than the thread shape's (warp model,
 //   rbdgen.targets.cuda.emit.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_minv_f64.cuh"
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(224) minv_block_kernel(long n, const double* _
 // the launch shape a call takes: 1 (thread) or 2 (block), shape 0 (auto) resolved for a batch of
 // n (<prefix>_auto_shape); -1 for a shape that is none of 0, 1, 2
 inline int minv_resolve(long n, int shape) {
-  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 217);
+  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 220);
   return shape == 1 || shape == 2 ? shape : -1;
 }
 

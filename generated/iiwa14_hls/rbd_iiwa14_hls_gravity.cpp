@@ -20,17 +20,17 @@ static void gravity(const S* q, S* tau, bool& dz) {
   rbd_sincos(q[1], t1, t0);
   const S t2 = S(9.81) * t1;
   const S t3 = S(9.81) * t0;
-  const S t4 = t3 * S(0.168);
-  const S t5 = t2 * S(0.168);
-  const S t6 = t3 * S(0.0012);
-  const S t7 = t2 * S(0.236);
+  const S t4 = t0 * S(1.6480800000000002);
+  const S t5 = t1 * S(1.6480800000000002);
+  const S t6 = t0 * S(0.011772);
+  const S t7 = t1 * S(2.31516);
   const S t8 = t6 - t7;
   // ---- rnea forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   S t10, t9;
   rbd_sincos(q[2], t10, t9);
   const S t11 = t2 * t9;
   const S t12 = t2 * t10;
-  const S t13 = t3 * S(0.09);
+  const S t13 = t0 * S(0.8829);
   const S t14 = t12 * S(0.39);
   const S t15 = t13 - t14;
   const S t16 = t11 * S(0.39);

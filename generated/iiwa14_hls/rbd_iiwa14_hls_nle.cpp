@@ -60,10 +60,10 @@ static void nle(const S* q, const S* v, S* tau, bool& dz) {
   const S t41 = t10 + t34;
   const S t42 = t13 + t37;
   const S t43 = t16 + t40;
-  const S t44 = t5 * S(0.168);
-  const S t45 = t4 * S(0.168);
-  const S t46 = t5 * S(0.0012);
-  const S t47 = t4 * S(0.236);
+  const S t44 = t0 * S(1.6480800000000002);
+  const S t45 = t1 * S(1.6480800000000002);
+  const S t46 = t0 * S(0.011772);
+  const S t47 = t1 * S(2.31516);
   const S t48 = t46 - t47;
   const S t49 = t41 - t44;
   const S t50 = t42 + t45;

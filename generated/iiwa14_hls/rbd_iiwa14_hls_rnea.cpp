@@ -72,10 +72,10 @@ static void rnea(const S* q, const S* v, const S* a, S* tau, bool& dz) {
   const S t52 = t17 + t45;
   const S t53 = t22 + t48;
   const S t54 = t27 + t51;
-  const S t55 = t8 * S(0.168);
-  const S t56 = t7 * S(0.168);
-  const S t57 = t8 * S(0.0012);
-  const S t58 = t7 * S(0.236);
+  const S t55 = t1 * S(1.6480800000000002);
+  const S t56 = t2 * S(1.6480800000000002);
+  const S t57 = t1 * S(0.011772);
+  const S t58 = t2 * S(2.31516);
   const S t59 = t57 - t58;
   const S t60 = t52 - t55;
   const S t61 = t53 + t56;

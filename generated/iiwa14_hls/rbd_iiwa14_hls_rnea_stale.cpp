@@ -108,10 +108,10 @@ static void rnea_stale(const S* q, const S* v, const S* a, const S* stale, S* ta
   const S t71 = t36 + t64;
   const S t72 = t41 + t67;
   const S t73 = t46 + t70;
-  const S t74 = t27 * S(0.168);
-  const S t75 = t26 * S(0.168);
-  const S t76 = t27 * S(0.0012);
-  const S t77 = t26 * S(0.236);
+  const S t74 = t0 * S(1.6480800000000002);
+  const S t75 = t1 * S(1.6480800000000002);
+  const S t76 = t0 * S(0.011772);
+  const S t77 = t1 * S(2.31516);
   const S t78 = t76 - t77;
   const S t79 = t71 - t74;
   stale_next[36] = t79;
@@ -119,8 +119,8 @@ static void rnea_stale(const S* q, const S* v, const S* a, const S* stale, S* ta
   stale_next[37] = t80;
   const S t81 = t73 + t78;
   stale_next[38] = t81;
-  const S t82 = S(4.0) * t26;
-  const S t83 = S(4.0) * t27;
+  const S t82 = S(39.24) * t1;
+  const S t83 = S(39.24) * t0;
   const S t84 = t31 * S(0.168);
   const S t85 = a[1] * S(0.236);
   const S t86 = t84 - t85;

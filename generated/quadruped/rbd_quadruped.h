@@ -116,9 +116,9 @@ int rbd_quadruped_crba_f64_lanes(void);
 /* aba: forward dynamics q̈ (articulated-body algorithm)
  * in:  q[19], v[18], tau[18]
  * out: qdd[18]
- * scratch (f64): 186 doubles (1488 bytes) on the stack of rbd_quadruped_aba_f64
+ * scratch (f64): 187 doubles (1496 bytes) on the stack of rbd_quadruped_aba_f64
  */
-#define RBD_QUADRUPED_ABA_F64_WORKSPACE 186
+#define RBD_QUADRUPED_ABA_F64_WORKSPACE 187
 void rbd_quadruped_aba_f64(const double* q, const double* v, const double* tau, double* qdd);
 void rbd_quadruped_aba_f64_ws(const double* q, const double* v, const double* tau, double* qdd, double* work);
 long rbd_quadruped_aba_f64_workspace_size(void);
@@ -130,9 +130,9 @@ int rbd_quadruped_aba_f64_lanes(void);
 /* minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
  * in:  q[19]
  * out: Minv[324]
- * scratch (f64): 181 doubles (1448 bytes) on the stack of rbd_quadruped_minv_f64
+ * scratch (f64): 180 doubles (1440 bytes) on the stack of rbd_quadruped_minv_f64
  */
-#define RBD_QUADRUPED_MINV_F64_WORKSPACE 181
+#define RBD_QUADRUPED_MINV_F64_WORKSPACE 180
 void rbd_quadruped_minv_f64(const double* q, double* Minv);
 void rbd_quadruped_minv_f64_ws(const double* q, double* Minv, double* work);
 long rbd_quadruped_minv_f64_workspace_size(void);

@@ -267,18 +267,18 @@ static inline void gravity(const S* __restrict q, S* __restrict tau) {
   const S t42 = 9.81 * t37;
   const S t43 = 9.81 * t39;
   const S t44 = 9.81 * t41;
-  const S t45 = t44 * 0.016;
-  const S t46 = t43 * -0.032;
+  const S t45 = t41 * 0.15696000000000002;
+  const S t46 = t39 * -0.31392000000000003;
   const S t47 = t45 - t46;
-  const S t48 = t42 * -0.032;
-  const S t49 = t44 * 0.096;
+  const S t48 = t37 * -0.31392000000000003;
+  const S t49 = t41 * 0.94176;
   const S t50 = t48 - t49;
-  const S t51 = t43 * 0.096;
-  const S t52 = t42 * 0.016;
+  const S t51 = t39 * 0.94176;
+  const S t52 = t37 * 0.15696000000000002;
   const S t53 = t51 - t52;
-  const S t54 = t42 * 8.0;
-  const S t55 = t43 * 8.0;
-  const S t56 = t44 * 8.0;
+  const S t54 = t37 * 78.48;
+  const S t55 = t39 * 78.48;
+  const S t56 = t41 * 78.48;
   // ---- rnea forward: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t57 = t43 * t0;
   const S t58 = t44 * t1;
@@ -289,13 +289,13 @@ static inline void gravity(const S* __restrict q, S* __restrict tau) {
   const S t63 = t62 * 0.0078000000000000005;
   const S t64 = t59 * 0.00032500000000000004;
   const S t65 = t63 - t64;
-  const S t66 = t42 * 0.00032500000000000004;
+  const S t66 = t37 * 0.0031882500000000005;
   const S t67 = t62 * -0.0026000000000000003;
   const S t68 = t66 - t67;
   const S t69 = t59 * -0.0026000000000000003;
-  const S t70 = t42 * 0.0078000000000000005;
+  const S t70 = t37 * 0.076518;
   const S t71 = t69 - t70;
-  const S t72 = t42 * 0.65;
+  const S t72 = t37 * 6.376500000000001;
   const S t73 = t59 * 0.65;
   const S t74 = t62 * 0.65;
   // ---- rnea forward: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
@@ -343,7 +343,7 @@ static inline void gravity(const S* __restrict q, S* __restrict tau) {
   const S t113 = -0.0026000000000000003 * t109;
   const S t114 = t66 - t113;
   const S t115 = -0.0026000000000000003 * t106;
-  const S t116 = t42 * -0.0078000000000000005;
+  const S t116 = t37 * -0.076518;
   const S t117 = t115 - t116;
   const S t118 = 0.65 * t106;
   const S t119 = 0.65 * t109;
@@ -488,7 +488,7 @@ static inline void gravity(const S* __restrict q, S* __restrict tau) {
   const S t246 = t23 * t229;
   const S t247 = t22 * t233;
   const S t248 = t246 + t247;
-  const S t249 = -0.22 * t235;
+  const S t249 = t195 * -0.055;
   const S t250 = -0.22 * t239;
   const S t251 = t245 - t249;
   const S t252 = t232 + t250;
@@ -563,7 +563,7 @@ static inline void gravity(const S* __restrict q, S* __restrict tau) {
   const S t316 = t17 * t185;
   const S t317 = t16 * t189;
   const S t318 = t316 + t317;
-  const S t319 = -0.22 * t191;
+  const S t319 = t151 * -0.055;
   const S t320 = -0.22 * t309;
   const S t321 = t315 - t319;
   const S t322 = t188 + t320;
@@ -638,7 +638,7 @@ static inline void gravity(const S* __restrict q, S* __restrict tau) {
   const S t386 = t11 * t141;
   const S t387 = t10 * t145;
   const S t388 = t386 + t387;
-  const S t389 = -0.22 * t147;
+  const S t389 = t106 * -0.055;
   const S t390 = -0.22 * t379;
   const S t391 = t385 - t389;
   const S t392 = t144 + t390;
@@ -713,7 +713,7 @@ static inline void gravity(const S* __restrict q, S* __restrict tau) {
   const S t456 = t5 * t96;
   const S t457 = t4 * t100;
   const S t458 = t456 + t457;
-  const S t459 = -0.22 * t102;
+  const S t459 = t59 * -0.055;
   const S t460 = -0.22 * t449;
   const S t461 = t455 - t459;
   const S t462 = t99 + t460;

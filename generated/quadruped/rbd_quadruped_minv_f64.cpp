@@ -233,8 +233,8 @@ static inline void rbd_stream_fence() {
 
 // ======================================================================================
 // minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
-// ops: 2639 mul, 2294 add/sub, 14 div, 24 sin/cos; critical path 95 ops
-// 5907 statements in 9 parts, 181 scalars of scratch
+// ops: 2619 mul, 2278 add/sub, 14 div, 24 sin/cos; critical path 94 ops
+// 5871 statements in 9 parts, 180 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_quadruped_minv_parts0_f64.cpp
 template <typename S>
@@ -294,18 +294,18 @@ __attribute__((used)) inline void rbd_quadruped_set_stream_bytes_f64(long bytes)
   __atomic_store_n(&rbd_quadruped_f64::rbd_stream_bytes, bytes < 0 ? 0 : bytes, __ATOMIC_RELAXED);
 }
 
-// one state, the scratch in the caller's work: at least 181 doubles, whatever their values
+// one state, the scratch in the caller's work: at least 180 doubles, whatever their values
 void rbd_quadruped_minv_f64_ws(const double* q, double* Minv, double* work) {
   rbd_quadruped_f64::minv<double>(q, Minv, work);
 }
 
-long rbd_quadruped_minv_f64_workspace_size(void) { return 181; }
+long rbd_quadruped_minv_f64_workspace_size(void) { return 180; }
 
-// one state, the scratch on the stack (1448 bytes): no allocation, on any call, in any thread.
+// one state, the scratch on the stack (1440 bytes): no allocation, on any call, in any thread.
 // (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
 // loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_quadruped_minv_f64(const double* q, double* Minv) {
-  double w[181];
+  double w[180];
   rbd_quadruped_f64::minv<double>(q, Minv, w);
 }
 
@@ -320,13 +320,13 @@ void rbd_quadruped_minv_f64_batch_strided(long n, const double* q, long q_stride
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 324L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 4971L >= 200000L && n * 4971L >= rbd_parallel_threshold())
+#pragma omp parallel if (n * 4935L >= 200000L && n * 4935L >= rbd_parallel_threshold())
   {
-    rbd_buf<vec_t> buf(524 + 324);
+    rbd_buf<vec_t> buf(523 + 324);
     vec_t* q_v = buf.data() + 0;
     vec_t* Minv_v = buf.data() + 19;
     vec_t* w_v = buf.data() + 343;
-    double* stage = (double*)(buf.data() + 524);  // a block's largest output, as rows
+    double* stage = (double*)(buf.data() + 523);  // a block's largest output, as rows
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
       rbd_to_lanes(q + b * LANES * q_stride, q_stride, 19, q_v);
@@ -356,9 +356,9 @@ void rbd_quadruped_minv_f64_batch_strided(long n, const double* q, long q_stride
 void rbd_quadruped_minv_f64_batch_lanes(long n, const double* q, long q_ld, double* Minv, long Minv_ld) {
   using namespace rbd_quadruped_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 4971L >= 200000L && n * 4971L >= rbd_parallel_threshold())
+#pragma omp parallel if (n * 4935L >= 200000L && n * 4935L >= rbd_parallel_threshold())
   {
-    rbd_buf<vec_t> buf(524);
+    rbd_buf<vec_t> buf(523);
     vec_t* q_v = buf.data() + 0;
     vec_t* Minv_v = buf.data() + 19;
     vec_t* w_v = buf.data() + 343;

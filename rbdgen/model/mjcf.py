@@ -732,7 +732,6 @@ class _Reader:
         if name in self.mesh_cache:
             return self.mesh_cache[name]
         a, cls = self.meshes[name]
-        c = self.compiler
         scale = self.floats(a, "scale", 3, self.attr(a, cls, "scale"), bound=(MAX_LENGTH, "")) \
             if self.attr(a, cls, "scale") is not None else np.ones(3)
         refpos = self.floats(a, "refpos", 3, self.attr(a, cls, "refpos")) if self.attr(a, cls, "refpos") else np.zeros(3)
