@@ -383,13 +383,20 @@ def _trace(model, d: KernelDecl, fold: bool, generic: bool = False):
         raise UnsupportedError(f"kernel {d.name} has no form for coupled mimic joints "
                                f"({', '.join(model.followers)}); load with mimic='independent'",
                                file=getattr(model, "source", None))
-    t = Trace(model.tree if coupled else model, fold, generic)
-    ins = [t.inputs(a.name, a.size(model)) for a in d.inputs]
-    try:
-        values = d.coupled(t, Coupling(t, model), *ins) if coupled else d.algorithm(t, *ins)
-    except ZeroDivisionError as e:  # a structural zero divisor check_invertible did not foresee
-        raise UnsupportedError(f"kernel {d.name}: {e} (the model makes a divisor identically zero)",
-                               file=getattr(model, "source", None)) from None
+    for reassociate in (True, False):
+        t = Trace(model.tree if coupled else model, fold, generic, reassociate=reassociate)
+        ins = [t.inputs(a.name, a.size(model)) for a in d.inputs]
+        try:
+            values = d.coupled(t, Coupling(t, model), *ins) if coupled else d.algorithm(t, *ins)
+            break
+        except ZeroDivisionError as e:  # a structural zero divisor check_invertible did not foresee
+            # summing and cancelling terms (Graph.reassociate) can make exact a zero that the
+            # algorithm as written only reaches in rounding: redundant contacts' LDLᵀ pivot, which
+            # the kernel reports at run time (ContactError, docs/contact.md). Traced again without.
+            if reassociate and t.g.reassociate:
+                continue
+            raise UnsupportedError(f"kernel {d.name}: {e} (the model makes a divisor identically zero)",
+                                   file=getattr(model, "source", None)) from None
     missing = set(d.output_names) - set(values)
     if missing or set(values) - set(d.output_names):
         raise AssertionError(f"{d.name}: the algorithm returned {sorted(values)}, declared {list(d.output_names)}")

@@ -111,7 +111,9 @@ def _chain2_generated(tmp_path_factory):
         from rbdgen.robots import chain_urdf
 
         p = tmp_path_factory.mktemp("chain2") / "chain2.urdf"
-        p.write_text(chain_urdf(2, seed=8))
+        # seed 2: a chain whose kernels each hold every operation kind the iiwa's do (seed 8's world-
+        # aligned frame Jacobian lost its only add when the graph began cancelling terms)
+        p.write_text(chain_urdf(2, seed=2))
         m = rbdgen.load_urdf(p)
         m = m.with_frames(m.leaf_links[:1])
         gen = H.generate_hls(m, FORMATS["fixed32_16"])

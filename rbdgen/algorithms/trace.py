@@ -54,9 +54,12 @@ def generic_bodies(model: RobotModel) -> frozenset:
 class Trace:
     """Per-kernel tracing context: the graph, the inputs, and X_i / S_i / I_i as Values."""
 
-    def __init__(self, model: RobotModel, fold: bool = True, generic: bool = False):
+    def __init__(self, model: RobotModel, fold: bool = True, generic: bool = False, reassociate: bool = True):
         self.m = model
-        self.g = Graph(fold=fold)
+        # the rolled trace keeps the rules that only look at structure: summing and cancelling
+        # constants (Graph.reassociate) would give bodies alike but for their numbers code of
+        # different shapes, and split their kind
+        self.g = Graph(fold=fold, reassociate=reassociate and not generic)
         #: the bodies whose numbers (X_tree, inertia) are parameters that are never folded: the
         #: structure of their code then follows their joint's kind alone (rolled lowering:
         #: :func:`generic_bodies`); the others keep their numbers' zeros and ±1s

@@ -118,8 +118,12 @@ class Value:
 
 
 class Graph:
-    def __init__(self, fold: bool = True):
+    def __init__(self, fold: bool = True, reassociate: bool = True):
         self.fold = fold
+        #: the rules that sum constant chains and cancel terms (_constant_chain, _cancel, the
+        #: products of constants): off in the rolled lowering's trace, whose kinds must not
+        #: depend on which of two bodies' numbers happen to sum to zero
+        self.reassociate = reassociate
         self.nodes: list[Node] = []
         self._memo: dict = {}
         self._consts: dict = {}
@@ -263,7 +267,7 @@ class Graph:
                     return self.op("neg", y)
                 # c·(k·y) is (c·k)·y: the two constants multiplied once
                 yn = y.node
-                if yn.op == "mul":
+                if yn.op == "mul" and self.reassociate:
                     u, w = yn.args
                     k = u if u.value is not None else w if w.value is not None else None
                     if k is not None and math.isfinite(c * k.value):
@@ -280,15 +284,16 @@ class Graph:
                 return b
             if cb == 0.0:
                 return a
-            if ca is not None or cb is not None:
-                r = self._constant_chain(1.0, an, ca, 1.0, bn, cb)
+            if self.reassociate:
+                if ca is not None or cb is not None:
+                    r = self._constant_chain(1.0, an, ca, 1.0, bn, cb)
+                    if r is not None:
+                        return r
+                if an is bn and an.op == "mul" and (an.args[0].value is not None or an.args[1].value is not None):
+                    return self.op("mul", self.const(2.0), a)  # c·y + c·y is (2c)·y, exactly
+                r = self._cancel(an, bn, 1.0)
                 if r is not None:
                     return r
-            if an is bn and an.op == "mul" and (an.args[0].value is not None or an.args[1].value is not None):
-                return self.op("mul", self.const(2.0), a)  # c·y + c·y is (2c)·y, exactly
-            r = self._cancel(an, bn, 1.0)
-            if r is not None:
-                return r
             if bn.op == "neg":
                 return self.op("sub", a, Value(self, bn.args[0]))
             if an.op == "neg":
@@ -300,13 +305,14 @@ class Graph:
                 return self.op("neg", b)
             if an is bn:
                 return self.const(0.0)
-            if ca is not None or cb is not None:
-                r = self._constant_chain(1.0, an, ca, -1.0, bn, cb)
+            if self.reassociate:
+                if ca is not None or cb is not None:
+                    r = self._constant_chain(1.0, an, ca, -1.0, bn, cb)
+                    if r is not None:
+                        return r
+                r = self._cancel(an, bn, -1.0)
                 if r is not None:
                     return r
-            r = self._cancel(an, bn, -1.0)
-            if r is not None:
-                return r
             if bn.op == "neg":
                 return self.op("add", a, Value(self, bn.args[0]))
         elif op == "div":
