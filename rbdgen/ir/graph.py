@@ -11,7 +11,7 @@ goes through :class:`Graph`, which
   (``u + ((z − u) − c) → z − c``) where what is left costs one operation or none — never more
   than the operation it replaces. These reassociate: the result may differ from the order
   written in the last bit (the composite inertias' parallel-axis terms: crba 10–16 % fewer
-  operations, docs/performance.md §42);
+  operations, docs/performance.md §43);
 * shares common subexpressions (the same op on the same operands is one node);
 * tags each node with the block (body, phase, tree level) active when it was created, so
   generated code can say where a statement comes from and backends can map tree levels to
@@ -286,7 +286,7 @@ class Graph:
                 return a
             if self.reassociate:
                 if ca is not None or cb is not None:
-                    r = self._constant_chain(1.0, an, ca, 1.0, bn, cb)
+                    r = self._constant_chain(an, ca, 1.0, bn, cb)
                     if r is not None:
                         return r
                 if an is bn and an.op == "mul" and (an.args[0].value is not None or an.args[1].value is not None):
@@ -307,7 +307,7 @@ class Graph:
                 return self.const(0.0)
             if self.reassociate:
                 if ca is not None or cb is not None:
-                    r = self._constant_chain(1.0, an, ca, -1.0, bn, cb)
+                    r = self._constant_chain(an, ca, -1.0, bn, cb)
                     if r is not None:
                         return r
                 r = self._cancel(an, bn, -1.0)
@@ -324,15 +324,15 @@ class Graph:
                 raise ZeroDivisionError("structural division by zero while tracing a kernel")
         return None
 
-    def _constant_chain(self, sa, an, ca, sb, bn, cb):
-        """sa·a + sb·b where one of a, b is a constant c and the other is y ± k or k − y, another
+    def _constant_chain(self, an, ca, sb, bn, cb):
+        """a + sb·b where one of a, b is a constant c and the other is y ± k or k − y, another
         constant k: ±y + (k ± c), the two constants summed once (the chains the composite
         inertias' constant terms leave, x + c₁ + c₂ − c₁ …; quadruped crba 58 of 815 operations).
         None where the other operand is not such a node."""
         if ca is not None:
-            sc, c, sx, xn = sa, ca, sb, bn
+            sc, c, sx, xn = 1.0, ca, sb, bn
         else:
-            sc, c, sx, xn = sb, cb, sa, an
+            sc, c, sx, xn = sb, cb, 1.0, an
         if xn.op != "add" and xn.op != "sub":
             return None
         y, k = xn.args
