@@ -117,6 +117,52 @@ def test_generic_trace_computes_what_the_folded_one_does():
             assert np.max(np.abs(x - y) / (1.0 + np.abs(x))) < 1e-12, k
 
 
+def test_quarter_turn_frames_stay_folded_in_the_generic_trace(monkeypatch):
+    """Bodies whose numbers are parameters but whose X_tree rotation is a quarter turn (nearly
+    every URDF joint frame) keep that rotation's zeros and ±1s and their joint axis folded, only
+    r_tree and the inertia as parameters: every joint type that has such a path (revolute about
+    an aligned and a general axis, prismatic, planar, spherical, the floating base), each with
+    one rotation. The generic trace still computes what the folded one does (both interpreted,
+    every kernel), and does fewer operations than with every rotation a parameter."""
+    import importlib
+
+    from rbdgen.model import ModelBuilder
+
+    T = importlib.import_module("rbdgen.algorithms.trace")  # the module (rbdgen.algorithms.trace is the function)
+    perm = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # a quarter-turn rotation
+    rx = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+    kinds = [("revolute", (0.0, 0.0, 1.0), np.eye(3)), ("prismatic", (1.0, 0.0, 0.0), rx),
+             ("revolute", (0.36, -0.48, 0.8), perm), ("planar", None, np.eye(3)),
+             ("spherical", None, perm), ("revolute", (0.0, 1.0, 0.0), rx)]
+    b = ModelBuilder("quarter_turns")
+    b.add_joint("root", "floating", "world", "base", mass=2.0, com=np.array([0.01, 0.0, 0.02]),
+                inertia=np.diag([0.02, 0.03, 0.04]))
+    for k in range(12):  # two bodies of each kind, their numbers all different: none folded whole
+        kind, axis, rot = kinds[k % len(kinds)]
+        b.add_joint(f"j{k}", kind, "base" if k < 2 else f"l{(k - 2) // 2}", f"l{k}",
+                    xyz=np.array([0.1 + 0.01 * k, -0.02 * k, 0.05]), rotation=rot,
+                    axis=None if axis is None else np.array(axis), mass=0.5 + 0.1 * k,
+                    com=np.array([0.02, 0.01 * k, -0.03]), inertia=np.diag([0.004 + 0.0002 * k, 0.005, 0.006]))
+    model = b.build()
+    generic = T.generic_bodies(model)
+    assert generic == frozenset(range(model.nb))
+    assert T.tree_structured_bodies(model, generic) == generic
+    inp = registry.random_inputs(model, 3, seed=5)
+    kernels = registry.applicable(model, None)
+    for k in kernels:
+        args = [inp[a.name] for a in registry.get(k).inputs]
+        a = interp.run(registry.trace(model, k), *args)
+        g = interp.run(registry.trace(model, k, generic=True), *args)
+        for x, y in zip(a if isinstance(a, tuple) else (a,), g if isinstance(g, tuple) else (g,)):
+            assert np.max(np.abs(x - y) / (1.0 + np.abs(x))) < 1e-12, k
+    ops = {k: registry.trace(model, k, cached=False, generic=True).op_counts()["total"] for k in kernels}
+    monkeypatch.setattr(T, "tree_structured_bodies", lambda m, generic: frozenset())
+    dense = {k: registry.trace(model, k, cached=False, generic=True).op_counts()["total"] for k in kernels}
+    assert all(ops[k] <= dense[k] for k in kernels), {k: (ops[k], dense[k]) for k in kernels}
+    for k in ("rnea", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives", "forward_kinematics"):
+        assert ops[k] < 0.95 * dense[k], (k, ops[k], dense[k])
+
+
 @pytest.mark.parametrize("branched, small, big, kernels", [
     (False, 28, 112, ("rnea", "aba", "crba", "rnea_derivatives")),
     # crba's steps up to each ancestor see the patterns along the path, more of them on a tree

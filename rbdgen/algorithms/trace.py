@@ -51,6 +51,36 @@ def generic_bodies(model: RobotModel) -> frozenset:
     return frozenset(i for i, p in enumerate(pats) if count[p] < least)
 
 
+def _quarter_turn(model: RobotModel, i: int) -> bool:
+    """Whether body i's X_tree rotation E_tree is a quarter turn: every entry 0 or ±1."""
+    Et, _ = tree_parts(model, i)
+    return bool(np.all(np.isin(Et, (0.0, 1.0, -1.0))))
+
+
+def tree_structured_bodies(model: RobotModel, generic: frozenset) -> frozenset:
+    """Of the ``generic`` bodies, those whose X_tree rotation and joint axis stay folded in a
+    rolled kernel, only their translation r_tree and inertia parameters: those whose E_tree is a
+    quarter turn (every entry 0 or ±1) that every generic body of the same joint type and axis
+    class has, so that folding it splits no kind (a floating base, the only one of its kind, too).
+    Nearly every URDF joint frame is unrotated (TALOS: 32 of 33), and a dense E_tree of nine
+    parameters costs a body's every congruence its full 3×3 products (TALOS's aba, a generic
+    body's backward step: 449 operations against 166–203 for a folded one; docs/performance.md
+    §44). Where the bodies of a joint kind have different quarter turns (the iiwa's), or one has
+    a general rotation, they all stay fully generic: folding would give each rotation kinds of its
+    own (the iiwa's rolled rnea: 460 → 764 operations printed)."""
+    def cls(a):
+        return tuple(0 if x == 0.0 else 1 if x == 1.0 else 2 if x == -1.0 else 3 for x in np.ravel(a))
+
+    keys, count, joint = {}, {}, {}
+    for i in generic:
+        jk = (model.joint_types[i], cls(model.axis[i]))
+        joint[jk] = joint.get(jk, 0) + 1
+        if _quarter_turn(model, i):
+            keys[i] = k = (jk, cls(tree_parts(model, i)[0]))
+            count[k] = count.get(k, 0) + 1
+    return frozenset(i for i, k in keys.items() if count[k] == joint[k[0]])
+
+
 class Trace:
     """Per-kernel tracing context: the graph, the inputs, and X_i / S_i / I_i as Values."""
 
@@ -64,6 +94,10 @@ class Trace:
         #: structure of their code then follows their joint's kind alone (rolled lowering:
         #: :func:`generic_bodies`); the others keep their numbers' zeros and ±1s
         self.generic = generic_bodies(model) if generic else frozenset()
+        #: of those, the bodies whose X_tree rotation and axis stay folded (a quarter turn that every
+        #: generic body of their joint kind has): only r_tree and the inertia are parameters
+        #: (:func:`tree_structured_bodies`)
+        self.tree_structured = tree_structured_bodies(model, self.generic) if generic else frozenset()
         self.depth = model.depth
         self._X: dict[int, S.XForm] = {}
         self._null: dict[int, tuple] = {}
@@ -100,16 +134,21 @@ class Trace:
         if i in self._X:
             return self._X[i]
         g, m = self.g, self.m
-        if i in self.generic:
+        if i in self.generic and i not in self.tree_structured:
             self._X[i] = self._X_generic(i, q)
             return self._X[i]
         jt = joint_transform(m, i)
         qs = m.q_start[i]
+        # r_tree: parameters for a generic body whose rotation stays folded, else constants (made
+        # where each joint kind needs them: the nodes' order, and so the printed code, unchanged)
+        def r_tree():
+            return [g.param(jt.r0[k], (i, "r", k)) for k in range(3)] if i in self.generic else self.consts(jt.r0)
+
         if jt.kind == "revolute":
             c, s = g.op("cos", q[qs]), g.op("sin", q[qs])
             E = [[jt.Ec[a, b] * c + jt.Es[a, b] * s + jt.E0[a, b] for b in range(3)] for a in range(3)]
             E = [[g.lift(e) for e in row] for row in E]
-            r = self.consts(jt.r0)
+            r = r_tree()
             Et, _ = tree_parts(m, i)
             a = np.asarray(m.axis[i], dtype=float)
             quarter_turn = np.all(np.isin(Et, (0.0, 1.0, -1.0)))
@@ -121,24 +160,26 @@ class Trace:
                 return self._X[i]
         elif jt.kind == "prismatic":
             E = self.consts(jt.E0)
-            r = [g.lift(jt.r0[k] + jt.rq[k] * q[qs]) for k in range(3)]
+            r0 = r_tree() if i in self.generic else jt.r0
+            r = [g.lift(r0[k] + jt.rq[k] * q[qs]) for k in range(3)]
         elif jt.kind == "planar":
             # q = (x, y, θ): E as a revolute joint's about the joint frame's z (linear in c, s),
             # r = r_tree + x·E_treeᵀe_x + y·E_treeᵀe_y (symbolic.joint_transform)
             c, s = g.op("cos", q[qs + 2]), g.op("sin", q[qs + 2])
             E = [[g.lift(jt.Ec[a, b] * c + jt.Es[a, b] * s + jt.E0[a, b]) for b in range(3)] for a in range(3)]
-            r = [g.lift(jt.r0[k] + jt.rq[k] * q[qs] + jt.ry[k] * q[qs + 1]) for k in range(3)]
+            r0 = r_tree() if i in self.generic else jt.r0
+            r = [g.lift(r0[k] + jt.rq[k] * q[qs] + jt.ry[k] * q[qs + 1]) for k in range(3)]
         elif jt.kind == "spherical":
             # q = quaternion u = (x y z w), any norm: the free-flyer's rotation (below), r constant
             RT = S.transpose(self._quat_rotation(*q[qs : qs + 4]))
             E = S.mat_mat(g, RT, self.consts(jt.E0))
-            r = self.consts(jt.r0)
+            r = r_tree()
         else:  # free-flyer: q = [p; quaternion u = (x y z w)], any norm (issue 46)
             p = q[qs : qs + 3]
             RT = S.transpose(self._quat_rotation(*q[qs + 3 : qs + 7]))
             E0 = self.consts(jt.E0)
             E = S.mat_mat(g, RT, E0)
-            r = S.vadd(self.consts(jt.r0), S.mat3T_vec(g, E0, p))
+            r = S.vadd(r_tree(), S.mat3T_vec(g, E0, p))
         self._X[i] = S.XForm(E, r)
         return self._X[i]
 
