@@ -17,6 +17,8 @@ write-only ports).
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from ..ir.graph import Kernel
@@ -302,18 +304,40 @@ def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str
             body.append(f"{loop} {store(f'w[{codes[0]} + k]')}")
             continue
         frm, lt = f"{kn}_{spec.name}_from{suffix}", f"{kn}_{spec.name}_lit{suffix}"
-        tables += _flat("int", frm, codes, str, table)
-        if lits and dialect.rolled_static:  # a ROM of the datapath's format, in the kernel
-            body += _flat(scalar, lt, lits, lit, table)
-            body.append(f"{loop} {{ const int s = {frm}[k]; {store(f's >= 0 ? w[s] : {lt}[-1 - s]')} }}")
-        elif lits:
-            tables += _flat(ctype, lt, lits, lit, table)
-            body.append(f"{loop} {{ const int s = {frm}[k]; "
-                        f"{store(f's >= 0 ? w[s] : {zero} + {lt}[-1 - s]')} }}")
-        else:
+        if not lits:
+            tables += _flat("int", frm, codes, str, table)
             body.append(f"{loop} {store(f'w[{frm}[k]]')}")
+        else:
+            # the workspace's elements and the literals in two loops of their own, without a branch
+            # per element between them: an output's constant entries (a branched robot's M is
+            # mostly structural zeros) come in runs that a branch predictor misses at every edge
+            # (docs/performance.md §45). The input copies' places are written by the copies.
+            copied = {idx for idx, _ in copy_at}
+            at_w = [(k, c) for k, c in enumerate(codes) if c >= 0]
+            at_lit = [(k, lits[-1 - c]) for k, c in enumerate(codes) if c < 0 and k not in copied]
+            to = f"{kn}_{spec.name}_to{suffix}"
+            if at_w:
+                tables += _flat("int", frm, [c for _, c in at_w], str, table)
+                tables += _flat("int", to, [k for k, _ in at_w], str, table)
+                jloop = (f"for (int j = 0; j < {len(at_w)}; ++j)" if lanes is None else
+                         f"for (int j = {lanes[0]}; j < {len(at_w)}; j += {lanes[1]})")
+                body.append(f"{jloop} {{ const int k = {to}[j]; {store(f'w[{frm}[j]]')} }}")
+            if at_lit:
+                lto = f"{kn}_{spec.name}_lit_to{suffix}"
+                tables += _flat("int", lto, [k for k, _ in at_lit], str, table)
+                jloop = (f"for (int j = 0; j < {len(at_lit)}; ++j)" if lanes is None else
+                         f"for (int j = {lanes[0]}; j < {len(at_lit)}; j += {lanes[1]})")
+                values = [v for _, v in at_lit]
+                if all(v == 0.0 and math.copysign(1.0, v) > 0 for v in values):
+                    body.append(f"{jloop} {{ const int k = {lto}[j]; {store(zero)} }}")
+                elif dialect.rolled_static:  # a ROM of the datapath's format, in the kernel
+                    body += _flat(scalar, lt, values, lit, table)
+                    body.append(f"{jloop} {{ const int k = {lto}[j]; {store(f'{lt}[j]')} }}")
+                else:
+                    tables += _flat(ctype, lt, values, lit, table)
+                    body.append(f"{jloop} {{ const int k = {lto}[j]; {store(f'{zero} + {lt}[j]')} }}")
         if lanes is not None:
-            # by the lane whose loop wrote a zero there, after it
+            # element idx's copy by one lane (nothing else writes its place)
             copies = [f"if ({idx} % {lanes[1]} == {lanes[0]}) {c}" for idx, c in copy_at]
         body += copies
     return tables, body, temp_base, scratch, mirror_base
