@@ -155,6 +155,9 @@ def main(argv=None) -> int:
     p.add_argument("--stub-trig", action="store_true", help="also this tree with the sines and cosines stubbed out")
     p.add_argument("--unroll", choices=("yes", "no"), default="yes",
                    help="no: both sides' rolled kernels (issue 44; the base must have them)")
+    p.add_argument("--base-unroll", choices=("yes", "no"), default=None,
+                   help="the base side's lowering, when it differs from --unroll: `--base HEAD --base-unroll yes "
+                        "--unroll no` times the rolled kernels against the unrolled ones of one revision, in turns")
     p.add_argument("--out", default=None, help="write every round's medians here as JSON")
     args = p.parse_args(argv)
     rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", args.base + "^{commit}"],
@@ -193,8 +196,9 @@ def main(argv=None) -> int:
                 log(f"{robot}: building {len(kernels)} kernels with the rbdgen of {side} …")
                 cache = work / f"cache-{robot}-{side.replace(' ', '_')}"
                 cache.mkdir()
+                side_unroll = (args.base_unroll or args.unroll) == "yes" if side == "base" else unroll
                 built = build_side(tree, cache, urdf, floating, measure.FRAMES[robot], kernels, side == "no trig",
-                                   unroll, measure.CONSTRAINTS.get(robot, []))
+                                   side_unroll, measure.CONSTRAINTS.get(robot, []))
                 bad = [k for k in kernels if built["sig"].get(k) != sig[k]]
                 if bad:
                     raise SystemExit(f"ab_rev: {', '.join(bad)}: the signature differs between {rev[:9]} and this tree")
@@ -214,7 +218,9 @@ def main(argv=None) -> int:
                     for k, cell in run_driver(exe, pool, quick=False).items():
                         rounds[side][k].append(cell["median"])
             res["robots"][robot] = {"kernels": rounds, "sincos4_latency_ns": lat}
-            print(f"\n{robot}, one state, ns per call (best of {args.rounds} rounds; base {rev[:9]}):\n")
+            lowering = "" if args.base_unroll in (None, args.unroll) else \
+                f"; base {'unrolled' if args.base_unroll == 'yes' else 'rolled'}, this tree {'unrolled' if unroll else 'rolled'}"
+            print(f"\n{robot}, one state, ns per call (best of {args.rounds} rounds; base {rev[:9]}{lowering}):\n")
             stub = "no trig" in exes
             print("| kernel | base | this tree | this / base |" + (" this tree, sines and cosines stubbed |" if stub else ""))
             print("|---|---:|---:|---:|" + ("---:|" if stub else ""))

@@ -133,11 +133,12 @@ def report(res: dict) -> str:
              f"`make bench-rolled`, {res['date']}, revision {res.get('revision') or '?'}.", "",
              "Build: generation (trace, roll, print) and compilation from a cold cache, in a fresh process, "
              "on all cores. Per call: one state, the C++ driver (thread CPU time, median of the runs). "
-             "ops: arithmetic operations a call does; code: statements printed (rolled: the kinds' code).", "",
-             "## Chains (random axes and link frames), rnea, aba, rnea_scan", "",
-             "| links | kernel | unrolled build s | rolled build s | unrolled µs/call | rolled µs/call | rolled/unrolled "
-             "| ops unrolled | ops rolled | code unrolled | code rolled |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "ops: arithmetic operations a call does; code: statements printed (rolled: the kinds' code).", ""]
+    if res["chains"]:
+        lines += ["## Chains (random axes and link frames), rnea, aba, rnea_scan", "",
+                  "| links | kernel | unrolled build s | rolled build s | unrolled µs/call | rolled µs/call | "
+                  "rolled/unrolled | ops unrolled | ops rolled | code unrolled | code rolled |",
+                  "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     by = {}
     for r in res["chains"]:
         by[(r["spec"], r["lowering"])] = r
@@ -158,9 +159,10 @@ def report(res: dict) -> str:
     notes = [f"{r['spec']} {r['lowering']}: {r['note']}" for r in res["chains"] if r.get("note")]
     if notes:
         lines += ["", "Rows run on their own: " + "; ".join(notes) + "."]
-    lines += ["", "Build times are of one library holding the kernels of that size and lowering (the unrolled "
-              "ones: those of at most --unrolled-ops operations).", "",
-              "## Bench robots: every kernel", ""]
+    if res["chains"]:
+        lines += ["", "Build times are of one library holding the kernels of that size and lowering (the unrolled "
+                  "ones: those of at most --unrolled-ops operations).", ""]
+    lines += ["## Bench robots: every kernel", ""]
     for spec in dict.fromkeys(r["spec"] for r in res["robots"]):
         rows = {r["lowering"]: r for r in res["robots"] if r["spec"] == spec}
         if any("error" in r for r in rows.values()):
@@ -187,6 +189,7 @@ def main(argv=None) -> int:
                          "operations (default 400 000: a few minutes of g++ here)")
     ap.add_argument("--one", nargs=3, metavar=("SPEC", "LOWERING", "KERNELS"), help=argparse.SUPPRESS)
     ap.add_argument("--skip-robots", action="store_true")
+    ap.add_argument("--skip-chains", action="store_true", help="the bench robots only (a few minutes)")
     ap.add_argument("--report", action="store_true", help="rewrite rolled.md from rolled.json in --out")
     args = ap.parse_args(argv)
     if args.one:
@@ -201,7 +204,7 @@ def main(argv=None) -> int:
 
     res = {"machine": bench.machine_info(find_cxx()), "date": time.strftime("%Y-%m-%d"),
            "revision": bench.git_revision(), "chains": [], "robots": []}
-    for n in (QUICK_SIZES if args.quick else CHAIN_SIZES):
+    for n in [] if args.skip_chains else (QUICK_SIZES if args.quick else CHAIN_SIZES):
         spec = f"chain:{n}"
         kernels = BIG_KERNELS if n >= BIG else CHAIN_KERNELS
         # the unrolled kernels that build in reasonable time (by their operations)
