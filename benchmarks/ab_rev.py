@@ -2,7 +2,7 @@
 """What a change to the generator moved, kernel by kernel: one state, two revisions, one run.
 
     python benchmarks/ab_rev.py --base 30e9338 [--robots iiwa14,quadruped] [--kernels rnea,crba] [--rounds 7]
-                                [--stub-trig]
+                                [--stub-trig] [--unroll no [--base-unroll yes]]
 
 Not part of `make bench` (issue 49 item 2 asks what moved each kernel and by how much; this is
 how docs/performance.md §24 measured it). The kernels are generated and built twice, as
