@@ -256,6 +256,9 @@ def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str
     lit = lambda x: literal(x, dtype, dialect)  # noqa: E731
     kn = kernel.name
     first, step = ("0", "++k") if lanes is None else (lanes[0], f"k += {lanes[1]}")
+
+    def jloop(n: int) -> str:  # the same loop over a list of n elements, index j
+        return f"for (int j = {first}; j < {n}; " + ("++j)" if lanes is None else f"j += {lanes[1]})")
     tables: list[str] = []
     body: list[str] = []
     temp_base: dict[str, int] = {}
@@ -319,23 +322,20 @@ def _gather(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str
             if at_w:
                 tables += _flat("int", frm, [c for _, c in at_w], str, table)
                 tables += _flat("int", to, [k for k, _ in at_w], str, table)
-                jloop = (f"for (int j = 0; j < {len(at_w)}; ++j)" if lanes is None else
-                         f"for (int j = {lanes[0]}; j < {len(at_w)}; j += {lanes[1]})")
-                body.append(f"{jloop} {{ const int k = {to}[j]; {store(f'w[{frm}[j]]')} }}")
+                body.append(f"{jloop(len(at_w))} {{ const int k = {to}[j]; {store(f'w[{frm}[j]]')} }}")
             if at_lit:
                 lto = f"{kn}_{spec.name}_lit_to{suffix}"
                 tables += _flat("int", lto, [k for k, _ in at_lit], str, table)
-                jloop = (f"for (int j = 0; j < {len(at_lit)}; ++j)" if lanes is None else
-                         f"for (int j = {lanes[0]}; j < {len(at_lit)}; j += {lanes[1]})")
                 values = [v for _, v in at_lit]
+                head = f"{jloop(len(at_lit))} {{ const int k = {lto}[j];"
                 if all(v == 0.0 and math.copysign(1.0, v) > 0 for v in values):
-                    body.append(f"{jloop} {{ const int k = {lto}[j]; {store(zero)} }}")
+                    body.append(f"{head} {store(zero)} }}")
                 elif dialect.rolled_static:  # a ROM of the datapath's format, in the kernel
                     body += _flat(scalar, lt, values, lit, table)
-                    body.append(f"{jloop} {{ const int k = {lto}[j]; {store(f'{lt}[j]')} }}")
+                    body.append(f"{head} {store(f'{lt}[j]')} }}")
                 else:
                     tables += _flat(ctype, lt, values, lit, table)
-                    body.append(f"{jloop} {{ const int k = {lto}[j]; {store(f'{zero} + {lt}[j]')} }}")
+                    body.append(f"{head} {store(f'{zero} + {lt}[j]')} }}")
         if lanes is not None:
             # element idx's copy by one lane (nothing else writes its place)
             copies = [f"if ({idx} % {lanes[1]} == {lanes[0]}) {c}" for idx, c in copy_at]
