@@ -22,14 +22,16 @@ SHARED_PATTERN = 4
 SHARED_PATTERNS = 32
 
 
+def _classes(a) -> tuple:
+    """The class of every number of ``a``: 0, +1, −1 (1, 2) or other (3), what folding sees."""
+    return tuple(0 if x == 0.0 else 1 if x == 1.0 else 2 if x == -1.0 else 3 for x in np.ravel(a))
+
+
 def _pattern(model: RobotModel, i: int) -> tuple:
     """What folding body i's numbers leaves of its code: its joint's type and the class (0, +1,
     −1, other) of every number of its axis, X_tree and inertia."""
-    def cls(a):
-        return tuple(0 if x == 0.0 else 1 if x == 1.0 else 2 if x == -1.0 else 3 for x in np.ravel(a))
-
     Et, rt = tree_parts(model, i)
-    return (model.joint_types[i], cls(model.axis[i]), cls(Et), cls(rt), cls(model.inertia[i]))
+    return (model.joint_types[i], _classes(model.axis[i]), _classes(Et), _classes(rt), _classes(model.inertia[i]))
 
 
 def generic_bodies(model: RobotModel) -> frozenset:
@@ -68,15 +70,12 @@ def tree_structured_bodies(model: RobotModel, generic: frozenset) -> frozenset:
     §44). Where the bodies of a joint kind have different quarter turns (the iiwa's), or one has
     a general rotation, they all stay fully generic: folding would give each rotation kinds of its
     own (the iiwa's rolled rnea: 460 → 764 operations printed)."""
-    def cls(a):
-        return tuple(0 if x == 0.0 else 1 if x == 1.0 else 2 if x == -1.0 else 3 for x in np.ravel(a))
-
     keys, count, joint = {}, {}, {}
     for i in generic:
-        jk = (model.joint_types[i], cls(model.axis[i]))
+        jk = (model.joint_types[i], _classes(model.axis[i]))
         joint[jk] = joint.get(jk, 0) + 1
         if _quarter_turn(model, i):
-            keys[i] = k = (jk, cls(tree_parts(model, i)[0]))
+            keys[i] = k = (jk, _classes(tree_parts(model, i)[0]))
             count[k] = count.get(k, 0) + 1
     return frozenset(i for i, k in keys.items() if count[k] == joint[k[0]])
 
@@ -151,8 +150,7 @@ class Trace:
             r = r_tree()
             Et, _ = tree_parts(m, i)
             a = np.asarray(m.axis[i], dtype=float)
-            quarter_turn = np.all(np.isin(Et, (0.0, 1.0, -1.0)))
-            if self.g.fold and np.count_nonzero(a) == 1 and np.max(np.abs(a)) == 1.0 and quarter_turn:
+            if self.g.fold and np.count_nonzero(a) == 1 and np.max(np.abs(a)) == 1.0 and _quarter_turn(m, i):
                 # about an axis of its frame after a quarter-turn X_tree (nearly every joint of
                 # the bundled robots): congruences by the joint's rotation, then X_tree's
                 k = int(np.flatnonzero(a)[0])
