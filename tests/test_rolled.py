@@ -222,6 +222,60 @@ def test_rolled_generation_is_deterministic():
     assert a == b
 
 
+def test_kinds_that_kernels_print_alike_are_compiled_once(tmp_path, capsys):
+    """The kinds of a library's rolled kernels go to sources of their own, each text once: the
+    steps that rnea, nle and gravity print alike (the quadruped's: parts of the force pass) are one
+    function that each of them calls; a kernel loaded on its own compiles only the kinds it calls,
+    and gives the reference's numbers."""
+    from rbdgen.package import load_package
+    from rbdgen.package.load import read_sources
+    from rbdgen.reference import rnea as ref_rnea
+    from rbdgen.targets.base import get_target
+    from rbdgen.targets.cpu.emit import generate_cpu
+
+    m = load_case(_robot("quadruped"), True)
+    kernels = ["rnea", "nle", "gravity", "crba", "aba", "aba_derivatives"]
+    gen = generate_cpu(m, kernels=kernels, unroll=False, python=False)
+    kinds_src = gen.kinds["float64"]
+    assert kinds_src and set(kinds_src) <= set(gen.sources["float64"])
+    defined = {}
+    for src in kinds_src:
+        for name, body in re.findall(r"void (rbd_kind\d+)\((.*?)\n\}\n", gen.files[src], re.S):
+            assert name not in defined, name
+            defined[name] = body
+    assert len(set(defined.values())) == len(defined)  # no text twice
+    calls = {}
+    for k in kernels:
+        text = gen.files[f"{gen.prefix}_{k}_f64.cpp"]
+        calls[k] = set(re.findall(r"(rbd_kind\d+)<S>\(", text))
+        assert calls[k] and calls[k] <= set(defined), k
+        assert not re.search(r"void rbd_kind\d+\([^;]*\{", text), k  # declared there, not defined
+        # each kinds source lists the kernels that call it
+        assert {s for s, users in kinds_src.items() if k in users} == {
+            s for s in kinds_src if any(re.search(rf"void {c}\(", gen.files[s]) for c in calls[k])}, k
+    printed = sum(len(gen.kernels[k].kinds) for k in kernels)
+    shared = [c for c in defined if sum(c in calls[k] for k in kernels) > 1]
+    assert shared and len(defined) < printed
+    assert calls["rnea"] & calls["nle"] and calls["nle"] & calls["gravity"]
+    # a package loaded for rnea alone: its own source and the kinds sources it calls, and the
+    # reference's numbers
+    out = tmp_path / "pkg"
+    rc, _, err = run_main(capsys, "generate", rbdgen.robots.path("quadruped"), "--floating-base", "--unroll", "no",
+                          "--kernels", ",".join(kernels), "--out", out, "--quiet")
+    assert rc == 0, err
+    pkg = next(p for p in out.iterdir() if p.is_dir())
+    sub = get_target("cpu").subset(read_sources(pkg), ["rnea"], "float64")
+    own = {f"{gen.prefix}_rnea_f64.cpp"} | {s for s, users in kinds_src.items() if "rnea" in users}
+    assert set(sub.info["sources"]["float64"]) - {f"{gen.prefix}_left_out_f64.cpp"} == own
+    # … and of those, only the kinds rnea calls (∇FD's own, for one, are not compiled for it)
+    assert {c for s in own - {f"{gen.prefix}_rnea_f64.cpp"}
+            for c in re.findall(r"void (rbd_kind\d+)\(", sub.files[s])} == calls["rnea"]
+    kern = load_package(pkg, kernels=["rnea"], opt="-O1")
+    rng = np.random.default_rng(3)
+    q, v, a = m.random_q(rng), rng.normal(size=m.nv), rng.normal(size=m.nv)
+    assert np.max(np.abs(kern.rnea(q, v, a) - ref_rnea(m, q, v, a))) < 1e-10
+
+
 def test_bad_unroll_values_are_refused(capsys, tmp_path):
     m = load_case(_robot("iiwa14"), False)
     with pytest.raises(RbdgenError, match="unroll must be"):

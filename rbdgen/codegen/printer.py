@@ -175,6 +175,9 @@ class PrintedKernel:
     tables: list = field(default_factory=list)
     #: "unrolled" (straight-line, :func:`print_kernel`) or "rolled" (:mod:`rbdgen.codegen.rolled`)
     lowering: str = "unrolled"
+    #: rolled and shared (``print_rolled(share=True)``): the kinds' functions, which ``tables``
+    #: only declare: (name in this kernel, text with ``@KIND@`` for the name, operations, what it is like)
+    kinds: list = field(default_factory=list)
 
     @property
     def n_statements(self) -> int:

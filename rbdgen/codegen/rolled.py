@@ -58,15 +58,20 @@ def _flat(ctype: str, name: str, vals: list, fmt, decl: str = "static const") ->
 
 @pausing
 def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S",
-                 rolled: Rolled | None = None, table: str = "static const") -> PrintedKernel:
+                 rolled: Rolled | None = None, table: str = "static const", share: bool = False) -> PrintedKernel:
     """Print ``kernel`` rolled: per-kind functions and tables (:attr:`PrintedKernel.tables`,
     namespace scope) and a body that runs them and gathers the outputs. ``table``: how a table
-    is declared (the CUDA target names the memory space its device code reads it from)."""
+    is declared (the CUDA target names the memory space its device code reads it from).
+    ``share``: each kind's function is left out of the tables, which only declare it, and
+    returned in :attr:`PrintedKernel.kinds` instead, as a text that does not depend on the kernel
+    (it takes the inputs it reads, by name): equal kinds of several kernels are then one
+    function (:func:`shared_kinds`, the CPU target)."""
     R = rolled or roll(kernel)
     zero = dialect.zero.format(scalar=scalar)
     kn = kernel.name
     ins = [a.name for a in kernel.inputs]
-    tables = _kind_functions(kernel, R, dtype, dialect, scalar, table)
+    kinds: list = []
+    tables = _kind_functions(kernel, R, dtype, dialect, scalar, table, kinds if share else None)
     # the driver: the runs in trace order
     call_in = ", ".join(ins)
     body = [f"{dialect.comment} ---- rolled: {len(R.segments)} blocks of {len(R.kinds)} kinds in {len(R.runs)} runs "
@@ -114,7 +119,8 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
                  f"  const int lo = {kn}_runs[r][1], hi = {kn}_runs[r][2];",
                  f"  switch ({kn}_runs[r][0]) {{"]
         for k in R.kinds:
-            body.append(f"    case {k.id}: for (int m = lo; m < hi; ++m) {_kind_call(kn, k, scalar, call_in)} break;")
+            kin = ", ".join(_kind_inputs(k)) if share else call_in
+            body.append(f"    case {k.id}: for (int m = lo; m < hi; ++m) {_kind_call(kn, k, scalar, kin)} break;")
         body += ["  }", "}"]
     gtables, glines, temp_base, scratch, mirror_base = _gather(kernel, R, dtype, dialect, scalar, table)
     tables += gtables
@@ -133,6 +139,7 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
         temp_base=temp_base,
         tables=tables,
         lowering="rolled",
+        kinds=kinds,
     )
 
 
@@ -151,11 +158,19 @@ def _kind_call(kn: str, k, scalar: str, call_in: str, m: str = "m", suffix: str 
     if dialect is not None and dialect.rolled_static:  # the kind reads its own tables' row m
         return f"{fn}<{scalar}>({call_in}, w, {m}{dialect.extra_args});"
     cptr = f"{fn}_c[{m}]" if k.ctab and k.ctab[0] else "nullptr"
-    return f"{fn}<{scalar}>({call_in}, w, {cptr}, {fn}_x{suffix}[{m}]);"
+    return f"{fn}<{scalar}>({call_in + ', ' if call_in else ''}w, {cptr}, {fn}_x{suffix}[{m}]);"
 
 
-def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str, table: str) -> list[str]:
-    """Each kind's tables and function (namespace scope)."""
+def _kind_inputs(k) -> list:
+    """The input arrays a shared kind's function takes: those it reads, by name."""
+    return sorted(set(k.inputs))
+
+
+def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str, table: str,
+                    shared: list | None = None) -> list[str]:
+    """Each kind's tables and function (namespace scope). ``shared`` (a list): each function is
+    appended there instead, as (its name here, its text with ``@KIND@`` for its name, its
+    operations, what it is like), and the tables only declare it."""
     ctype = "float" if dtype == "float32" else "double"
     zero = dialect.zero.format(scalar=scalar)
     names = {"sin": dialect.sin, "cos": dialect.cos}
@@ -183,12 +198,20 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
             tables += ctab + xtab
         tables.append(f"{dialect.comment} kind {k.id} ({members_of[k.id]} member{'s' if members_of[k.id] > 1 else ''}"
                       f", {len(k.ops)} ops), like {block_text(k.block)}")
-        tables.append("template <typename S>")
-        if static:
+        if shared is not None:  # declared here, defined in shared (the kernel's tables go on after it)
+            params = ", ".join([f"[[maybe_unused]] const S* __restrict {a}" for a in _kind_inputs(k)]
+                               + ["S* __restrict w", f"[[maybe_unused]] const {ctype}* __restrict c",
+                                  "const int* __restrict x"])
+            tables += [f"template <typename S> __attribute__((visibility(\"hidden\"))) void {fn}({params});", ""]
+            kept, tables = tables, ["template <typename S>",
+                                    f"__attribute__((noinline, visibility(\"hidden\"))) void @KIND@({params}) {{"]
+        elif static:
+            tables.append("template <typename S>")
             tables.append(f"{dialect.rolled_qualifier} void {fn}({in_params}, S* w, const int m{dialect.extra_params}) {{")
             tables += [f"  {line}" for line in dialect.rolled_pragma.splitlines()]
             tables += [f"  {line}" for line in ctab + xtab]
         else:
+            tables.append("template <typename S>")
             tables.append(f"{dialect.rolled_qualifier} void {fn}({in_params}, S* __restrict w, "
                           f"[[maybe_unused]] const {ctype}* __restrict c, const int* __restrict x) {{")
         cref, xref = ("c_tab[m][{}]", "x_tab[m][{}]") if static else ("c[{}]", "x[{}]")
@@ -239,7 +262,11 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
             if e is not None:
                 tables.append(f"  w[{xref.format(0)} + {e}] = t{p};" if e else f"  w[{xref.format(0)}] = t{p};")
         tables.append("}")
-        tables.append("")
+        if shared is not None:
+            shared.append((fn, "\n".join(tables), len(k.ops), f"{kn}'s {block_text(k.block)}"))
+            tables = kept
+        else:
+            tables.append("")
     return tables
 
 

@@ -137,6 +137,10 @@ class CpuTarget(Target):
             # the CMake project of the same sources, for C++ without Python (docs/cpp.md); not read by load
             "cmake": list(gen.cmake),
         }
+        if any(gen.kinds.values()):
+            # the rolled kernels' kinds, shared by the kernels that print them alike: per source,
+            # the kernels that call it (subset)
+            info["kind_sources"] = {d: dict(gen.kinds[d]) for d in dtypes}
         return Sources(self.name, gen.prefix, dict(gen.files), {k: kernel_entry(pk) for k, pk in gen.kernels.items()},
                        info, tuple(dtypes))
 
@@ -198,14 +202,19 @@ class CpuTarget(Target):
         info, prefix, tag = sources.info, sources.prefix, DTYPES[dt][0]
         keep = [k for k in sources.kernels if k in set(kernels)]
         owner = {}
+        kinds = info.get("kind_sources", {}).get(dt, {})
         for src in info["sources"][dt]:
             for k in sources.kernels:
                 if re.fullmatch(re.escape(f"{prefix}_{k}_") + r"(parts\d+_)?" + re.escape(f"{tag}.cpp"), src):
                     owner[src] = k
-        if len(owner) != len(info["sources"][dt]) or len(keep) != len(set(kernels)):
+        if len(owner) + len(kinds) != len(info["sources"][dt]) or len(keep) != len(set(kernels)):
             return None
-        srcs = [s for s in info["sources"][dt] if owner[s] in keep]
+        # a kinds source where a kept kernel calls one of its kinds
+        srcs = [s for s in info["sources"][dt] if (owner[s] in keep if s in owner else set(kinds[s]) & set(keep))]
         files = {fn: sources.files[fn] for fn in [info["header"], *info.get("private_headers", ()), *srcs]}
+        for s in srcs:
+            if s in kinds:  # only the kinds the kept kernels call
+                files[s] = _kinds_for(files[s], keep)
         py = info.get("python_modules", {}).get(dt)
         if py:
             files[py["source"]] = sources.files[py["source"]]
@@ -219,6 +228,7 @@ class CpuTarget(Target):
         if isinstance(lanes, int) and all(isinstance(v, int) for v in kl.values()):
             lanes = max(kl.values(), default=lanes)
         sub = {**info, "sources": {dt: srcs}, "kernel_lanes": {dt: kl}, "lanes": {dt: lanes},
+               **({"kind_sources": {dt: {s: u for s, u in kinds.items() if s in srcs}}} if kinds else {}),
                "large_sources": {dt: [s for s in info.get("large_sources", {}).get(dt, ()) if s in srcs]},
                "looped_sources": {dt: [s for s in info.get("looped_sources", {}).get(dt, ()) if s in srcs]}}
         return Sources(sources.target, prefix, files, {k: sources.kernels[k] for k in keep}, sub, (dt,))
@@ -227,6 +237,17 @@ class CpuTarget(Target):
         march = resolve_march(options.get("march"), options.get("cxx"))
         opt = options.get("opt") or f"{DEFAULT_OPT} ({LARGE_OPT} for kernels of ≥ {LARGE_STATEMENTS} statements)"
         return f"cpu, {opt}" + (f" -march={march}" if march else " (portable)")
+
+
+def _kinds_for(text: str, kernels) -> str:
+    """A kinds source (templates/cpu/kinds.cpp.j2) with only the kinds that ``kernels`` call: each
+    kind's block starts with a line ``// ---- rbd_kind<i>: run by <kernels>; …``."""
+    head, *blocks = re.split(r"(?m)^(?=// ---- rbd_kind\d+: run by )", text)
+    end = blocks[-1].rindex("\n}  // namespace ")
+    blocks[-1], tail = blocks[-1][:end + 1], blocks[-1][end + 1:]
+    want = set(kernels)
+    kept = [b for b in blocks if want & set(b[b.index("run by ") + 7:b.index(";")].split(", "))]
+    return text if len(kept) == len(blocks) else head + "".join(kept) + tail
 
 
 register(CpuTarget())
