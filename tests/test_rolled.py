@@ -223,10 +223,11 @@ def test_rolled_generation_is_deterministic():
 
 
 def test_kinds_that_kernels_print_alike_are_compiled_once(tmp_path, capsys):
-    """The kinds of a library's rolled kernels go to sources of their own, each text once: the
-    steps that rnea, nle and gravity print alike (the quadruped's: parts of the force pass) are one
-    function that each of them calls; a kernel loaded on its own compiles only the kinds it calls,
-    and gives the reference's numbers."""
+    """Each kind of a library's rolled kernels is defined once: the steps that rnea, nle and
+    gravity print alike (the quadruped's: parts of the force pass) are one function in a kinds
+    source of its own, which each of them calls; a kind only one kernel calls stays in that
+    kernel's source. A kernel loaded on its own compiles only the kinds it calls, and gives the
+    reference's numbers."""
     from rbdgen.package import load_package
     from rbdgen.package.load import read_sources
     from rbdgen.reference import rnea as ref_rnea
@@ -234,29 +235,31 @@ def test_kinds_that_kernels_print_alike_are_compiled_once(tmp_path, capsys):
     from rbdgen.targets.cpu.emit import generate_cpu
 
     m = load_case(_robot("quadruped"), True)
-    kernels = ["rnea", "nle", "gravity", "crba", "aba", "aba_derivatives"]
+    kernels = ["rnea", "nle", "gravity", "crba", "aba", "minv", "rnea_derivatives", "aba_derivatives"]
     gen = generate_cpu(m, kernels=kernels, unroll=False, python=False)
     kinds_src = gen.kinds["float64"]
     assert kinds_src and set(kinds_src) <= set(gen.sources["float64"])
-    defined = {}
+    definition = r"void (rbd_kind\d+)\([^;{]*\) \{\n(.*?)\n\}\n"  # not a declaration
+    shared = {}
     for src in kinds_src:
-        for name, body in re.findall(r"void (rbd_kind\d+)\((.*?)\n\}\n", gen.files[src], re.S):
-            assert name not in defined, name
-            defined[name] = body
-    assert len(set(defined.values())) == len(defined)  # no text twice
-    calls = {}
+        for name, body in re.findall(definition, gen.files[src], re.S):
+            assert name not in shared, name
+            shared[name] = body
+    calls, own = {}, {}
     for k in kernels:
         text = gen.files[f"{gen.prefix}_{k}_f64.cpp"]
         calls[k] = set(re.findall(r"(rbd_kind\d+)<S>\(", text))
-        assert calls[k] and calls[k] <= set(defined), k
-        assert not re.search(r"void rbd_kind\d+\([^;]*\{", text), k  # declared there, not defined
+        own[k] = dict(re.findall(definition, text, re.S))
+        assert calls[k] and calls[k] == set(own[k]) | (calls[k] & set(shared)), k
+        assert not set(own[k]) & set(shared), k
         # each kinds source lists the kernels that call it
         assert {s for s, users in kinds_src.items() if k in users} == {
             s for s in kinds_src if any(re.search(rf"void {c}\(", gen.files[s]) for c in calls[k])}, k
-    printed = sum(len(gen.kernels[k].kinds) for k in kernels)
-    shared = [c for c in defined if sum(c in calls[k] for k in kernels) > 1]
-    assert shared and len(defined) < printed
-    assert calls["rnea"] & calls["nle"] and calls["nle"] & calls["gravity"]
+    texts = list(shared.values()) + [b for k in kernels for b in own[k].values()]
+    assert len(set(texts)) == len(texts) < sum(len(gen.kernels[k].kinds) for k in kernels)  # each text once
+    assert all(sum(c in calls[k] for k in kernels) > 1 for c in shared)  # shared: called by several
+    assert all(sum(c in calls[j] for j in kernels) == 1 for k in kernels for c in own[k])
+    assert calls["rnea"] & calls["nle"] & set(shared) and calls["nle"] & calls["gravity"] & set(shared)
     # a package loaded for rnea alone: its own source and the kinds sources it calls, and the
     # reference's numbers
     out = tmp_path / "pkg"
@@ -265,11 +268,12 @@ def test_kinds_that_kernels_print_alike_are_compiled_once(tmp_path, capsys):
     assert rc == 0, err
     pkg = next(p for p in out.iterdir() if p.is_dir())
     sub = get_target("cpu").subset(read_sources(pkg), ["rnea"], "float64")
-    own = {f"{gen.prefix}_rnea_f64.cpp"} | {s for s, users in kinds_src.items() if "rnea" in users}
-    assert set(sub.info["sources"]["float64"]) - {f"{gen.prefix}_left_out_f64.cpp"} == own
-    # … and of those, only the kinds rnea calls (∇FD's own, for one, are not compiled for it)
-    assert {c for s in own - {f"{gen.prefix}_rnea_f64.cpp"}
-            for c in re.findall(r"void (rbd_kind\d+)\(", sub.files[s])} == calls["rnea"]
+    mine = {s for s, users in kinds_src.items() if "rnea" in users}
+    assert set(sub.info["sources"]["float64"]) - {f"{gen.prefix}_left_out_f64.cpp"} == mine | {
+        f"{gen.prefix}_rnea_f64.cpp"}
+    # … and of those, only the kinds rnea calls
+    assert {c for s in mine for c in re.findall(r"void (rbd_kind\d+)\(", sub.files[s])} == calls["rnea"] & set(shared)
+    assert any(set(re.findall(r"void (rbd_kind\d+)\(", gen.files[s])) - calls["rnea"] for s in mine)
     kern = load_package(pkg, kernels=["rnea"], opt="-O1")
     rng = np.random.default_rng(3)
     q, v, a = m.random_q(rng), rng.normal(size=m.nv), rng.normal(size=m.nv)

@@ -441,21 +441,22 @@ def _cmake_project(files: dict, model, name: str, prefix: str, banner: str, robo
 
 
 def _shared_kinds(ks: list, printed: dict, dtype: str, lanes: dict) -> list:
-    """The rolled kernels' kinds (``print_rolled(share=True)``), each text once, in groups of
-    about :data:`KIND_OPS_PER_SOURCE` operations (a translation unit each), in the order the
-    kernels first call them, the biggest kernel first; each kernel's tables and body (``ks``' dicts) renamed to call
-    ``rbd_kind<i>``. Per kind: its name, text, the parameters of its explicit instantiations
-    (``@S@`` for the scalar), the vector widths it is instantiated for, its users."""
+    """The rolled kernels' kinds (``print_rolled(share=True)``), each text once, named
+    ``rbd_kind<i>`` (each kernel's tables and body, ``ks``' dicts, renamed to match). A kind that
+    only one kernel calls is defined in that kernel's source, where it was printed (static: g++
+    may specialise it for its one caller; out of it, the quadruped's aba ran 2 % slower); those
+    that several call go to sources of their own: returned in groups of about
+    :data:`KIND_OPS_PER_SOURCE` operations (a translation unit each), in the order the kernels
+    first call them, the biggest kernel first. Per kind: its name, text, the parameters of its
+    explicit instantiations (``@S@`` for the scalar), the vector widths it is instantiated for,
+    its users."""
     index: dict = {}
     kinds: list = []
     # the biggest kernels' kinds first, so each lies together in the library's code (TALOS's ∇FD
     # calls 232 kinds: spread over the code of every kernel, its calls ran ~10 % slower)
-    for kk in sorted(ks, key=lambda kk: -sum(n for _, _, n, _ in printed[kk["name"]][dtype].kinds)):
-        pk = printed[kk["name"]][dtype]
-        if not pk.kinds:
-            continue
-        rename = {}
-        for local, text, n_ops, like in pk.kinds:
+    order = sorted(ks, key=lambda kk: -sum(n for _, _, n, _ in printed[kk["name"]][dtype].kinds))
+    for kk in order:
+        for local, text, n_ops, like in printed[kk["name"]][dtype].kinds:
             i = index.get(text)
             if i is None:
                 i = index[text] = len(kinds)
@@ -468,12 +469,28 @@ def _shared_kinds(ks: list, printed: dict, dtype: str, lanes: dict) -> list:
             if kk["name"] not in k["user_list"]:
                 k["user_list"].append(kk["name"])
             k["lanes"].add(lanes[kk["name"]])
-            rename[local] = k["name"]
+    for kk in order:
+        pk = printed[kk["name"]][dtype]
+        if not pk.kinds:
+            continue
+        rename = {local: kinds[index[text]]["name"] for local, text, _, _ in pk.kinds}
+        own = {kinds[index[text]]["name"]: kinds[index[text]]["text"] for _, text, _, _ in pk.kinds
+               if len(kinds[index[text]]["user_list"]) == 1}
         pat = re.compile(r"\b(" + re.escape(kk["name"]) + r"_k\d+)(?=[<(])")
         sub = lambda m: rename[m.group(1)]  # noqa: E731
-        kk["tables"] = [pat.sub(sub, line) for line in kk["tables"]]
+        tables = []
+        for line in kk["tables"]:
+            line = pat.sub(sub, line)
+            decl = re.match(r"template <typename S> __attribute__\(\(visibility\(\"hidden\"\)\)\) void (rbd_kind\d+)\(", line)
+            if decl and decl.group(1) in own:  # its only caller's: defined here
+                tables += own[decl.group(1)].replace('__attribute__((noinline, visibility("hidden")))',
+                                                     "static __attribute__((noinline))").splitlines()
+            else:
+                tables.append(line)
+        kk["tables"] = tables
         kk["body"] = [pat.sub(sub, line) for line in kk["body"]]
-    for k in kinds:
+    shared = [k for k in kinds if len(k["user_list"]) > 1]
+    for k in shared:
         k["users"] = ", ".join(k["user_list"])
         widths = []  # C expressions of the vector widths, each instantiated once (#if: not equal to an earlier one)
         for lane in sorted(k.pop("lanes"), key=str):
@@ -483,7 +500,7 @@ def _shared_kinds(ks: list, printed: dict, dtype: str, lanes: dict) -> list:
         k["widths"] = [{"n": w, "guard": " && ".join(f"{w} != {e}" for e in widths[:j])}
                        for j, w in enumerate(widths)]
     groups, ops = [], KIND_OPS_PER_SOURCE
-    for k in kinds:
+    for k in shared:
         if ops >= KIND_OPS_PER_SOURCE:
             groups.append([])
             ops = 0
