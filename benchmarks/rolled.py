@@ -92,7 +92,9 @@ def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
     return {"spec": spec, "lowering": lowering, "nb": model.nb, "nv": model.nv, "build_s": round(build_s, 2),
             "kernels": {k: {"ns": timing[k]["median"], "ops": gen.kernels[k].counts["total"],
                             "lowering": gen.kernels[k].lowering, "statements": gen.kernels[k].n_statements
-                            + sum(1 for line in gen.kernels[k].tables if line.startswith("  const S"))}
+                            + sum(1 for line in gen.kernels[k].tables if line.startswith("  const S"))
+                            # the kinds' code (CPU: printed apart, docs/performance.md §46)
+                            + sum(text.count("\n  const S") for _, text, _, _ in gen.kernels[k].kinds)}
                         for k in kernels}}
 
 
