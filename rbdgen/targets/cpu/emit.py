@@ -9,7 +9,7 @@ import concurrent.futures
 import multiprocessing
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ... import registry
 from ...codegen import escape as esc
