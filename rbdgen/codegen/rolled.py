@@ -65,7 +65,7 @@ def print_rolled(kernel: Kernel, dtype: str, dialect: Dialect, scalar: str = "S"
     ``share``: each kind's function is left out of the tables, which only declare it, and
     returned in :attr:`PrintedKernel.kinds` instead, as a text that does not depend on the kernel
     (it takes the inputs it reads, by name): equal kinds of several kernels are then one
-    function (:func:`shared_kinds`, the CPU target)."""
+    function (:func:`rbdgen.targets.cpu.emit._shared_kinds`, the CPU target)."""
     R = rolled or roll(kernel)
     zero = dialect.zero.format(scalar=scalar)
     kn = kernel.name

@@ -77,8 +77,8 @@ class Generated:
     large: dict = None    # dtype → the part sources of large kernels (LARGE_STATEMENTS)
     looped: dict = None   # dtype → the sources with a looped product (∇FD's epilogue)
     kernel_lanes: dict = None  # dtype → {kernel: lanes of its batch path}
-    cmake: tuple = ()
-    kinds: dict = None   # dtype → {kinds source: the kernels that call its kinds} (rolled kernels)     # the CMake project's files (CMakeLists.txt, package config, pkg-config, example)
+    cmake: tuple = ()     # the CMake project's files (CMakeLists.txt, package config, pkg-config, example)
+    kinds: dict = None    # dtype → {kinds source: the kernels that call its kinds} (rolled kernels)
 
 
 #: a model of this many bodies or more has its kernels traced and printed in worker processes,
@@ -452,8 +452,8 @@ def _shared_kinds(ks: list, printed: dict, dtype: str, lanes: dict) -> list:
     its users."""
     index: dict = {}
     kinds: list = []
-    # the biggest kernels' kinds first, so each lies together in the library's code (TALOS's ∇FD
-    # calls 232 kinds: spread over the code of every kernel, its calls ran ~10 % slower)
+    # the biggest kernels' kinds first, so that each one's kinds lie together in the library's code
+    # (TALOS's ∇FD calls 232 kinds): a call touches fewer pages of it
     order = sorted(ks, key=lambda kk: -sum(n for _, _, n, _ in printed[kk["name"]][dtype].kinds))
     for kk in order:
         for local, text, n_ops, like in printed[kk["name"]][dtype].kinds:
