@@ -94,7 +94,7 @@ def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
                             "lowering": gen.kernels[k].lowering, "statements": gen.kernels[k].n_statements
                             + sum(1 for line in gen.kernels[k].tables if line.startswith("  const S"))
                             # the kinds' code (CPU: printed apart, docs/performance.md §46)
-                            + sum(text.count("\n  const S") for _, text, _, _ in gen.kernels[k].kinds)}
+                            + sum(sk.text.count("\n  const S") for sk in gen.kernels[k].kinds)}
                         for k in kernels}}
 
 

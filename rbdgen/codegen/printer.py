@@ -176,7 +176,7 @@ class PrintedKernel:
     #: "unrolled" (straight-line, :func:`print_kernel`) or "rolled" (:mod:`rbdgen.codegen.rolled`)
     lowering: str = "unrolled"
     #: rolled and shared (``print_rolled(share=True)``): the kinds' functions, which ``tables``
-    #: only declare: (name in this kernel, text with ``@KIND@`` for the name, operations, what it is like)
+    #: only declare (:class:`rbdgen.codegen.rolled.SharedKind`)
     kinds: list = field(default_factory=list)
 
     @property

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..ir.graph import Kernel
 from ..ir.ops import OPS
@@ -29,6 +30,16 @@ from .printer import Dialect, PrintedKernel, block_text, epilogue_lines, literal
 
 #: values per line of a printed table
 _PER_LINE = 8
+
+
+class SharedKind(NamedTuple):
+    """A kind's function as ``print_rolled(share=True)`` returns it (:attr:`PrintedKernel.kinds`)."""
+
+    local: str    # its name in the kernel's tables and body ({kernel}_k{id})
+    text: str     # its definition, ``@KIND@`` for its name: the same for every kernel that prints it alike
+    ops: int      # its operations
+    like: str     # the block it was printed for, for comments
+    params: str   # its parameter list over ``S``, bare (for explicit instantiations)
 
 
 def _table(ctype: str, name: str, rows: list, fmt, decl: str = "static const") -> list[str]:
@@ -169,8 +180,7 @@ def _kind_inputs(k) -> list:
 def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, scalar: str, table: str,
                     shared: list | None = None) -> list[str]:
     """Each kind's tables and function (namespace scope). ``shared`` (a list): each function is
-    appended there instead, as (its name here, its text with ``@KIND@`` for its name, its
-    operations, what it is like), and the tables only declare it."""
+    appended there instead, as a :class:`SharedKind`, and the tables only declare it."""
     ctype = "float" if dtype == "float32" else "double"
     zero = dialect.zero.format(scalar=scalar)
     names = {"sin": dialect.sin, "cos": dialect.cos}
@@ -199,6 +209,7 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
         tables.append(f"{dialect.comment} kind {k.id} ({members_of[k.id]} member{'s' if members_of[k.id] > 1 else ''}"
                       f", {len(k.ops)} ops), like {block_text(k.block)}")
         if shared is not None:  # declared here, defined in shared (the kernel's tables go on after it)
+            bare = [f"const S* {a}" for a in _kind_inputs(k)] + ["S* w", f"const {ctype}* c", "const int* x"]
             params = ", ".join([f"[[maybe_unused]] const S* __restrict {a}" for a in _kind_inputs(k)]
                                + ["S* __restrict w", f"[[maybe_unused]] const {ctype}* __restrict c",
                                   "const int* __restrict x"])
@@ -263,7 +274,8 @@ def _kind_functions(kernel: Kernel, R: Rolled, dtype: str, dialect: Dialect, sca
                 tables.append(f"  w[{xref.format(0)} + {e}] = t{p};" if e else f"  w[{xref.format(0)}] = t{p};")
         tables.append("}")
         if shared is not None:
-            shared.append((fn, "\n".join(tables), len(k.ops), f"{kn}'s {block_text(k.block)}"))
+            shared.append(SharedKind(fn, "\n".join(tables), len(k.ops), f"{kn}'s {block_text(k.block)}",
+                                     ", ".join(bare)))
             tables = kept
         else:
             tables.append("")

@@ -454,16 +454,14 @@ def _shared_kinds(ks: list, printed: dict, dtype: str, lanes: dict) -> list:
     kinds: list = []
     # the biggest kernels' kinds first, so that each one's kinds lie together in the library's code
     # (TALOS's ∇FD calls 232 kinds): a call touches fewer pages of it
-    order = sorted(ks, key=lambda kk: -sum(n for _, _, n, _ in printed[kk["name"]][dtype].kinds))
+    order = sorted(ks, key=lambda kk: -sum(sk.ops for sk in printed[kk["name"]][dtype].kinds))
     for kk in order:
-        for local, text, n_ops, like in printed[kk["name"]][dtype].kinds:
-            i = index.get(text)
+        for sk in printed[kk["name"]][dtype].kinds:
+            i = index.get(sk.text)
             if i is None:
-                i = index[text] = len(kinds)
-                head = text.splitlines()[1]
-                params = re.sub(r"\[\[maybe_unused\]\] |__restrict ", "", head[head.index("@KIND@(") + 7:head.rindex(")")])
-                kinds.append({"name": f"rbd_kind{i}", "text": text.replace("@KIND@", f"rbd_kind{i}"),
-                              "params": re.sub(r"\bS\*", "@S@*", params), "ops": n_ops, "like": like,
+                i = index[sk.text] = len(kinds)
+                kinds.append({"name": f"rbd_kind{i}", "text": sk.text.replace("@KIND@", f"rbd_kind{i}"),
+                              "params": re.sub(r"\bS\*", "@S@*", sk.params), "ops": sk.ops, "like": sk.like,
                               "user_list": [], "lanes": set()})
             k = kinds[i]
             if kk["name"] not in k["user_list"]:
@@ -473,9 +471,9 @@ def _shared_kinds(ks: list, printed: dict, dtype: str, lanes: dict) -> list:
         pk = printed[kk["name"]][dtype]
         if not pk.kinds:
             continue
-        rename = {local: kinds[index[text]]["name"] for local, text, _, _ in pk.kinds}
-        own = {kinds[index[text]]["name"]: kinds[index[text]]["text"] for _, text, _, _ in pk.kinds
-               if len(kinds[index[text]]["user_list"]) == 1}
+        rename = {sk.local: kinds[index[sk.text]]["name"] for sk in pk.kinds}
+        own = {kinds[index[sk.text]]["name"]: kinds[index[sk.text]]["text"] for sk in pk.kinds
+               if len(kinds[index[sk.text]]["user_list"]) == 1}
         pat = re.compile(r"\b(" + re.escape(kk["name"]) + r"_k\d+)(?=[<(])")
         sub = lambda m: rename[m.group(1)]  # noqa: E731
         tables = []
