@@ -25,7 +25,10 @@ def dot(g: Graph, a, b, tree: bool = False) -> Value:
     # folded, a product with a structural zero is zero and adding it returns the sum unchanged;
     # skipping those pairs here builds the same graph without the calls (most pairs of a spatial
     # product are such zeros)
-    acc = g.const(0.0)
+    # (the zero is made first, as the sum's start, so that the graph's nodes are numbered as
+    # they were when the sum started from it; a sum of one term is that term, 0 + t being t)
+    zero = g.const(0.0)
+    acc = None
     terms = []
     for x, y in zip(a, b):
         if (x.node.value == 0.0 if isinstance(x, Value) else x == 0.0) or \
@@ -33,10 +36,12 @@ def dot(g: Graph, a, b, tree: bool = False) -> Value:
             continue
         if tree:
             terms.append(x * y)
+        elif acc is None:
+            acc = g.lift(x * y)
         else:
             acc = acc + x * y
     if not tree or not terms:
-        return acc
+        return zero if acc is None else acc
     while len(terms) > 1:
         terms = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)] + terms[len(terms) - len(terms) % 2:]
     return terms[0]
