@@ -180,7 +180,7 @@ def test_bodies_rotated_by_a_general_rotation_are_generic(tmp_path, monkeypatch)
     assert not dense & T.generic_bodies(m)
     off = registry.trace(m, "aba", cached=False, generic=True)
     r_off = roll(off)
-    assert r_on.n_ops < 0.7 * r_off.n_ops, (r_on.n_ops, r_off.n_ops)
+    assert r_on.n_ops < 0.8 * r_off.n_ops, (r_on.n_ops, r_off.n_ops)
     assert len(r_on.kinds) < len(r_off.kinds)
     calls_on, calls_off = on.op_counts()["total"], off.op_counts()["total"]
     assert calls_on <= 1.01 * calls_off, (calls_on, calls_off)
@@ -189,6 +189,22 @@ def test_bodies_rotated_by_a_general_rotation_are_generic(tmp_path, monkeypatch)
     ref = interp.run(registry.trace(m, "aba"), *args)
     got = interp.run(on, *args)
     assert np.max(np.abs(got - ref) / (1.0 + np.abs(ref))) < 1e-9
+
+
+def test_folded_inertias_are_symmetric_in_the_rolled_trace(tmp_path):
+    """The model's spatial inertias can have triangles an ulp apart (R·I·Rᵀ and m·C·Cᵀ round
+    them differently; 20 of TALOS's 33 bodies). Folded as they are, a symmetric pair is one
+    constant in one body and two in the next body of the same pattern, and the rolled kernel's
+    kinds split on it. The rolled trace takes both from the upper triangle: a random chain's
+    rolled aba is the same code as for the model with its inertias made exactly symmetric, and
+    the chain does have inertias that are not."""
+    import dataclasses
+
+    m = _urdf_model(tmp_path, chain_urdf(300, seed=300, fixed_every=0), "c300sym")
+    assert sum(bool(np.any(I != I.T)) for I in m.inertia) >= 10
+    sym = dataclasses.replace(m, inertia=np.array([np.triu(I) + np.triu(I, 1).T for I in m.inertia]))
+    r, r_sym = (roll(registry.trace(x, "aba", cached=False, generic=True)) for x in (m, sym))
+    assert (len(r.kinds), r.n_ops) == (len(r_sym.kinds), r_sym.n_ops)
 
 
 @pytest.mark.parametrize("branched, small, big, kernels", [

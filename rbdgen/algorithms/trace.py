@@ -111,6 +111,7 @@ class Trace:
         #: structure of their code then follows their joint's kind alone (rolled lowering:
         #: :func:`generic_bodies`); the others keep their numbers' zeros and ±1s
         self.generic = generic_bodies(model) if generic else frozenset()
+        self.rolled = bool(generic)
         #: of those, the bodies whose X_tree rotation and axis stay folded (a quarter turn that every
         #: generic body of their joint kind has): only r_tree and the inertia are parameters
         #: (:func:`tree_structured_bodies`)
@@ -309,7 +310,15 @@ class Trace:
     def I(self, i: int):
         Ii = self.m.inertia[i]
         if i not in self.generic:
-            return self.consts(Ii)
+            if not self.rolled:
+                return self.consts(Ii)
+            # the rolled trace: both entries of a symmetric pair from the upper triangle, as a
+            # generic body's one parameter a pair. The model's two triangles can be an ulp apart
+            # (R·I·Rᵀ, m·C·Cᵀ round them differently: 20 of TALOS's 33 bodies); folded, a
+            # pair is then one constant node in one body and two in the next of the same
+            # pattern, what is computed from them merges in one and not in the other, and the
+            # kind splits (a random 1 000-link chain's aba: docs/performance.md §47)
+            return [[self.g.const(Ii[min(a, b), max(a, b)]) for b in range(6)] for a in range(6)]
         # parameters where a spatial inertia [[Ī + m c×c×ᵀ, m c×], [m c×ᵀ, m 1]] can be nonzero
         # (one per symmetric pair); the zeros of every spatial inertia stay zeros
         g = self.g
