@@ -621,16 +621,18 @@ class Kernel:
         return out
 
     def _live_nodes(self) -> list[Node]:
+        # one pass from the last node back: a node's operands were made before it (ids are
+        # places in graph.nodes, in creation order), so each is marked before it is reached
+        # (a 1 000-link chain's rnea_scan: 0.57 s against 0.86 s for a search from the outputs)
         nodes = self.graph.nodes
-        live = bytearray(len(nodes))  # by id: ids are places in graph.nodes
-        stack = [v.node for _, vals in self.traced_arrays() for v in vals]
-        pop, extend = stack.pop, stack.extend
-        while stack:
-            n = pop()
+        live = bytearray(len(nodes))
+        for _, vals in self.traced_arrays():
+            for v in vals:
+                live[v.node.id] = 1
+        for n in reversed(nodes):
             if live[n.id]:
-                continue
-            live[n.id] = 1
-            extend(n.args)
+                for a in n.args:
+                    live[a.id] = 1
         return [n for n in nodes if live[n.id]]
 
     def op_counts(self, dense_epilogue: bool = False) -> dict:
