@@ -210,7 +210,7 @@ def main(argv=None) -> int:
                 if side != "no trig":
                     lat[side] = trig_latency(cxx, ["-std=c++17", "-O3"] + ([f"-march={march}"] if march else []), header, d)
             pool = work / f"pool-{robot}.bin"
-            pool.write_bytes(pool_bytes(states(model, np.random.default_rng(12345), 256), model))
+            pool.write_bytes(pool_bytes(states(model, np.random.default_rng(12345), 256), model, gen.kernels))
             rounds = {side: {k: [] for k in kernels} for side in exes}
             for i in range(args.rounds):
                 log(f"{robot}: round {i + 1}/{args.rounds}")

@@ -199,7 +199,7 @@ def run_pinocchio(exe: str, urdf: Path, floating: bool, quick: bool, model_file:
 def bench_reference(model, rng, sizes, quick: bool) -> dict:
     res = {k: {} for k in measure.KERNELS}
     for n in sizes:
-        st = states(model, rng, n)
+        st = states(model, rng, n, measure.KERNELS)
         for k in measure.KERNELS:
             f = registry.get(k).reference  # the kernel's declared NumPy oracle
             ins = tuple(st[x][0] if n == 1 else st[x] for x in measure.SIGS[k])

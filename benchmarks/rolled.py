@@ -46,19 +46,10 @@ LOWERINGS = {"unrolled": True, "rolled": False, "auto": "auto"}
 TIMEOUT_S = 1500
 
 
-def _pool(model, kernels, n: int, rng) -> tuple[dict, list]:
-    """A pool of ``n`` random states: every input the kernels read, zeros for the others (the
-    driver's pool file holds every declared input; these kernels read q, v, a, tau)."""
-    from rbdgen import registry
-
-    sizes = bench.pool_sizes(model)
-    need = {a.name for k in kernels for a in registry.get(k).inputs}
-    if need - {"q", "v", "a", "tau"}:
-        env = bench.states(model, rng, n)
-    else:
-        env = {"q": np.ascontiguousarray(model.random_q(rng, n)), "v": rng.uniform(-1, 1, (n, model.nv)),
-               "a": rng.uniform(-1, 1, (n, model.nv)), "tau": rng.uniform(-1, 1, (n, model.nv))}
-    return {name: env.get(name, np.zeros((n, size))) for name, size in sizes.items()}
+def _pool(model, kernels, n: int, rng) -> dict:
+    """A pool of ``n`` random states: every input the kernels read (the driver's pool holds only
+    those: benchmarks/measure.py, pool_sizes)."""
+    return bench.states(model, rng, n, kernels)
 
 
 def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
@@ -81,7 +72,7 @@ def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
     gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, unroll=unroll, python=False)
     npool = 256 if model.nv <= 100 else 16
     pool_file = work / "pool.bin"
-    pool_file.write_bytes(bench.pool_bytes(_pool(model, kernels, npool, np.random.default_rng(0)), model))
+    pool_file.write_bytes(bench.pool_bytes(_pool(model, kernels, npool, np.random.default_rng(0)), model, kernels))
     exe = bench.build_driver(find_cxx(), gen, Path(kern.path), model, work)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([str(exe), str(pool_file), str(npool), "3" if quick else "5", "10" if quick else "40"],

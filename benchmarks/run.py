@@ -79,7 +79,7 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict, cg_gen: 
     pool = states(model, rng, 256)
     work = Path(tempfile.mkdtemp(prefix=f"rbdgen-bench-{name}-"))
     pool_file = work / "pool.bin"
-    pool_file.write_bytes(pool_bytes(pool, model))
+    pool_file.write_bytes(pool_bytes(pool, model, gen.kernels))
 
     res["variants"] = {}
     drivers, kerns = {}, {}

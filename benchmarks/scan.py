@@ -168,7 +168,7 @@ def time_sweep(ns, aba_max: int, batch: int, quick: bool, cxx: str, work: Path) 
         drv.mkdir()
         kern, exe, pool_file, build_s = bench.single_state_driver(cxx, m, ks, rng, drv)
         single = bench.run_driver(exe, pool_file, quick)
-        st = bench.states(m, rng, batch)
+        st = bench.states(m, rng, batch, ks)
         batched = {}
         for k in ks:
             f = kern.kernel(k)
@@ -248,7 +248,7 @@ def schur_time(ns, batch: int, quick: bool, cxx: str, work: Path) -> dict:
         drv.mkdir()
         kern, exe, pool_file, build_s = bench.single_state_driver(cxx, m, list(SCHUR_TIME), rng, drv)
         single = bench.run_driver(exe, pool_file, quick)
-        st = bench.states(m, rng, batch)
+        st = bench.states(m, rng, batch, list(SCHUR_TIME))
         batched = {}
         for k in SCHUR_TIME:
             f = kern.kernel(k)

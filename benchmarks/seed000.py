@@ -93,7 +93,7 @@ def _driver(cxx, model, kernels, work: Path, quick: bool, unroll) -> tuple[dict,
     kern = rbdgen.build(model, kernels=kernels, unroll=unroll, progress=False)
     build_s = time.perf_counter() - t
     pool = work / "pool.bin"
-    pool.write_bytes(bench.pool_bytes(bench.states(model, rng, 256), model))
+    pool.write_bytes(bench.pool_bytes(bench.states(model, rng, 256, kernels), model, kernels))
     exe = bench.build_driver(cxx, gen, Path(kern.path), model, work)
     res = bench.run_driver(exe, pool, quick)
     return {k: res[k]["median"] for k in kernels}, build_s
@@ -132,7 +132,7 @@ def fig1(ns, cxx, work: Path, quick: bool) -> dict:
 
 def _batch_ms(kern, model, k, n: int, quick: bool) -> float:
     rng = np.random.default_rng(n)
-    st = bench.states(model, rng, n)
+    st = bench.states(model, rng, n, [k])
     f = kern.kernel(k)
     ins = tuple(st[x] for x in registry.get(k).input_names)
     o = bench.out_arrays(kern.methods[k], (n,))
@@ -145,7 +145,7 @@ def _jsi_batch_ms(kern, model, n: int, quick: bool) -> float:
     """The JSI route on a batch: crba and nle batched, then the N solves (numpy.linalg.solve on the
     stack: LAPACK, one call)."""
     rng = np.random.default_rng(n)
-    st = bench.states(model, rng, n)
+    st = bench.states(model, rng, n, ["crba", "nle"])
     M = np.zeros((n, model.nv, model.nv))
     b = np.zeros((n, model.nv))
 

@@ -506,15 +506,16 @@ def random_inputs(model, n: int, seed: int = 0) -> dict:
     return {name: np.asarray(a.sample(model, rng, n), dtype=float) for name, a in INPUTS.items()}
 
 
-def complete_inputs(model, env: dict, seed: int = 0) -> dict:
+def complete_inputs(model, env: dict, seed: int = 0, names=None) -> dict:
     """``env`` (input name → ``(n, size)`` array, at least ``q``) with every declared input it
     lacks drawn as :func:`random_inputs` draws it (seeded): for callers that choose some inputs
-    themselves (scales, ranges) and must still cover every kernel."""
+    themselves (scales, ranges) and must still cover every kernel. ``names``: only these inputs
+    (M⁻¹ is nv² values a state: a 10 000-link chain's is 800 MB)."""
     n = np.shape(env["q"])[0]
     rng = np.random.default_rng(seed)
     out = dict(env)
     for name, a in INPUTS.items():
-        if name not in out:
+        if name not in out and (names is None or name in names):
             out[name] = np.asarray(a.sample(model, rng, n), dtype=float)
     return out
 

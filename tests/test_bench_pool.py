@@ -1,0 +1,69 @@
+"""The benchmarks' C++ driver reads a pool of states holding only the inputs of the kernels it
+times (benchmarks/measure.py). It used to hold every declared input: since fd_derivatives_minv
+declared M⁻¹ (nv² values a state), a driver timing a 10 000-link chain's rnea allocated 12.8 GB
+of it and `make bench-rolled` ran out of memory."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from rbdgen import registry
+from rbdgen.targets.cpu.emit import generate_cpu
+
+from conftest import ROBOTS, load_case
+
+
+def _measure():
+    """benchmarks/measure.py, imported without keeping the environment defaults it sets for a
+    benchmark run (OpenBLAS and OpenMP threads)."""
+    saved = dict(os.environ)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import measure
+    finally:
+        sys.path.pop(0)
+        os.environ.clear()
+        os.environ.update(saved)
+    return measure
+
+
+def test_the_driver_pool_holds_the_inputs_of_its_kernels_only():
+    bench = _measure()
+    m = load_case(next(r for r in ROBOTS if r.name == "iiwa14"), False)
+    nv = m.nv
+    assert bench.pool_sizes(m, ["rnea"]) == {"q": m.nq, "v": nv, "a": nv}
+    assert bench.pool_sizes(m, ["gravity", "crba"]) == {"q": m.nq}
+    # M⁻¹ only where a timed kernel reads it, in the declared inputs' order
+    sizes = bench.pool_sizes(m, ["fd_derivatives_minv", "rnea"])
+    assert list(sizes) == [n for n in registry.INPUTS if n in sizes]
+    assert sizes["Minv"] == nv * nv and "tau" not in sizes
+
+    kernels = ["rnea", "fd_derivatives_minv"]
+    n = 3
+    st = bench.states(m, np.random.default_rng(0), n, kernels)
+    assert "Minv" in st and "stale" not in st and "f_ext" not in st
+    blob = bench.pool_bytes(st, m, kernels)
+    assert len(blob) == 8 * n * sum(sizes.values())
+    # the file holds each pooled input's states in turn: M⁻¹'s last
+    minv = np.frombuffer(blob, dtype=np.float64)[-n * nv * nv:].reshape(n, nv * nv)
+    np.testing.assert_array_equal(minv, st["Minv"].reshape(n, nv * nv))
+
+    # the driver reads the file with the same layout: its per-state size and the arrays it declares
+    gen = generate_cpu(m, dtypes=("float64",), kernels=kernels, python=False)
+    src = bench.driver_source(gen, m)
+    assert f"buf((size_t)pool * {sum(sizes.values())})" in src
+    assert " MI = " in src and " ST = " not in src and " FE = " not in src
+
+
+def test_complete_inputs_draws_only_the_inputs_named():
+    m = load_case(next(r for r in ROBOTS if r.name == "iiwa14"), False)
+    q = m.random_q(np.random.default_rng(1), 2)
+    env = registry.complete_inputs(m, {"q": q}, seed=2, names={"v", "tau"})
+    assert set(env) == {"q", "v", "tau"}
+    full = registry.complete_inputs(m, {"q": q}, seed=2)
+    assert set(full) == set(registry.INPUTS)
+    # the inputs drawn before any skipped one are the same draws
+    np.testing.assert_array_equal(env["v"], full["v"])
