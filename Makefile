@@ -172,7 +172,8 @@ bench-scan: $(STAMP)
 	$(PY) benchmarks/scan.py $(SCAN_ARGS)
 
 # rolled against unrolled kernels (issue 44): build time and time per call against robot size (chains
-# of 10 … 10 000 links), and unroll="auto" on the bench robots; ~30 min on 2 cores. Not a test.
+# of 10 … 100 000 links; at 100 000 rnea alone, ~10 min and 13 GB), and unroll="auto" on the bench
+# robots; ~45 min on 2 cores. Not a test.
 # Writes benchmarks/results/rolled.{json,md}; ROLLED_ARGS=--quick for a smoke run.
 bench-rolled: $(STAMP)
 	$(PY) benchmarks/rolled.py $(ROLLED_ARGS)

@@ -34,12 +34,17 @@ import numpy as np  # noqa: E402
 
 import measure as bench  # noqa: E402
 
-CHAIN_SIZES = [10, 30, 100, 300, 1000, 3000, 10000]
+CHAIN_SIZES = [10, 30, 100, 300, 1000, 3000, 10000, 100000]
 QUICK_SIZES = [10, 30, 100]
 CHAIN_KERNELS = ["rnea", "aba", "rnea_scan"]
 #: at 10 000 links (seed 000's Fig. 1 scale) only the inverse dynamics, sequential and scan
 BIG = 10000
 BIG_KERNELS = ["rnea", "rnea_scan"]
+#: at 100 000 links (the end of Fig. 1's axis) the sequential one alone (~10 min, 13 GB here):
+#: the trace holds every operation of a kernel, and rnea_scan's would be ~3·10⁸ (2.5·10⁷ and
+#: 11 GB at 10 000 links), past this machine's memory
+HUGE = 100000
+HUGE_KERNELS = ["rnea"]
 ROBOTS = ["bundled:iiwa14", "quadruped-floating", "talos_reduced-floating"]
 LOWERINGS = {"unrolled": True, "rolled": False, "auto": "auto"}
 #: one build and its timings may take this long before it is given up (and reported so)
@@ -199,7 +204,7 @@ def main(argv=None) -> int:
            "revision": bench.git_revision(), "chains": [], "robots": []}
     for n in [] if args.skip_chains else (QUICK_SIZES if args.quick else CHAIN_SIZES):
         spec = f"chain:{n}"
-        kernels = BIG_KERNELS if n >= BIG else CHAIN_KERNELS
+        kernels = HUGE_KERNELS if n >= HUGE else BIG_KERNELS if n >= BIG else CHAIN_KERNELS
         # the unrolled kernels that build in reasonable time (by their operations)
         small = [k for k in kernels if n <= 1000 and live_ops(spec, k) <= args.unrolled_ops]
         for lowering in ("unrolled", "rolled"):
