@@ -246,9 +246,11 @@ def _pinocchio_mjcf(pin, model, path):
 
 # ---- validation -------------------------------------------------------------------------------
 
-def random_states(model, n: int, seed: int = 0) -> dict:
-    """``n`` random values of every kernel input (see :func:`rbdgen.registry.random_inputs`)."""
-    return registry.random_inputs(model, n, seed)
+def random_states(model, n: int, seed: int = 0, kernels=None) -> dict:
+    """``n`` random values of every kernel input, or of those ``kernels`` (names) read (see
+    :func:`rbdgen.registry.random_inputs`: the same values either way)."""
+    names = None if kernels is None else {x for k in kernels for x in registry.get(k).input_names}
+    return registry.random_inputs(model, n, seed, names)
 
 
 def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, seed: int = 0, kernels=None,
@@ -278,7 +280,7 @@ def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, s
 
 def _validate(model, k_, t, dt, st, states, seed, kernels, pinocchio, progress) -> list[Row]:
     floor = float(np.finfo(k_.dtype).tiny)  # the divisor's floor (module docstring)
-    st64 = random_states(model, states, seed)
+    st64 = random_states(model, states, seed, kernels)
     # the kernels see the inputs rounded to the datapath's dtype; the oracles see exactly the same numbers
     st_dt = {n: np.ascontiguousarray(np.asarray(x, dtype=dt), dtype=k_.dtype) for n, x in st64.items()}
     st_ref = {n: x.astype(np.float64) for n, x in st_dt.items()}
