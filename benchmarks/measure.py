@@ -482,7 +482,8 @@ def bench_model(name: str, urdf, floating: bool):
 
 def states(model, rng, n: int, kernels=None) -> dict:
     """``n`` random states: q, v, a, tau, and the other inputs that ``kernels`` (names; None: all
-    kernels) read (the stale-data kernels' state, M⁻¹)."""
+    kernels) read (the stale-data kernels' state, M⁻¹), with those declared before them
+    (registry.complete_inputs)."""
     env = {"q": np.ascontiguousarray(model.random_q(rng, n)),
            "v": rng.uniform(-1, 1, (n, model.nv)), "a": rng.uniform(-1, 1, (n, model.nv)),
            "tau": rng.uniform(-1, 1, (n, model.nv))}

@@ -81,7 +81,7 @@ def inputs(model, k, n, seed=0):
     env = {"q": np.ascontiguousarray(model.random_q(rng, n)), "v": rng.normal(size=(n, model.nv)),
            "a": rng.normal(size=(n, model.nv)), "tau": rng.normal(size=(n, model.nv)) * 10}
     names = registry.get(k).input_names
-    env = registry.complete_inputs(model, env, seed=n, names=set(names))  # only k's: M⁻¹ is nv² a state
+    env = registry.complete_inputs(model, env, seed=n, names=set(names))  # none after k's: M⁻¹ is nv² a state
     return [np.ascontiguousarray(env[x]) for x in names]
 
 

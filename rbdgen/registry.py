@@ -499,30 +499,36 @@ def check_invertible(model, kernel: str) -> None:
 
 # ---- inputs for validation and tests ---------------------------------------------------------
 
+def _to_draw(names) -> list:
+    """The declared inputs to draw, in order: every one (``names`` None), or those up to the last
+    of ``names`` (the inputs needed). The ones drawn are then the same draws as with every input;
+    the ones after are not drawn (M⁻¹, last, is nv² values a state: 16 states of a 3 000-link
+    chain are 1.2 GB, and ~10¹² flops of products to draw)."""
+    items = list(INPUTS.items())
+    if names is None:
+        return items
+    order = [name for name, _ in items]
+    return items[:max((order.index(x) for x in names), default=-1) + 1]
+
+
 def random_inputs(model, n: int, seed: int = 0, names=None) -> dict:
     """``n`` random values of every input in :data:`INPUTS` (seeded; q within the joint limits,
-    unit quaternions), as ``(n, size)`` float64 arrays. ``names``: the inputs needed; those
-    declared after the last of them are not drawn (M⁻¹, last, is nv² values a state: 16 states
-    of a 3 000-link chain are 1.2 GB, and ~10¹² flops to draw), and the ones drawn are the same
-    draws as with every input."""
+    unit quaternions), as ``(n, size)`` float64 arrays; ``names``: of the inputs needed
+    (:func:`_to_draw`)."""
     rng = np.random.default_rng(seed)
-    items = list(INPUTS.items())
-    if names is not None:
-        order = [name for name, _ in items]
-        items = items[:max((order.index(x) for x in names), default=-1) + 1]
-    return {name: np.asarray(a.sample(model, rng, n), dtype=float) for name, a in items}
+    return {name: np.asarray(a.sample(model, rng, n), dtype=float) for name, a in _to_draw(names)}
 
 
 def complete_inputs(model, env: dict, seed: int = 0, names=None) -> dict:
     """``env`` (input name → ``(n, size)`` array, at least ``q``) with every declared input it
     lacks drawn as :func:`random_inputs` draws it (seeded): for callers that choose some inputs
-    themselves (scales, ranges) and must still cover every kernel. ``names``: only these inputs
-    (M⁻¹ is nv² values a state: a 10 000-link chain's is 800 MB)."""
+    themselves (scales, ranges) and must still cover every kernel; ``names``: the inputs needed
+    (:func:`_to_draw`)."""
     n = np.shape(env["q"])[0]
     rng = np.random.default_rng(seed)
     out = dict(env)
-    for name, a in INPUTS.items():
-        if name not in out and (names is None or name in names):
+    for name, a in _to_draw(names):
+        if name not in out:
             out[name] = np.asarray(a.sample(model, rng, n), dtype=float)
     return out
 
