@@ -51,12 +51,6 @@ LOWERINGS = {"unrolled": True, "rolled": False, "auto": "auto"}
 TIMEOUT_S = 1500
 
 
-def _pool(model, kernels, n: int, rng) -> dict:
-    """A pool of ``n`` random states: every input the kernels read (the driver's pool holds only
-    those: benchmarks/measure.py, pool_sizes)."""
-    return bench.states(model, rng, n, kernels)
-
-
 def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
     """Build ``kernels`` of ``spec`` with ``lowering`` from a cold cache and time each per call."""
     from rbdgen.toolchain.compiler import CACHE_ENV, find_cxx
@@ -77,7 +71,7 @@ def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
     gen = generate_cpu(model, dtypes=("float64",), kernels=kernels, unroll=unroll, python=False)
     npool = 256 if model.nv <= 100 else 16
     pool_file = work / "pool.bin"
-    pool_file.write_bytes(bench.pool_bytes(_pool(model, kernels, npool, np.random.default_rng(0)), model, kernels))
+    pool_file.write_bytes(bench.pool_bytes(bench.states(model, np.random.default_rng(0), npool, kernels), model, kernels))
     exe = bench.build_driver(find_cxx(), gen, Path(kern.path), model, work)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([str(exe), str(pool_file), str(npool), "3" if quick else "5", "10" if quick else "40"],

@@ -499,6 +499,11 @@ def check_invertible(model, kernel: str) -> None:
 
 # ---- inputs for validation and tests ---------------------------------------------------------
 
+def inputs_of(kernels) -> set:
+    """The names of the inputs that ``kernels`` (names) read."""
+    return {x for k in kernels for x in get(k).input_names}
+
+
 def _to_draw(names) -> list:
     """The declared inputs to draw, in order: every one (``names`` None), or those up to the last
     of ``names`` (the inputs needed). The ones drawn are then the same draws as with every input;

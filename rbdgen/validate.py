@@ -249,8 +249,7 @@ def _pinocchio_mjcf(pin, model, path):
 def random_states(model, n: int, seed: int = 0, kernels=None) -> dict:
     """``n`` random values of every kernel input, or of those ``kernels`` (names) read (see
     :func:`rbdgen.registry.random_inputs`: the same values either way)."""
-    names = None if kernels is None else {x for k in kernels for x in registry.get(k).input_names}
-    return registry.random_inputs(model, n, seed, names)
+    return registry.random_inputs(model, n, seed, None if kernels is None else registry.inputs_of(kernels))
 
 
 def validate(model, *, target: str = "cpu", dtype="float64", states: int = 16, seed: int = 0, kernels=None,
