@@ -242,6 +242,53 @@ def test_states_last_refusals_and_power_of_two_rows():
     assert fk.flags.c_contiguous
 
 
+def test_states_last_takes_the_binding_s_fast_path(monkeypatch):
+    """Plain ndarrays laid out states last go straight from the C binding to _batch_lanes: the
+    Python method (~20-70 µs of checks and ctypes a call, which made a batch of a few states 10×
+    slower than the rows layout) is made to fail here, so only the binding can answer. Outputs it
+    allocates, out= (one array, a tuple, views of wider arrays), M⁻¹ given flat as (nv², N) and
+    rows of 2^k states (padded, as the method pads them) all give what the rows layout gives."""
+    from rbdgen.kernels import loaded
+
+    m = _iiwa()
+    ks = ("rnea", "forward_kinematics", "fd_derivatives_minv")
+    kern = rbdgen.build(m, kernels=ks, opt="-O1")
+    n, nv = 256, m.nv
+    q, v, a, _ = random_state(m, seed=8, n=n)
+    Mi = ref.minv(m, q)
+    want = {"rnea": kern.rnea(q, v, a), "forward_kinematics": kern.forward_kinematics(q),
+            "fd_derivatives_minv": kern.fd_derivatives_minv(q, v, a, Mi)}
+    Q, V, A, M = (_states_last(x) for x in (q, v, a, Mi))
+
+    def no_fallback(self, args, out):
+        raise AssertionError("the Python method ran")
+    monkeypatch.setattr(loaded._Method, "_states_last", no_fallback)
+    for count in (n, 255, 5, 1):  # 2^k rows (padded), a partial last block, fewer states than lanes
+        tau = kern.rnea(Q[:, :count].copy(), V[:, :count].copy(), A[:, :count].copy(), layout="states_last")
+        np.testing.assert_array_equal(tau.T, want["rnea"][:count])
+        assert tau.flags.c_contiguous == (count != n) and (count != n or tau.strides[0] == (n + 8) * 8)
+        fk = kern.forward_kinematics(Q[:, :count].copy(), layout="states_last")
+        np.testing.assert_array_equal(np.moveaxis(fk, -1, 0), want["forward_kinematics"][:count])
+    dq, dv = kern.fd_derivatives_minv(Q, V, A, M.reshape(nv * nv, n), layout="states_last")  # M⁻¹ flat
+    np.testing.assert_array_equal(np.moveaxis(dq, -1, 0), want["fd_derivatives_minv"][0])
+    np.testing.assert_array_equal(np.moveaxis(dv, -1, 0), want["fd_derivatives_minv"][1])
+    wide = [np.full((nv, nv, n + 3), -7.0) for _ in range(2)]
+    res = kern.fd_derivatives_minv(Q, V, A, M, out=tuple(w[..., :n] for w in wide), layout="states_last")
+    assert all(np.shares_memory(r, w) for r, w in zip(res, wide))
+    for w, e in zip(wide, want["fd_derivatives_minv"]):
+        np.testing.assert_array_equal(np.moveaxis(w[..., :n], -1, 0), e)
+        assert (w[..., n:] == -7.0).all()
+    out = np.empty((nv, n))
+    assert kern.rnea(Q, V, A, out=out, layout="states_last") is out
+    np.testing.assert_array_equal(out.T, want["rnea"])
+    # what the binding does not take still reaches the method (here made to fail)
+    for bad in (dict(out=(out,)), dict(out=[out])):
+        with pytest.raises(AssertionError, match="the Python method ran"):
+            kern.rnea(Q, V, A, layout="states_last", **bad)
+    with pytest.raises(AssertionError, match="the Python method ran"):  # two outputs in one array
+        kern.fd_derivatives_minv(Q, V, A, M, out=(wide[0][..., :n], wide[0][..., 1:n + 1]), layout="states_last")
+
+
 def test_streaming_stores_write_what_plain_stores_write():
     """Above ``stream_bytes`` of output per call the rows layout's batches write with streaming
     stores (issue 49): the same values as plain stores, bit for bit, for contiguous outputs (the

@@ -7,11 +7,12 @@
 //   batch (N, ...) in one C++ call. One state must be C-contiguous; a batch's rows may be strided
 //   (a column block of a packed state array, reversed rows, a broadcast input row), each state's
 //   own values contiguous, and goes to the kernel's strided entry point without a copy.
-// - bind(name, fallback) returns what users call as kern.<kernel>(inputs..., out=None): plain
-//   ndarrays of the right dtype, shape and layout go straight to the kernel through the NumPy C
-//   API (no Python frame: ~0.1 µs), outputs allocated here when out= is not given; any other
-//   call (lists, subclasses, memoryviews, a mistake) is handed unchanged to ``fallback``, the
-//   Python method that converts, checks and explains (rbdgen/kernels/loaded.py).
+// - bind(name, fallback) returns what users call as kern.<kernel>(inputs..., out=None,
+//   layout="rows"): plain ndarrays of the right dtype, shape and layout (rows, or states last)
+//   go straight to the kernel through the NumPy C API (no Python frame: ~0.1 µs), outputs
+//   allocated here when out= is not given; any other call (lists, subclasses, memoryviews, a
+//   mistake) is handed unchanged to ``fallback``, the Python method that converts, checks and
+//   explains (rbdgen/kernels/loaded.py).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -214,10 +215,169 @@ static PyObject* new_output(const ArgSpec& a, long n) {
   return PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
 }
 
-static int is_out_keyword(PyObject* kwnames) {
+// The keywords the fast path takes: out= (set *out; Py_None when absent) and layout= "rows" or
+// "states_last" (set *lanes). -1 for anything else (another keyword, another layout, a layout
+// that is not a str): the fallback takes it, and explains what it refuses.
+static int fast_keywords(PyObject* kwnames, PyObject* const* kwvalues, PyObject** out, int* lanes) {
+  *out = Py_None;
+  *lanes = 0;
   if (kwnames == nullptr) return 0;
-  if (PyTuple_GET_SIZE(kwnames) != 1) return -1;
-  return PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out") == 0 ? 1 : -1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    PyObject* value = kwvalues[i];
+    if (PyUnicode_CompareWithASCIIString(name, "out") == 0) {
+      *out = value;
+    } else if (PyUnicode_CompareWithASCIIString(name, "layout") == 0 && PyUnicode_CheckExact(value)) {
+      if (PyUnicode_CompareWithASCIIString(value, "states_last") == 0) *lanes = 1;
+      else if (PyUnicode_CompareWithASCIIString(value, "rows") != 0) return -1;
+    } else {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+// ---- layout="states_last": value k of state i at k * ld + i (the library's _batch_lanes) ----
+// What the Python method (rbdgen/kernels/loaded.py, _states_last) takes, checked here for plain
+// ndarrays so that a batch of a few states does not pay ~20-70 µs of Python and ctypes; anything
+// this path does not take (another type, an error) goes to that method, which explains.
+
+// The leading dimension of an array (..., N) whose last axis is the states: that axis
+// unit-strided (or of one state), the value axes C-contiguous among themselves; the innermost
+// value axis of more than one value sets ld (N when there is none). 0 when not so laid out.
+static int lanes_ld(const npy_intp* dims, const npy_intp* strides, int nd, long* ld) {
+  const npy_intp it = (npy_intp)sizeof(double);
+  if (dims[nd - 1] > 1 && strides[nd - 1] != it) return 0;
+  int found = 0;
+  npy_intp expect = 0;
+  for (int d = nd - 2; d >= 0; --d) {
+    if (dims[d] == 1) continue;
+    if (!found) {
+      if (strides[d] % it) return 0;
+      *ld = (long)(strides[d] / it);
+      expect = strides[d];
+      found = 1;
+    } else if (strides[d] != expect) {
+      return 0;
+    }
+    expect *= dims[d];
+  }
+  if (!found) *ld = (long)dims[nd - 1];
+  return 1;
+}
+
+// A plain, aligned, native-order float64 ndarray (writeable if an output) of shape
+// (<the argument's shape>, N), or (size, N) for an input, laid out states last: its data, else
+// nullptr. n: -2 before the first argument, then N.
+static inline double* lanes_array(PyObject* o, const ArgSpec& a, long* n, long* ld) {
+  if (!PyArray_CheckExact(o)) return nullptr;
+  PyArrayObject* x = (PyArrayObject*)o;
+  const int flags = NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
+  if (PyArray_TYPE(x) != NPY_DOUBLE || !PyArray_CHKFLAGS(x, flags) || !PyArray_ISNOTSWAPPED(x)) return nullptr;
+  const int nd = PyArray_NDIM(x);
+  const npy_intp* d = PyArray_DIMS(x);
+  int ok = nd == a.ndim + 1;
+  for (int i = 0; i < a.ndim && ok; ++i)
+    if (d[i] != a.shape[i]) ok = 0;
+  if (!ok && !a.out && nd == 2 && d[0] == arg_size(a)) ok = 1;  // an input of several dimensions given flat: (size, N)
+  if (!ok || nd < 2) return nullptr;
+  const long this_n = (long)d[nd - 1];
+  if (*n != -2 && *n != this_n) return nullptr;
+  if (!lanes_ld(d, PyArray_STRIDES(x), nd, ld)) return nullptr;
+  if (a.out && this_n > 1 && arg_size(a) > 1 && *ld < this_n) return nullptr;  // an output's rows would overlap
+  *n = this_n;
+  return (double*)PyArray_DATA(x);
+}
+
+// The bytes an array spans, [lo, hi).
+static void byte_span(PyArrayObject* x, uintptr_t* lo, uintptr_t* hi) {
+  *lo = *hi = (uintptr_t)PyArray_DATA(x);
+  for (int d = 0; d < PyArray_NDIM(x); ++d) {
+    if (PyArray_DIMS(x)[d] == 0) { *hi = *lo; return; }
+    const npy_intp ext = (PyArray_DIMS(x)[d] - 1) * PyArray_STRIDES(x)[d];
+    if (ext < 0) *lo += ext; else *hi += ext;
+  }
+  *hi += sizeof(double);
+}
+
+// A new output laid out states last, (<shape>, n). Where a row of n values is a multiple of 1 kB
+// (and there is more than one row), the rows are padded by 64 bytes and the array returned is
+// the view of their first n values: rows a power of two of bytes apart share cache sets, which a
+// block of lanes, writing one line in each row, then thrashes (as loaded.py's _states_last_empty).
+static PyObject* new_lanes_output(const ArgSpec& a, long n, double** data, long* ld) {
+  npy_intp dims[4 + 1];
+  for (int i = 0; i < a.ndim; ++i) dims[i] = a.shape[i];
+  dims[a.ndim] = n;
+  const int nd = a.ndim + 1;
+  const int pad = n > 1 && arg_size(a) > 1 && (n * (long)sizeof(double)) % 1024 == 0;
+  PyObject* o;
+  if (!pad) {
+    o = PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
+    if (o == nullptr) return nullptr;
+    *ld = n;
+  } else {
+    npy_intp wide[4 + 1];
+    for (int i = 0; i < nd; ++i) wide[i] = dims[i];
+    wide[a.ndim] = n + 64 / (long)sizeof(double);
+    PyObject* base = PyArray_SimpleNew(nd, wide, NPY_DOUBLE);
+    if (base == nullptr) return nullptr;
+    o = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(NPY_DOUBLE), nd, dims,
+                             PyArray_STRIDES((PyArrayObject*)base), PyArray_DATA((PyArrayObject*)base),
+                             NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, nullptr);
+    if (o == nullptr || PyArray_SetBaseObject((PyArrayObject*)o, base) != 0) {  // (steals base, even on failure)
+      if (o == nullptr) Py_DECREF(base);
+      Py_XDECREF(o);
+      return nullptr;
+    }
+    *ld = (long)wide[a.ndim];
+  }
+  *data = (double*)PyArray_DATA((PyArrayObject*)o);
+  return o;
+}
+
+// The arrays of a states-last call: inputs args[0..NI), outputs made (out is None) or given (an
+// ndarray for one output, a tuple of NO for several, none overlapping another). Fills p, ld and
+// n. Returns the result to give back (a new reference), or nullptr with *fallback = 1 (the Python
+// method takes the call) or *fallback = 0 (an exception is set).
+static PyObject* lanes_args(const ArgSpec* spec, int NI, int NO, PyObject* const* args, PyObject* out,
+                            double** p, long* ld, long* n, int* fallback) {
+  *fallback = 1;
+  *n = -2;
+  for (int i = 0; i < NI; ++i)
+    if ((p[i] = lanes_array(args[i], spec[i], n, &ld[i])) == nullptr) return nullptr;
+  if (out == Py_None) {
+    *fallback = 0;
+    PyObject* made[3];
+    for (int j = 0; j < NO; ++j) {
+      if ((made[j] = new_lanes_output(spec[NI + j], *n, &p[NI + j], &ld[NI + j])) == nullptr) {
+        for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
+        return nullptr;
+      }
+    }
+    if (NO == 1) return made[0];
+    PyObject* result = PyTuple_New(NO);
+    if (result == nullptr) {
+      for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
+      return nullptr;
+    }
+    for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
+    return result;
+  }
+  if (NO == 1) {
+    if ((p[NI] = lanes_array(out, spec[NI], n, &ld[NI])) == nullptr) return nullptr;
+  } else {
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return nullptr;
+    uintptr_t lo[3], hi[3];
+    for (int j = 0; j < NO; ++j) {
+      PyObject* o = PyTuple_GET_ITEM(out, j);
+      if ((p[NI + j] = lanes_array(o, spec[NI + j], n, &ld[NI + j])) == nullptr) return nullptr;
+      byte_span((PyArrayObject*)o, &lo[j], &hi[j]);
+      for (int i = 0; i < j; ++i)
+        if (lo[i] < hi[j] && lo[j] < hi[i]) return nullptr;  // outputs that share memory: the method names them
+    }
+  }
+  Py_INCREF(out);
+  return out;
 }
 
 static const ArgSpec rnea_args[] = {
@@ -252,16 +412,27 @@ static PyObject* py_rnea(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.rnea(q, v, a, out=None); self: the Python fallback
+// kern.rnea(q, v, a, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 3, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(rnea_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], rnea_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -321,16 +492,27 @@ static PyObject* py_nle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.nle(q, v, out=None); self: the Python fallback
+// kern.nle(q, v, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 2, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(nle_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_nle_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], nle_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -389,16 +571,27 @@ static PyObject* py_gravity(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   Py_RETURN_NONE;
 }
 
-// kern.gravity(q, out=None); self: the Python fallback
+// kern.gravity(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(gravity_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_gravity_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], gravity_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -457,16 +650,27 @@ static PyObject* py_crba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.crba(q, out=None); self: the Python fallback
+// kern.crba(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(crba_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_crba_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], crba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -527,16 +731,27 @@ static PyObject* py_aba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.aba(q, v, tau, out=None); self: the Python fallback
+// kern.aba(q, v, tau, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 3, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(aba_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_aba_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], aba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -595,16 +810,27 @@ static PyObject* py_minv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.minv(q, out=None); self: the Python fallback
+// kern.minv(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(minv_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_minv_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], minv_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -666,16 +892,27 @@ static PyObject* py_rnea_derivatives(PyObject*, PyObject* const* args, Py_ssize_
   Py_RETURN_NONE;
 }
 
-// kern.rnea_derivatives(q, v, a, out=None); self: the Python fallback
+// kern.rnea_derivatives(q, v, a, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 3, NO = 2;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(rnea_derivatives_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_derivatives_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], rnea_derivatives_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -750,16 +987,27 @@ static PyObject* py_aba_derivatives(PyObject*, PyObject* const* args, Py_ssize_t
   Py_RETURN_NONE;
 }
 
-// kern.aba_derivatives(q, v, tau, out=None); self: the Python fallback
+// kern.aba_derivatives(q, v, tau, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 3, NO = 3;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(aba_derivatives_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_aba_derivatives_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], aba_derivatives_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -830,16 +1078,27 @@ static PyObject* py_forward_kinematics(PyObject*, PyObject* const* args, Py_ssiz
   Py_RETURN_NONE;
 }
 
-// kern.forward_kinematics(q, out=None); self: the Python fallback
+// kern.forward_kinematics(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(forward_kinematics_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_forward_kinematics_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -900,16 +1159,27 @@ static PyObject* py_rnea_scan(PyObject*, PyObject* const* args, Py_ssize_t nargs
   Py_RETURN_NONE;
 }
 
-// kern.rnea_scan(q, v, a, out=None); self: the Python fallback
+// kern.rnea_scan(q, v, a, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 3, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(rnea_scan_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_scan_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -968,16 +1238,27 @@ static PyObject* py_frame_placement(PyObject*, PyObject* const* args, Py_ssize_t
   Py_RETURN_NONE;
 }
 
-// kern.frame_placement(q, out=None); self: the Python fallback
+// kern.frame_placement(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(frame_placement_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_placement_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], frame_placement_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1036,16 +1317,27 @@ static PyObject* py_frame_jacobian_local(PyObject*, PyObject* const* args, Py_ss
   Py_RETURN_NONE;
 }
 
-// kern.frame_jacobian_local(q, out=None); self: the Python fallback
+// kern.frame_jacobian_local(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(frame_jacobian_local_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_jacobian_local_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], frame_jacobian_local_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1104,16 +1396,27 @@ static PyObject* py_frame_jacobian_local_world_aligned(PyObject*, PyObject* cons
   Py_RETURN_NONE;
 }
 
-// kern.frame_jacobian_local_world_aligned(q, out=None); self: the Python fallback
+// kern.frame_jacobian_local_world_aligned(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(frame_jacobian_local_world_aligned_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], frame_jacobian_local_world_aligned_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1172,16 +1475,27 @@ static PyObject* py_frame_jacobian_world(PyObject*, PyObject* const* args, Py_ss
   Py_RETURN_NONE;
 }
 
-// kern.frame_jacobian_world(q, out=None); self: the Python fallback
+// kern.frame_jacobian_world(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(frame_jacobian_world_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_jacobian_world_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], frame_jacobian_world_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1241,16 +1555,27 @@ static PyObject* py_frame_bias_acceleration_local(PyObject*, PyObject* const* ar
   Py_RETURN_NONE;
 }
 
-// kern.frame_bias_acceleration_local(q, v, out=None); self: the Python fallback
+// kern.frame_bias_acceleration_local(q, v, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 2, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(frame_bias_acceleration_local_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_bias_acceleration_local_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1310,16 +1635,27 @@ static PyObject* py_frame_bias_acceleration_local_world_aligned(PyObject*, PyObj
   Py_RETURN_NONE;
 }
 
-// kern.frame_bias_acceleration_local_world_aligned(q, v, out=None); self: the Python fallback
+// kern.frame_bias_acceleration_local_world_aligned(q, v, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 2, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(frame_bias_acceleration_local_world_aligned_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_world_aligned_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1379,16 +1715,27 @@ static PyObject* py_frame_bias_acceleration_world(PyObject*, PyObject* const* ar
   Py_RETURN_NONE;
 }
 
-// kern.frame_bias_acceleration_world(q, v, out=None); self: the Python fallback
+// kern.frame_bias_acceleration_world(q, v, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 2, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(frame_bias_acceleration_world_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_frame_bias_acceleration_world_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], frame_bias_acceleration_world_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1447,16 +1794,27 @@ static PyObject* py_osim_inverse(PyObject*, PyObject* const* args, Py_ssize_t na
   Py_RETURN_NONE;
 }
 
-// kern.osim_inverse(q, out=None); self: the Python fallback
+// kern.osim_inverse(q, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 1, NO = 1;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(osim_inverse_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_osim_inverse_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], osim_inverse_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1519,16 +1877,27 @@ static PyObject* py_rnea_stale(PyObject*, PyObject* const* args, Py_ssize_t narg
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale(q, v, a, stale, out=None); self: the Python fallback
+// kern.rnea_stale(q, v, a, stale, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 4, NO = 2;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(rnea_stale_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_stale_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], rnea_stale_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1603,16 +1972,27 @@ static PyObject* py_rnea_stale_yamakita(PyObject*, PyObject* const* args, Py_ssi
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale_yamakita(q, v, a, stale, out=None); self: the Python fallback
+// kern.rnea_stale_yamakita(q, v, a, stale, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 4, NO = 2;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(rnea_stale_yamakita_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_stale_yamakita_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], rnea_stale_yamakita_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1687,16 +2067,27 @@ static PyObject* py_rnea_stale_hamilton(PyObject*, PyObject* const* args, Py_ssi
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale_hamilton(q, v, a, stale_lwp, out=None); self: the Python fallback
+// kern.rnea_stale_hamilton(q, v, a, stale_lwp, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 4, NO = 2;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(rnea_stale_hamilton_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_stale_hamilton_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], rnea_stale_hamilton_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1771,16 +2162,27 @@ static PyObject* py_rnea_stale_binder_herzog_lwp(PyObject*, PyObject* const* arg
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale_binder_herzog_lwp(q, v, a, stale_lwp, out=None); self: the Python fallback
+// kern.rnea_stale_binder_herzog_lwp(q, v, a, stale_lwp, out=None, layout="rows"); self: the Python fallback
 static PyObject* fast_rnea_stale_binder_herzog_lwp(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const int NI = 4, NO = 2;
-  const int kw = is_out_keyword(kwnames);
-  if (nargs != NI || kw < 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
+  PyObject* out;
+  int lanes;
+  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  if (lanes) {
+    int fallback;
+    PyObject* result = lanes_args(rnea_stale_binder_herzog_lwp_args, NI, NO, args, out, p, s, &n, &fallback);
+    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (n > 0) {
+      Py_BEGIN_ALLOW_THREADS
+      rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
+      Py_END_ALLOW_THREADS
+    }
+    return result;
+  }
   for (int i = 0; i < NI; ++i)
     if ((p[i] = plain_array(args[i], rnea_stale_binder_herzog_lwp_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
-  PyObject* out = kw ? args[NI] : Py_None;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];

@@ -310,7 +310,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
             files[src] = render("cpu/pymodule.cpp.j2", banner=banner, robot=robot, dtype=dtype, ctype=ctype,
                                 fmt="d" if dtype == "float64" else "f", header=header,
                                 npy_type="NPY_DOUBLE" if dtype == "float64" else "NPY_FLOAT", kernels=pyk, modname=modname, robot_str=esc.c_string(model.name),
-                                max_ndim=MAX_NDIM)
+                                max_ndim=MAX_NDIM, max_out=max((k["n_out"] for k in pyk), default=1))
             py_sources[dtype] = (src, modname)
     files[header] = render("cpu/kernels.h.j2", banner=banner, robot=robot, nb=model.nb, nq=model.nq,
                            nv=model.nv, base=base, guard=prefix.upper() + "_H", prefix=prefix,
