@@ -11,7 +11,12 @@ against robot size, and the choice ``unroll="auto"`` makes.
    cores), and timed one state per call by the C++ driver of benchmarks/measure.py. The
    unrolled kernels only where they build in reasonable time (``--unrolled-ops``).
 2. **The bench robots** (iiwa14, the quadruped and TALOS, floating): every kernel, unrolled,
-   rolled and "auto": build time of all of them, and each kernel's time per call.
+   rolled and "auto": build time of all of them, and each kernel's time per call, timed after
+   the three builds in ``ROUNDS`` alternating rounds (unrolled, rolled, auto, then the next
+   round starting one later), best round kept: on a shared VM one run of one build against one
+   run of another is noise at the 10 % that "auto" is held to (issue 44; docs/performance.md §48).
+
+``--skip-chains`` / ``--skip-robots`` keep the other part's results from the rolled.json in --out.
 
 Writes rolled.json and rolled.md to --out (default benchmarks/results/).
 """
@@ -49,10 +54,13 @@ ROBOTS = ["bundled:iiwa14", "quadruped-floating", "talos_reduced-floating"]
 LOWERINGS = {"unrolled": True, "rolled": False, "auto": "auto"}
 #: one build and its timings may take this long before it is given up (and reported so)
 TIMEOUT_S = 1500
+#: alternating rounds of the bench robots' drivers (each round: every kernel, the median of its runs)
+ROUNDS = 5
 
 
-def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
-    """Build ``kernels`` of ``spec`` with ``lowering`` from a cold cache and time each per call."""
+def one(spec: str, lowering: str, kernels: list | None, quick: bool, timed: bool = True) -> dict:
+    """Build ``kernels`` of ``spec`` with ``lowering`` from a cold cache and time each per call
+    (``timed``; else leave the driver and its pool for :func:`time_rounds`)."""
     from rbdgen.toolchain.compiler import CACHE_ENV, find_cxx
 
     work = Path(tempfile.mkdtemp(prefix="rbdgen-rolled-"))
@@ -73,13 +81,10 @@ def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
     pool_file = work / "pool.bin"
     pool_file.write_bytes(bench.pool_bytes(bench.states(model, np.random.default_rng(0), npool, kernels), model, kernels))
     exe = bench.build_driver(find_cxx(), gen, Path(kern.path), model, work)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([str(exe), str(pool_file), str(npool), "3" if quick else "5", "10" if quick else "40"],
-                       capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        raise RuntimeError(f"the C++ driver failed ({r.returncode}): {r.stderr[-1000:]}")
-    timing = json.loads(r.stdout)
+    driver = {"exe": str(exe), "pool": str(pool_file), "npool": npool}
+    timing = drive(driver, quick) if timed else {k: {"median": None} for k in kernels}
     return {"spec": spec, "lowering": lowering, "nb": model.nb, "nv": model.nv, "build_s": round(build_s, 2),
+            "driver": driver,
             "kernels": {k: {"ns": timing[k]["median"], "ops": gen.kernels[k].counts["total"],
                             "lowering": gen.kernels[k].lowering, "statements": gen.kernels[k].n_statements
                             + sum(1 for line in gen.kernels[k].tables if line.startswith("  const S"))
@@ -88,9 +93,36 @@ def one(spec: str, lowering: str, kernels: list | None, quick: bool) -> dict:
                         for k in kernels}}
 
 
-def run_one(spec, lowering, kernels, quick) -> dict:
+def drive(driver: dict, quick: bool) -> dict:
+    """One run of a build's C++ driver: {kernel: {"median": ns, …}}, one state a call, one thread."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([driver["exe"], driver["pool"], str(driver["npool"]), "3" if quick else "5",
+                        "10" if quick else "40"], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"the C++ driver failed ({r.returncode}): {r.stderr[-1000:]}")
+    return json.loads(r.stdout)
+
+
+def time_rounds(built: dict, rounds: int, quick: bool) -> None:
+    """Time the builds of one robot (lowering → :func:`one`'s result, untimed) in ``rounds``
+    alternating rounds, each starting one lowering later than the last; each kernel's ``ns`` is
+    then its best round's median, ``round_ns`` every round's."""
+    order = list(built)
+    runs = {lw: [] for lw in order}
+    for i in range(rounds):
+        for lw in order[i % len(order):] + order[:i % len(order)]:
+            runs[lw].append(drive(built[lw]["driver"], quick))
+    for lw, r in built.items():
+        best = bench.best_round(runs[lw])
+        for k, cell in r["kernels"].items():
+            cell["ns"], cell["round_ns"] = best[k]["median"], best[k]["round_medians"]
+        r["rounds"] = rounds
+
+
+def run_one(spec, lowering, kernels, quick, timed=True) -> dict:
     """:func:`one` in a process of its own (its own memory, caches and compile cache)."""
-    cmd = [sys.executable, __file__, "--one", spec, lowering, ",".join(kernels or ["all"]), "--quick" if quick else ""]
+    cmd = [sys.executable, __file__, "--one", spec, lowering, ",".join(kernels or ["all"]), "--quick" if quick else "",
+           "" if timed else "--untimed"]
     return run_json([c for c in cmd if c], spec, lowering, TIMEOUT_S)
 
 
@@ -124,8 +156,14 @@ def report(res: dict) -> str:
              f"{m.get('cpu', '?')}, {m.get('cpus_available', '?')} cores, {str(m.get('compiler', '?')).splitlines()[0]}; "
              f"`make bench-rolled`, {res['date']}, revision {res.get('revision') or '?'}.", "",
              "Build: generation (trace, roll, print) and compilation from a cold cache, in a fresh process, "
-             "on all cores. Per call: one state, the C++ driver (thread CPU time, median of the runs). "
+             "on all cores. Per call: one state, the C++ driver (thread CPU time, median of the runs; the bench "
+             "robots: the best of alternating rounds of the three builds' drivers, below). "
              "ops: arithmetic operations a call does; code: statements printed (rolled: the kinds' code).", ""]
+    for part in ("chains", "robots"):
+        if res.get(f"{part}_from"):
+            fr = res[f"{part}_from"]
+            lines += [f"The {part} are from an earlier run ({fr.get('date')}, revision {fr.get('revision')}): this "
+                      "one did not run them.", ""]
     if res["chains"]:
         lines += ["## Chains (random axes and link frames), rnea, aba, rnea_scan", "",
                   "| links | kernel | unrolled build s | rolled build s | unrolled µs/call | rolled µs/call | "
@@ -155,6 +193,12 @@ def report(res: dict) -> str:
         lines += ["", "Build times are of one library holding the kernels of that size and lowering (the unrolled "
                   "ones: those of at most --unrolled-ops operations).", ""]
     lines += ["## Bench robots: every kernel", ""]
+    rounds = max((r.get("rounds", 1) for r in res["robots"]), default=1)
+    if rounds > 1:
+        lines += [f"Per call: each kernel's best of {rounds} alternating rounds (unrolled, rolled, auto; the next "
+                  "round starting one later), a round being the median of the driver's runs. *auto/best*: auto's "
+                  "time over the better of unrolled and rolled; where auto built the same code as one of them "
+                  "(*same as*), its ratio to that one is this run's noise. The issue's bar: auto/best ≤ 1.10.", ""]
     for spec in dict.fromkeys(r["spec"] for r in res["robots"]):
         rows = {r["lowering"]: r for r in res["robots"] if r["spec"] == spec}
         if any("error" in r for r in rows.values()):
@@ -162,13 +206,19 @@ def report(res: dict) -> str:
             continue
         lines += [f"### {spec} (nv {rows['unrolled']['nv']})", "",
                   "build (all kernels, cold): " + ", ".join(f"{lw} {r['build_s']:.1f} s" for lw, r in rows.items()), "",
-                  "| kernel | unrolled µs | rolled µs | rolled/unrolled | auto | auto/best |", "|---|---:|---:|---:|---|---:|"]
+                  "| kernel | unrolled µs | rolled µs | rolled/unrolled | auto | auto/best | auto / same as |",
+                  "|---|---:|---:|---:|---|---:|---:|"]
+        over = []
         for k, ku in rows["unrolled"]["kernels"].items():
             kr, ka = rows["rolled"]["kernels"][k], rows["auto"]["kernels"][k]
             best = min(ku["ns"], kr["ns"])
+            same = {"unrolled": ku, "rolled": kr}.get(ka["lowering"])
+            if ka["ns"] / best > 1.10:
+                over.append(f"{k} {ka['ns'] / best:.2f}")
             lines.append(f"| {k} | {ku['ns'] / 1e3:.2f} | {kr['ns'] / 1e3:.2f} | {kr['ns'] / ku['ns']:.2f} | "
-                         f"{ka['lowering']} | {ka['ns'] / best:.2f} |")
-        lines.append("")
+                         f"{ka['lowering']} | {ka['ns'] / best:.2f} | "
+                         f"{'—' if same is None else format(ka['ns'] / same['ns'], '.2f')} |")
+        lines += ["", "auto/best over 1.10: " + (", ".join(over) if over else "none") + ".", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -180,13 +230,14 @@ def main(argv=None) -> int:
                     help="build the unrolled kernels of a chain only while the biggest has at most this many "
                          "operations (default 400 000: a few minutes of g++ here)")
     ap.add_argument("--one", nargs=3, metavar=("SPEC", "LOWERING", "KERNELS"), help=argparse.SUPPRESS)
+    ap.add_argument("--untimed", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--skip-robots", action="store_true")
     ap.add_argument("--skip-chains", action="store_true", help="the bench robots only (a few minutes)")
     ap.add_argument("--report", action="store_true", help="rewrite rolled.md from rolled.json in --out")
     args = ap.parse_args(argv)
     if args.one:
         spec, lowering, ks = args.one
-        print(json.dumps(one(spec, lowering, None if ks == "all" else ks.split(","), args.quick)))
+        print(json.dumps(one(spec, lowering, None if ks == "all" else ks.split(","), args.quick, not args.untimed)))
         return 0
     if args.report:
         res = json.loads((args.out / "rolled.json").read_text())
@@ -196,6 +247,14 @@ def main(argv=None) -> int:
 
     res = {"machine": bench.machine_info(find_cxx()), "date": time.strftime("%Y-%m-%d"),
            "revision": bench.git_revision(), "chains": [], "robots": []}
+    old = args.out / "rolled.json"
+    if (args.skip_chains or args.skip_robots) and old.exists():  # the part not run: as the last run left it
+        prev = json.loads(old.read_text())
+        for part, skipped in (("chains", args.skip_chains), ("robots", args.skip_robots)):
+            if skipped:
+                res[part] = prev.get(part, [])
+                res[f"{part}_from"] = prev.get(f"{part}_from") or {"date": prev.get("date"),
+                                                                   "revision": prev.get("revision")}
     for n in [] if args.skip_chains else (QUICK_SIZES if args.quick else CHAIN_SIZES):
         spec = f"chain:{n}"
         kernels = HUGE_KERNELS if n >= HUGE else BIG_KERNELS if n >= BIG else CHAIN_KERNELS
@@ -212,9 +271,14 @@ def main(argv=None) -> int:
             bench.log(json.dumps(res["chains"][-1])[:400])
     if not args.skip_robots:
         for spec in ROBOTS[:1] if args.quick else ROBOTS:
+            built = {}
             for lowering in LOWERINGS:
                 bench.log(f"{spec}: {lowering}")
-                res["robots"].append(run_one(spec, lowering, None, args.quick))
+                built[lowering] = run_one(spec, lowering, None, args.quick, timed=False)
+            if not any("error" in r for r in built.values()):
+                bench.log(f"{spec}: timing, {ROUNDS} alternating rounds")
+                time_rounds(built, 2 if args.quick else ROUNDS, args.quick)
+            res["robots"].extend(built.values())
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rolled.json").write_text(json.dumps(res, indent=1) + "\n")
     (args.out / "rolled.md").write_text(report(res))
