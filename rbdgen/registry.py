@@ -247,9 +247,18 @@ def kernels() -> tuple:
 
 def variants(name: str) -> dict:
     """Input name → kernel, for the variants of kernel ``name`` that take one more input
-    (``variants("rnea") == {"f_ext": "rnea_fext"}``): what ``kern.rnea(q, v, a, f_ext=…)`` calls."""
+    (``variants("rnea") == {"f_ext": "rnea_fext"}``): what ``kern.rnea(q, v, a, f_ext=…)`` calls.
+    (Looked up on every such call: kept per name until a kernel is declared; a copy is returned.)"""
     _ensure_loaded()
-    return {d.variant_of[1]: k for k, d in _REGISTRY.items() if d.variant_of and d.variant_of[0] == name}
+    memo = _VARIANTS.get(name)
+    if memo is None or memo[0] != len(_REGISTRY):
+        memo = _VARIANTS[name] = (len(_REGISTRY), {d.variant_of[1]: k for k, d in _REGISTRY.items()
+                                                   if d.variant_of and d.variant_of[0] == name})
+    return dict(memo[1])
+
+
+#: kernel name → (the registry's size when computed, its variants): :func:`variants`
+_VARIANTS: dict = {}
 
 
 def differentiable() -> dict:

@@ -377,6 +377,34 @@ def test_rnea_takes_f_ext_where_rnea_fext_was_built():
     np.testing.assert_array_equal(plain.rnea(q, v, a, f_ext=None), kern.rnea(q, v, a))
 
 
+def test_f_ext_keyword_takes_the_binding_s_fast_path(monkeypatch):
+    """kern.rnea(q, v, a, f_ext=x) on plain ndarrays goes from the C binding straight to
+    rnea_fext, as rnea_fext(q, v, a, x) does: through the Python method it cost ~6 µs a call
+    against ~0.35 (iiwa, one state). The method's variant lookup is made to fail here, so only the
+    binding can answer: one state, a batch, out=, the states-last layout, f_ext=None (rnea)."""
+    from rbdgen.kernels import loaded
+
+    m, kern = _compiled("iiwa14-fixed", *CASES[0].values)
+    q, v, a, tau, f = _state(m, 7, n=5)
+    want, want_aba, plain = kern.rnea_fext(q, v, a, f), kern.aba_fext(q, v, tau, f), kern.rnea(q, v, a)
+
+    def no_fallback(*args, **kw):
+        raise AssertionError("the Python method ran")
+    monkeypatch.setattr(loaded, "call_variant", no_fallback)
+    np.testing.assert_array_equal(kern.rnea(q, v, a, f_ext=f), want)
+    np.testing.assert_array_equal(kern.rnea(q[2], v[2], a[2], f_ext=f[2]), want[2])
+    np.testing.assert_array_equal(kern.aba(q, v, tau, f_ext=f), want_aba)
+    out = np.empty((5, m.nv))
+    assert kern.rnea(q, v, a, f_ext=f, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    T = kern.rnea(*(np.ascontiguousarray(np.moveaxis(x, 0, -1)) for x in (q, v, a)),
+                  f_ext=np.ascontiguousarray(np.moveaxis(f, 0, -1)), layout="states_last")
+    np.testing.assert_array_equal(T.T, want)
+    np.testing.assert_array_equal(kern.rnea(q, v, a, f_ext=None), plain)
+    with pytest.raises(AssertionError, match="the Python method ran"):  # a list: the method converts it
+        kern.rnea(q[1], v[1], a[1], f_ext=f[1].tolist())
+
+
 def test_a_package_routes_f_ext_too(tmp_path):
     """A generated package compiles each kernel alone on its first call; kern.rnea(…, f_ext=…)
     there asks the package for rnea_fext."""

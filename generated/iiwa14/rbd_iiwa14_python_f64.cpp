@@ -215,17 +215,30 @@ static PyObject* new_output(const ArgSpec& a, long n) {
   return PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
 }
 
-// The keywords the fast path takes: out= (set *out; Py_None when absent) and layout= "rows" or
-// "states_last" (set *lanes). -1 for anything else (another keyword, another layout, a layout
-// that is not a str): the fallback takes it, and explains what it refuses.
-static int fast_keywords(PyObject* kwnames, PyObject* const* kwvalues, PyObject** out, int* lanes) {
+// The keywords the fast path takes: out= (set *out; Py_None when absent), layout= "rows" or
+// "states_last" (set *lanes), and the keyword of a variant of the kernel built in this module
+// (variant[j], as f_ext= of rnea: kern.rnea(q, v, a, f_ext=x) is rnea_fext(q, v, a, x); set
+// *which = j and *extra; a value of None means the kernel itself, as the Python method has it).
+// -1 for anything else (another keyword, another layout, a layout that is not a str, two
+// variants' keywords): the fallback takes it, and explains what it refuses.
+static int fast_keywords(PyObject* kwnames, PyObject* const* kwvalues, const char* const* variant, int n_variants,
+                         PyObject** out, int* lanes, int* which, PyObject** extra) {
   *out = Py_None;
   *lanes = 0;
+  *which = -1;
+  *extra = nullptr;
   if (kwnames == nullptr) return 0;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, i);
     PyObject* value = kwvalues[i];
-    if (PyUnicode_CompareWithASCIIString(name, "out") == 0) {
+    int j = 0;
+    while (j < n_variants && PyUnicode_CompareWithASCIIString(name, variant[j]) != 0) ++j;
+    if (j < n_variants) {
+      if (value == Py_None) continue;
+      if (*which >= 0) return -1;
+      *which = j;
+      *extra = value;
+    } else if (PyUnicode_CompareWithASCIIString(name, "out") == 0) {
       *out = value;
     } else if (PyUnicode_CompareWithASCIIString(name, "layout") == 0 && PyUnicode_CheckExact(value)) {
       if (PyUnicode_CompareWithASCIIString(value, "states_last") == 0) *lanes = 1;
@@ -380,6 +393,30 @@ static PyObject* lanes_args(const ArgSpec* spec, int NI, int NO, PyObject* const
   return out;
 }
 
+// the fast path of each kernel (a kernel's keyword may call a variant's: rnea(..., f_ext=x))
+static int try_rnea(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_nle(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_gravity(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_crba(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_aba(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_minv(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_rnea_derivatives(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_aba_derivatives(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_forward_kinematics(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_rnea_scan(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_frame_placement(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_frame_jacobian_local(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_frame_jacobian_local_world_aligned(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_frame_jacobian_world(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_frame_bias_acceleration_local(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_frame_bias_acceleration_local_world_aligned(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_frame_bias_acceleration_world(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_osim_inverse(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_rnea_stale(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_rnea_stale_yamakita(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_rnea_stale_hamilton(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_rnea_stale_binder_herzog_lwp(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+
 static const ArgSpec rnea_args[] = {
   {"q", 1, { 7, 0, 0, 0 }, 0},
   {"v", 1, { 7, 0, 0, 0 }, 0},
@@ -412,27 +449,28 @@ static PyObject* py_rnea(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.rnea(q, v, a, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea(...) on plain ndarrays (args: its 3 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 3, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_rnea_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -440,14 +478,14 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
       made[j] = new_output(rnea_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, rnea_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, rnea_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -458,7 +496,19 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_iiwa14_rnea_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea(q, v, a, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 3 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec nle_args[] = {
@@ -492,27 +542,28 @@ static PyObject* py_nle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.nle(q, v, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.nle(...) on plain ndarrays (args: its 2 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_nle(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 2, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(nle_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_nle_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], nle_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], nle_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -520,14 +571,14 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
       made[j] = new_output(nle_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, nle_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, nle_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -538,7 +589,19 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
     rbd_iiwa14_nle_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.nle(q, v, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 2 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_nle(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec gravity_args[] = {
@@ -571,27 +634,28 @@ static PyObject* py_gravity(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   Py_RETURN_NONE;
 }
 
-// kern.gravity(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.gravity(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_gravity(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(gravity_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_gravity_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], gravity_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], gravity_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -599,14 +663,14 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
       made[j] = new_output(gravity_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, gravity_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, gravity_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -617,7 +681,19 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
     rbd_iiwa14_gravity_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.gravity(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_gravity(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec crba_args[] = {
@@ -650,27 +726,28 @@ static PyObject* py_crba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.crba(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.crba(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_crba(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(crba_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_crba_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], crba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], crba_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -678,14 +755,14 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
       made[j] = new_output(crba_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, crba_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, crba_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -696,7 +773,19 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_iiwa14_crba_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.crba(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_crba(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec aba_args[] = {
@@ -731,27 +820,28 @@ static PyObject* py_aba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.aba(q, v, tau, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.aba(...) on plain ndarrays (args: its 3 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_aba(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 3, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(aba_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_aba_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], aba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], aba_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -759,14 +849,14 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
       made[j] = new_output(aba_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, aba_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, aba_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -777,7 +867,19 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
     rbd_iiwa14_aba_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.aba(q, v, tau, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 3 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_aba(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec minv_args[] = {
@@ -810,27 +912,28 @@ static PyObject* py_minv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.minv(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.minv(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_minv(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(minv_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_minv_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], minv_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], minv_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -838,14 +941,14 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
       made[j] = new_output(minv_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, minv_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, minv_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -856,7 +959,19 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_iiwa14_minv_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.minv(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_minv(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec rnea_derivatives_args[] = {
@@ -892,27 +1007,28 @@ static PyObject* py_rnea_derivatives(PyObject*, PyObject* const* args, Py_ssize_
   Py_RETURN_NONE;
 }
 
-// kern.rnea_derivatives(q, v, a, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea_derivatives(...) on plain ndarrays (args: its 3 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea_derivatives(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 3, NO = 2;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_derivatives_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_rnea_derivatives_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_derivatives_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_derivatives_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -920,7 +1036,7 @@ static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py
       made[j] = new_output(rnea_derivatives_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
@@ -928,17 +1044,16 @@ static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py
     result = PyTuple_New(NO);
     if (result == nullptr) {
       for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
-      return nullptr;
+      return 0;
     }
     for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
   } else {
-    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return 1;
     for (int j = 0; j < NO; ++j) {
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_derivatives_args[NI + j], &n, &s[NI + j])) == nullptr)
-        return PyObject_Vectorcall(self, args, nargs, kwnames);
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_derivatives_args[NI + j], &n, &s[NI + j])) == nullptr) return 1;
       for (int i = 0; i < j; ++i)
         if (spans_overlap(p[NI + i], s[NI + i], rnea_derivatives_args[NI + i], p[NI + j], s[NI + j], rnea_derivatives_args[NI + j], n))
-          return PyObject_Vectorcall(self, args, nargs, kwnames);
+          return 1;
     }
     Py_INCREF(out);
     result = out;
@@ -950,7 +1065,19 @@ static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py
     rbd_iiwa14_rnea_derivatives_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea_derivatives(q, v, a, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea_derivatives(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 3 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea_derivatives(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec aba_derivatives_args[] = {
@@ -987,27 +1114,28 @@ static PyObject* py_aba_derivatives(PyObject*, PyObject* const* args, Py_ssize_t
   Py_RETURN_NONE;
 }
 
-// kern.aba_derivatives(q, v, tau, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.aba_derivatives(...) on plain ndarrays (args: its 3 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_aba_derivatives(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 3, NO = 3;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(aba_derivatives_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_aba_derivatives_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], aba_derivatives_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], aba_derivatives_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1015,7 +1143,7 @@ static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_
       made[j] = new_output(aba_derivatives_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
@@ -1023,17 +1151,16 @@ static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_
     result = PyTuple_New(NO);
     if (result == nullptr) {
       for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
-      return nullptr;
+      return 0;
     }
     for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
   } else {
-    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return 1;
     for (int j = 0; j < NO; ++j) {
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), aba_derivatives_args[NI + j], &n, &s[NI + j])) == nullptr)
-        return PyObject_Vectorcall(self, args, nargs, kwnames);
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), aba_derivatives_args[NI + j], &n, &s[NI + j])) == nullptr) return 1;
       for (int i = 0; i < j; ++i)
         if (spans_overlap(p[NI + i], s[NI + i], aba_derivatives_args[NI + i], p[NI + j], s[NI + j], aba_derivatives_args[NI + j], n))
-          return PyObject_Vectorcall(self, args, nargs, kwnames);
+          return 1;
     }
     Py_INCREF(out);
     result = out;
@@ -1045,7 +1172,19 @@ static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_
     rbd_iiwa14_aba_derivatives_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.aba_derivatives(q, v, tau, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_aba_derivatives(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 3 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_aba_derivatives(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec forward_kinematics_args[] = {
@@ -1078,27 +1217,28 @@ static PyObject* py_forward_kinematics(PyObject*, PyObject* const* args, Py_ssiz
   Py_RETURN_NONE;
 }
 
-// kern.forward_kinematics(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.forward_kinematics(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_forward_kinematics(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(forward_kinematics_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_forward_kinematics_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1106,14 +1246,14 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
       made[j] = new_output(forward_kinematics_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, forward_kinematics_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, forward_kinematics_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1124,7 +1264,19 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
     rbd_iiwa14_forward_kinematics_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.forward_kinematics(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_forward_kinematics(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec rnea_scan_args[] = {
@@ -1159,27 +1311,28 @@ static PyObject* py_rnea_scan(PyObject*, PyObject* const* args, Py_ssize_t nargs
   Py_RETURN_NONE;
 }
 
-// kern.rnea_scan(q, v, a, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea_scan(...) on plain ndarrays (args: its 3 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea_scan(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 3, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_scan_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_rnea_scan_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1187,14 +1340,14 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
       made[j] = new_output(rnea_scan_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1205,7 +1358,19 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
     rbd_iiwa14_rnea_scan_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea_scan(q, v, a, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 3 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea_scan(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec frame_placement_args[] = {
@@ -1238,27 +1403,28 @@ static PyObject* py_frame_placement(PyObject*, PyObject* const* args, Py_ssize_t
   Py_RETURN_NONE;
 }
 
-// kern.frame_placement(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.frame_placement(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_frame_placement(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(frame_placement_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_frame_placement_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_placement_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_placement_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1266,14 +1432,14 @@ static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_
       made[j] = new_output(frame_placement_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_placement_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_placement_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1284,7 +1450,19 @@ static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_
     rbd_iiwa14_frame_placement_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.frame_placement(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_frame_placement(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_frame_placement(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec frame_jacobian_local_args[] = {
@@ -1317,27 +1495,28 @@ static PyObject* py_frame_jacobian_local(PyObject*, PyObject* const* args, Py_ss
   Py_RETURN_NONE;
 }
 
-// kern.frame_jacobian_local(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.frame_jacobian_local(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_frame_jacobian_local(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(frame_jacobian_local_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_frame_jacobian_local_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_jacobian_local_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_jacobian_local_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1345,14 +1524,14 @@ static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args
       made[j] = new_output(frame_jacobian_local_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_jacobian_local_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_jacobian_local_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1363,7 +1542,19 @@ static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args
     rbd_iiwa14_frame_jacobian_local_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.frame_jacobian_local(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_frame_jacobian_local(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_frame_jacobian_local(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec frame_jacobian_local_world_aligned_args[] = {
@@ -1396,27 +1587,28 @@ static PyObject* py_frame_jacobian_local_world_aligned(PyObject*, PyObject* cons
   Py_RETURN_NONE;
 }
 
-// kern.frame_jacobian_local_world_aligned(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.frame_jacobian_local_world_aligned(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_frame_jacobian_local_world_aligned(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(frame_jacobian_local_world_aligned_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_jacobian_local_world_aligned_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_jacobian_local_world_aligned_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1424,14 +1616,14 @@ static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObjec
       made[j] = new_output(frame_jacobian_local_world_aligned_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_jacobian_local_world_aligned_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_jacobian_local_world_aligned_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1442,7 +1634,19 @@ static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObjec
     rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.frame_jacobian_local_world_aligned(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_frame_jacobian_local_world_aligned(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_frame_jacobian_local_world_aligned(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec frame_jacobian_world_args[] = {
@@ -1475,27 +1679,28 @@ static PyObject* py_frame_jacobian_world(PyObject*, PyObject* const* args, Py_ss
   Py_RETURN_NONE;
 }
 
-// kern.frame_jacobian_world(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.frame_jacobian_world(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_frame_jacobian_world(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(frame_jacobian_world_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_frame_jacobian_world_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_jacobian_world_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_jacobian_world_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1503,14 +1708,14 @@ static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args
       made[j] = new_output(frame_jacobian_world_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_jacobian_world_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_jacobian_world_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1521,7 +1726,19 @@ static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args
     rbd_iiwa14_frame_jacobian_world_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.frame_jacobian_world(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_frame_jacobian_world(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_frame_jacobian_world(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec frame_bias_acceleration_local_args[] = {
@@ -1555,27 +1772,28 @@ static PyObject* py_frame_bias_acceleration_local(PyObject*, PyObject* const* ar
   Py_RETURN_NONE;
 }
 
-// kern.frame_bias_acceleration_local(q, v, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.frame_bias_acceleration_local(...) on plain ndarrays (args: its 2 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_frame_bias_acceleration_local(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 2, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(frame_bias_acceleration_local_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_frame_bias_acceleration_local_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1583,14 +1801,14 @@ static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* co
       made[j] = new_output(frame_bias_acceleration_local_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1601,7 +1819,19 @@ static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* co
     rbd_iiwa14_frame_bias_acceleration_local_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.frame_bias_acceleration_local(q, v, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_frame_bias_acceleration_local(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 2 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_frame_bias_acceleration_local(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec frame_bias_acceleration_local_world_aligned_args[] = {
@@ -1635,27 +1865,28 @@ static PyObject* py_frame_bias_acceleration_local_world_aligned(PyObject*, PyObj
   Py_RETURN_NONE;
 }
 
-// kern.frame_bias_acceleration_local_world_aligned(q, v, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.frame_bias_acceleration_local_world_aligned(...) on plain ndarrays (args: its 2 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_frame_bias_acceleration_local_world_aligned(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 2, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(frame_bias_acceleration_local_world_aligned_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_world_aligned_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_local_world_aligned_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1663,14 +1894,14 @@ static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self
       made[j] = new_output(frame_bias_acceleration_local_world_aligned_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_world_aligned_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_local_world_aligned_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1681,7 +1912,19 @@ static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self
     rbd_iiwa14_frame_bias_acceleration_local_world_aligned_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.frame_bias_acceleration_local_world_aligned(q, v, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_frame_bias_acceleration_local_world_aligned(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 2 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_frame_bias_acceleration_local_world_aligned(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec frame_bias_acceleration_world_args[] = {
@@ -1715,27 +1958,28 @@ static PyObject* py_frame_bias_acceleration_world(PyObject*, PyObject* const* ar
   Py_RETURN_NONE;
 }
 
-// kern.frame_bias_acceleration_world(q, v, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.frame_bias_acceleration_world(...) on plain ndarrays (args: its 2 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_frame_bias_acceleration_world(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 2, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(frame_bias_acceleration_world_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_frame_bias_acceleration_world_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], frame_bias_acceleration_world_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], frame_bias_acceleration_world_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1743,14 +1987,14 @@ static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* co
       made[j] = new_output(frame_bias_acceleration_world_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, frame_bias_acceleration_world_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, frame_bias_acceleration_world_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1761,7 +2005,19 @@ static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* co
     rbd_iiwa14_frame_bias_acceleration_world_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.frame_bias_acceleration_world(q, v, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_frame_bias_acceleration_world(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 2 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_frame_bias_acceleration_world(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec osim_inverse_args[] = {
@@ -1794,27 +2050,28 @@ static PyObject* py_osim_inverse(PyObject*, PyObject* const* args, Py_ssize_t na
   Py_RETURN_NONE;
 }
 
-// kern.osim_inverse(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.osim_inverse(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_osim_inverse(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(osim_inverse_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_osim_inverse_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], osim_inverse_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], osim_inverse_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1822,14 +2079,14 @@ static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssi
       made[j] = new_output(osim_inverse_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, osim_inverse_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, osim_inverse_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1840,7 +2097,19 @@ static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssi
     rbd_iiwa14_osim_inverse_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.osim_inverse(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_osim_inverse(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_osim_inverse(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec rnea_stale_args[] = {
@@ -1877,27 +2146,28 @@ static PyObject* py_rnea_stale(PyObject*, PyObject* const* args, Py_ssize_t narg
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale(q, v, a, stale, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea_stale(...) on plain ndarrays (args: its 4 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea_stale(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 4, NO = 2;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_stale_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_rnea_stale_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_stale_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_stale_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -1905,7 +2175,7 @@ static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize
       made[j] = new_output(rnea_stale_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
@@ -1913,17 +2183,16 @@ static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize
     result = PyTuple_New(NO);
     if (result == nullptr) {
       for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
-      return nullptr;
+      return 0;
     }
     for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
   } else {
-    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return 1;
     for (int j = 0; j < NO; ++j) {
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_args[NI + j], &n, &s[NI + j])) == nullptr)
-        return PyObject_Vectorcall(self, args, nargs, kwnames);
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_args[NI + j], &n, &s[NI + j])) == nullptr) return 1;
       for (int i = 0; i < j; ++i)
         if (spans_overlap(p[NI + i], s[NI + i], rnea_stale_args[NI + i], p[NI + j], s[NI + j], rnea_stale_args[NI + j], n))
-          return PyObject_Vectorcall(self, args, nargs, kwnames);
+          return 1;
     }
     Py_INCREF(out);
     result = out;
@@ -1935,7 +2204,19 @@ static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize
     rbd_iiwa14_rnea_stale_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea_stale(q, v, a, stale, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea_stale(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 4 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea_stale(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec rnea_stale_yamakita_args[] = {
@@ -1972,27 +2253,28 @@ static PyObject* py_rnea_stale_yamakita(PyObject*, PyObject* const* args, Py_ssi
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale_yamakita(q, v, a, stale, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea_stale_yamakita(...) on plain ndarrays (args: its 4 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea_stale_yamakita(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 4, NO = 2;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_stale_yamakita_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_rnea_stale_yamakita_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_stale_yamakita_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_stale_yamakita_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -2000,7 +2282,7 @@ static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args,
       made[j] = new_output(rnea_stale_yamakita_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
@@ -2008,17 +2290,16 @@ static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args,
     result = PyTuple_New(NO);
     if (result == nullptr) {
       for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
-      return nullptr;
+      return 0;
     }
     for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
   } else {
-    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return 1;
     for (int j = 0; j < NO; ++j) {
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_yamakita_args[NI + j], &n, &s[NI + j])) == nullptr)
-        return PyObject_Vectorcall(self, args, nargs, kwnames);
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_yamakita_args[NI + j], &n, &s[NI + j])) == nullptr) return 1;
       for (int i = 0; i < j; ++i)
         if (spans_overlap(p[NI + i], s[NI + i], rnea_stale_yamakita_args[NI + i], p[NI + j], s[NI + j], rnea_stale_yamakita_args[NI + j], n))
-          return PyObject_Vectorcall(self, args, nargs, kwnames);
+          return 1;
     }
     Py_INCREF(out);
     result = out;
@@ -2030,7 +2311,19 @@ static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args,
     rbd_iiwa14_rnea_stale_yamakita_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea_stale_yamakita(q, v, a, stale, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea_stale_yamakita(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 4 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea_stale_yamakita(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec rnea_stale_hamilton_args[] = {
@@ -2067,27 +2360,28 @@ static PyObject* py_rnea_stale_hamilton(PyObject*, PyObject* const* args, Py_ssi
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale_hamilton(q, v, a, stale_lwp, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea_stale_hamilton(...) on plain ndarrays (args: its 4 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea_stale_hamilton(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 4, NO = 2;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_stale_hamilton_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_rnea_stale_hamilton_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_stale_hamilton_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_stale_hamilton_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -2095,7 +2389,7 @@ static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args,
       made[j] = new_output(rnea_stale_hamilton_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
@@ -2103,17 +2397,16 @@ static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args,
     result = PyTuple_New(NO);
     if (result == nullptr) {
       for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
-      return nullptr;
+      return 0;
     }
     for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
   } else {
-    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return 1;
     for (int j = 0; j < NO; ++j) {
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_hamilton_args[NI + j], &n, &s[NI + j])) == nullptr)
-        return PyObject_Vectorcall(self, args, nargs, kwnames);
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_hamilton_args[NI + j], &n, &s[NI + j])) == nullptr) return 1;
       for (int i = 0; i < j; ++i)
         if (spans_overlap(p[NI + i], s[NI + i], rnea_stale_hamilton_args[NI + i], p[NI + j], s[NI + j], rnea_stale_hamilton_args[NI + j], n))
-          return PyObject_Vectorcall(self, args, nargs, kwnames);
+          return 1;
     }
     Py_INCREF(out);
     result = out;
@@ -2125,7 +2418,19 @@ static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args,
     rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea_stale_hamilton(q, v, a, stale_lwp, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea_stale_hamilton(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 4 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea_stale_hamilton(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec rnea_stale_binder_herzog_lwp_args[] = {
@@ -2162,27 +2467,28 @@ static PyObject* py_rnea_stale_binder_herzog_lwp(PyObject*, PyObject* const* arg
   Py_RETURN_NONE;
 }
 
-// kern.rnea_stale_binder_herzog_lwp(q, v, a, stale_lwp, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea_stale_binder_herzog_lwp(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea_stale_binder_herzog_lwp(...) on plain ndarrays (args: its 4 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea_stale_binder_herzog_lwp(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 4, NO = 2;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_stale_binder_herzog_lwp_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_stale_binder_herzog_lwp_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_stale_binder_herzog_lwp_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -2190,7 +2496,7 @@ static PyObject* fast_rnea_stale_binder_herzog_lwp(PyObject* self, PyObject* con
       made[j] = new_output(rnea_stale_binder_herzog_lwp_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
@@ -2198,17 +2504,16 @@ static PyObject* fast_rnea_stale_binder_herzog_lwp(PyObject* self, PyObject* con
     result = PyTuple_New(NO);
     if (result == nullptr) {
       for (int j = 0; j < NO; ++j) Py_DECREF(made[j]);
-      return nullptr;
+      return 0;
     }
     for (int j = 0; j < NO; ++j) PyTuple_SET_ITEM(result, j, made[j]);
   } else {
-    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != NO) return 1;
     for (int j = 0; j < NO; ++j) {
-      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_binder_herzog_lwp_args[NI + j], &n, &s[NI + j])) == nullptr)
-        return PyObject_Vectorcall(self, args, nargs, kwnames);
+      if ((p[NI + j] = plain_array(PyTuple_GET_ITEM(out, j), rnea_stale_binder_herzog_lwp_args[NI + j], &n, &s[NI + j])) == nullptr) return 1;
       for (int i = 0; i < j; ++i)
         if (spans_overlap(p[NI + i], s[NI + i], rnea_stale_binder_herzog_lwp_args[NI + i], p[NI + j], s[NI + j], rnea_stale_binder_herzog_lwp_args[NI + j], n))
-          return PyObject_Vectorcall(self, args, nargs, kwnames);
+          return 1;
     }
     Py_INCREF(out);
     result = out;
@@ -2220,7 +2525,19 @@ static PyObject* fast_rnea_stale_binder_herzog_lwp(PyObject* self, PyObject* con
     rbd_iiwa14_rnea_stale_binder_herzog_lwp_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], p[4], s[4], p[5], s[5]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea_stale_binder_herzog_lwp(q, v, a, stale_lwp, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea_stale_binder_herzog_lwp(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 4 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea_stale_binder_herzog_lwp(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static PyMethodDef fast_methods[] = {

@@ -215,17 +215,30 @@ static PyObject* new_output(const ArgSpec& a, long n) {
   return PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
 }
 
-// The keywords the fast path takes: out= (set *out; Py_None when absent) and layout= "rows" or
-// "states_last" (set *lanes). -1 for anything else (another keyword, another layout, a layout
-// that is not a str): the fallback takes it, and explains what it refuses.
-static int fast_keywords(PyObject* kwnames, PyObject* const* kwvalues, PyObject** out, int* lanes) {
+// The keywords the fast path takes: out= (set *out; Py_None when absent), layout= "rows" or
+// "states_last" (set *lanes), and the keyword of a variant of the kernel built in this module
+// (variant[j], as f_ext= of rnea: kern.rnea(q, v, a, f_ext=x) is rnea_fext(q, v, a, x); set
+// *which = j and *extra; a value of None means the kernel itself, as the Python method has it).
+// -1 for anything else (another keyword, another layout, a layout that is not a str, two
+// variants' keywords): the fallback takes it, and explains what it refuses.
+static int fast_keywords(PyObject* kwnames, PyObject* const* kwvalues, const char* const* variant, int n_variants,
+                         PyObject** out, int* lanes, int* which, PyObject** extra) {
   *out = Py_None;
   *lanes = 0;
+  *which = -1;
+  *extra = nullptr;
   if (kwnames == nullptr) return 0;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, i);
     PyObject* value = kwvalues[i];
-    if (PyUnicode_CompareWithASCIIString(name, "out") == 0) {
+    int j = 0;
+    while (j < n_variants && PyUnicode_CompareWithASCIIString(name, variant[j]) != 0) ++j;
+    if (j < n_variants) {
+      if (value == Py_None) continue;
+      if (*which >= 0) return -1;
+      *which = j;
+      *extra = value;
+    } else if (PyUnicode_CompareWithASCIIString(name, "out") == 0) {
       *out = value;
     } else if (PyUnicode_CompareWithASCIIString(name, "layout") == 0 && PyUnicode_CheckExact(value)) {
       if (PyUnicode_CompareWithASCIIString(value, "states_last") == 0) *lanes = 1;
@@ -380,6 +393,16 @@ static PyObject* lanes_args(const ArgSpec* spec, int NI, int NO, PyObject* const
   return out;
 }
 
+// the fast path of each kernel (a kernel's keyword may call a variant's: rnea(..., f_ext=x))
+static int try_rnea(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_nle(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_gravity(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_crba(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_aba(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_minv(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_forward_kinematics(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+static int try_rnea_scan(PyObject* const* args, PyObject* out, int lanes, PyObject** res);
+
 static const ArgSpec rnea_args[] = {
   {"q", 1, { 19, 0, 0, 0 }, 0},
   {"v", 1, { 18, 0, 0, 0 }, 0},
@@ -412,27 +435,28 @@ static PyObject* py_rnea(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.rnea(q, v, a, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea(...) on plain ndarrays (args: its 3 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 3, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_quadruped_rnea_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -440,14 +464,14 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
       made[j] = new_output(rnea_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, rnea_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, rnea_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -458,7 +482,19 @@ static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_quadruped_rnea_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea(q, v, a, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 3 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec nle_args[] = {
@@ -492,27 +528,28 @@ static PyObject* py_nle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.nle(q, v, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.nle(...) on plain ndarrays (args: its 2 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_nle(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 2, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(nle_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_quadruped_nle_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], nle_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], nle_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -520,14 +557,14 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
       made[j] = new_output(nle_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, nle_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, nle_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -538,7 +575,19 @@ static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t narg
     rbd_quadruped_nle_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.nle(q, v, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_nle(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 2 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_nle(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec gravity_args[] = {
@@ -571,27 +620,28 @@ static PyObject* py_gravity(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   Py_RETURN_NONE;
 }
 
-// kern.gravity(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.gravity(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_gravity(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(gravity_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_quadruped_gravity_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], gravity_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], gravity_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -599,14 +649,14 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
       made[j] = new_output(gravity_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, gravity_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, gravity_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -617,7 +667,19 @@ static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t 
     rbd_quadruped_gravity_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.gravity(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_gravity(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_gravity(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec crba_args[] = {
@@ -650,27 +712,28 @@ static PyObject* py_crba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.crba(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.crba(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_crba(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(crba_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_quadruped_crba_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], crba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], crba_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -678,14 +741,14 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
       made[j] = new_output(crba_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, crba_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, crba_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -696,7 +759,19 @@ static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_quadruped_crba_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.crba(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_crba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_crba(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec aba_args[] = {
@@ -731,27 +806,28 @@ static PyObject* py_aba(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.aba(q, v, tau, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.aba(...) on plain ndarrays (args: its 3 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_aba(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 3, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(aba_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_quadruped_aba_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], aba_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], aba_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -759,14 +835,14 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
       made[j] = new_output(aba_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, aba_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, aba_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -777,7 +853,19 @@ static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t narg
     rbd_quadruped_aba_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.aba(q, v, tau, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_aba(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 3 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_aba(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec minv_args[] = {
@@ -810,27 +898,28 @@ static PyObject* py_minv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// kern.minv(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.minv(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_minv(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(minv_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_quadruped_minv_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], minv_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], minv_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -838,14 +927,14 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
       made[j] = new_output(minv_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, minv_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, minv_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -856,7 +945,19 @@ static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nar
     rbd_quadruped_minv_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.minv(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_minv(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_minv(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec forward_kinematics_args[] = {
@@ -889,27 +990,28 @@ static PyObject* py_forward_kinematics(PyObject*, PyObject* const* args, Py_ssiz
   Py_RETURN_NONE;
 }
 
-// kern.forward_kinematics(q, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.forward_kinematics(...) on plain ndarrays (args: its 1 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_forward_kinematics(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 1, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(forward_kinematics_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_quadruped_forward_kinematics_f64_batch_lanes(n, p[0], s[0], p[1], s[1]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], forward_kinematics_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -917,14 +1019,14 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
       made[j] = new_output(forward_kinematics_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, forward_kinematics_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, forward_kinematics_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -935,7 +1037,19 @@ static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, 
     rbd_quadruped_forward_kinematics_f64_batch_strided(n, p[0], s[0], p[1], s[1]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.forward_kinematics(q, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_forward_kinematics(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 1 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_forward_kinematics(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static const ArgSpec rnea_scan_args[] = {
@@ -970,27 +1084,28 @@ static PyObject* py_rnea_scan(PyObject*, PyObject* const* args, Py_ssize_t nargs
   Py_RETURN_NONE;
 }
 
-// kern.rnea_scan(q, v, a, out=None, layout="rows"); self: the Python fallback
-static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// kern.rnea_scan(...) on plain ndarrays (args: its 3 inputs): 1 where this path does not
+// take the call (nothing done: the caller falls back to the Python method), else 0 with *res the
+// result, or nullptr with an exception set.
+static int try_rnea_scan(PyObject* const* args, PyObject* out, int lanes, PyObject** res) {
   const int NI = 3, NO = 1;
-  PyObject* out;
-  int lanes;
-  if (nargs != NI || fast_keywords(kwnames, args + nargs, &out, &lanes) != 0) return PyObject_Vectorcall(self, args, nargs, kwnames);
   double* p[NI + NO];
   long n = -2, s[NI + NO];
+  *res = nullptr;
   if (lanes) {
     int fallback;
     PyObject* result = lanes_args(rnea_scan_args, NI, NO, args, out, p, s, &n, &fallback);
-    if (result == nullptr) return fallback ? PyObject_Vectorcall(self, args, nargs, kwnames) : nullptr;
+    if (result == nullptr) return fallback;
     if (n > 0) {
       Py_BEGIN_ALLOW_THREADS
       rbd_quadruped_rnea_scan_f64_batch_lanes(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
       Py_END_ALLOW_THREADS
     }
-    return result;
+    *res = result;
+    return 0;
   }
   for (int i = 0; i < NI; ++i)
-    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n, &s[i])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[i] = plain_array(args[i], rnea_scan_args[i], &n, &s[i])) == nullptr) return 1;
   PyObject* result;
   if (out == Py_None) {
     PyObject* made[NO];
@@ -998,14 +1113,14 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
       made[j] = new_output(rnea_scan_args[NI + j], n);
       if (made[j] == nullptr) {
         for (int i = 0; i < j; ++i) Py_DECREF(made[i]);
-        return nullptr;
+        return 0;
       }
       p[NI + j] = (double*)PyArray_DATA((PyArrayObject*)made[j]);
       s[NI + j] = (long)(PyArray_SIZE((PyArrayObject*)made[j]) / (n > 0 ? n : 1));
     }
     result = made[0];
   } else {
-    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n, &s[NI])) == nullptr) return PyObject_Vectorcall(self, args, nargs, kwnames);
+    if ((p[NI] = plain_array(out, rnea_scan_args[NI], &n, &s[NI])) == nullptr) return 1;
     Py_INCREF(out);
     result = out;
   }
@@ -1016,7 +1131,19 @@ static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_
     rbd_quadruped_rnea_scan_f64_batch_strided(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
     Py_END_ALLOW_THREADS
   }
-  return result;
+  *res = result;
+  return 0;
+}
+
+// kern.rnea_scan(q, v, a, out=None, layout="rows"); self: the Python fallback
+static PyObject* fast_rnea_scan(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *out, *extra, *res;
+  int lanes, which;
+  if (nargs == 3 &&
+      fast_keywords(kwnames, args + nargs, nullptr, 0, &out, &lanes, &which, &extra) == 0) {
+    if (which < 0 && try_rnea_scan(args, out, lanes, &res) == 0) return res;
+  }
+  return PyObject_Vectorcall(self, args, nargs, kwnames);
 }
 
 static PyMethodDef fast_methods[] = {

@@ -299,7 +299,11 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                 ptrs = ", ".join(f"({ctype}*)b[{i}].buf" if i >= len(kk["inputs"]) else f"(const {ctype}*)b[{i}].buf"
                                  for i in range(len(args)))
                 n_in = len(kk["inputs"])
+                built = {k2["name"] for k2 in ks}
                 pyk.append({"name": kk["name"], "args": args, "arg_names": ", ".join(a["name"] for a in args),
+                            # kern.rnea(q, v, a, f_ext=x) is rnea_fext(q, v, a, x) where both are built
+                            "variants": [{"kw": esc.c_string(kw), "kernel": v} for kw, v in registry.variants(kk["name"]).items()
+                                         if v in built],
                             "in_names": ", ".join(a["name"] for a in args[:n_in]), "n_in": n_in,
                             "n_out": len(args) - n_in, "fast_ptrs": ", ".join(f"p[{i}]" for i in range(len(args))),
                             "single": f"{prefix}_{kk['name']}_{tag}", "batch": f"{prefix}_{kk['name']}_{tag}_batch",
