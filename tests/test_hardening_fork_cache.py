@@ -412,3 +412,70 @@ def test_the_parallel_threshold_is_measured_or_set():
     r = _run(_THRESHOLD_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1])["measured"] == 2**63 - 1  # one thread: never
+
+
+# GOMP_parallel (what GCC calls for `#pragma omp parallel`) counted, then forwarded to libgomp's
+_GOMP_COUNTER = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+long rbd_test_gomp_parallel_calls = 0;
+typedef void (*gomp_parallel_t)(void (*)(void*), void*, unsigned, unsigned);
+void GOMP_parallel(void (*fn)(void*), void* data, unsigned n, unsigned flags) {
+  static gomp_parallel_t real = 0;
+  if (!real) {  // libgomp came with the kernels' library, loaded local: ask it by name
+    void* gomp = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    real = (gomp_parallel_t)dlsym(gomp ? gomp : RTLD_NEXT, "GOMP_parallel");
+  }
+  __atomic_add_fetch(&rbd_test_gomp_parallel_calls, 1, __ATOMIC_RELAXED);
+  real(fn, data, n, flags);
+}
+"""
+
+_REGIONS_SCRIPT = """
+    import ctypes, json
+    import numpy as np
+    import rbdgen, rbdgen.robots
+    from rbdgen import reference as ref
+    from rbdgen.targets.cpu.emit import PARALLEL_OPS
+
+    calls = ctypes.c_long.in_dll(ctypes.CDLL(None), "rbd_test_gomp_parallel_calls")
+    m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
+    rng = np.random.default_rng(0)
+    out = {}
+    for simd in (True, False):
+        kern = rbdgen.build(m, kernels=["rnea"], simd=simd, opt="-O1")
+        big = PARALLEL_OPS // kern.op_counts["rnea"]["total"] + 9
+        for label, n, setting in (("small", 9, 1), ("big, never", big, 10**12), ("big, parallel", big, 1)):
+            kern.parallel_ops = setting
+            Q, V, A = m.random_q(rng, n), rng.normal(size=(n, m.nv)), rng.normal(size=(n, m.nv))
+            for layout in ("rows", "states_last"):
+                args = (Q, V, A) if layout == "rows" else tuple(np.ascontiguousarray(x.T) for x in (Q, V, A))
+                before = calls.value
+                tau = kern.rnea(*args, layout=layout)
+                tau = tau if layout == "rows" else tau.T
+                out[f"simd={simd} {label} {layout}"] = [calls.value - before,
+                                                        float(np.max(np.abs(tau - ref.rnea(m, Q, V, A))))]
+    print(json.dumps(out))
+"""
+
+
+def test_a_batch_too_small_to_share_opens_no_parallel_region(tmp_path):
+    """A batch below the parallel threshold runs on the calling thread outside any OpenMP region:
+    an `omp parallel if (false)` region, a team of one, still cost two futex syscalls a call (0.7 µs
+    on the 2-core VM, more than iiwa rnea's whole batch of 4; docs/performance.md §51). GCC's
+    GOMP_parallel is counted by a shim preloaded into a new process: none for a small batch, or
+    for a big one when parallel batches are switched off; some for a big one allowed to share.
+    Both layouts, SIMD and scalar batch paths; the results are right in every case."""
+    shim = tmp_path / "gomp_count.so"
+    src = tmp_path / "gomp_count.c"
+    src.write_text(_GOMP_COUNTER)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", str(src), "-o", str(shim), "-ldl"], check=True)
+    for simd in (True, False):  # compiled here, outside the timeout
+        rbdgen.build(rbdgen.load_urdf(IIWA), kernels=["rnea"], simd=simd, opt="-O1")
+    r = _run(_REGIONS_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "2", "LD_PRELOAD": str(shim)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(d) == 12
+    for case, (regions, err) in d.items():
+        assert err < 1e-9, case
+        assert (regions >= 1) if case.endswith(("parallel rows", "parallel states_last")) else regions == 0, (case, d)

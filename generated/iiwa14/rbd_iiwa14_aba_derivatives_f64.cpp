@@ -342,8 +342,10 @@ void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long 
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 147L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 7193L >= 200000L && n * 7193L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(662 + 49);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -391,6 +393,12 @@ void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long 
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 7193L >= 200000L && n * 7193L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_aba_derivatives_f64(q + i * q_stride, v + i * v_stride, tau + i * tau_stride, dqdd_dq + i * dqdd_dq_stride, dqdd_dv + i * dqdd_dv_stride, dqdd_dtau + i * dqdd_dtau_stride);
@@ -404,8 +412,7 @@ void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long 
 void rbd_iiwa14_aba_derivatives_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* tau, long tau_ld, double* dqdd_dq, long dqdd_dq_ld, double* dqdd_dv, long dqdd_dv_ld, double* dqdd_dtau, long dqdd_dtau_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 7193L >= 200000L && n * 7193L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(662);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -444,6 +451,12 @@ void rbd_iiwa14_aba_derivatives_f64_batch_lanes(long n, const double* q, long q_
           for (int l = 0; l < m; ++l) dqdd_dtau[k * dqdd_dtau_ld + i0 + l] = dqdd_dtau_v[k][l];
       }
     }
+  };
+  if (n * 7193L >= 200000L && n * 7193L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

@@ -1596,8 +1596,10 @@ void rbd_iiwa14_aba_f64_batch_strided(long n, const double* q, long q_stride, co
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 7L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 1285L >= 200000L && n * 1285L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(28 + 7);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -1622,6 +1624,12 @@ void rbd_iiwa14_aba_f64_batch_strided(long n, const double* q, long q_stride, co
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 1285L >= 200000L && n * 1285L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_aba_f64(q + i * q_stride, v + i * v_stride, tau + i * tau_stride, qdd + i * qdd_stride);
@@ -1635,8 +1643,7 @@ void rbd_iiwa14_aba_f64_batch_strided(long n, const double* q, long q_stride, co
 void rbd_iiwa14_aba_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* tau, long tau_ld, double* qdd, long qdd_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 1285L >= 200000L && n * 1285L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(28);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -1666,6 +1673,12 @@ void rbd_iiwa14_aba_f64_batch_lanes(long n, const double* q, long q_ld, const do
           for (int l = 0; l < m; ++l) qdd[k * qdd_ld + i0 + l] = qdd_v[k][l];
       }
     }
+  };
+  if (n * 1285L >= 200000L && n * 1285L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

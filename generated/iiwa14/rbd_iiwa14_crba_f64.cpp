@@ -639,8 +639,10 @@ void rbd_iiwa14_crba_f64_batch_strided(long n, const double* q, long q_stride, d
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 49L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 293L >= 200000L && n * 293L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(56 + 49);
     vec_t* q_v = buf.data() + 0;
     vec_t* M_v = buf.data() + 7;
@@ -661,6 +663,12 @@ void rbd_iiwa14_crba_f64_batch_strided(long n, const double* q, long q_stride, d
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 293L >= 200000L && n * 293L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_crba_f64(q + i * q_stride, M + i * M_stride);
@@ -674,8 +682,7 @@ void rbd_iiwa14_crba_f64_batch_strided(long n, const double* q, long q_stride, d
 void rbd_iiwa14_crba_f64_batch_lanes(long n, const double* q, long q_ld, double* M, long M_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 293L >= 200000L && n * 293L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(56);
     vec_t* q_v = buf.data() + 0;
     vec_t* M_v = buf.data() + 7;
@@ -697,6 +704,12 @@ void rbd_iiwa14_crba_f64_batch_lanes(long n, const double* q, long q_ld, double*
           for (int l = 0; l < m; ++l) M[k * M_ld + i0 + l] = M_v[k][l];
       }
     }
+  };
+  if (n * 293L >= 200000L && n * 293L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

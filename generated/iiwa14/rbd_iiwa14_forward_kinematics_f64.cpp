@@ -522,8 +522,10 @@ void rbd_iiwa14_forward_kinematics_f64_batch_strided(long n, const double* q, lo
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 112L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 149L >= 200000L && n * 149L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(119 + 112);
     vec_t* q_v = buf.data() + 0;
     vec_t* oMb_v = buf.data() + 7;
@@ -544,6 +546,12 @@ void rbd_iiwa14_forward_kinematics_f64_batch_strided(long n, const double* q, lo
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 149L >= 200000L && n * 149L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_forward_kinematics_f64(q + i * q_stride, oMb + i * oMb_stride);
@@ -557,8 +565,7 @@ void rbd_iiwa14_forward_kinematics_f64_batch_strided(long n, const double* q, lo
 void rbd_iiwa14_forward_kinematics_f64_batch_lanes(long n, const double* q, long q_ld, double* oMb, long oMb_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 149L >= 200000L && n * 149L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(119);
     vec_t* q_v = buf.data() + 0;
     vec_t* oMb_v = buf.data() + 7;
@@ -580,6 +587,12 @@ void rbd_iiwa14_forward_kinematics_f64_batch_lanes(long n, const double* q, long
           for (int l = 0; l < m; ++l) oMb[k * oMb_ld + i0 + l] = oMb_v[k][l];
       }
     }
+  };
+  if (n * 149L >= 200000L && n * 149L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

@@ -529,8 +529,10 @@ void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_strided(long n, con
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 42L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 188L >= 200000L && n * 188L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(49 + 42);
     vec_t* q_v = buf.data() + 0;
     vec_t* J_v = buf.data() + 7;
@@ -551,6 +553,12 @@ void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_strided(long n, con
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 188L >= 200000L && n * 188L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_frame_jacobian_local_world_aligned_f64(q + i * q_stride, J + i * J_stride);
@@ -564,8 +572,7 @@ void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_strided(long n, con
 void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_lanes(long n, const double* q, long q_ld, double* J, long J_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 188L >= 200000L && n * 188L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(49);
     vec_t* q_v = buf.data() + 0;
     vec_t* J_v = buf.data() + 7;
@@ -587,6 +594,12 @@ void rbd_iiwa14_frame_jacobian_local_world_aligned_f64_batch_lanes(long n, const
           for (int l = 0; l < m; ++l) J[k * J_ld + i0 + l] = J_v[k][l];
       }
     }
+  };
+  if (n * 188L >= 200000L && n * 188L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

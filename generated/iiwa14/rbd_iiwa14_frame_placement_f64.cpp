@@ -448,8 +448,10 @@ void rbd_iiwa14_frame_placement_f64_batch_strided(long n, const double* q, long 
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 16L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 145L >= 200000L && n * 145L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(23 + 16);
     vec_t* q_v = buf.data() + 0;
     vec_t* oMf_v = buf.data() + 7;
@@ -470,6 +472,12 @@ void rbd_iiwa14_frame_placement_f64_batch_strided(long n, const double* q, long 
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 145L >= 200000L && n * 145L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_frame_placement_f64(q + i * q_stride, oMf + i * oMf_stride);
@@ -483,8 +491,7 @@ void rbd_iiwa14_frame_placement_f64_batch_strided(long n, const double* q, long 
 void rbd_iiwa14_frame_placement_f64_batch_lanes(long n, const double* q, long q_ld, double* oMf, long oMf_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 145L >= 200000L && n * 145L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(23);
     vec_t* q_v = buf.data() + 0;
     vec_t* oMf_v = buf.data() + 7;
@@ -506,6 +513,12 @@ void rbd_iiwa14_frame_placement_f64_batch_lanes(long n, const double* q, long q_
           for (int l = 0; l < m; ++l) oMf[k * oMf_ld + i0 + l] = oMf_v[k][l];
       }
     }
+  };
+  if (n * 145L >= 200000L && n * 145L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

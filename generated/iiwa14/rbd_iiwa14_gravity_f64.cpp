@@ -498,8 +498,10 @@ void rbd_iiwa14_gravity_f64_batch_strided(long n, const double* q, long q_stride
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 7L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 194L >= 200000L && n * 194L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(14 + 7);
     vec_t* q_v = buf.data() + 0;
     vec_t* tau_v = buf.data() + 7;
@@ -520,6 +522,12 @@ void rbd_iiwa14_gravity_f64_batch_strided(long n, const double* q, long q_stride
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 194L >= 200000L && n * 194L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_gravity_f64(q + i * q_stride, tau + i * tau_stride);
@@ -533,8 +541,7 @@ void rbd_iiwa14_gravity_f64_batch_strided(long n, const double* q, long q_stride
 void rbd_iiwa14_gravity_f64_batch_lanes(long n, const double* q, long q_ld, double* tau, long tau_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 194L >= 200000L && n * 194L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(14);
     vec_t* q_v = buf.data() + 0;
     vec_t* tau_v = buf.data() + 7;
@@ -556,6 +563,12 @@ void rbd_iiwa14_gravity_f64_batch_lanes(long n, const double* q, long q_ld, doub
           for (int l = 0; l < m; ++l) tau[k * tau_ld + i0 + l] = tau_v[k][l];
       }
     }
+  };
+  if (n * 194L >= 200000L && n * 194L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

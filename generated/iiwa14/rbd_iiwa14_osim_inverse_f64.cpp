@@ -1684,8 +1684,10 @@ void rbd_iiwa14_osim_inverse_f64_batch_strided(long n, const double* q, long q_s
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 36L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 1356L >= 200000L && n * 1356L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(43 + 36);
     vec_t* q_v = buf.data() + 0;
     vec_t* Linv_v = buf.data() + 7;
@@ -1706,6 +1708,12 @@ void rbd_iiwa14_osim_inverse_f64_batch_strided(long n, const double* q, long q_s
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 1356L >= 200000L && n * 1356L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_osim_inverse_f64(q + i * q_stride, Linv + i * Linv_stride);
@@ -1719,8 +1727,7 @@ void rbd_iiwa14_osim_inverse_f64_batch_strided(long n, const double* q, long q_s
 void rbd_iiwa14_osim_inverse_f64_batch_lanes(long n, const double* q, long q_ld, double* Linv, long Linv_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 1356L >= 200000L && n * 1356L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(43);
     vec_t* q_v = buf.data() + 0;
     vec_t* Linv_v = buf.data() + 7;
@@ -1742,6 +1749,12 @@ void rbd_iiwa14_osim_inverse_f64_batch_lanes(long n, const double* q, long q_ld,
           for (int l = 0; l < m; ++l) Linv[k * Linv_ld + i0 + l] = Linv_v[k][l];
       }
     }
+  };
+  if (n * 1356L >= 200000L && n * 1356L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

@@ -317,8 +317,10 @@ void rbd_iiwa14_rnea_derivatives_f64_batch_strided(long n, const double* q, long
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 98L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 4321L >= 200000L && n * 4321L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(447 + 49);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -355,6 +357,12 @@ void rbd_iiwa14_rnea_derivatives_f64_batch_strided(long n, const double* q, long
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 4321L >= 200000L && n * 4321L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_rnea_derivatives_f64(q + i * q_stride, v + i * v_stride, a + i * a_stride, dtau_dq + i * dtau_dq_stride, dtau_dv + i * dtau_dv_stride);
@@ -368,8 +376,7 @@ void rbd_iiwa14_rnea_derivatives_f64_batch_strided(long n, const double* q, long
 void rbd_iiwa14_rnea_derivatives_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* dtau_dq, long dtau_dq_ld, double* dtau_dv, long dtau_dv_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 4321L >= 200000L && n * 4321L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(447);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -404,6 +411,12 @@ void rbd_iiwa14_rnea_derivatives_f64_batch_lanes(long n, const double* q, long q
           for (int l = 0; l < m; ++l) dtau_dv[k * dtau_dv_ld + i0 + l] = dtau_dv_v[k][l];
       }
     }
+  };
+  if (n * 4321L >= 200000L && n * 4321L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

@@ -1058,8 +1058,10 @@ void rbd_iiwa14_rnea_f64_batch_strided(long n, const double* q, long q_stride, c
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 7L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 754L >= 200000L && n * 754L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(28 + 7);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -1084,6 +1086,12 @@ void rbd_iiwa14_rnea_f64_batch_strided(long n, const double* q, long q_stride, c
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 754L >= 200000L && n * 754L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_rnea_f64(q + i * q_stride, v + i * v_stride, a + i * a_stride, tau + i * tau_stride);
@@ -1097,8 +1105,7 @@ void rbd_iiwa14_rnea_f64_batch_strided(long n, const double* q, long q_stride, c
 void rbd_iiwa14_rnea_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* tau, long tau_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 754L >= 200000L && n * 754L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(28);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -1128,6 +1135,12 @@ void rbd_iiwa14_rnea_f64_batch_lanes(long n, const double* q, long q_ld, const d
           for (int l = 0; l < m; ++l) tau[k * tau_ld + i0 + l] = tau_v[k][l];
       }
     }
+  };
+  if (n * 754L >= 200000L && n * 754L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

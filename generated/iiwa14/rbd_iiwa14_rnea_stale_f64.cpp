@@ -1298,8 +1298,10 @@ void rbd_iiwa14_rnea_stale_f64_batch_strided(long n, const double* q, long q_str
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 175L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 833L >= 200000L && n * 833L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(364 + 168);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -1337,6 +1339,12 @@ void rbd_iiwa14_rnea_stale_f64_batch_strided(long n, const double* q, long q_str
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 833L >= 200000L && n * 833L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_iiwa14_rnea_stale_f64(q + i * q_stride, v + i * v_stride, a + i * a_stride, stale + i * stale_stride, tau + i * tau_stride, stale_next + i * stale_next_stride);
@@ -1350,8 +1358,7 @@ void rbd_iiwa14_rnea_stale_f64_batch_strided(long n, const double* q, long q_str
 void rbd_iiwa14_rnea_stale_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, const double* stale, long stale_ld, double* tau, long tau_ld, double* stale_next, long stale_next_ld) {
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 833L >= 200000L && n * 833L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(364);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
@@ -1389,6 +1396,12 @@ void rbd_iiwa14_rnea_stale_f64_batch_lanes(long n, const double* q, long q_ld, c
           for (int l = 0; l < m; ++l) stale_next[k * stale_next_ld + i0 + l] = stale_next_v[k][l];
       }
     }
+  };
+  if (n * 833L >= 200000L && n * 833L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

@@ -1278,8 +1278,10 @@ void rbd_quadruped_crba_f64_batch_strided(long n, const double* q, long q_stride
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 324L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 757L >= 200000L && n * 757L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(343 + 324);
     vec_t* q_v = buf.data() + 0;
     vec_t* M_v = buf.data() + 19;
@@ -1300,6 +1302,12 @@ void rbd_quadruped_crba_f64_batch_strided(long n, const double* q, long q_stride
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 757L >= 200000L && n * 757L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_quadruped_crba_f64(q + i * q_stride, M + i * M_stride);
@@ -1313,8 +1321,7 @@ void rbd_quadruped_crba_f64_batch_strided(long n, const double* q, long q_stride
 void rbd_quadruped_crba_f64_batch_lanes(long n, const double* q, long q_ld, double* M, long M_ld) {
   using namespace rbd_quadruped_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 757L >= 200000L && n * 757L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(343);
     vec_t* q_v = buf.data() + 0;
     vec_t* M_v = buf.data() + 19;
@@ -1336,6 +1343,12 @@ void rbd_quadruped_crba_f64_batch_lanes(long n, const double* q, long q_ld, doub
           for (int l = 0; l < m; ++l) M[k * M_ld + i0 + l] = M_v[k][l];
       }
     }
+  };
+  if (n * 757L >= 200000L && n * 757L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 

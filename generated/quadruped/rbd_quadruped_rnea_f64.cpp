@@ -2532,8 +2532,10 @@ void rbd_quadruped_rnea_f64_batch_strided(long n, const double* q, long q_stride
   const long nblocks = n / LANES;
   const long stream_from = __atomic_load_n(&rbd_stream_bytes, __ATOMIC_RELAXED);
   const bool stream = stream_from > 0 && n * 18L * (long)sizeof(double) >= stream_from;
-#pragma omp parallel if (n * 2046L >= 200000L && n * 2046L >= rbd_parallel_threshold())
-  {
+  // the blocks of states, run by each thread of a team (OpenMP shares the loop out) or, for a batch
+  // too small to pay for waking one, by this thread outside any parallel region: a team of one
+  // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
+  auto blocks = [&]() {
     rbd_buf<vec_t> buf(176 + 18);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 19;
@@ -2559,6 +2561,12 @@ void rbd_quadruped_rnea_f64_batch_strided(long n, const double* q, long q_stride
       }
     }
     if (stream) rbd_stream_fence();
+  };
+  if (n * 2046L >= 200000L && n * 2046L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
   for (long i = nblocks * LANES; i < n; ++i)
     rbd_quadruped_rnea_f64(q + i * q_stride, v + i * v_stride, a + i * a_stride, tau + i * tau_stride);
@@ -2572,8 +2580,7 @@ void rbd_quadruped_rnea_f64_batch_strided(long n, const double* q, long q_stride
 void rbd_quadruped_rnea_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* a, long a_ld, double* tau, long tau_ld) {
   using namespace rbd_quadruped_f64;
   const long nblocks = (n + LANES - 1) / LANES;
-#pragma omp parallel if (n * 2046L >= 200000L && n * 2046L >= rbd_parallel_threshold())
-  {
+  auto blocks = [&]() {  // (as in _batch_strided)
     rbd_buf<vec_t> buf(176);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 19;
@@ -2604,6 +2611,12 @@ void rbd_quadruped_rnea_f64_batch_lanes(long n, const double* q, long q_ld, cons
           for (int l = 0; l < m; ++l) tau[k * tau_ld + i0 + l] = tau_v[k][l];
       }
     }
+  };
+  if (n * 2046L >= 200000L && n * 2046L >= rbd_parallel_threshold()) {
+#pragma omp parallel
+    blocks();
+  } else {
+    blocks();
   }
 }
 
