@@ -469,7 +469,8 @@ def test_a_batch_too_small_to_share_opens_no_parallel_region(tmp_path):
     shim = tmp_path / "gomp_count.so"
     src = tmp_path / "gomp_count.c"
     src.write_text(_GOMP_COUNTER)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", str(src), "-o", str(shim), "-ldl"], check=True)
+    subprocess.run([compiler.find_cxx(), "-x", "c", "-shared", "-fPIC", "-O1", str(src), "-o", str(shim), "-ldl"],
+                   check=True)
     for simd in (True, False):  # compiled here, outside the timeout
         rbdgen.build(rbdgen.load_urdf(IIWA), kernels=["rnea"], simd=simd, opt="-O1")
     r = _run(_REGIONS_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "2", "LD_PRELOAD": str(shim)})
