@@ -160,15 +160,23 @@ static int get_arg(const char* kname, PyObject* o, const ArgSpec& a, Py_buffer* 
   return 0;
 }
 
+// o as a plain ndarray (not a subclass) of float64, aligned, in native byte order and, for an
+// output, writeable; else nullptr (the caller falls back)
+static inline PyArrayObject* plain_ndarray(PyObject* o, const ArgSpec& a) {
+  if (!PyArray_CheckExact(o)) return nullptr;
+  PyArrayObject* x = (PyArrayObject*)o;
+  const int flags = NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
+  if (PyArray_TYPE(x) != NPY_DOUBLE || !PyArray_CHKFLAGS(x, flags) || !PyArray_ISNOTSWAPPED(x)) return nullptr;
+  return x;
+}
+
 // A plain, aligned, native-order float64 ndarray of the argument's shape for one state or a
 // batch (N, ...), writeable if an output, laid out as row_layout takes it: its data, else nullptr
 // (the caller falls back). n: -2 before the first argument, then -1 (one state) or the batch
 // size; stride: its row stride in elements.
 static inline double* plain_array(PyObject* o, const ArgSpec& a, long* n, long* stride) {
-  if (!PyArray_CheckExact(o)) return nullptr;
-  PyArrayObject* x = (PyArrayObject*)o;
-  const int flags = NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
-  if (PyArray_TYPE(x) != NPY_DOUBLE || !PyArray_CHKFLAGS(x, flags) || !PyArray_ISNOTSWAPPED(x)) return nullptr;
+  PyArrayObject* x = plain_ndarray(o, a);
+  if (x == nullptr) return nullptr;
   const int nd = PyArray_NDIM(x);
   int batch = nd == a.ndim + 1, ok = batch || nd == a.ndim;
   const npy_intp* d = PyArray_DIMS(x);
@@ -283,10 +291,8 @@ static int lanes_ld(const npy_intp* dims, const npy_intp* strides, int nd, long*
 // (<the argument's shape>, N), or (size, N) for an input, laid out states last: its data, else
 // nullptr. n: -2 before the first argument, then N.
 static inline double* lanes_array(PyObject* o, const ArgSpec& a, long* n, long* ld) {
-  if (!PyArray_CheckExact(o)) return nullptr;
-  PyArrayObject* x = (PyArrayObject*)o;
-  const int flags = NPY_ARRAY_ALIGNED | (a.out ? NPY_ARRAY_WRITEABLE : 0);
-  if (PyArray_TYPE(x) != NPY_DOUBLE || !PyArray_CHKFLAGS(x, flags) || !PyArray_ISNOTSWAPPED(x)) return nullptr;
+  PyArrayObject* x = plain_ndarray(o, a);
+  if (x == nullptr) return nullptr;
   const int nd = PyArray_NDIM(x);
   const npy_intp* d = PyArray_DIMS(x);
   int ok = nd == a.ndim + 1;
