@@ -251,13 +251,14 @@ def test_states_last_takes_the_binding_s_fast_path(monkeypatch):
     from rbdgen.kernels import loaded
 
     m = _iiwa()
-    ks = ("rnea", "forward_kinematics", "fd_derivatives_minv")
-    kern = rbdgen.build(m, kernels=ks, opt="-O1")
+    # the builds of test_states_last_refusals_and_power_of_two_rows and tests/test_fd_derivatives_minv.py
+    kern = rbdgen.build(m, kernels=("rnea", "forward_kinematics"), opt="-O1")
+    fdm = rbdgen.build(m, kernels=("fd_derivatives_minv",), opt="-O1")
     n, nv = 256, m.nv
     q, v, a, _ = random_state(m, seed=8, n=n)
     Mi = ref.minv(m, q)
     want = {"rnea": kern.rnea(q, v, a), "forward_kinematics": kern.forward_kinematics(q),
-            "fd_derivatives_minv": kern.fd_derivatives_minv(q, v, a, Mi)}
+            "fd_derivatives_minv": fdm.fd_derivatives_minv(q, v, a, Mi)}
     Q, V, A, M = (_states_last(x) for x in (q, v, a, Mi))
 
     def no_fallback(self, args, out):
@@ -269,11 +270,11 @@ def test_states_last_takes_the_binding_s_fast_path(monkeypatch):
         assert tau.flags.c_contiguous == (count != n) and (count != n or tau.strides[0] == (n + 8) * 8)
         fk = kern.forward_kinematics(Q[:, :count].copy(), layout="states_last")
         np.testing.assert_array_equal(np.moveaxis(fk, -1, 0), want["forward_kinematics"][:count])
-    dq, dv = kern.fd_derivatives_minv(Q, V, A, M.reshape(nv * nv, n), layout="states_last")  # M⁻¹ flat
+    dq, dv = fdm.fd_derivatives_minv(Q, V, A, M.reshape(nv * nv, n), layout="states_last")  # M⁻¹ flat
     np.testing.assert_array_equal(np.moveaxis(dq, -1, 0), want["fd_derivatives_minv"][0])
     np.testing.assert_array_equal(np.moveaxis(dv, -1, 0), want["fd_derivatives_minv"][1])
     wide = [np.full((nv, nv, n + 3), -7.0) for _ in range(2)]
-    res = kern.fd_derivatives_minv(Q, V, A, M, out=tuple(w[..., :n] for w in wide), layout="states_last")
+    res = fdm.fd_derivatives_minv(Q, V, A, M, out=tuple(w[..., :n] for w in wide), layout="states_last")
     assert all(np.shares_memory(r, w) for r, w in zip(res, wide))
     for w, e in zip(wide, want["fd_derivatives_minv"]):
         np.testing.assert_array_equal(np.moveaxis(w[..., :n], -1, 0), e)
@@ -286,7 +287,7 @@ def test_states_last_takes_the_binding_s_fast_path(monkeypatch):
         with pytest.raises(AssertionError, match="the Python method ran"):
             kern.rnea(Q, V, A, layout="states_last", **bad)
     with pytest.raises(AssertionError, match="the Python method ran"):  # two outputs in one array
-        kern.fd_derivatives_minv(Q, V, A, M, out=(wide[0][..., :n], wide[0][..., 1:n + 1]), layout="states_last")
+        fdm.fd_derivatives_minv(Q, V, A, M, out=(wide[0][..., :n], wide[0][..., 1:n + 1]), layout="states_last")
 
 
 def test_streaming_stores_write_what_plain_stores_write():

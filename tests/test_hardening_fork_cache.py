@@ -442,8 +442,8 @@ _REGIONS_SCRIPT = """
     m = rbdgen.load_urdf(rbdgen.robots.path("iiwa14"))
     rng = np.random.default_rng(0)
     out = {}
-    for simd in (True, False):
-        kern = rbdgen.build(m, kernels=["rnea"], simd=simd, opt="-O1")
+    for simd in (True, False):  # the builds of the threshold test above and of test_armature_fext.py
+        kern = rbdgen.build(m, kernels=["rnea"]) if simd else rbdgen.build(m, kernels=("rnea",), opt="-O0", simd=False)
         big = PARALLEL_OPS // kern.op_counts["rnea"]["total"] + 9
         for label, n, setting in (("small", 9, 1), ("big, never", big, 10**12), ("big, parallel", big, 1)):
             kern.parallel_ops = setting
@@ -471,8 +471,8 @@ def test_a_batch_too_small_to_share_opens_no_parallel_region(tmp_path):
     src.write_text(_GOMP_COUNTER)
     subprocess.run([compiler.find_cxx(), "-x", "c", "-shared", "-fPIC", "-O1", str(src), "-o", str(shim), "-ldl"],
                    check=True)
-    for simd in (True, False):  # compiled here, outside the timeout
-        rbdgen.build(rbdgen.load_urdf(IIWA), kernels=["rnea"], simd=simd, opt="-O1")
+    rbdgen.build(rbdgen.load_urdf(IIWA), kernels=["rnea"])  # compiled here, outside the timeout
+    rbdgen.build(rbdgen.load_urdf(IIWA), kernels=("rnea",), opt="-O0", simd=False)
     r = _run(_REGIONS_SCRIPT, timeout=120, env={"OMP_NUM_THREADS": "2", "LD_PRELOAD": str(shim)})
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(r.stdout.strip().splitlines()[-1])
