@@ -480,3 +480,27 @@ def test_a_batch_too_small_to_share_opens_no_parallel_region(tmp_path):
     for case, (regions, err) in d.items():
         assert err < 1e-9, case
         assert (regions >= 1) if case.endswith(("parallel rows", "parallel states_last")) else regions == 0, (case, d)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_kernels_built_without_openmp_run_batches_on_the_calling_thread(simd):
+    """The generated sources compile without OpenMP (the CMake package's <NAME>_OPENMP=OFF, or a
+    compiler without it; its pragmas are then only warned about) and their batch paths run every
+    state: the test of whether a batch goes parallel is plain C++ now (rbd_parallel), so it must
+    build either way."""
+    import ctypes as C
+
+    from rbdgen.targets.cpu.emit import generate_cpu
+
+    m = rbdgen.load_urdf(IIWA)
+    gen = generate_cpu(m, dtypes=("float64",), kernels=["rnea"], python=False, simd=simd)
+    flags = compiler.cxx_flags(opt="-O1", openmp=False)
+    assert not any("openmp" in f for f in flags)
+    lib = C.CDLL(str(compiler.build_library(gen.files, gen.sources["float64"], "rbd_iiwa14", flags)))
+    n = 11  # full SIMD blocks and a remainder
+    q, v, a, _ = random_state(m, seed=3, n=n)
+    tau = np.empty((n, m.nv))
+    ptr = C.POINTER(C.c_double)
+    args = [np.ascontiguousarray(x).ctypes.data_as(ptr) for x in (q, v, a)] + [tau.ctypes.data_as(ptr)]
+    lib.rbd_iiwa14_rnea_f64_batch(C.c_long(n), *args)
+    assert relerr(tau, ref_out(m, "rnea", q, v, a)) <= TOL64

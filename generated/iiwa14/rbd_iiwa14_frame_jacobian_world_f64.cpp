@@ -121,6 +121,16 @@ __attribute__((visibility("hidden"))) inline long rbd_parallel_threshold() {
   return t;
 }
 #endif
+// whether a batch of this many operations runs on several threads: from the floor and the
+// threshold on (never without OpenMP). Below it the batch runs outside any parallel region.
+__attribute__((visibility("hidden"))) inline bool rbd_parallel(long ops) {
+#ifdef _OPENMP
+  return ops >= 200000L && ops >= rbd_parallel_threshold();
+#else
+  (void)ops;
+  return false;
+#endif
+}
 
 // n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
 // parsing <vector> in every kernel source (a fifth of a small kernel's compile time;
@@ -528,7 +538,7 @@ void rbd_iiwa14_frame_jacobian_world_f64_batch_strided(long n, const double* q, 
     }
     if (stream) rbd_stream_fence();
   };
-  if (n * 163L >= 200000L && n * 163L >= rbd_parallel_threshold()) {
+  if (rbd_parallel(n * 163L)) {
 #pragma omp parallel
     blocks();
   } else {
@@ -569,7 +579,7 @@ void rbd_iiwa14_frame_jacobian_world_f64_batch_lanes(long n, const double* q, lo
       }
     }
   };
-  if (n * 163L >= 200000L && n * 163L >= rbd_parallel_threshold()) {
+  if (rbd_parallel(n * 163L)) {
 #pragma omp parallel
     blocks();
   } else {

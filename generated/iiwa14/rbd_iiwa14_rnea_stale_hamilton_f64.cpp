@@ -121,6 +121,16 @@ __attribute__((visibility("hidden"))) inline long rbd_parallel_threshold() {
   return t;
 }
 #endif
+// whether a batch of this many operations runs on several threads: from the floor and the
+// threshold on (never without OpenMP). Below it the batch runs outside any parallel region.
+__attribute__((visibility("hidden"))) inline bool rbd_parallel(long ops) {
+#ifdef _OPENMP
+  return ops >= 200000L && ops >= rbd_parallel_threshold();
+#else
+  (void)ops;
+  return false;
+#endif
+}
 
 // n zeroed values on the heap, freed at the end of the scope: what std::vector did here, without
 // parsing <vector> in every kernel source (a fifth of a small kernel's compile time;
@@ -1332,7 +1342,7 @@ void rbd_iiwa14_rnea_stale_hamilton_f64_batch_strided(long n, const double* q, l
     }
     if (stream) rbd_stream_fence();
   };
-  if (n * 856L >= 200000L && n * 856L >= rbd_parallel_threshold()) {
+  if (rbd_parallel(n * 856L)) {
 #pragma omp parallel
     blocks();
   } else {
@@ -1389,7 +1399,7 @@ void rbd_iiwa14_rnea_stale_hamilton_f64_batch_lanes(long n, const double* q, lon
       }
     }
   };
-  if (n * 856L >= 200000L && n * 856L >= rbd_parallel_threshold()) {
+  if (rbd_parallel(n * 856L)) {
 #pragma omp parallel
     blocks();
   } else {
