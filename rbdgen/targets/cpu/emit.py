@@ -287,6 +287,7 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
         if python:
             modname = f"{prefix}_{tag}_ext" + ("" if fold else "_dense")
             pyk = []
+            built = {kk["name"] for kk in ks}
             for kk in ks:
                 args = []
                 for a, is_out in [(x, 0) for x in kk["inputs"]] + [(x, 1) for x in kk["outputs"]]:
@@ -299,7 +300,6 @@ def generate_cpu(model: RobotModel, dtypes=("float64",), kernels=None, *, fold: 
                 ptrs = ", ".join(f"({ctype}*)b[{i}].buf" if i >= len(kk["inputs"]) else f"(const {ctype}*)b[{i}].buf"
                                  for i in range(len(args)))
                 n_in = len(kk["inputs"])
-                built = {k2["name"] for k2 in ks}
                 pyk.append({"name": kk["name"], "args": args, "arg_names": ", ".join(a["name"] for a in args),
                             # kern.rnea(q, v, a, f_ext=x) is rnea_fext(q, v, a, x) where both are built
                             "variants": [{"kw": esc.c_string(kw), "kernel": v} for kw, v in registry.variants(kk["name"]).items()
