@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 # only its ap_types headers are used (see the venv rule)
 HLS4ML_VERSION := 1.3.0
 
-.PHONY: mjcf-corpus rtl-tools demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts synth-report bench-rolled bench-rolled-cuda bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
+.PHONY: mjcf-corpus rtl-tools demo test test-quick test-gpu test-torch sanitize-gpu gpu-check gpu-check-prepare bench bench-cuda bench-dask bench-hls bench-hls-budget bench-scan bench-layouts bench-call-costs synth-report bench-rolled bench-rolled-cuda bench-lathrop bench-seed000 bench-seed001 bench-control clean venv generated
 
 venv: $(STAMP)
 
@@ -189,6 +189,12 @@ bench-rolled-cuda: $(STAMP)
 LAYOUTS_ARGS ?=
 bench-layouts: $(STAMP)
 	$(PY) benchmarks/layouts.py $(LAYOUTS_ARGS)
+
+# what a call from Python costs beside its kernel (issues 47, 49; not a test): small batches, the
+# states-last layout through the binding and through the Python method, f_ext= against the variant
+# by name; iiwa and TALOS, ~3 min; writes benchmarks/results/call_costs.{json,md}
+bench-call-costs: $(STAMP)
+	$(PY) benchmarks/call_costs.py
 
 # the Verilog target synthesized by Yosys (issue 48; not a test): each datapath operator alone (~2 min:
 # the prices of rbdgen/targets/verilog/cost.py, benchmarks/results/rtl_operators.{json,md}), then
