@@ -98,7 +98,7 @@ def report(res: dict) -> str:
     m = res["machine"]
     lines = ["# What a call from Python costs beside its kernel", "",
              f"{m.get('cpu', '?')}, {m.get('cpus_available', '?')} CPUs available, "
-             f"{' '.join(m.get('simd', []))}; {res['date']}, revision {res.get('revision') or '?'}. "
+             f"{' '.join(m.get('cpu_simd_flags', []))}; {res['date']}, revision {res.get('revision') or '?'}. "
              "`benchmarks/call_costs.py` says what each column is: µs a call from Python, `out=` given, one thread, "
              f"best of {res['rounds']} interleaved rounds; per state in brackets.", ""]
     for robot in dict.fromkeys(r["robot"] for r in res["rows"]):
