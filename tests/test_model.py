@@ -186,7 +186,7 @@ BAD_URDFS = {
         UnsupportedError, ("joint 'j2'", "mimic", "'j1'", "mimic='couple'", "mimic='independent'"), {"mimic": "refuse"}),
     "mimic-unknown-leader": (
         urdf(BASE, link("l1"), joint("j1", "base", "l1", extra='<mimic joint="nobody"/>')),
-        URDFError, ("joint 'j1'", "unknown joint 'nobody'"), {"mimic": "independent"}),
+        URDFError, ("joint 'j1'", "unknown joint 'nobody'", "mimic='independent'"), {}),
     "only-fixed-joints": (
         urdf(BASE, link("l1"), joint("j1", "base", "l1", type="fixed")),
         URDFError, ("no movable joint",), {"floating_base": False}),
@@ -219,6 +219,18 @@ def test_mimic_loads_when_independent(tmp_path):
     assert m.joint_names == ("j1", "j2")
     assert m.nq == 2
     assert m.ignored_mimic == ("j2",)
+
+
+def test_mimic_of_an_unknown_joint_loads_when_independent(tmp_path):
+    """A <mimic> that names no joint of the file (example-robot-data's alex_psyonic_hands.urdf
+    has such tags): refused where the joint would be coupled (the table above, and with
+    mimic="refuse"), loaded as an ordinary joint with a warning naming it where mimic joints are
+    independent, as Pinocchio's parser without mimic=True loads it."""
+    p = write(tmp_path, BAD_URDFS["mimic-unknown-leader"][0])
+    expect_error(p, URDFError, "joint 'j1'", "unknown joint 'nobody'", mimic="refuse")
+    with pytest.warns(RbdgenWarning, match="joint 'j1': <mimic> names unknown joint 'nobody'; loaded as an ordinary"):
+        m = rbdgen.load_urdf(p, mimic="independent")
+    assert m.joint_names == ("j1",) and m.nv == 1 and m.ignored_mimic == ("j1",)
 
 
 def test_root_floating_joint_without_floating_base(tmp_path):

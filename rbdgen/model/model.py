@@ -646,6 +646,13 @@ def _build(urdf: URDF, floating_base: bool, gravity: np.ndarray, mimic: str, che
             extra = "" if j.parent != root else " while floating_base=True also adds one"
             fail(f"joint '{j.name}': {where} floating joint is not supported{extra}", UnsupportedError)
         if j.mimic is not None and j.type != "fixed":
+            if j.mimic[0] not in urdf.joints:
+                if mimic != "independent":
+                    fail(f"joint '{j.name}': <mimic> names unknown joint '{j.mimic[0]}' (no joint of the file has "
+                         "that name); load with mimic='independent' (CLI: --mimic independent) to treat "
+                         f"'{j.name}' as an ordinary joint")
+                warnings.warn(f"{urdf.path}: joint '{j.name}': <mimic> names unknown joint '{j.mimic[0]}'; loaded as "
+                              "an ordinary joint (mimic='independent')", RbdgenWarning, stacklevel=3)
             if mimic == "refuse":
                 fail(
                     f"joint '{j.name}': a mimic joint (following '{j.mimic[0]}'), refused as asked; load "
