@@ -249,5 +249,14 @@ MJCF_BENCH_ARGS ?=
 bench-mjcf: $(STAMP) $(MJCF_CORPUS)
 	$(PY) benchmarks/mjcf.py $(MJCF_BENCH_ARGS)
 
+# every URDF of example-robot-data (not only the test suite's 16) against Pinocchio, fixed and
+# floating base: the NumPy reference and the traced kernels (IR interpreter), every kernel with a
+# Pinocchio counterpart; writes benchmarks/results/robots.{json,md} (not a test: minutes).
+# ROBOTS_ARGS="--only talos,ur5" for a few
+.PHONY: bench-robots
+ROBOTS_ARGS ?=
+bench-robots: $(STAMP)
+	$(PY) benchmarks/robots.py $(ROBOTS_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
