@@ -3,6 +3,7 @@
 
     python benchmarks/robots.py             # `make bench-robots`: benchmarks/results/robots.{json,md}
     python benchmarks/robots.py --only talos,ur5 --jobs 1
+    python benchmarks/robots.py --only pr2,go2 --compile rnea,crba,aba,minv   # and compiled, as validate
 
 The test suite checks 16 robots of example-robot-data (tests/conftest.py: ROBOTS) against
 Pinocchio; the package holds more. Each of its URDF files, loaded with a fixed and with a floating
@@ -14,6 +15,10 @@ Pinocchio counterpart (the registry's ``pinocchio``), twice:
   interpreter (``rbdgen.ir.interp``): the operations the CPU, CUDA and HLS printers print, without
   a compiler (tests/test_cpu_kernels.py and the others show the printed code computes what its
   trace does, on the suite's robots).
+
+``--compile K,…``: each case's kernels K are also built (``rbdgen.build``, the compile cache) and
+checked as ``rbdgen validate`` checks them (4 states, batch and single, against the reference and
+Pinocchio): the printed code on robots the suite does not compile (~20–60 s a case).
 
 Mimic joints are coupled (the default) where Pinocchio's ``mimic=True`` loads the file, and
 loaded as ordinary joints on both sides (``mimic="independent"``, Pinocchio without ``mimic``)
@@ -53,7 +58,7 @@ def _suite_robots() -> set:
     return {r.relpath for r in ROBOTS if not r.relpath.startswith("bundled:")}
 
 
-def one(rel: str, floating: bool) -> dict:
+def one(rel: str, floating: bool, compiled: tuple = ()) -> dict:
     """Load ``rel`` (below example-robot-data's robots/) and compare it; a dict for the report."""
     import pinocchio as pin
 
@@ -135,7 +140,17 @@ def one(rel: str, floating: bool) -> dict:
                ir_worst=max(ir_err.values(), default=None),
                above={k: max(ref_err.get(k, 0.0), ir_err.get(k, 0.0)) for k in ref_err
                       if not max(ref_err[k], ir_err.get(k, 0.0)) <= BOUND},
-               failed=failed, seconds=round(time.perf_counter() - t0, 1))
+               failed=failed)
+    if compiled:
+        from rbdgen import validate as V
+
+        try:
+            rows = V.validate(model, kernels=[k for k in compiled if registry.supports(model, k)], states=4)
+            row["compiled"] = {r.kernel: {"reference": r.err_ref, "pinocchio": r.err_pin, "passed": r.passed}
+                               for r in rows}
+        except RbdgenError as e:
+            row["compiled_error"] = str(e).splitlines()[0]
+    row["seconds"] = round(time.perf_counter() - t0, 1)
     return row
 
 
@@ -163,7 +178,7 @@ def _one(args):
     from conftest import _erd_dir
 
     try:
-        row = one(*args)
+        row = one(*args[:2], compiled=args[2])
     except Exception:
         row = {"urdf": args[0], "base": "floating" if args[1] else "fixed", "crash": traceback.format_exc()[-600:]}
     # messages name files relative to the package's robots/ folder, not this machine's paths
@@ -201,6 +216,13 @@ def report(rows: list, meta: dict) -> str:
             note.append(f"Pinocchio refuses: {r['pinocchio']}")
         if r.get("pinocchio_mimic") and r["base"] == "fixed":
             note.append(f"Pinocchio's mimic=True: {r['pinocchio_mimic']}")
+        if "compiled" in r:
+            bad = [k for k, c in r["compiled"].items() if not c["passed"]]
+            worst = max((max(c["reference"], c["pinocchio"] or 0.0) for c in r["compiled"].values()), default=0.0)
+            note.append(f"compiled {', '.join(r['compiled'])}: " + (f"FAIL {', '.join(bad)}" if bad else
+                                                                     f"pass (worst {worst:.1e})"))
+        if "compiled_error" in r:
+            note.append(f"compiled: {r['compiled_error']}")
         note += [f"{k} {e:.1e}" for k, e in r.get("above", {}).items()]
         for s, a in enumerate(r.get("minv_arbiter", ())):
             note.append(f"state {s}: cond(M) {a['cond']:.1e}, against a refined inv(M): rbdgen's M⁻¹ {a['rbdgen']:.1e}, "
@@ -220,6 +242,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated substrings of the URDF paths to keep")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--compile", default="", help="comma-separated kernels also compiled and checked (rbdgen validate)")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
     import pinocchio as pin
@@ -235,7 +258,8 @@ def main(argv=None) -> int:
         print(f"no URDF under {root}", file=sys.stderr)
         return 2
     t0 = time.time()
-    cases = [(f, fb) for f in files for fb in (False, True)]
+    compiled = tuple(k for k in args.compile.split(",") if k)
+    cases = [(f, fb, compiled) for f in files for fb in (False, True)]
     rows = []
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
         for r in pool.map(_one, cases):
