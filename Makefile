@@ -252,7 +252,8 @@ bench-mjcf: $(STAMP) $(MJCF_CORPUS)
 # every URDF of example-robot-data (not only the test suite's 16) against Pinocchio, fixed and
 # floating base: the NumPy reference and the traced kernels (IR interpreter), every kernel with a
 # Pinocchio counterpart; writes benchmarks/results/robots.{json,md} (not a test: minutes).
-# ROBOTS_ARGS="--only talos,ur5" for a few
+# ROBOTS_ARGS="--only talos,ur5" for a few; --compile rnea,crba,… also builds and validates those
+# kernels (the committed run: rnea, crba, aba, 12 min here)
 .PHONY: bench-robots
 ROBOTS_ARGS ?=
 bench-robots: $(STAMP)

@@ -189,19 +189,27 @@ def _one(args):
 
 def report(rows: list, meta: dict) -> str:
     suite = _suite_robots()
+    compiled = list(dict.fromkeys(k for r in rows for k in r.get("compiled", {})))
     out = ["# Every example-robot-data URDF against Pinocchio", "",
            f"Produced by `make bench-robots` (benchmarks/robots.py) on {meta['date']} in {meta['minutes']:.1f} min; "
            f"rbdgen {meta['rbdgen']}, Pinocchio {meta['pinocchio']}, example-robot-data's files as the `pin` wheel "
            "ships them. Method: the docstring of benchmarks/robots.py. *reference* and *traced*: the worst error of "
            "the NumPy reference and of the traced kernels (the IR interpreter) against Pinocchio over every kernel "
            f"with a Pinocchio counterpart, {NSTATES} random states; above {BOUND:g} is listed. "
-           "*suite*: the test suite loads this file too.", ""]
+           "*suite*: the test suite loads this file too."
+           + (f" Compiled (`--compile`): {', '.join(compiled)}, built for every case and checked as `rbdgen validate` "
+              "checks them (4 states, batch and single, against the reference and Pinocchio)." if compiled else ""), ""]
     ok = [r for r in rows if "kernels" in r and not r["above"] and not r["failed"]]
     out.append(f"{len(rows)} cases ({len({r['urdf'] for r in rows})} files, fixed and floating base): "
                f"{len(ok)} agree on every kernel compared; "
                f"{sum(1 for r in rows if 'refused' in r)} refused by rbdgen; "
                f"{sum(1 for r in rows if r.get('above') or r.get('failed') or 'error' in r or 'crash' in r)} "
                "with a disagreement or a failure.")
+    if compiled:
+        passed = sum(1 for r in rows if r.get("compiled") and all(c["passed"] for c in r["compiled"].values()))
+        out.append(f"Compiled: {passed} cases pass, "
+                   f"{sum(1 for r in rows if r.get('compiled') and not all(c['passed'] for c in r['compiled'].values()))} "
+                   f"fail, {sum(1 for r in rows if 'compiled_error' in r)} refused by the build.")
     out += ["", "| URDF | base | suite | mimic | nv | kernels | reference | traced | above the bound, failures, refusal |",
             "|---|---|---|---|---:|---:|---:|---:|---|"]
     for r in rows:
@@ -242,9 +250,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated substrings of the URDF paths to keep")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--render", action="store_true", help="rewrite robots.md from robots.json in --out, run nothing")
     ap.add_argument("--compile", default="", help="comma-separated kernels also compiled and checked (rbdgen validate)")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
+    out = Path(args.out)
+    if args.render:
+        d = json.loads((out / "robots.json").read_text())
+        (out / "robots.md").write_text(report(d["rows"], d["meta"]))
+        return 0
     import pinocchio as pin
 
     import rbdgen
@@ -269,7 +283,6 @@ def main(argv=None) -> int:
             rows.append(r)
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "minutes": (time.time() - t0) / 60,
             "rbdgen": f"{rbdgen.__version__} (commit {_commit()})", "pinocchio": pin.__version__}
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "robots.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     (out / "robots.md").write_text(report(rows, meta))
