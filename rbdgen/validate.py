@@ -290,8 +290,8 @@ def _conditioning_bound(model, env: dict, tol: float) -> np.ndarray:
     about cond(M) · ε of relative accuracy in any backward-stable method, which neither rbdgen's
     recursion nor Pinocchio's escapes: on the full iCub with a floating base (cond(M) 10⁷…10¹¹ at
     random states) Pinocchio's M⁻¹ is up to 2.7e-7 from rbdgen's, and rbdgen's within 1e-9 of an
-    iteratively refined inverse (tests/test_cli_codegen.py, benchmarks/results/robots.md). On a well-conditioned robot
-    (cond(M) ≲ 10⁵) it is ``tol``."""
+    iteratively refined inverse (tests/test_cli_codegen.py, benchmarks/results/robots.md). On a
+    well-conditioned robot (cond(M) ≲ 10⁵) it is ``tol``."""
     (M,) = registry.reference(model, "crba", env)
     M = np.asarray(M, dtype=float).reshape(-1, model.nv, model.nv)
     cond = np.linalg.cond(M)
