@@ -43,7 +43,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import measure  # noqa: E402  (first: the thread settings, before NumPy)
 
 import numpy as np  # noqa: E402
 
@@ -282,19 +283,12 @@ def main(argv=None) -> int:
                   else r.get("error", r.get("crash", r.get("pinocchio", "")))[-200:]), flush=True)
             rows.append(r)
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "minutes": (time.time() - t0) / 60,
-            "rbdgen": f"{rbdgen.__version__} (commit {_commit()})", "pinocchio": pin.__version__}
+            "rbdgen": f"{rbdgen.__version__} (commit {measure.git_revision() or 'unknown'})", "pinocchio": pin.__version__}
     out.mkdir(parents=True, exist_ok=True)
     (out / "robots.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     (out / "robots.md").write_text(report(rows, meta))
     print(f"wrote {out / 'robots.md'}")
     return 0
-
-
-def _commit() -> str:
-    import subprocess
-
-    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
-    return r.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":
