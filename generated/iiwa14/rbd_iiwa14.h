@@ -122,7 +122,7 @@ void rbd_iiwa14_aba_f64_batch_strided(long n, const double* q, long q_stride, co
 void rbd_iiwa14_aba_f64_batch_lanes(long n, const double* q, long q_ld, const double* v, long v_ld, const double* tau, long tau_ld, double* qdd, long qdd_ld);
 int rbd_iiwa14_aba_f64_lanes(void);
 
-/* minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
+/* minv: M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
  * in:  q[7]
  * out: Minv[49]
  * scratch (f64): none
@@ -153,9 +153,9 @@ int rbd_iiwa14_rnea_derivatives_f64_lanes(void);
 /* aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
  * in:  q[7], v[7], tau[7]
  * out: dqdd_dq[49], dqdd_dv[49], dqdd_dtau[49]
- * scratch (f64): 494 doubles (3952 bytes) on the stack of rbd_iiwa14_aba_derivatives_f64
+ * scratch (f64): 477 doubles (3816 bytes) on the stack of rbd_iiwa14_aba_derivatives_f64
  */
-#define RBD_IIWA14_ABA_DERIVATIVES_F64_WORKSPACE 494
+#define RBD_IIWA14_ABA_DERIVATIVES_F64_WORKSPACE 477
 void rbd_iiwa14_aba_derivatives_f64(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau);
 void rbd_iiwa14_aba_derivatives_f64_ws(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau, double* work);
 long rbd_iiwa14_aba_derivatives_f64_workspace_size(void);

@@ -243,8 +243,8 @@ static inline void rbd_stream_fence() {
 
 // ======================================================================================
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
-// ops: 3674 mul, 3502 add/sub, 5 div, 12 sin/cos; critical path 152 ops
-// 6993 statements in 10 parts, 494 scalars of scratch
+// ops: 3333 mul, 3187 add/sub, 5 div, 12 sin/cos; critical path 120 ops
+// 6316 statements in 9 parts, 477 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_aba_derivatives_parts0_f64.cpp, rbd_iiwa14_aba_derivatives_parts1_f64.cpp
 template <typename S>
@@ -265,8 +265,6 @@ template <typename S>
 __attribute__((visibility("hidden"))) void aba_derivatives_part7([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict dqdd_dq, [[maybe_unused]] S* __restrict dqdd_dv, [[maybe_unused]] S* __restrict dqdd_dtau, S* __restrict w);
 template <typename S>
 __attribute__((visibility("hidden"))) void aba_derivatives_part8([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict dqdd_dq, [[maybe_unused]] S* __restrict dqdd_dv, [[maybe_unused]] S* __restrict dqdd_dtau, S* __restrict w);
-template <typename S>
-__attribute__((visibility("hidden"))) void aba_derivatives_part9([[maybe_unused]] const S* __restrict q, [[maybe_unused]] const S* __restrict v, [[maybe_unused]] const S* __restrict tau, [[maybe_unused]] S* __restrict dqdd_dq, [[maybe_unused]] S* __restrict dqdd_dv, [[maybe_unused]] S* __restrict dqdd_dtau, S* __restrict w);
 
 template <typename S>
 static inline void aba_derivatives(const S* __restrict q, const S* __restrict v, const S* __restrict tau, S* __restrict dqdd_dq, S* __restrict dqdd_dv, S* __restrict dqdd_dtau, S* __restrict w) {
@@ -279,7 +277,6 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
   aba_derivatives_part6<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
   aba_derivatives_part7<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
   aba_derivatives_part8<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
-  aba_derivatives_part9<S>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
   // ---- dqdd_dq = −dqdd_dtau · dtau_dq (looped, inner loops contiguous so they vectorise; skips the structural zeros of dtau_dq: 42 of its 49 entries can be nonzero (294 multiply-adds instead of 343))
   for (int i = 0; i < 7; ++i) {
     S* __restrict o = dqdd_dq + i * 7;
@@ -287,7 +284,7 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
     // rows 0..6 of dtau_dq: nonzero in columns [1, 7)
     for (int l = 0; l < 7; ++l) {
       const S s = dqdd_dtau[i * 7 + l];
-      for (int j = 1; j < 7; ++j) o[j] -= s * (w + 396)[l * 7 + j];
+      for (int j = 1; j < 7; ++j) o[j] -= s * (w + 379)[l * 7 + j];
     }
   }
   // ---- dqdd_dv = −dqdd_dtau · dtau_dv (looped, inner loops contiguous so they vectorise; dtau_dv has no structural zeros)
@@ -296,7 +293,7 @@ static inline void aba_derivatives(const S* __restrict q, const S* __restrict v,
     for (int j = 0; j < 7; ++j) o[j] = S{};
     for (int l = 0; l < 7; ++l) {
       const S s = dqdd_dtau[i * 7 + l];
-      for (int j = 0; j < 7; ++j) o[j] -= s * (w + 445)[l * 7 + j];
+      for (int j = 0; j < 7; ++j) o[j] -= s * (w + 428)[l * 7 + j];
     }
   }
 }
@@ -326,18 +323,18 @@ __attribute__((used)) inline void rbd_iiwa14_set_stream_bytes_f64(long bytes) {
   __atomic_store_n(&rbd_iiwa14_f64::rbd_stream_bytes, bytes < 0 ? 0 : bytes, __ATOMIC_RELAXED);
 }
 
-// one state, the scratch in the caller's work: at least 494 doubles, whatever their values
+// one state, the scratch in the caller's work: at least 477 doubles, whatever their values
 void rbd_iiwa14_aba_derivatives_f64_ws(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau, double* work) {
   rbd_iiwa14_f64::aba_derivatives<double>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, work);
 }
 
-long rbd_iiwa14_aba_derivatives_f64_workspace_size(void) { return 494; }
+long rbd_iiwa14_aba_derivatives_f64_workspace_size(void) { return 477; }
 
-// one state, the scratch on the stack (3952 bytes): no allocation, on any call, in any thread.
+// one state, the scratch on the stack (3816 bytes): no allocation, on any call, in any thread.
 // (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
 // loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_iiwa14_aba_derivatives_f64(const double* q, const double* v, const double* tau, double* dqdd_dq, double* dqdd_dv, double* dqdd_dtau) {
-  double w[494];
+  double w[477];
   rbd_iiwa14_f64::aba_derivatives<double>(q, v, tau, dqdd_dq, dqdd_dv, dqdd_dtau, w);
 }
 
@@ -356,7 +353,7 @@ void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long 
   // too small to pay for waking one, by this thread outside any parallel region: a team of one
   // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
   auto blocks = [&]() {
-    rbd_buf<vec_t> buf(662 + 49);
+    rbd_buf<vec_t> buf(645 + 49);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
     vec_t* tau_v = buf.data() + 14;
@@ -364,7 +361,7 @@ void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long 
     vec_t* dqdd_dv_v = buf.data() + 70;
     vec_t* dqdd_dtau_v = buf.data() + 119;
     vec_t* w_v = buf.data() + 168;
-    double* stage = (double*)(buf.data() + 662);  // a block's largest output, as rows
+    double* stage = (double*)(buf.data() + 645);  // a block's largest output, as rows
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
       rbd_to_lanes(q + b * LANES * q_stride, q_stride, 7, q_v);
@@ -404,7 +401,7 @@ void rbd_iiwa14_aba_derivatives_f64_batch_strided(long n, const double* q, long 
     }
     if (stream) rbd_stream_fence();
   };
-  if (rbd_parallel(n * 7193L)) {
+  if (rbd_parallel(n * 6537L)) {
 #pragma omp parallel
     blocks();
   } else {
@@ -423,7 +420,7 @@ void rbd_iiwa14_aba_derivatives_f64_batch_lanes(long n, const double* q, long q_
   using namespace rbd_iiwa14_f64;
   const long nblocks = (n + LANES - 1) / LANES;
   auto blocks = [&]() {  // (as in _batch_strided)
-    rbd_buf<vec_t> buf(662);
+    rbd_buf<vec_t> buf(645);
     vec_t* q_v = buf.data() + 0;
     vec_t* v_v = buf.data() + 7;
     vec_t* tau_v = buf.data() + 14;
@@ -462,7 +459,7 @@ void rbd_iiwa14_aba_derivatives_f64_batch_lanes(long n, const double* q, long q_
       }
     }
   };
-  if (rbd_parallel(n * 7193L)) {
+  if (rbd_parallel(n * 6537L)) {
 #pragma omp parallel
     blocks();
   } else {

@@ -143,7 +143,7 @@ int rbd_iiwa14_cuda_aba_f64_host(long n, const double* __restrict q, const doubl
 int rbd_iiwa14_cuda_aba_f64_host_v(long n, void* const* arrays, int shape);
 void rbd_iiwa14_cuda_aba_f64_emulate_thread(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd);
 void rbd_iiwa14_cuda_aba_f64_emulate_block(long n, const double* __restrict q, const double* __restrict v, const double* __restrict tau, double* __restrict qdd);
-/* minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
+/* minv: M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
  * in:  q[7]
  * out: Minv[49] */
 extern const char rbd_iiwa14_cuda_minv_f64_arrays[];

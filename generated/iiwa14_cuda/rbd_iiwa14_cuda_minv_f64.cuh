@@ -2,13 +2,13 @@
 //
 // Robot 'iiwa14', kernel minv, float64: the per-state math as __host__ __device__
 // functions, callable from your own CUDA kernels and from host code alike.
-// minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
-// ops: 604 mul, 515 add/sub, 5 div, 10 sin/cos; critical path 94 ops
+// minv: M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
+// ops: 322 mul, 271 add/sub, 5 div, 10 sin/cos; critical path 43 ops
 //
-// * minv<S>(…): one state on one thread (1240 statements).
-// * minv_s0 … _s13: one state on 7 cooperating lanes (argument lane),
-//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 103 scalars per state
-//   shared by the threads. 14 stages, up to 7 independent tasks in one stage.
+// * minv<S>(…): one state on one thread (690 statements).
+// * minv_s0 … _s21: one state on 6 cooperating lanes (argument lane),
+//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 61 scalars per state
+//   shared by the threads. 22 stages, up to 6 independent tasks in one stage.
 #pragma once
 
 #ifndef RBD_IIWA14_CUDA_F64_MATH
@@ -35,1294 +35,743 @@ namespace rbd_iiwa14_cuda_f64 {
 // ---------------------------------------------------------------------------------------------
 template <typename S>
 __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) {
-  // ---- aba forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  // ---- crba composite inertia: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   S t1, t0;
-  rbd_sincos(q[1], t1, t0);
-  // ---- aba forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  S t3, t2;
-  rbd_sincos(q[2], t3, t2);
-  // ---- aba forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  S t5, t4;
-  rbd_sincos(q[3], t5, t4);
-  // ---- aba forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  S t7, t6;
-  rbd_sincos(q[4], t7, t6);
-  // ---- aba forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  S t9, t8;
-  rbd_sincos(q[5], t9, t8);
-  const S t10 = -t9;
-  // ---- aba backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t11 = t9 * t9;
-  const S t12 = 0.005460948021301804 * t11;
-  const S t13 = t8 * t9;
-  const S t14 = 0.009061236 - t12;
-  const S t15 = 0.005460948021301804 * t13;
-  const S t16 = t13 * -1.5473393975172153e-06;
-  const S t17 = t11 * -1.5473393975172153e-06;
-  const S t18 = -t16;
-  const S t19 = 0.0007184526606024828 - t17;
-  const S t20 = t8 * 0.03138;
-  const S t21 = t9 * 0.03138;
-  const S t22 = t11 * -0.11239701456965623;
-  const S t23 = 1.9876029854303439 - t22;
-  const S t24 = t13 * -0.11239701456965623;
-  const S t25 = t8 * 0.006762389999999999;
-  const S t26 = t13 * 3.334516401649599e-07;
-  const S t27 = t9 * 0.006762389999999999;
-  const S t28 = t19 * -0.2155;
-  const S t29 = t23 * -0.046440249999999995;
-  const S t30 = 0.2155 * t23;
-  const S t31 = t13 * -0.024221556639760916;
-  const S t32 = t14 + t25;
-  const S t33 = t25 + t32;
-  const S t34 = t15 + t27;
-  const S t35 = t33 + 0.128093425;
-  const S t36 = -3.5700000000000005e-06 + t26;
-  const S t37 = -1.2919999999999998e-05 + t34;
-  const S t38 = -0.58175 - t20;
-  const S t39 = 0.034980000000000004 - t17;
-  const S t40 = 0.027819216999999997 - t29;
-  const S t41 = -0.0027132 - t28;
-  const S t42 = 0.12919999999999998 + t30;
-  const S t43 = -0.00017 + t31;
-  const S t44 = t12 + 0.009350004978698196;
-  const S t45 = -0.03498154733939752 - t17;
-  const S t46 = 0.00017 - t21;
-  const S t47 = 3.6876029854303436 - t22;
-  const S t48 = t22 + 3.8;
-  // ---- aba backward, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t49 = t8 * -3.5818041609195714;
-  const S t50 = t9 * -3.5818041609195714;
-  const S t51 = t9 * -4.9309732234456816e-05;
-  const S t52 = -t51;
-  const S t53 = t8 * -4.9309732234456816e-05;
-  const S t54 = t8 * -0.7718787966781676;
-  const S t55 = -1.0 + t54;
-  // ---- aba backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t56 = 1.0 / t44;
-  const S t57 = t37 * t56;
-  const S t58 = t41 * t56;
-  const S t59 = t44 * t56;
-  const S t60 = t45 * t56;
-  const S t61 = t46 * t56;
-  const S t62 = t16 * t56;
-  const S t63 = t37 * t57;
-  const S t64 = t41 * t57;
-  const S t65 = t45 * t57;
-  const S t66 = t46 * t57;
-  const S t67 = t16 * t57;
-  const S t68 = t41 * t58;
-  const S t69 = t45 * t58;
-  const S t70 = t46 * t58;
-  const S t71 = t16 * t58;
-  const S t72 = t45 * t60;
-  const S t73 = t46 * t60;
-  const S t74 = t16 * t60;
-  const S t75 = t46 * t61;
-  const S t76 = t16 * t61;
-  const S t77 = t16 * t62;
-  const S t78 = t35 - t63;
-  const S t79 = t36 - t64;
-  const S t80 = t18 - t65;
-  const S t81 = t38 - t66;
-  const S t82 = t39 - t67;
-  const S t83 = t40 - t68;
-  const S t84 = t42 - t69;
-  const S t85 = t43 - t71;
-  const S t86 = t47 - t72;
-  const S t87 = -t73;
-  const S t88 = t24 - t74;
-  const S t89 = 3.8 - t75;
-  const S t90 = t48 - t77;
-  const S t91 = t78 - t83;
-  const S t92 = t79 + t79;
-  const S t93 = t7 * t7;
-  const S t94 = t91 * t93;
-  const S t95 = t6 * t7;
-  const S t96 = t92 * t95;
-  const S t97 = t94 + t96;
-  const S t98 = t78 - t97;
-  const S t99 = t83 + t97;
-  const S t100 = t91 * t95;
-  const S t101 = t92 * t93;
-  const S t102 = t100 - t101;
-  const S t103 = t79 + t102;
-  const S t104 = t70 + t80;
-  const S t105 = t81 + t84;
-  const S t106 = t93 * t104;
-  const S t107 = t95 * t105;
-  const S t108 = t106 + t107;
-  const S t109 = t95 * t104;
-  const S t110 = t93 * t105;
-  const S t111 = t109 - t110;
-  const S t112 = t80 - t108;
-  const S t113 = t81 + t111;
-  const S t114 = t84 + t111;
-  const S t115 = t108 - t70;
-  const S t116 = t6 * t82;
-  const S t117 = t7 * t85;
-  const S t118 = t116 - t117;
-  const S t119 = t7 * t82;
-  const S t120 = t6 * t85;
-  const S t121 = t119 + t120;
-  const S t122 = t86 - t89;
-  const S t123 = t87 - t73;
-  const S t124 = t93 * t122;
-  const S t125 = t95 * t123;
+  rbd_sincos(q[5], t1, t0);
+  const S t2 = 0.03138 * t1;
+  const S t3 = 0.03138 * t0;
+  const S t4 = t1 * t1;
+  const S t5 = 0.004460948 * t4;
+  const S t6 = t0 * t1;
+  const S t7 = -4.32e-07 * t1;
+  const S t8 = -4.32e-07 * t0;
+  const S t9 = 0.009061236 - t5;
+  const S t10 = 0.004460948 * t6;
+  const S t11 = t0 * 0.013524779999999998;
+  const S t12 = t9 + t11;
+  const S t13 = t1 * 0.006762389999999999;
+  const S t14 = t10 + t13;
+  const S t15 = 0.00017 - t2;
+  const S t16 = t3 + 0.58175;
+  const S t17 = t12 + 0.128093425;
+  const S t18 = -3.5700000000000005e-06 + t7;
+  const S t19 = -1.2919999999999998e-05 + t14;
+  const S t20 = t11 + 0.13410469;
+  const S t21 = -0.0025580399999999997 - t8;
+  const S t22 = t5 + 0.010350004999999995;
+  // ---- crba composite inertia: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  S t24, t23;
+  rbd_sincos(q[4], t24, t23);
+  const S t25 = t15 * t23;
+  const S t26 = 0.034980000000000004 * t24;
+  const S t27 = t25 - t26;
+  const S t28 = t15 * t24;
+  const S t29 = 0.034980000000000004 * t23;
+  const S t30 = t28 + t29;
+  const S t31 = 0.0030499710000000124 - t5;
+  const S t32 = t18 + t18;
+  const S t33 = t24 * t24;
+  const S t34 = t31 * t33;
+  const S t35 = t23 * t24;
+  const S t36 = t32 * t35;
+  const S t37 = t34 + t36;
+  const S t38 = t19 * t23;
+  const S t39 = t21 * t24;
+  const S t40 = t38 - t39;
+  const S t41 = t19 * t24;
+  const S t42 = t21 * t23;
+  const S t43 = t41 + t42;
+  const S t44 = t17 - t37;
+  const S t45 = t20 + t37;
+  const S t46 = t31 * t35;
+  const S t47 = t32 * t33;
+  const S t48 = t46 - t47;
+  const S t49 = t18 + t48;
+  const S t50 = t16 * 0.369;
+  const S t51 = t44 + t50;
+  const S t52 = 0.1845 * t27;
+  const S t53 = t52 - t40;
+  const S t54 = 0.1845 * t30;
+  const S t55 = t43 - t54;
+  const S t56 = t45 + t50;
+  const S t57 = t3 + 1.4637499999999999;
+  const S t58 = 0.0918 + t30;
+  const S t59 = t51 + 0.17459445;
+  const S t60 = t5 + 0.023471204999999995;
+  const S t61 = -0.006150600000000001 + t55;
+  const S t62 = t56 + 0.17047325;
+  // ---- crba composite inertia: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  S t64, t63;
+  rbd_sincos(q[3], t64, t63);
+  const S t65 = t27 * t63;
+  const S t66 = -t65;
+  const S t67 = t57 * t64;
+  const S t68 = t66 - t67;
+  const S t69 = t27 * t64;
+  const S t70 = t57 * t63;
+  const S t71 = t70 - t69;
+  const S t72 = t59 - t60;
+  const S t73 = t53 + t53;
+  const S t74 = t64 * t64;
+  const S t75 = t72 * t74;
+  const S t76 = t63 * t64;
+  const S t77 = t73 * t76;
+  const S t78 = t75 + t77;
+  const S t79 = t49 * t63;
+  const S t80 = -t79;
+  const S t81 = t61 * t64;
+  const S t82 = t80 - t81;
+  const S t83 = t49 * t64;
+  const S t84 = t61 * t63;
+  const S t85 = t84 - t83;
+  const S t86 = t59 - t78;
+  const S t87 = t60 + t78;
+  const S t88 = t72 * t76;
+  const S t89 = t73 * t74;
+  const S t90 = t88 - t89;
+  const S t91 = t53 + t90;
+  const S t92 = -t82;
+  const S t93 = t71 * 0.431;
+  const S t94 = t86 + t93;
+  const S t95 = 0.2155 * t68;
+  const S t96 = t91 - t95;
+  const S t97 = t62 + t93;
+  const S t98 = 0.2155 * t58;
+  const S t99 = t98 - t85;
+  const S t100 = -0.00180000000000001 - t30;
+  const S t101 = t71 + 1.79075;
+  const S t102 = t94 + 0.435261625;
+  const S t103 = t97 + 0.42756162499999995;
+  const S t104 = -0.0117 + t99;
+  const S t105 = 0.0127 + t87;
+  // ---- crba composite inertia: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  S t107, t106;
+  rbd_sincos(q[2], t107, t106);
+  const S t108 = t68 * t106;
+  const S t109 = t100 * t107;
+  const S t110 = t108 - t109;
+  const S t111 = t68 * t107;
+  const S t112 = t100 * t106;
+  const S t113 = t111 + t112;
+  const S t114 = t102 - t103;
+  const S t115 = t92 - t82;
+  const S t116 = t107 * t107;
+  const S t117 = t114 * t116;
+  const S t118 = t106 * t107;
+  const S t119 = t115 * t118;
+  const S t120 = t117 + t119;
+  const S t121 = t96 * t106;
+  const S t122 = t104 * t107;
+  const S t123 = t121 - t122;
+  const S t124 = t96 * t107;
+  const S t125 = t104 * t106;
   const S t126 = t124 + t125;
-  const S t127 = t6 * t88;
-  const S t128 = t7 * t76;
-  const S t129 = t127 + t128;
-  const S t130 = t7 * t88;
-  const S t131 = t6 * t76;
-  const S t132 = t130 - t131;
-  const S t133 = t86 - t126;
-  const S t134 = t89 + t126;
-  const S t135 = t95 * t122;
-  const S t136 = t93 * t123;
-  const S t137 = t135 - t136;
-  const S t138 = t137 - t73;
-  const S t139 = -t103;
-  const S t140 = -t138;
-  const S t141 = -t129;
-  const S t142 = t113 * -0.1845;
-  const S t143 = 0.1845 * t112;
-  const S t144 = t115 * -0.1845;
-  const S t145 = 0.1845 * t114;
-  const S t146 = t138 * -0.1845;
-  const S t147 = 0.1845 * t138;
-  const S t148 = t134 * -0.03404025;
-  const S t149 = t138 * 0.03404025;
-  const S t150 = t133 * -0.03404025;
-  const S t151 = 0.1845 * t132;
-  const S t152 = 0.1845 * t134;
-  const S t153 = t133 * -0.1845;
-  const S t154 = t129 * -0.1845;
-  const S t155 = t98 + t142;
-  const S t156 = t142 + t155;
-  const S t157 = t156 - t148;
-  const S t158 = t112 - t147;
-  const S t159 = t151 - t118;
-  const S t160 = t139 - t143;
-  const S t161 = t160 - t144;
-  const S t162 = t149 + t161;
-  const S t163 = t152 - t113;
-  const S t164 = t153 - t114;
-  const S t165 = t121 - t154;
-  const S t166 = t99 + t145;
-  const S t167 = t145 + t166;
-  const S t168 = t167 - t150;
-  const S t169 = t115 - t146;
-  const S t170 = 0.045241500000000004 + t157;
-  const S t171 = -0.0918 + t159;
-  const S t172 = 0.18090000000000003 + t163;
-  const S t173 = 0.041120300000000005 + t168;
-  const S t174 = -0.18090000000000003 + t164;
-  const S t175 = 2.7 + t133;
-  const S t176 = 2.7 + t90;
-  const S t177 = 2.7 + t134;
-  // ---- aba backward, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t178 = t6 * t60;
-  const S t179 = t7 * t61;
-  const S t180 = t179 - t178;
-  const S t181 = t7 * t60;
-  const S t182 = t6 * t61;
-  const S t183 = t181 + t182;
-  const S t184 = t6 * t57;
-  const S t185 = t7 * t58;
-  const S t186 = t185 - t184;
-  const S t187 = t7 * t57;
-  const S t188 = t6 * t58;
-  const S t189 = t187 + t188;
-  const S t190 = 0.1845 * t183;
-  const S t191 = 0.1845 * t180;
-  const S t192 = t186 + t190;
-  const S t193 = t189 - t191;
-  // ---- aba backward, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t194 = -t53;
-  const S t195 = t53 * t57;
-  const S t196 = t53 * t58;
-  const S t197 = t53 * t59;
-  const S t198 = t53 * t60;
-  const S t199 = t53 * t61;
-  const S t200 = t53 * t62;
-  const S t201 = t52 - t195;
-  const S t202 = t55 - t196;
-  const S t203 = t53 - t197;
-  const S t204 = t49 - t198;
-  const S t205 = t50 - t200;
-  const S t206 = t6 * t204;
-  const S t207 = -t206;
-  const S t208 = t7 * t199;
+  const S t127 = t102 - t120;
+  const S t128 = t103 + t120;
+  const S t129 = t114 * t118;
+  const S t130 = t115 * t116;
+  const S t131 = t129 - t130;
+  const S t132 = t131 - t82;
+  const S t133 = t101 * 0.409;
+  const S t134 = t127 + t133;
+  const S t135 = 0.2045 * t110;
+  const S t136 = t135 - t123;
+  const S t137 = 0.2045 * t113;
+  const S t138 = t126 - t137;
+  const S t139 = t128 + t133;
+  const S t140 = t134 + 0.46827237499999996;
+  const S t141 = -7.079999999999999e-05 + t136;
+  const S t142 = -5.04e-05 - t132;
+  const S t143 = t87 + 0.03775635999999999;
+  const S t144 = -0.009912 + t138;
+  const S t145 = t139 + 0.455216735;
+  // ---- crba composite inertia: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  S t147, t146;
+  rbd_sincos(q[1], t147, t146);
+  const S t148 = t140 - t143;
+  const S t149 = t141 + t141;
+  const S t150 = t147 * t147;
+  const S t151 = t148 * t150;
+  const S t152 = t146 * t147;
+  const S t153 = t149 * t152;
+  const S t154 = t151 + t153;
+  const S t155 = t142 * t147;
+  const S t156 = t144 * t146;
+  const S t157 = t155 + t156;
+  const S t158 = t143 + t154;
+  const S t159 = 0.0236 + t158;
+  // ---- crba columns: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t160 = t122 - t121;
+  const S t161 = t135 + t160;
+  const S t162 = t147 * t161;
+  const S t163 = t105 * t146;
+  const S t164 = t162 + t163;
+  // ---- crba columns: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t165 = t69 - t70;
+  const S t166 = 0.2155 * t165;
+  const S t167 = t166 - t62;
+  const S t168 = t106 * t165;
+  const S t169 = t107 * t165;
+  const S t170 = t82 * t106;
+  const S t171 = t107 * t167;
+  const S t172 = t171 - t170;
+  const S t173 = t82 * t107;
+  const S t174 = t106 * t167;
+  const S t175 = t173 + t174;
+  const S t176 = 0.2045 * t169;
+  const S t177 = 0.2045 * t168;
+  const S t178 = t172 + t176;
+  const S t179 = t175 + t177;
+  const S t180 = t147 * t178;
+  const S t181 = t85 * t146;
+  const S t182 = t180 + t181;
+  // ---- crba columns: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t183 = t23 * -0.034980000000000004;
+  const S t184 = t28 - t183;
+  const S t185 = t24 * -0.034980000000000004;
+  const S t186 = t25 + t185;
+  const S t187 = t39 - t38;
+  const S t188 = 0.1845 * t186;
+  const S t189 = 0.1845 * t184;
+  const S t190 = t187 + t188;
+  const S t191 = t43 - t189;
+  const S t192 = t63 * t184;
+  const S t193 = t63 * t190;
+  const S t194 = t22 * t64;
+  const S t195 = t193 - t194;
+  const S t196 = t64 * t190;
+  const S t197 = t22 * t63;
+  const S t198 = t196 + t197;
+  const S t199 = 0.2155 * t186;
+  const S t200 = 0.2155 * t192;
+  const S t201 = t195 + t199;
+  const S t202 = t200 - t191;
+  const S t203 = t106 * t192;
+  const S t204 = -t203;
+  const S t205 = t107 * t186;
+  const S t206 = t204 - t205;
+  const S t207 = t107 * t192;
+  const S t208 = t106 * t186;
   const S t209 = t207 - t208;
-  const S t210 = t7 * t204;
-  const S t211 = t6 * t199;
-  const S t212 = t210 - t211;
-  const S t213 = t6 * t201;
-  const S t214 = t7 * t202;
-  const S t215 = t214 - t213;
-  const S t216 = t7 * t201;
-  const S t217 = t6 * t202;
-  const S t218 = t216 + t217;
-  const S t219 = 0.1845 * t212;
-  const S t220 = 0.1845 * t209;
-  const S t221 = t215 + t219;
-  const S t222 = t218 - t220;
-  // ---- aba backward, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t223 = -t8;
-  const S t224 = t8 * t57;
-  const S t225 = t8 * t58;
-  const S t226 = t8 * t59;
-  const S t227 = t8 * t60;
-  const S t228 = t8 * t61;
-  const S t229 = t8 * t62;
-  const S t230 = -t229;
-  const S t231 = t10 - t224;
-  const S t232 = t8 - t226;
-  const S t233 = t6 * t227;
-  const S t234 = t7 * t228;
-  const S t235 = t233 - t234;
-  const S t236 = t7 * t227;
-  const S t237 = -t236;
-  const S t238 = t6 * t228;
-  const S t239 = t237 - t238;
-  const S t240 = t6 * t231;
-  const S t241 = -t240;
-  const S t242 = t7 * t225;
-  const S t243 = t241 - t242;
-  const S t244 = t7 * t231;
-  const S t245 = t6 * t225;
-  const S t246 = t244 - t245;
-  const S t247 = 0.1845 * t239;
-  const S t248 = 0.1845 * t235;
-  const S t249 = t243 + t247;
-  const S t250 = t246 - t248;
-  // ---- aba backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t251 = 1.0 / t173;
-  const S t252 = t162 * t251;
-  const S t253 = -0.006150600000000001 * t251;
-  const S t254 = t173 * t251;
-  const S t255 = t174 * t251;
-  const S t256 = t165 * t251;
-  const S t257 = t169 * t251;
-  const S t258 = t162 * t252;
-  const S t259 = -0.006150600000000001 * t252;
-  const S t260 = t174 * t252;
-  const S t261 = t165 * t252;
-  const S t262 = t169 * t252;
-  const S t263 = t251 * 3.782988036000001e-05;
-  const S t264 = t174 * t253;
-  const S t265 = t165 * t253;
-  const S t266 = t169 * t253;
-  const S t267 = t174 * t255;
-  const S t268 = t165 * t255;
-  const S t269 = t169 * t255;
-  const S t270 = t165 * t256;
-  const S t271 = t169 * t256;
-  const S t272 = t169 * t257;
-  const S t273 = t170 - t258;
-  const S t274 = -t259;
-  const S t275 = t158 - t260;
-  const S t276 = t171 - t261;
-  const S t277 = t172 - t262;
-  const S t278 = 0.013121200000000001 - t263;
-  const S t279 = 0.0918 - t264;
-  const S t280 = t175 - t267;
-  const S t281 = t141 - t268;
-  const S t282 = t140 - t269;
-  const S t283 = t176 - t270;
-  const S t284 = t132 - t271;
-  const S t285 = t177 - t272;
-  const S t286 = t273 - t278;
-  const S t287 = t274 - t259;
-  const S t288 = t5 * t5;
-  const S t289 = t286 * t288;
-  const S t290 = t4 * t5;
-  const S t291 = t287 * t290;
-  const S t292 = t289 + t291;
-  const S t293 = t273 - t292;
-  const S t294 = t278 + t292;
-  const S t295 = t286 * t290;
-  const S t296 = t287 * t288;
-  const S t297 = t295 - t296;
-  const S t298 = t297 - t259;
-  const S t299 = t265 + t275;
-  const S t300 = t276 + t279;
-  const S t301 = t288 * t299;
-  const S t302 = t290 * t300;
-  const S t303 = t301 + t302;
-  const S t304 = t290 * t299;
-  const S t305 = t288 * t300;
-  const S t306 = t304 - t305;
-  const S t307 = t275 - t303;
-  const S t308 = t279 + t306;
-  const S t309 = t4 * t277;
-  const S t310 = t5 * t266;
-  const S t311 = t309 + t310;
-  const S t312 = t5 * t277;
-  const S t313 = t4 * t266;
-  const S t314 = t312 - t313;
-  const S t315 = t280 - t283;
-  const S t316 = t281 + t281;
-  const S t317 = t288 * t315;
-  const S t318 = t290 * t316;
-  const S t319 = t317 + t318;
-  const S t320 = t4 * t282;
-  const S t321 = t5 * t284;
-  const S t322 = t320 - t321;
-  const S t323 = t280 - t319;
-  const S t324 = 0.2155 * t311;
-  const S t325 = -0.2155 * t307;
-  const S t326 = 0.2155 * t314;
-  const S t327 = -0.2155 * t308;
-  const S t328 = 0.2155 * t322;
-  const S t329 = -0.2155 * t322;
-  const S t330 = -0.046440249999999995 * t285;
-  const S t331 = t322 * 0.046440249999999995;
-  const S t332 = -0.046440249999999995 * t323;
-  const S t333 = -0.2155 * t285;
-  const S t334 = 0.2155 * t323;
-  const S t335 = t293 + t324;
-  const S t336 = t324 + t335;
-  const S t337 = t336 - t330;
-  const S t338 = t307 - t329;
-  const S t339 = t331 - t325;
-  const S t340 = t333 - t311;
-  const S t341 = t298 + t326;
-  const S t342 = 0.13340000000000002 + t337;
-  const S t343 = -0.39 + t340;
-  const S t344 = 0.1257 - t332;
-  const S t345 = -0.0117 - t327;
-  const S t346 = 0.39 + t334;
-  const S t347 = 0.0127 + t294;
-  const S t348 = -0.09 + t308;
-  const S t349 = 3.0 + t323;
-  const S t350 = 3.0 + t285;
-  // ---- aba backward, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t351 = t4 * t255;
-  const S t352 = t5 * t256;
-  const S t353 = t351 - t352;
-  const S t354 = t4 * t252;
-  const S t355 = t5 * t253;
-  const S t356 = t354 - t355;
-  const S t357 = t5 * t252;
-  const S t358 = t4 * t253;
-  const S t359 = t357 + t358;
-  const S t360 = 0.2155 * t257;
-  const S t361 = 0.2155 * t353;
-  const S t362 = t356 + t360;
-  const S t363 = t361 - t254;
-  // ---- aba backward, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t364 = -t193;
-  const S t365 = t193 * t252;
-  const S t366 = t193 * t253;
-  const S t367 = t193 * t254;
-  const S t368 = t193 * t255;
-  const S t369 = t193 * t256;
-  const S t370 = t193 * t257;
-  const S t371 = t192 - t365;
-  const S t372 = t59 - t366;
-  const S t373 = t193 - t367;
-  const S t374 = t180 - t368;
-  const S t375 = t62 - t369;
-  const S t376 = t183 - t370;
-  const S t377 = t4 * t374;
-  const S t378 = t5 * t375;
-  const S t379 = t377 - t378;
-  const S t380 = t4 * t371;
-  const S t381 = t5 * t372;
-  const S t382 = t380 - t381;
-  const S t383 = t5 * t371;
-  const S t384 = t4 * t372;
-  const S t385 = t383 + t384;
-  const S t386 = 0.2155 * t376;
-  const S t387 = 0.2155 * t379;
-  const S t388 = t382 + t386;
-  const S t389 = t387 - t373;
-  // ---- aba backward, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t390 = -t222;
-  const S t391 = t222 * t252;
-  const S t392 = t222 * t253;
-  const S t393 = t222 * t254;
-  const S t394 = t222 * t255;
-  const S t395 = t222 * t256;
-  const S t396 = t222 * t257;
-  const S t397 = t221 - t391;
-  const S t398 = t203 - t392;
-  const S t399 = t222 - t393;
-  const S t400 = t209 - t394;
-  const S t401 = t205 - t395;
-  const S t402 = t212 - t396;
-  const S t403 = t4 * t400;
-  const S t404 = t5 * t401;
-  const S t405 = t403 - t404;
-  const S t406 = t4 * t397;
-  const S t407 = t5 * t398;
-  const S t408 = t406 - t407;
-  const S t409 = t5 * t397;
-  const S t410 = t4 * t398;
-  const S t411 = t409 + t410;
-  const S t412 = 0.2155 * t402;
-  const S t413 = 0.2155 * t405;
-  const S t414 = t408 + t412;
-  const S t415 = t413 - t399;
-  // ---- aba backward, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t416 = -t250;
-  const S t417 = t250 * t252;
-  const S t418 = t250 * t253;
-  const S t419 = t250 * t254;
-  const S t420 = t250 * t255;
-  const S t421 = t250 * t256;
-  const S t422 = t250 * t257;
-  const S t423 = t249 - t417;
-  const S t424 = t232 - t418;
-  const S t425 = t250 - t419;
-  const S t426 = t235 - t420;
-  const S t427 = t230 - t421;
-  const S t428 = t239 - t422;
-  const S t429 = t4 * t426;
-  const S t430 = t5 * t427;
-  const S t431 = t429 - t430;
-  const S t432 = t4 * t423;
-  const S t433 = t5 * t424;
+  const S t210 = t106 * t201;
+  const S t211 = t107 * t202;
+  const S t212 = t211 - t210;
+  const S t213 = t107 * t201;
+  const S t214 = t106 * t202;
+  const S t215 = t213 + t214;
+  const S t216 = 0.2045 * t209;
+  const S t217 = 0.2045 * t206;
+  const S t218 = t212 + t216;
+  const S t219 = t215 - t217;
+  const S t220 = t147 * t218;
+  const S t221 = t146 * t198;
+  const S t222 = t220 + t221;
+  // ---- crba columns: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t223 = t0 * -0.03138;
+  const S t224 = t1 * -0.03138;
+  const S t225 = t0 * -0.006762389999999999;
+  const S t226 = -0.008760948000000001 + t225;
+  const S t227 = t23 * t223;
+  const S t228 = t24 * t223;
+  const S t229 = t7 * t23;
+  const S t230 = t24 * t226;
+  const S t231 = t229 + t230;
+  const S t232 = t7 * t24;
+  const S t233 = t23 * t226;
+  const S t234 = t233 - t232;
+  const S t235 = 0.1845 * t228;
+  const S t236 = 0.1845 * t227;
+  const S t237 = t231 + t235;
+  const S t238 = t234 + t236;
+  const S t239 = t63 * t227;
+  const S t240 = -t239;
+  const S t241 = t64 * t224;
+  const S t242 = t240 - t241;
+  const S t243 = t63 * t237;
+  const S t244 = t8 * t64;
+  const S t245 = t243 - t244;
+  const S t246 = t64 * t237;
+  const S t247 = t8 * t63;
+  const S t248 = t246 + t247;
+  const S t249 = 0.2155 * t228;
+  const S t250 = 0.2155 * t242;
+  const S t251 = t245 + t249;
+  const S t252 = t250 - t238;
+  const S t253 = t106 * t242;
+  const S t254 = -t253;
+  const S t255 = t107 * t228;
+  const S t256 = t254 - t255;
+  const S t257 = t107 * t242;
+  const S t258 = t106 * t228;
+  const S t259 = t257 - t258;
+  const S t260 = t106 * t251;
+  const S t261 = t107 * t252;
+  const S t262 = t261 - t260;
+  const S t263 = t107 * t251;
+  const S t264 = t106 * t252;
+  const S t265 = t263 + t264;
+  const S t266 = 0.2045 * t259;
+  const S t267 = 0.2045 * t256;
+  const S t268 = t262 + t266;
+  const S t269 = t265 - t267;
+  const S t270 = t147 * t268;
+  const S t271 = t146 * t248;
+  const S t272 = t270 + t271;
+  // ---- crba columns: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t273 = 0.001 * t1;
+  const S t274 = 0.001 * t0;
+  const S t275 = t23 * t273;
+  const S t276 = t24 * t273;
+  const S t277 = t63 * t275;
+  const S t278 = t64 * t274;
+  const S t279 = t277 - t278;
+  const S t280 = t64 * t275;
+  const S t281 = t63 * t274;
+  const S t282 = t280 + t281;
+  const S t283 = t106 * t279;
+  const S t284 = t107 * t276;
+  const S t285 = t284 - t283;
+  const S t286 = t107 * t279;
+  const S t287 = t106 * t276;
+  const S t288 = t286 + t287;
+  const S t289 = t147 * t285;
+  const S t290 = t146 * t282;
+  const S t291 = t289 + t290;
+  // ---- ltdl elimination: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t292 = t0 * t274;
+  const S t293 = t22 - t292;
+  const S t294 = t0 * t276;
+  const S t295 = t191 + t294;
+  const S t296 = t0 * t282;
+  const S t297 = t198 - t296;
+  const S t298 = t0 * t288;
+  const S t299 = t219 - t298;
+  const S t300 = t0 * t291;
+  const S t301 = t222 - t300;
+  const S t302 = t276 * 1000.0;
+  const S t303 = t276 * t302;
+  const S t304 = t62 - t303;
+  const S t305 = t282 * t302;
+  const S t306 = t85 + t305;
+  const S t307 = t288 * t302;
+  const S t308 = t179 + t307;
+  const S t309 = t291 * t302;
+  const S t310 = t182 + t309;
+  const S t311 = t282 * 1000.0;
+  const S t312 = t282 * t311;
+  const S t313 = t105 - t312;
+  const S t314 = t288 * t311;
+  const S t315 = t138 - t314;
+  const S t316 = t291 * t311;
+  const S t317 = t164 - t316;
+  const S t318 = t288 * 1000.0;
+  const S t319 = t288 * t318;
+  const S t320 = t145 - t319;
+  const S t321 = t291 * t318;
+  const S t322 = t157 - t321;
+  const S t323 = t291 * 1000.0;
+  const S t324 = t291 * t323;
+  const S t325 = t159 - t324;
+  // ---- ltdl elimination: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t326 = t0 * -4.9309732234456816e-05;
+  const S t327 = t8 * t326;
+  const S t328 = t293 - t327;
+  const S t329 = t238 * t326;
+  const S t330 = t295 - t329;
+  const S t331 = t248 * t326;
+  const S t332 = t297 - t331;
+  const S t333 = t269 * t326;
+  const S t334 = t299 - t333;
+  const S t335 = t272 * t326;
+  const S t336 = t301 - t335;
+  const S t337 = t238 * 114.14289869087226;
+  const S t338 = t238 * t337;
+  const S t339 = t304 - t338;
+  const S t340 = t248 * t337;
+  const S t341 = t306 - t340;
+  const S t342 = t269 * t337;
+  const S t343 = t308 - t342;
+  const S t344 = t272 * t337;
+  const S t345 = t310 - t344;
+  const S t346 = t248 * 114.14289869087226;
+  const S t347 = t248 * t346;
+  const S t348 = t313 - t347;
+  const S t349 = t269 * t346;
+  const S t350 = t315 - t349;
+  const S t351 = t272 * t346;
+  const S t352 = t317 - t351;
+  const S t353 = t269 * 114.14289869087226;
+  const S t354 = t269 * t353;
+  const S t355 = t320 - t354;
+  const S t356 = t272 * t353;
+  const S t357 = t322 - t356;
+  const S t358 = t272 * 114.14289869087226;
+  const S t359 = t272 * t358;
+  const S t360 = t325 - t359;
+  // ---- ltdl pivot: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t361 = 1.0 / t328;
+  // ---- ltdl elimination: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t362 = t330 * t361;
+  const S t363 = t330 * t362;
+  const S t364 = t339 - t363;
+  const S t365 = t332 * t362;
+  const S t366 = t341 - t365;
+  const S t367 = t334 * t362;
+  const S t368 = t343 - t367;
+  const S t369 = t336 * t362;
+  const S t370 = t345 - t369;
+  const S t371 = t332 * t361;
+  const S t372 = t332 * t371;
+  const S t373 = t348 - t372;
+  const S t374 = t334 * t371;
+  const S t375 = t350 - t374;
+  const S t376 = t336 * t371;
+  const S t377 = t352 - t376;
+  const S t378 = t334 * t361;
+  const S t379 = t334 * t378;
+  const S t380 = t355 - t379;
+  const S t381 = t336 * t378;
+  const S t382 = t357 - t381;
+  const S t383 = t336 * t361;
+  const S t384 = t336 * t383;
+  const S t385 = t360 - t384;
+  // ---- ltdl pivot: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t386 = 1.0 / t364;
+  // ---- ltdl elimination: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t387 = t366 * t386;
+  const S t388 = t366 * t387;
+  const S t389 = t373 - t388;
+  const S t390 = t368 * t387;
+  const S t391 = t375 - t390;
+  const S t392 = t370 * t387;
+  const S t393 = t377 - t392;
+  const S t394 = t368 * t386;
+  const S t395 = t368 * t394;
+  const S t396 = t380 - t395;
+  const S t397 = t370 * t394;
+  const S t398 = t382 - t397;
+  const S t399 = t370 * t386;
+  const S t400 = t370 * t399;
+  const S t401 = t385 - t400;
+  // ---- ltdl pivot: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t402 = 1.0 / t389;
+  // ---- ltdl elimination: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t403 = t391 * t402;
+  const S t404 = t391 * t403;
+  const S t405 = t396 - t404;
+  const S t406 = t393 * t403;
+  const S t407 = t398 - t406;
+  const S t408 = t393 * t402;
+  const S t409 = t393 * t408;
+  const S t410 = t401 - t409;
+  // ---- ltdl pivot: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  const S t411 = 1.0 / t405;
+  // ---- ltdl elimination: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  const S t412 = t407 * t411;
+  const S t413 = t407 * t412;
+  const S t414 = t410 - t413;
+  // ---- ltdl pivot: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
+  const S t415 = 1.0 / t414;
+  Minv[0] = t415;
+  // ---- ltdl inverse of L: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  const S t416 = t412 * t415;
+  const S t417 = -t416;
+  Minv[1] = t417;
+  Minv[7] = t417;
+  // ---- ltdl inverse of L: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t418 = t403 * t412;
+  const S t419 = t418 - t408;
+  const S t420 = t403 * t411;
+  const S t421 = t415 * t419;
+  Minv[2] = t421;
+  Minv[14] = t421;
+  // ---- ltdl inverse of L: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t422 = t394 * t412;
+  const S t423 = t422 - t399;
+  const S t424 = t387 * t419;
+  const S t425 = t423 - t424;
+  const S t426 = t387 * t403;
+  const S t427 = t426 - t394;
+  const S t428 = t387 * t402;
+  const S t429 = t411 * t427;
+  const S t430 = t415 * t425;
+  Minv[3] = t430;
+  Minv[21] = t430;
+  // ---- ltdl inverse of L: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t431 = t378 * t412;
+  const S t432 = t431 - t383;
+  const S t433 = t371 * t419;
   const S t434 = t432 - t433;
-  const S t435 = t5 * t423;
-  const S t436 = t4 * t424;
-  const S t437 = t435 + t436;
-  const S t438 = 0.2155 * t428;
-  const S t439 = 0.2155 * t431;
-  const S t440 = t434 + t438;
-  const S t441 = t439 - t425;
-  // ---- aba backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t442 = 1.0 / t347;
-  const S t443 = t341 * t442;
-  const S t444 = t345 * t442;
-  const S t445 = t347 * t442;
-  const S t446 = t348 * t442;
-  const S t447 = t314 * t442;
-  const S t448 = t341 * t443;
-  const S t449 = t345 * t443;
-  const S t450 = t348 * t443;
-  const S t451 = t314 * t443;
-  const S t452 = t345 * t444;
-  const S t453 = t348 * t444;
-  const S t454 = t314 * t444;
-  const S t455 = t348 * t446;
-  const S t456 = t314 * t446;
-  const S t457 = t314 * t447;
-  const S t458 = t342 - t448;
-  const S t459 = t339 - t449;
-  const S t460 = t338 - t450;
-  const S t461 = t343 + t451;
-  const S t462 = t344 - t452;
-  const S t463 = t346 - t453;
-  const S t464 = t454 - t328;
-  const S t465 = t349 - t455;
-  const S t466 = t456 - t322;
-  const S t467 = t350 - t457;
-  const S t468 = t458 - t462;
-  const S t469 = t459 + t459;
-  const S t470 = t3 * t3;
-  const S t471 = t468 * t470;
-  const S t472 = t2 * t3;
-  const S t473 = t469 * t472;
-  const S t474 = t471 + t473;
-  const S t475 = t458 - t474;
-  const S t476 = t462 + t474;
-  const S t477 = t468 * t472;
-  const S t478 = t469 * t470;
+  const S t435 = t362 * t425;
+  const S t436 = t434 - t435;
+  const S t437 = t371 * t403;
+  const S t438 = t437 - t378;
+  const S t439 = t362 * t427;
+  const S t440 = t438 - t439;
+  const S t441 = t362 * t387;
+  const S t442 = t441 - t371;
+  const S t443 = t362 * t386;
+  const S t444 = t402 * t442;
+  const S t445 = t411 * t440;
+  const S t446 = t415 * t436;
+  Minv[4] = t446;
+  Minv[28] = t446;
+  // ---- ltdl inverse of L: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t447 = t353 * t412;
+  const S t448 = t447 - t358;
+  const S t449 = t346 * t419;
+  const S t450 = t448 - t449;
+  const S t451 = t337 * t425;
+  const S t452 = t450 - t451;
+  const S t453 = t326 * t436;
+  const S t454 = t452 - t453;
+  const S t455 = t346 * t403;
+  const S t456 = t455 - t353;
+  const S t457 = t337 * t427;
+  const S t458 = t456 - t457;
+  const S t459 = t326 * t440;
+  const S t460 = t458 - t459;
+  const S t461 = t337 * t387;
+  const S t462 = t461 - t346;
+  const S t463 = t326 * t442;
+  const S t464 = t462 - t463;
+  const S t465 = t326 * t362;
+  const S t466 = t465 - t337;
+  const S t467 = t326 * t361;
+  const S t468 = t386 * t466;
+  const S t469 = t402 * t464;
+  const S t470 = t411 * t460;
+  const S t471 = t415 * t454;
+  Minv[5] = t471;
+  Minv[35] = t471;
+  // ---- ltdl inverse of L: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t472 = t318 * t412;
+  const S t473 = t472 - t323;
+  const S t474 = t311 * t419;
+  const S t475 = t473 - t474;
+  const S t476 = t302 * t425;
+  const S t477 = t475 + t476;
+  const S t478 = t0 * t436;
   const S t479 = t477 - t478;
-  const S t480 = t459 + t479;
-  const S t481 = t460 - t464;
-  const S t482 = t461 + t463;
-  const S t483 = t470 * t481;
-  const S t484 = t472 * t482;
-  const S t485 = t483 + t484;
-  const S t486 = t472 * t481;
-  const S t487 = t470 * t482;
+  const S t480 = t311 * t403;
+  const S t481 = t480 - t318;
+  const S t482 = t302 * t427;
+  const S t483 = t481 + t482;
+  const S t484 = t0 * t440;
+  const S t485 = t483 - t484;
+  const S t486 = -t311;
+  const S t487 = t302 * t387;
   const S t488 = t486 - t487;
-  const S t489 = t460 - t485;
-  const S t490 = t461 + t488;
-  const S t491 = t463 + t488;
-  const S t492 = t464 + t485;
-  const S t493 = t465 - t467;
-  const S t494 = t466 + t466;
-  const S t495 = t470 * t493;
-  const S t496 = t472 * t494;
-  const S t497 = t495 + t496;
-  const S t498 = t465 - t497;
-  const S t499 = t467 + t497;
-  const S t500 = t472 * t493;
-  const S t501 = t470 * t494;
-  const S t502 = t500 - t501;
-  const S t503 = t466 + t502;
-  const S t504 = -t480;
-  const S t505 = t490 * -0.2045;
-  const S t506 = 0.2045 * t489;
-  const S t507 = t492 * -0.2045;
-  const S t508 = 0.2045 * t491;
-  const S t509 = t499 * -0.041820249999999996;
-  const S t510 = t503 * 0.041820249999999996;
-  const S t511 = t498 * -0.041820249999999996;
-  const S t512 = t475 + t505;
-  const S t513 = t505 + t512;
-  const S t514 = t513 - t509;
-  const S t515 = t504 - t506;
-  const S t516 = t515 - t507;
-  const S t517 = t510 + t516;
-  const S t518 = t476 + t508;
-  const S t519 = t508 + t518;
-  const S t520 = t519 - t511;
-  const S t521 = 0.07098 + t514;
-  const S t522 = -5.04e-05 + t517;
-  const S t523 = 0.057924359999999994 + t520;
-  // ---- aba backward, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t524 = t2 * t446;
-  const S t525 = -t524;
-  const S t526 = t3 * t447;
-  const S t527 = t525 - t526;
-  const S t528 = t3 * t446;
-  const S t529 = t2 * t447;
-  const S t530 = t528 - t529;
-  const S t531 = t2 * t443;
-  const S t532 = t3 * t444;
-  const S t533 = t532 - t531;
-  const S t534 = t3 * t443;
-  const S t535 = t2 * t444;
-  const S t536 = t534 + t535;
-  const S t537 = 0.2045 * t530;
-  const S t538 = 0.2045 * t527;
-  const S t539 = t533 + t537;
-  const S t540 = t536 - t538;
-  // ---- aba backward, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t541 = -t359;
-  const S t542 = t359 * t443;
-  const S t543 = t359 * t444;
-  const S t544 = t359 * t445;
-  const S t545 = t359 * t446;
-  const S t546 = t359 * t447;
-  const S t547 = t362 - t542;
-  const S t548 = t363 - t543;
-  const S t549 = t359 - t544;
-  const S t550 = t353 - t545;
-  const S t551 = t546 - t257;
-  const S t552 = t2 * t550;
-  const S t553 = t3 * t551;
-  const S t554 = t553 - t552;
-  const S t555 = t3 * t550;
-  const S t556 = t2 * t551;
+  const S t489 = t0 * t442;
+  const S t490 = t488 - t489;
+  const S t491 = t0 * t362;
+  const S t492 = t302 + t491;
+  const S t493 = t0 * t361;
+  const S t494 = t386 * t492;
+  const S t495 = t402 * t490;
+  const S t496 = t411 * t485;
+  const S t497 = t415 * t479;
+  Minv[6] = t497;
+  Minv[42] = t497;
+  // ---- ltdl inverse: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  const S t498 = t412 * t416;
+  const S t499 = t411 + t498;
+  Minv[8] = t499;
+  const S t500 = t416 * t419;
+  const S t501 = -t500;
+  const S t502 = t501 - t420;
+  Minv[9] = t502;
+  Minv[15] = t502;
+  const S t503 = t416 * t425;
+  const S t504 = t429 - t503;
+  Minv[10] = t504;
+  Minv[22] = t504;
+  const S t505 = t416 * t436;
+  const S t506 = t445 - t505;
+  Minv[11] = t506;
+  Minv[29] = t506;
+  const S t507 = t416 * t454;
+  const S t508 = t470 - t507;
+  Minv[12] = t508;
+  Minv[36] = t508;
+  const S t509 = t416 * t479;
+  const S t510 = t496 - t509;
+  Minv[13] = t510;
+  Minv[43] = t510;
+  // ---- ltdl inverse: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t511 = t419 * t421;
+  const S t512 = t403 * t420;
+  const S t513 = t511 + t512;
+  const S t514 = t402 + t513;
+  Minv[16] = t514;
+  const S t515 = t421 * t425;
+  const S t516 = t420 * t427;
+  const S t517 = t515 - t516;
+  const S t518 = t517 - t428;
+  Minv[17] = t518;
+  Minv[23] = t518;
+  const S t519 = t421 * t436;
+  const S t520 = t420 * t440;
+  const S t521 = t519 - t520;
+  const S t522 = t444 + t521;
+  Minv[18] = t522;
+  Minv[30] = t522;
+  const S t523 = t421 * t454;
+  const S t524 = t420 * t460;
+  const S t525 = t523 - t524;
+  const S t526 = t469 + t525;
+  Minv[19] = t526;
+  Minv[37] = t526;
+  const S t527 = t421 * t479;
+  const S t528 = t420 * t485;
+  const S t529 = t527 - t528;
+  const S t530 = t495 + t529;
+  Minv[20] = t530;
+  Minv[44] = t530;
+  // ---- ltdl inverse: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t531 = t425 * t430;
+  const S t532 = t427 * t429;
+  const S t533 = t531 + t532;
+  const S t534 = t387 * t428;
+  const S t535 = t533 + t534;
+  const S t536 = t386 + t535;
+  Minv[24] = t536;
+  const S t537 = t430 * t436;
+  const S t538 = t429 * t440;
+  const S t539 = t537 + t538;
+  const S t540 = t428 * t442;
+  const S t541 = t539 - t540;
+  const S t542 = t541 - t443;
+  Minv[25] = t542;
+  Minv[31] = t542;
+  const S t543 = t430 * t454;
+  const S t544 = t429 * t460;
+  const S t545 = t543 + t544;
+  const S t546 = t428 * t464;
+  const S t547 = t545 - t546;
+  const S t548 = t468 + t547;
+  Minv[26] = t548;
+  Minv[38] = t548;
+  const S t549 = t430 * t479;
+  const S t550 = t429 * t485;
+  const S t551 = t549 + t550;
+  const S t552 = t428 * t490;
+  const S t553 = t551 - t552;
+  const S t554 = t494 + t553;
+  Minv[27] = t554;
+  Minv[45] = t554;
+  // ---- ltdl inverse: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t555 = t436 * t446;
+  const S t556 = t440 * t445;
   const S t557 = t555 + t556;
-  const S t558 = t2 * t547;
-  const S t559 = t3 * t548;
-  const S t560 = t559 - t558;
-  const S t561 = t3 * t547;
-  const S t562 = t2 * t548;
-  const S t563 = t561 + t562;
-  const S t564 = 0.2045 * t557;
-  const S t565 = 0.2045 * t554;
-  const S t566 = t560 + t564;
-  const S t567 = t563 - t565;
-  // ---- aba backward, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t568 = -t385;
-  const S t569 = t385 * t443;
-  const S t570 = t385 * t444;
-  const S t571 = t385 * t445;
-  const S t572 = t385 * t446;
-  const S t573 = t385 * t447;
-  const S t574 = t388 - t569;
-  const S t575 = t389 - t570;
-  const S t576 = t385 - t571;
-  const S t577 = t379 - t572;
-  const S t578 = t573 - t376;
-  const S t579 = t2 * t577;
-  const S t580 = t3 * t578;
-  const S t581 = t580 - t579;
-  const S t582 = t3 * t577;
-  const S t583 = t2 * t578;
-  const S t584 = t582 + t583;
-  const S t585 = t2 * t574;
-  const S t586 = t3 * t575;
-  const S t587 = t586 - t585;
-  const S t588 = t3 * t574;
-  const S t589 = t2 * t575;
-  const S t590 = t588 + t589;
-  const S t591 = 0.2045 * t584;
-  const S t592 = 0.2045 * t581;
-  const S t593 = t587 + t591;
-  const S t594 = t590 - t592;
-  // ---- aba backward, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t595 = -t411;
-  const S t596 = t411 * t443;
-  const S t597 = t411 * t444;
-  const S t598 = t411 * t445;
-  const S t599 = t411 * t446;
-  const S t600 = t411 * t447;
-  const S t601 = t414 - t596;
-  const S t602 = t415 - t597;
-  const S t603 = t411 - t598;
-  const S t604 = t405 - t599;
-  const S t605 = t600 - t402;
-  const S t606 = t2 * t604;
-  const S t607 = t3 * t605;
-  const S t608 = t607 - t606;
-  const S t609 = t3 * t604;
-  const S t610 = t2 * t605;
-  const S t611 = t609 + t610;
-  const S t612 = t2 * t601;
-  const S t613 = t3 * t602;
-  const S t614 = t613 - t612;
-  const S t615 = t3 * t601;
-  const S t616 = t2 * t602;
-  const S t617 = t615 + t616;
-  const S t618 = 0.2045 * t611;
-  const S t619 = 0.2045 * t608;
-  const S t620 = t614 + t618;
-  const S t621 = t617 - t619;
-  // ---- aba backward, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t622 = -t437;
-  const S t623 = t437 * t443;
-  const S t624 = t437 * t444;
-  const S t625 = t437 * t445;
-  const S t626 = t437 * t446;
-  const S t627 = t437 * t447;
-  const S t628 = t440 - t623;
-  const S t629 = t441 - t624;
-  const S t630 = t437 - t625;
-  const S t631 = t431 - t626;
-  const S t632 = t627 - t428;
-  const S t633 = t2 * t631;
-  const S t634 = t3 * t632;
-  const S t635 = t634 - t633;
-  const S t636 = t3 * t631;
-  const S t637 = t2 * t632;
-  const S t638 = t636 + t637;
-  const S t639 = t2 * t628;
-  const S t640 = t3 * t629;
-  const S t641 = t640 - t639;
-  const S t642 = t3 * t628;
-  const S t643 = t2 * t629;
-  const S t644 = t642 + t643;
-  const S t645 = 0.2045 * t638;
-  const S t646 = 0.2045 * t635;
-  const S t647 = t641 + t645;
-  const S t648 = t644 - t646;
-  // ---- aba backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t649 = 1.0 / t523;
-  const S t650 = t522 * t649;
-  const S t651 = -0.009912 * t649;
-  const S t652 = t522 * t650;
-  const S t653 = -0.009912 * t650;
-  const S t654 = t649 * 9.824774400000002e-05;
-  const S t655 = t521 - t652;
-  const S t656 = -7.079999999999999e-05 - t653;
-  const S t657 = 0.02505636 - t654;
-  const S t658 = t655 - t657;
-  const S t659 = t656 + t656;
-  const S t660 = t1 * t1;
-  const S t661 = t658 * t660;
-  const S t662 = t0 * t1;
-  const S t663 = t659 * t662;
-  const S t664 = t661 + t663;
-  const S t665 = t657 + t664;
-  const S t666 = 0.0236 + t665;
-  // ---- aba backward, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t667 = t1 * t650;
-  const S t668 = t0 * t651;
-  const S t669 = t667 + t668;
-  // ---- aba backward, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t670 = -t540;
-  const S t671 = t540 * t650;
-  const S t672 = t540 * t651;
-  const S t673 = t539 - t671;
-  const S t674 = t445 - t672;
-  const S t675 = t1 * t673;
-  const S t676 = t0 * t674;
-  const S t677 = t675 + t676;
-  // ---- aba backward, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t678 = -t567;
-  const S t679 = t567 * t650;
-  const S t680 = t567 * t651;
-  const S t681 = t566 - t679;
-  const S t682 = t549 - t680;
-  const S t683 = t1 * t681;
-  const S t684 = t0 * t682;
-  const S t685 = t683 + t684;
-  // ---- aba backward, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t686 = -t594;
-  const S t687 = t594 * t650;
-  const S t688 = t594 * t651;
-  const S t689 = t593 - t687;
-  const S t690 = t576 - t688;
-  const S t691 = t1 * t689;
-  const S t692 = t0 * t690;
-  const S t693 = t691 + t692;
-  // ---- aba backward, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t694 = -t621;
-  const S t695 = t621 * t650;
-  const S t696 = t621 * t651;
-  const S t697 = t620 - t695;
-  const S t698 = t603 - t696;
-  const S t699 = t1 * t697;
-  const S t700 = t0 * t698;
-  const S t701 = t699 + t700;
-  // ---- aba backward, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t702 = -t648;
-  const S t703 = t648 * t650;
-  const S t704 = t648 * t651;
-  const S t705 = t647 - t703;
-  const S t706 = t630 - t704;
-  const S t707 = t1 * t705;
-  const S t708 = t0 * t706;
-  const S t709 = t707 + t708;
-  // ---- aba backward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t710 = 1.0 / t666;
-  Minv[0] = t710;
-  // ---- aba forward 2, column 1: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t711 = t669 * t710;
-  const S t712 = -t711;
-  Minv[1] = t712;
-  Minv[7] = t712;
-  // ---- aba forward 2, column 2: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t713 = t677 * t710;
-  const S t714 = -t713;
-  Minv[2] = t714;
-  Minv[14] = t714;
-  // ---- aba forward 2, column 3: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t715 = t685 * t710;
-  const S t716 = -t715;
-  Minv[3] = t716;
-  Minv[21] = t716;
-  // ---- aba forward 2, column 4: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t717 = t693 * t710;
-  const S t718 = -t717;
-  Minv[4] = t718;
-  Minv[28] = t718;
-  // ---- aba forward 2, column 5: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t719 = t701 * t710;
-  const S t720 = -t719;
-  Minv[5] = t720;
-  Minv[35] = t720;
-  // ---- aba forward 2, column 6: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-  const S t721 = t709 * t710;
-  const S t722 = -t721;
-  Minv[6] = t722;
-  Minv[42] = t722;
-  // ---- aba forward 2, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t723 = t1 * t711;
-  const S t724 = t0 * t711;
-  const S t725 = t522 * t723;
-  const S t726 = -t725;
-  const S t727 = -0.009912 * t724;
-  const S t728 = t726 - t727;
-  const S t729 = 1.0 - t728;
-  const S t730 = t649 * t729;
-  Minv[8] = t730;
-  // ---- aba forward 2, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t731 = t1 * t713;
-  const S t732 = t0 * t713;
-  const S t733 = t522 * t731;
-  const S t734 = -t733;
-  const S t735 = -0.009912 * t732;
-  const S t736 = t734 - t735;
-  const S t737 = t670 - t736;
-  const S t738 = t649 * t737;
-  Minv[9] = t738;
-  Minv[15] = t738;
-  // ---- aba forward 2, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t739 = t1 * t715;
-  const S t740 = t0 * t715;
-  const S t741 = t522 * t739;
-  const S t742 = -t741;
-  const S t743 = -0.009912 * t740;
-  const S t744 = t742 - t743;
-  const S t745 = t678 - t744;
-  const S t746 = t649 * t745;
-  Minv[10] = t746;
-  Minv[22] = t746;
-  // ---- aba forward 2, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t747 = t1 * t717;
-  const S t748 = t0 * t717;
-  const S t749 = t522 * t747;
-  const S t750 = -t749;
-  const S t751 = -0.009912 * t748;
-  const S t752 = t750 - t751;
-  const S t753 = t686 - t752;
-  const S t754 = t649 * t753;
-  Minv[11] = t754;
-  Minv[29] = t754;
-  // ---- aba forward 2, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t755 = t1 * t719;
-  const S t756 = t0 * t719;
-  const S t757 = t522 * t755;
-  const S t758 = -t757;
-  const S t759 = -0.009912 * t756;
-  const S t760 = t758 - t759;
-  const S t761 = t694 - t760;
-  const S t762 = t649 * t761;
-  Minv[12] = t762;
-  Minv[36] = t762;
-  // ---- aba forward 2, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-  const S t763 = t1 * t721;
-  const S t764 = t0 * t721;
-  const S t765 = t522 * t763;
-  const S t766 = -t765;
-  const S t767 = -0.009912 * t764;
-  const S t768 = t766 - t767;
-  const S t769 = t702 - t768;
-  const S t770 = t649 * t769;
-  Minv[13] = t770;
-  Minv[43] = t770;
-  // ---- aba forward 2, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t771 = t2 * t731;
-  const S t772 = t3 * t738;
-  const S t773 = t771 + t772;
-  const S t774 = t3 * t731;
-  const S t775 = t2 * t738;
-  const S t776 = t775 - t774;
-  const S t777 = 0.2045 * t738;
-  const S t778 = 0.2045 * t731;
-  const S t779 = t2 * t777;
-  const S t780 = t3 * t778;
-  const S t781 = t779 - t780;
-  const S t782 = t3 * t777;
-  const S t783 = -t782;
-  const S t784 = t2 * t778;
-  const S t785 = t783 - t784;
-  const S t786 = t341 * t773;
-  const S t787 = t345 * t776;
-  const S t788 = t347 * t732;
-  const S t789 = t348 * t781;
-  const S t790 = t314 * t785;
-  const S t791 = t786 + t787;
-  const S t792 = t789 - t788;
-  const S t793 = t791 + t792;
-  const S t794 = t793 - t790;
-  const S t795 = 1.0 - t794;
-  const S t796 = t442 * t795;
-  Minv[16] = t796;
-  // ---- aba forward 2, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t797 = t2 * t739;
-  const S t798 = t3 * t746;
-  const S t799 = t797 + t798;
-  const S t800 = t3 * t739;
-  const S t801 = t2 * t746;
-  const S t802 = t801 - t800;
-  const S t803 = 0.2045 * t746;
-  const S t804 = 0.2045 * t739;
-  const S t805 = t2 * t803;
-  const S t806 = t3 * t804;
-  const S t807 = t805 - t806;
-  const S t808 = t3 * t803;
-  const S t809 = -t808;
-  const S t810 = t2 * t804;
-  const S t811 = t809 - t810;
-  const S t812 = t341 * t799;
-  const S t813 = t345 * t802;
-  const S t814 = t347 * t740;
-  const S t815 = t348 * t807;
-  const S t816 = t314 * t811;
-  const S t817 = t812 + t813;
-  const S t818 = t815 - t814;
-  const S t819 = t817 + t818;
-  const S t820 = t819 - t816;
-  const S t821 = t541 - t820;
-  const S t822 = t442 * t821;
-  Minv[17] = t822;
-  Minv[23] = t822;
-  const S t823 = t822 - t740;
-  // ---- aba forward 2, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t824 = t2 * t747;
-  const S t825 = t3 * t754;
-  const S t826 = t824 + t825;
-  const S t827 = t3 * t747;
-  const S t828 = t2 * t754;
-  const S t829 = t828 - t827;
-  const S t830 = 0.2045 * t754;
-  const S t831 = 0.2045 * t747;
-  const S t832 = t2 * t830;
-  const S t833 = t3 * t831;
-  const S t834 = t832 - t833;
-  const S t835 = t3 * t830;
-  const S t836 = -t835;
-  const S t837 = t2 * t831;
-  const S t838 = t836 - t837;
-  const S t839 = t341 * t826;
-  const S t840 = t345 * t829;
-  const S t841 = t347 * t748;
-  const S t842 = t348 * t834;
-  const S t843 = t314 * t838;
-  const S t844 = t839 + t840;
-  const S t845 = t842 - t841;
-  const S t846 = t844 + t845;
-  const S t847 = t846 - t843;
-  const S t848 = t568 - t847;
-  const S t849 = t442 * t848;
-  Minv[18] = t849;
-  Minv[30] = t849;
-  const S t850 = t849 - t748;
-  // ---- aba forward 2, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t851 = t2 * t755;
-  const S t852 = t3 * t762;
-  const S t853 = t851 + t852;
-  const S t854 = t3 * t755;
-  const S t855 = t2 * t762;
-  const S t856 = t855 - t854;
-  const S t857 = 0.2045 * t762;
-  const S t858 = 0.2045 * t755;
-  const S t859 = t2 * t857;
-  const S t860 = t3 * t858;
-  const S t861 = t859 - t860;
-  const S t862 = t3 * t857;
-  const S t863 = -t862;
-  const S t864 = t2 * t858;
-  const S t865 = t863 - t864;
-  const S t866 = t341 * t853;
-  const S t867 = t345 * t856;
-  const S t868 = t347 * t756;
-  const S t869 = t348 * t861;
-  const S t870 = t314 * t865;
-  const S t871 = t866 + t867;
-  const S t872 = t869 - t868;
-  const S t873 = t871 + t872;
-  const S t874 = t873 - t870;
-  const S t875 = t595 - t874;
-  const S t876 = t442 * t875;
-  Minv[19] = t876;
-  Minv[37] = t876;
-  const S t877 = t876 - t756;
-  // ---- aba forward 2, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t878 = t2 * t763;
-  const S t879 = t3 * t770;
-  const S t880 = t878 + t879;
-  const S t881 = t3 * t763;
-  const S t882 = t2 * t770;
-  const S t883 = t882 - t881;
-  const S t884 = 0.2045 * t770;
-  const S t885 = 0.2045 * t763;
-  const S t886 = t2 * t884;
-  const S t887 = t3 * t885;
-  const S t888 = t886 - t887;
-  const S t889 = t3 * t884;
-  const S t890 = -t889;
-  const S t891 = t2 * t885;
-  const S t892 = t890 - t891;
-  const S t893 = t341 * t880;
-  const S t894 = t345 * t883;
-  const S t895 = t347 * t764;
-  const S t896 = t348 * t888;
-  const S t897 = t314 * t892;
-  const S t898 = t893 + t894;
-  const S t899 = t896 - t895;
-  const S t900 = t898 + t899;
-  const S t901 = t900 - t897;
-  const S t902 = t622 - t901;
-  const S t903 = t442 * t902;
-  Minv[20] = t903;
-  Minv[44] = t903;
-  const S t904 = t903 - t764;
-  // ---- aba forward 2, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t905 = t4 * t799;
-  const S t906 = t5 * t823;
-  const S t907 = t905 + t906;
-  const S t908 = t5 * t799;
-  const S t909 = t4 * t823;
-  const S t910 = t909 - t908;
-  const S t911 = 0.2155 * t802;
-  const S t912 = 0.2155 * t799;
-  const S t913 = t807 + t911;
-  const S t914 = t811 - t912;
-  const S t915 = t4 * t913;
-  const S t916 = t5 * t913;
-  const S t917 = t162 * t907;
-  const S t918 = -0.006150600000000001 * t910;
-  const S t919 = t173 * t802;
-  const S t920 = t174 * t915;
-  const S t921 = t165 * t916;
-  const S t922 = -t921;
-  const S t923 = t169 * t914;
-  const S t924 = t917 + t918;
-  const S t925 = t920 - t919;
-  const S t926 = t922 - t923;
-  const S t927 = t924 + t925;
-  const S t928 = t926 + t927;
-  const S t929 = 1.0 - t928;
-  const S t930 = t251 * t929;
-  Minv[24] = t930;
-  // ---- aba forward 2, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t931 = t4 * t826;
-  const S t932 = t5 * t850;
-  const S t933 = t931 + t932;
-  const S t934 = t5 * t826;
-  const S t935 = t4 * t850;
-  const S t936 = t935 - t934;
-  const S t937 = 0.2155 * t829;
-  const S t938 = 0.2155 * t826;
-  const S t939 = t834 + t937;
-  const S t940 = t838 - t938;
-  const S t941 = t4 * t939;
-  const S t942 = t5 * t939;
-  const S t943 = t162 * t933;
-  const S t944 = -0.006150600000000001 * t936;
-  const S t945 = t173 * t829;
-  const S t946 = t174 * t941;
-  const S t947 = t165 * t942;
-  const S t948 = -t947;
-  const S t949 = t169 * t940;
-  const S t950 = t943 + t944;
-  const S t951 = t946 - t945;
-  const S t952 = t948 - t949;
-  const S t953 = t950 + t951;
-  const S t954 = t952 + t953;
-  const S t955 = t364 - t954;
-  const S t956 = t251 * t955;
-  Minv[25] = t956;
-  Minv[31] = t956;
-  const S t957 = t956 - t829;
-  // ---- aba forward 2, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t958 = t4 * t853;
-  const S t959 = t5 * t877;
-  const S t960 = t958 + t959;
-  const S t961 = t5 * t853;
-  const S t962 = t4 * t877;
-  const S t963 = t962 - t961;
-  const S t964 = 0.2155 * t856;
-  const S t965 = 0.2155 * t853;
-  const S t966 = t861 + t964;
-  const S t967 = t865 - t965;
-  const S t968 = t4 * t966;
-  const S t969 = t5 * t966;
-  const S t970 = t162 * t960;
-  const S t971 = -0.006150600000000001 * t963;
-  const S t972 = t173 * t856;
-  const S t973 = t174 * t968;
-  const S t974 = t165 * t969;
-  const S t975 = -t974;
-  const S t976 = t169 * t967;
-  const S t977 = t970 + t971;
-  const S t978 = t973 - t972;
-  const S t979 = t975 - t976;
-  const S t980 = t977 + t978;
-  const S t981 = t979 + t980;
-  const S t982 = t390 - t981;
-  const S t983 = t251 * t982;
-  Minv[26] = t983;
-  Minv[38] = t983;
-  const S t984 = t983 - t856;
-  // ---- aba forward 2, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t985 = t4 * t880;
-  const S t986 = t5 * t904;
-  const S t987 = t985 + t986;
-  const S t988 = t5 * t880;
-  const S t989 = t4 * t904;
-  const S t990 = t989 - t988;
-  const S t991 = 0.2155 * t883;
-  const S t992 = 0.2155 * t880;
-  const S t993 = t888 + t991;
-  const S t994 = t892 - t992;
-  const S t995 = t4 * t993;
-  const S t996 = t5 * t993;
-  const S t997 = t162 * t987;
-  const S t998 = -0.006150600000000001 * t990;
-  const S t999 = t173 * t883;
-  const S t1000 = t174 * t995;
-  const S t1001 = t165 * t996;
-  const S t1002 = -t1001;
-  const S t1003 = t169 * t994;
-  const S t1004 = t997 + t998;
-  const S t1005 = t1000 - t999;
-  const S t1006 = t1002 - t1003;
-  const S t1007 = t1004 + t1005;
-  const S t1008 = t1006 + t1007;
-  const S t1009 = t416 - t1008;
-  const S t1010 = t251 * t1009;
-  Minv[27] = t1010;
-  Minv[45] = t1010;
-  const S t1011 = t1010 - t883;
-  // ---- aba forward 2, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t1012 = t6 * t933;
-  const S t1013 = t7 * t957;
-  const S t1014 = t1013 - t1012;
-  const S t1015 = t7 * t933;
-  const S t1016 = t6 * t957;
-  const S t1017 = t1015 + t1016;
-  const S t1018 = 0.1845 * t957;
-  const S t1019 = 0.1845 * t933;
-  const S t1020 = t941 - t1018;
-  const S t1021 = t1019 - t940;
-  const S t1022 = t6 * t1020;
-  const S t1023 = t7 * t1021;
-  const S t1024 = t1023 - t1022;
-  const S t1025 = t7 * t1020;
-  const S t1026 = t6 * t1021;
-  const S t1027 = t1025 + t1026;
-  const S t1028 = t37 * t1014;
-  const S t1029 = t41 * t1017;
-  const S t1030 = t44 * t936;
-  const S t1031 = t45 * t1024;
-  const S t1032 = t46 * t1027;
-  const S t1033 = t16 * t942;
-  const S t1034 = t1028 + t1029;
-  const S t1035 = t1030 + t1031;
-  const S t1036 = t1032 - t1033;
-  const S t1037 = t1034 + t1035;
-  const S t1038 = t1036 + t1037;
-  const S t1039 = 1.0 - t1038;
-  const S t1040 = t56 * t1039;
-  Minv[32] = t1040;
-  // ---- aba forward 2, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t1041 = t6 * t960;
-  const S t1042 = t7 * t984;
-  const S t1043 = t1042 - t1041;
-  const S t1044 = t7 * t960;
-  const S t1045 = t6 * t984;
-  const S t1046 = t1044 + t1045;
-  const S t1047 = 0.1845 * t984;
-  const S t1048 = 0.1845 * t960;
-  const S t1049 = t968 - t1047;
-  const S t1050 = t1048 - t967;
-  const S t1051 = t6 * t1049;
-  const S t1052 = t7 * t1050;
-  const S t1053 = t1052 - t1051;
-  const S t1054 = t7 * t1049;
-  const S t1055 = t6 * t1050;
-  const S t1056 = t1054 + t1055;
-  const S t1057 = t37 * t1043;
-  const S t1058 = t41 * t1046;
-  const S t1059 = t44 * t963;
-  const S t1060 = t45 * t1053;
-  const S t1061 = t46 * t1056;
-  const S t1062 = t16 * t969;
-  const S t1063 = t1057 + t1058;
-  const S t1064 = t1059 + t1060;
-  const S t1065 = t1061 - t1062;
-  const S t1066 = t1063 + t1064;
-  const S t1067 = t1065 + t1066;
-  const S t1068 = t194 - t1067;
-  const S t1069 = t56 * t1068;
-  Minv[33] = t1069;
-  Minv[39] = t1069;
-  const S t1070 = t963 + t1069;
-  // ---- aba forward 2, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t1071 = t6 * t987;
-  const S t1072 = t7 * t1011;
-  const S t1073 = t1072 - t1071;
-  const S t1074 = t7 * t987;
-  const S t1075 = t6 * t1011;
-  const S t1076 = t1074 + t1075;
-  const S t1077 = 0.1845 * t1011;
-  const S t1078 = 0.1845 * t987;
-  const S t1079 = t995 - t1077;
-  const S t1080 = t1078 - t994;
-  const S t1081 = t6 * t1079;
-  const S t1082 = t7 * t1080;
-  const S t1083 = t1082 - t1081;
-  const S t1084 = t7 * t1079;
-  const S t1085 = t6 * t1080;
-  const S t1086 = t1084 + t1085;
-  const S t1087 = t37 * t1073;
-  const S t1088 = t41 * t1076;
-  const S t1089 = t44 * t990;
-  const S t1090 = t45 * t1083;
-  const S t1091 = t46 * t1086;
-  const S t1092 = t16 * t996;
-  const S t1093 = t1087 + t1088;
-  const S t1094 = t1089 + t1090;
-  const S t1095 = t1091 - t1092;
-  const S t1096 = t1093 + t1094;
-  const S t1097 = t1095 + t1096;
-  const S t1098 = t223 - t1097;
-  const S t1099 = t56 * t1098;
-  Minv[34] = t1099;
-  Minv[46] = t1099;
-  const S t1100 = t990 + t1099;
-  // ---- aba forward 2, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t1101 = t9 * t1043;
-  const S t1102 = t8 * t1070;
-  const S t1103 = t1102 - t1101;
-  const S t1104 = 0.2155 * t1046;
-  const S t1105 = t1053 + t1104;
-  const S t1106 = t8 * t1105;
-  const S t1107 = t9 * t969;
-  const S t1108 = t1106 - t1107;
-  const S t1109 = -4.32e-07 * t1103;
-  const S t1110 = 0.008760948000000001 * t1046;
-  const S t1111 = -0.03138 * t1108;
-  const S t1112 = t1109 - t1110;
-  const S t1113 = t1111 + t1112;
-  const S t1114 = 1.0 - t1113;
-  const S t1115 = 114.14289869087226 * t1114;
-  Minv[40] = t1115;
-  // ---- aba forward 2, column 6: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t1116 = t9 * t1073;
-  const S t1117 = t8 * t1100;
-  const S t1118 = t1117 - t1116;
-  const S t1119 = 0.2155 * t1076;
-  const S t1120 = t1083 + t1119;
-  const S t1121 = t8 * t1120;
-  const S t1122 = t9 * t996;
-  const S t1123 = t1121 - t1122;
-  const S t1124 = -4.32e-07 * t1118;
-  const S t1125 = 0.008760948000000001 * t1076;
-  const S t1126 = -0.03138 * t1123;
-  const S t1127 = t1124 - t1125;
-  const S t1128 = t1126 + t1127;
-  const S t1129 = 114.14289869087226 * t1128;
-  const S t1130 = -t1129;
-  Minv[41] = t1130;
-  Minv[47] = t1130;
-  // ---- aba forward 2, column 6: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t1131 = 0.001 * t1118;
-  const S t1132 = 1.0 - t1131;
-  const S t1133 = 1000.0 * t1132;
-  Minv[48] = t1133;
+  const S t558 = t442 * t444;
+  const S t559 = t557 + t558;
+  const S t560 = t362 * t443;
+  const S t561 = t559 + t560;
+  const S t562 = t361 + t561;
+  Minv[32] = t562;
+  const S t563 = t446 * t454;
+  const S t564 = t445 * t460;
+  const S t565 = t563 + t564;
+  const S t566 = t444 * t464;
+  const S t567 = t565 + t566;
+  const S t568 = t443 * t466;
+  const S t569 = t567 - t568;
+  const S t570 = t569 - t467;
+  Minv[33] = t570;
+  Minv[39] = t570;
+  const S t571 = t446 * t479;
+  const S t572 = t445 * t485;
+  const S t573 = t571 + t572;
+  const S t574 = t444 * t490;
+  const S t575 = t573 + t574;
+  const S t576 = t443 * t492;
+  const S t577 = t575 - t576;
+  const S t578 = t577 - t493;
+  Minv[34] = t578;
+  Minv[46] = t578;
+  // ---- ltdl inverse: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t579 = t454 * t471;
+  const S t580 = t460 * t470;
+  const S t581 = t579 + t580;
+  const S t582 = t464 * t469;
+  const S t583 = t581 + t582;
+  const S t584 = t466 * t468;
+  const S t585 = t583 + t584;
+  const S t586 = t326 * t467;
+  const S t587 = t585 + t586;
+  const S t588 = 114.14289869087226 + t587;
+  Minv[40] = t588;
+  const S t589 = t471 * t479;
+  const S t590 = t470 * t485;
+  const S t591 = t589 + t590;
+  const S t592 = t469 * t490;
+  const S t593 = t591 + t592;
+  const S t594 = t468 * t492;
+  const S t595 = t593 + t594;
+  const S t596 = t0 * t467;
+  const S t597 = t595 + t596;
+  Minv[41] = t597;
+  Minv[47] = t597;
+  // ---- ltdl inverse: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t598 = t479 * t497;
+  const S t599 = t485 * t496;
+  const S t600 = t598 + t599;
+  const S t601 = t490 * t495;
+  const S t602 = t600 + t601;
+  const S t603 = t492 * t494;
+  const S t604 = t602 + t603;
+  const S t605 = t0 * t493;
+  const S t606 = t604 + t605;
+  const S t607 = 1000.0 + t606;
+  Minv[48] = t607;
 }
 
 // ---------------------------------------------------------------------------------------------
-// one state per 7 threads: stage s runs after every thread finished stage s-1
+// one state per 6 threads: stage s runs after every thread finished stage s-1
 // ---------------------------------------------------------------------------------------------
 template <typename S>
 __host__ __device__ inline void minv_s0(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba forward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    S t9, t8;
-    rbd_sincos(q[5], t9, t8);
-    w[8] = t8;
-    w[9] = t9;
-    const S t10 = -t9;
-    w[10] = t10;
-    break;
-  }
-  case 1: {
-    // ---- aba forward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    // ---- crba composite inertia: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
     S t1, t0;
-    rbd_sincos(q[1], t1, t0);
+    rbd_sincos(q[5], t1, t0);
     w[0] = t0;
     w[1] = t1;
-    break;
-  }
-  case 2: {
-    // ---- aba forward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    S t3, t2;
-    rbd_sincos(q[2], t3, t2);
-    w[2] = t2;
-    w[3] = t3;
-    break;
-  }
-  case 3: {
-    // ---- aba forward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    S t5, t4;
-    rbd_sincos(q[3], t5, t4);
-    w[4] = t4;
-    w[5] = t5;
-    break;
-  }
-  case 4: {
-    // ---- aba forward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    S t7, t6;
-    rbd_sincos(q[4], t7, t6);
-    w[6] = t6;
-    w[7] = t7;
+    const S t2 = 0.03138 * t1;
+    const S t3 = 0.03138 * t0;
+    w[2] = t3;
+    const S t4 = t1 * t1;
+    const S t5 = 0.004460948 * t4;
+    w[3] = t5;
+    const S t6 = t0 * t1;
+    const S t7 = -4.32e-07 * t1;
+    w[4] = t7;
+    const S t8 = -4.32e-07 * t0;
+    w[5] = t8;
+    const S t9 = 0.009061236 - t5;
+    const S t10 = 0.004460948 * t6;
+    const S t11 = t0 * 0.013524779999999998;
+    const S t12 = t9 + t11;
+    const S t13 = t1 * 0.006762389999999999;
+    const S t14 = t10 + t13;
+    const S t15 = 0.00017 - t2;
+    w[6] = t15;
+    const S t16 = t3 + 0.58175;
+    w[7] = t16;
+    const S t17 = t12 + 0.128093425;
+    w[8] = t17;
+    const S t18 = -3.5700000000000005e-06 + t7;
+    w[9] = t18;
+    const S t19 = -1.2919999999999998e-05 + t14;
+    w[10] = t19;
+    const S t20 = t11 + 0.13410469;
+    w[11] = t20;
+    const S t21 = -0.0025580399999999997 - t8;
+    w[12] = t21;
+    const S t22 = t5 + 0.010350004999999995;
+    w[13] = t22;
     break;
   }
   default:
@@ -1334,78 +783,64 @@ template <typename S>
 __host__ __device__ inline void minv_s1(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba backward: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t11 = w[9] * w[9];
-    const S t12 = 0.005460948021301804 * t11;
-    const S t13 = w[8] * w[9];
-    const S t14 = 0.009061236 - t12;
-    const S t15 = 0.005460948021301804 * t13;
-    const S t16 = t13 * -1.5473393975172153e-06;
-    w[11] = t16;
-    const S t17 = t11 * -1.5473393975172153e-06;
-    const S t18 = -t16;
-    w[12] = t18;
-    const S t19 = 0.0007184526606024828 - t17;
-    const S t20 = w[8] * 0.03138;
-    const S t21 = w[9] * 0.03138;
-    const S t22 = t11 * -0.11239701456965623;
-    const S t23 = 1.9876029854303439 - t22;
-    const S t24 = t13 * -0.11239701456965623;
-    w[13] = t24;
-    const S t25 = w[8] * 0.006762389999999999;
-    const S t26 = t13 * 3.334516401649599e-07;
-    const S t27 = w[9] * 0.006762389999999999;
-    const S t28 = t19 * -0.2155;
-    const S t29 = t23 * -0.046440249999999995;
-    const S t30 = 0.2155 * t23;
-    const S t31 = t13 * -0.024221556639760916;
-    const S t32 = t14 + t25;
-    const S t33 = t25 + t32;
-    const S t34 = t15 + t27;
-    const S t35 = t33 + 0.128093425;
-    w[14] = t35;
-    const S t36 = -3.5700000000000005e-06 + t26;
-    w[15] = t36;
-    const S t37 = -1.2919999999999998e-05 + t34;
-    w[16] = t37;
-    const S t38 = -0.58175 - t20;
-    w[17] = t38;
-    const S t39 = 0.034980000000000004 - t17;
-    w[18] = t39;
-    const S t40 = 0.027819216999999997 - t29;
-    w[19] = t40;
-    const S t41 = -0.0027132 - t28;
-    w[20] = t41;
-    const S t42 = 0.12919999999999998 + t30;
-    w[21] = t42;
-    const S t43 = -0.00017 + t31;
+    // ---- crba composite inertia: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    S t24, t23;
+    rbd_sincos(q[4], t24, t23);
+    w[14] = t23;
+    w[15] = t24;
+    const S t25 = w[6] * t23;
+    w[16] = t25;
+    const S t26 = 0.034980000000000004 * t24;
+    const S t27 = t25 - t26;
+    w[17] = t27;
+    const S t28 = w[6] * t24;
+    w[18] = t28;
+    const S t29 = 0.034980000000000004 * t23;
+    const S t30 = t28 + t29;
+    w[19] = t30;
+    const S t31 = 0.0030499710000000124 - w[3];
+    const S t32 = w[9] + w[9];
+    const S t33 = t24 * t24;
+    const S t34 = t31 * t33;
+    const S t35 = t23 * t24;
+    const S t36 = t32 * t35;
+    const S t37 = t34 + t36;
+    const S t38 = w[10] * t23;
+    w[20] = t38;
+    const S t39 = w[12] * t24;
+    w[21] = t39;
+    const S t40 = t38 - t39;
+    const S t41 = w[10] * t24;
+    const S t42 = w[12] * t23;
+    const S t43 = t41 + t42;
     w[22] = t43;
-    const S t44 = t12 + 0.009350004978698196;
-    w[23] = t44;
-    const S t45 = -0.03498154733939752 - t17;
-    w[24] = t45;
-    const S t46 = 0.00017 - t21;
-    w[25] = t46;
-    const S t47 = 3.6876029854303436 - t22;
-    w[26] = t47;
-    const S t48 = t22 + 3.8;
-    w[27] = t48;
-    break;
-  }
-  case 1: {
-    // ---- aba backward, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t49 = w[8] * -3.5818041609195714;
-    w[28] = t49;
-    const S t50 = w[9] * -3.5818041609195714;
-    w[29] = t50;
-    const S t51 = w[9] * -4.9309732234456816e-05;
-    const S t52 = -t51;
-    w[30] = t52;
-    const S t53 = w[8] * -4.9309732234456816e-05;
-    w[31] = t53;
-    const S t54 = w[8] * -0.7718787966781676;
-    const S t55 = -1.0 + t54;
-    w[32] = t55;
+    const S t44 = w[8] - t37;
+    const S t45 = w[11] + t37;
+    const S t46 = t31 * t35;
+    const S t47 = t32 * t33;
+    const S t48 = t46 - t47;
+    const S t49 = w[9] + t48;
+    w[23] = t49;
+    const S t50 = w[7] * 0.369;
+    const S t51 = t44 + t50;
+    const S t52 = 0.1845 * t27;
+    const S t53 = t52 - t40;
+    w[24] = t53;
+    const S t54 = 0.1845 * t30;
+    const S t55 = t43 - t54;
+    const S t56 = t45 + t50;
+    const S t57 = w[2] + 1.4637499999999999;
+    w[25] = t57;
+    const S t58 = 0.0918 + t30;
+    w[26] = t58;
+    const S t59 = t51 + 0.17459445;
+    w[27] = t59;
+    const S t60 = w[3] + 0.023471204999999995;
+    w[28] = t60;
+    const S t61 = -0.006150600000000001 + t55;
+    w[29] = t61;
+    const S t62 = t56 + 0.17047325;
+    w[30] = t62;
     break;
   }
   default:
@@ -1417,151 +852,66 @@ template <typename S>
 __host__ __device__ inline void minv_s2(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba backward: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t56 = 1.0 / w[23];
-    w[33] = t56;
-    const S t57 = w[16] * t56;
-    w[34] = t57;
-    const S t58 = w[20] * t56;
-    w[35] = t58;
-    const S t59 = w[23] * t56;
-    w[36] = t59;
-    const S t60 = w[24] * t56;
-    w[37] = t60;
-    const S t61 = w[25] * t56;
-    w[38] = t61;
-    const S t62 = w[11] * t56;
-    w[39] = t62;
-    const S t63 = w[16] * t57;
-    const S t64 = w[20] * t57;
-    const S t65 = w[24] * t57;
-    const S t66 = w[25] * t57;
-    const S t67 = w[11] * t57;
-    const S t68 = w[20] * t58;
-    const S t69 = w[24] * t58;
-    const S t70 = w[25] * t58;
-    const S t71 = w[11] * t58;
-    const S t72 = w[24] * t60;
-    const S t73 = w[25] * t60;
-    const S t74 = w[11] * t60;
-    const S t75 = w[25] * t61;
-    const S t76 = w[11] * t61;
-    const S t77 = w[11] * t62;
-    const S t78 = w[14] - t63;
-    const S t79 = w[15] - t64;
-    const S t80 = w[12] - t65;
-    const S t81 = w[17] - t66;
-    const S t82 = w[18] - t67;
-    const S t83 = w[19] - t68;
-    const S t84 = w[21] - t69;
-    const S t85 = w[22] - t71;
-    const S t86 = w[26] - t72;
-    const S t87 = -t73;
-    const S t88 = w[13] - t74;
-    const S t89 = 3.8 - t75;
-    const S t90 = w[27] - t77;
-    const S t91 = t78 - t83;
-    const S t92 = t79 + t79;
-    const S t93 = w[7] * w[7];
-    const S t94 = t91 * t93;
-    const S t95 = w[6] * w[7];
-    const S t96 = t92 * t95;
-    const S t97 = t94 + t96;
-    const S t98 = t78 - t97;
-    const S t99 = t83 + t97;
-    const S t100 = t91 * t95;
-    const S t101 = t92 * t93;
-    const S t102 = t100 - t101;
-    const S t103 = t79 + t102;
-    const S t104 = t70 + t80;
-    const S t105 = t81 + t84;
-    const S t106 = t93 * t104;
-    const S t107 = t95 * t105;
-    const S t108 = t106 + t107;
-    const S t109 = t95 * t104;
-    const S t110 = t93 * t105;
-    const S t111 = t109 - t110;
-    const S t112 = t80 - t108;
-    const S t113 = t81 + t111;
-    const S t114 = t84 + t111;
-    const S t115 = t108 - t70;
-    const S t116 = w[6] * t82;
-    const S t117 = w[7] * t85;
-    const S t118 = t116 - t117;
-    const S t119 = w[7] * t82;
-    const S t120 = w[6] * t85;
-    const S t121 = t119 + t120;
-    const S t122 = t86 - t89;
-    const S t123 = t87 - t73;
-    const S t124 = t93 * t122;
-    const S t125 = t95 * t123;
-    const S t126 = t124 + t125;
-    const S t127 = w[6] * t88;
-    const S t128 = w[7] * t76;
-    const S t129 = t127 + t128;
-    const S t130 = w[7] * t88;
-    const S t131 = w[6] * t76;
-    const S t132 = t130 - t131;
-    w[40] = t132;
-    const S t133 = t86 - t126;
-    const S t134 = t89 + t126;
-    const S t135 = t95 * t122;
-    const S t136 = t93 * t123;
-    const S t137 = t135 - t136;
-    const S t138 = t137 - t73;
-    const S t139 = -t103;
-    const S t140 = -t138;
-    w[41] = t140;
-    const S t141 = -t129;
-    w[42] = t141;
-    const S t142 = t113 * -0.1845;
-    const S t143 = 0.1845 * t112;
-    const S t144 = t115 * -0.1845;
-    const S t145 = 0.1845 * t114;
-    const S t146 = t138 * -0.1845;
-    const S t147 = 0.1845 * t138;
-    const S t148 = t134 * -0.03404025;
-    const S t149 = t138 * 0.03404025;
-    const S t150 = t133 * -0.03404025;
-    const S t151 = 0.1845 * t132;
-    const S t152 = 0.1845 * t134;
-    const S t153 = t133 * -0.1845;
-    const S t154 = t129 * -0.1845;
-    const S t155 = t98 + t142;
-    const S t156 = t142 + t155;
-    const S t157 = t156 - t148;
-    const S t158 = t112 - t147;
-    w[43] = t158;
-    const S t159 = t151 - t118;
-    const S t160 = t139 - t143;
-    const S t161 = t160 - t144;
-    const S t162 = t149 + t161;
-    w[44] = t162;
-    const S t163 = t152 - t113;
-    const S t164 = t153 - t114;
-    const S t165 = t121 - t154;
-    w[45] = t165;
-    const S t166 = t99 + t145;
-    const S t167 = t145 + t166;
-    const S t168 = t167 - t150;
-    const S t169 = t115 - t146;
-    w[46] = t169;
-    const S t170 = 0.045241500000000004 + t157;
-    w[47] = t170;
-    const S t171 = -0.0918 + t159;
-    w[48] = t171;
-    const S t172 = 0.18090000000000003 + t163;
-    w[49] = t172;
-    const S t173 = 0.041120300000000005 + t168;
-    w[50] = t173;
-    const S t174 = -0.18090000000000003 + t164;
-    w[51] = t174;
-    const S t175 = 2.7 + t133;
-    w[52] = t175;
-    const S t176 = 2.7 + t90;
-    w[53] = t176;
-    const S t177 = 2.7 + t134;
-    w[54] = t177;
+    // ---- crba composite inertia: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    S t64, t63;
+    rbd_sincos(q[3], t64, t63);
+    w[2] = t63;
+    w[3] = t64;
+    const S t65 = w[17] * t63;
+    const S t66 = -t65;
+    const S t67 = w[25] * t64;
+    const S t68 = t66 - t67;
+    w[6] = t68;
+    const S t69 = w[17] * t64;
+    w[7] = t69;
+    const S t70 = w[25] * t63;
+    w[8] = t70;
+    const S t71 = t70 - t69;
+    const S t72 = w[27] - w[28];
+    const S t73 = w[24] + w[24];
+    const S t74 = t64 * t64;
+    const S t75 = t72 * t74;
+    const S t76 = t63 * t64;
+    const S t77 = t73 * t76;
+    const S t78 = t75 + t77;
+    const S t79 = w[23] * t63;
+    const S t80 = -t79;
+    const S t81 = w[29] * t64;
+    const S t82 = t80 - t81;
+    w[9] = t82;
+    const S t83 = w[23] * t64;
+    const S t84 = w[29] * t63;
+    const S t85 = t84 - t83;
+    w[10] = t85;
+    const S t86 = w[27] - t78;
+    const S t87 = w[28] + t78;
+    w[11] = t87;
+    const S t88 = t72 * t76;
+    const S t89 = t73 * t74;
+    const S t90 = t88 - t89;
+    const S t91 = w[24] + t90;
+    const S t92 = -t82;
+    w[12] = t92;
+    const S t93 = t71 * 0.431;
+    const S t94 = t86 + t93;
+    const S t95 = 0.2155 * t68;
+    const S t96 = t91 - t95;
+    w[31] = t96;
+    const S t97 = w[30] + t93;
+    const S t98 = 0.2155 * w[26];
+    const S t99 = t98 - t85;
+    const S t100 = -0.00180000000000001 - w[19];
+    w[32] = t100;
+    const S t101 = t71 + 1.79075;
+    w[33] = t101;
+    const S t102 = t94 + 0.435261625;
+    w[34] = t102;
+    const S t103 = t97 + 0.42756162499999995;
+    w[35] = t103;
+    const S t104 = -0.0117 + t99;
+    w[36] = t104;
+    const S t105 = 0.0127 + t87;
+    w[37] = t105;
     break;
   }
   default:
@@ -1573,232 +923,59 @@ template <typename S>
 __host__ __device__ inline void minv_s3(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba backward: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t251 = 1.0 / w[50];
-    w[62] = t251;
-    const S t252 = w[44] * t251;
-    w[63] = t252;
-    const S t253 = -0.006150600000000001 * t251;
-    w[64] = t253;
-    const S t254 = w[50] * t251;
-    w[65] = t254;
-    const S t255 = w[51] * t251;
-    w[66] = t255;
-    const S t256 = w[45] * t251;
-    w[67] = t256;
-    const S t257 = w[46] * t251;
-    w[68] = t257;
-    const S t258 = w[44] * t252;
-    const S t259 = -0.006150600000000001 * t252;
-    const S t260 = w[51] * t252;
-    const S t261 = w[45] * t252;
-    const S t262 = w[46] * t252;
-    const S t263 = t251 * 3.782988036000001e-05;
-    const S t264 = w[51] * t253;
-    const S t265 = w[45] * t253;
-    const S t266 = w[46] * t253;
-    const S t267 = w[51] * t255;
-    const S t268 = w[45] * t255;
-    const S t269 = w[46] * t255;
-    const S t270 = w[45] * t256;
-    const S t271 = w[46] * t256;
-    const S t272 = w[46] * t257;
-    const S t273 = w[47] - t258;
-    const S t274 = -t259;
-    const S t275 = w[43] - t260;
-    const S t276 = w[48] - t261;
-    const S t277 = w[49] - t262;
-    const S t278 = 0.013121200000000001 - t263;
-    const S t279 = 0.0918 - t264;
-    const S t280 = w[52] - t267;
-    const S t281 = w[42] - t268;
-    const S t282 = w[41] - t269;
-    const S t283 = w[53] - t270;
-    const S t284 = w[40] - t271;
-    const S t285 = w[54] - t272;
-    const S t286 = t273 - t278;
-    const S t287 = t274 - t259;
-    const S t288 = w[5] * w[5];
-    const S t289 = t286 * t288;
-    const S t290 = w[4] * w[5];
-    const S t291 = t287 * t290;
-    const S t292 = t289 + t291;
-    const S t293 = t273 - t292;
-    const S t294 = t278 + t292;
-    const S t295 = t286 * t290;
-    const S t296 = t287 * t288;
-    const S t297 = t295 - t296;
-    const S t298 = t297 - t259;
-    const S t299 = t265 + t275;
-    const S t300 = t276 + t279;
-    const S t301 = t288 * t299;
-    const S t302 = t290 * t300;
-    const S t303 = t301 + t302;
-    const S t304 = t290 * t299;
-    const S t305 = t288 * t300;
-    const S t306 = t304 - t305;
-    const S t307 = t275 - t303;
-    const S t308 = t279 + t306;
-    const S t309 = w[4] * t277;
-    const S t310 = w[5] * t266;
-    const S t311 = t309 + t310;
-    const S t312 = w[5] * t277;
-    const S t313 = w[4] * t266;
-    const S t314 = t312 - t313;
-    w[69] = t314;
-    const S t315 = t280 - t283;
-    const S t316 = t281 + t281;
-    const S t317 = t288 * t315;
-    const S t318 = t290 * t316;
-    const S t319 = t317 + t318;
-    const S t320 = w[4] * t282;
-    const S t321 = w[5] * t284;
-    const S t322 = t320 - t321;
-    w[70] = t322;
-    const S t323 = t280 - t319;
-    const S t324 = 0.2155 * t311;
-    const S t325 = -0.2155 * t307;
-    const S t326 = 0.2155 * t314;
-    const S t327 = -0.2155 * t308;
-    const S t328 = 0.2155 * t322;
-    w[71] = t328;
-    const S t329 = -0.2155 * t322;
-    const S t330 = -0.046440249999999995 * t285;
-    const S t331 = t322 * 0.046440249999999995;
-    const S t332 = -0.046440249999999995 * t323;
-    const S t333 = -0.2155 * t285;
-    const S t334 = 0.2155 * t323;
-    const S t335 = t293 + t324;
-    const S t336 = t324 + t335;
-    const S t337 = t336 - t330;
-    const S t338 = t307 - t329;
-    w[72] = t338;
-    const S t339 = t331 - t325;
-    w[73] = t339;
-    const S t340 = t333 - t311;
-    const S t341 = t298 + t326;
-    w[74] = t341;
-    const S t342 = 0.13340000000000002 + t337;
-    w[75] = t342;
-    const S t343 = -0.39 + t340;
-    w[76] = t343;
-    const S t344 = 0.1257 - t332;
-    w[77] = t344;
-    const S t345 = -0.0117 - t327;
-    w[78] = t345;
-    const S t346 = 0.39 + t334;
-    w[79] = t346;
-    const S t347 = 0.0127 + t294;
-    w[80] = t347;
-    const S t348 = -0.09 + t308;
-    w[81] = t348;
-    const S t349 = 3.0 + t323;
-    w[82] = t349;
-    const S t350 = 3.0 + t285;
-    w[83] = t350;
-    break;
-  }
-  case 1: {
-    // ---- aba backward, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t194 = -w[31];
-    w[17] = t194;
-    const S t195 = w[31] * w[34];
-    const S t196 = w[31] * w[35];
-    const S t197 = w[31] * w[36];
-    const S t198 = w[31] * w[37];
-    const S t199 = w[31] * w[38];
-    const S t200 = w[31] * w[39];
-    const S t201 = w[30] - t195;
-    const S t202 = w[32] - t196;
-    const S t203 = w[31] - t197;
-    w[18] = t203;
-    const S t204 = w[28] - t198;
-    const S t205 = w[29] - t200;
-    w[19] = t205;
-    const S t206 = w[6] * t204;
-    const S t207 = -t206;
-    const S t208 = w[7] * t199;
-    const S t209 = t207 - t208;
-    w[21] = t209;
-    const S t210 = w[7] * t204;
-    const S t211 = w[6] * t199;
-    const S t212 = t210 - t211;
-    w[22] = t212;
-    const S t213 = w[6] * t201;
-    const S t214 = w[7] * t202;
-    const S t215 = t214 - t213;
-    const S t216 = w[7] * t201;
-    const S t217 = w[6] * t202;
-    const S t218 = t216 + t217;
-    const S t219 = 0.1845 * t212;
-    const S t220 = 0.1845 * t209;
-    const S t221 = t215 + t219;
-    w[26] = t221;
-    const S t222 = t218 - t220;
-    w[27] = t222;
-    break;
-  }
-  case 2: {
-    // ---- aba backward, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t223 = -w[8];
-    w[55] = t223;
-    const S t224 = w[8] * w[34];
-    const S t225 = w[8] * w[35];
-    const S t226 = w[8] * w[36];
-    const S t227 = w[8] * w[37];
-    const S t228 = w[8] * w[38];
-    const S t229 = w[8] * w[39];
-    const S t230 = -t229;
-    w[56] = t230;
-    const S t231 = w[10] - t224;
-    const S t232 = w[8] - t226;
-    w[57] = t232;
-    const S t233 = w[6] * t227;
-    const S t234 = w[7] * t228;
-    const S t235 = t233 - t234;
-    w[58] = t235;
-    const S t236 = w[7] * t227;
-    const S t237 = -t236;
-    const S t238 = w[6] * t228;
-    const S t239 = t237 - t238;
-    w[59] = t239;
-    const S t240 = w[6] * t231;
-    const S t241 = -t240;
-    const S t242 = w[7] * t225;
-    const S t243 = t241 - t242;
-    const S t244 = w[7] * t231;
-    const S t245 = w[6] * t225;
-    const S t246 = t244 - t245;
-    const S t247 = 0.1845 * t239;
-    const S t248 = 0.1845 * t235;
-    const S t249 = t243 + t247;
-    w[60] = t249;
-    const S t250 = t246 - t248;
-    w[61] = t250;
-    break;
-  }
-  case 3: {
-    // ---- aba backward, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t178 = w[6] * w[37];
-    const S t179 = w[7] * w[38];
-    const S t180 = t179 - t178;
-    w[12] = t180;
-    const S t181 = w[7] * w[37];
-    const S t182 = w[6] * w[38];
-    const S t183 = t181 + t182;
-    w[13] = t183;
-    const S t184 = w[6] * w[34];
-    const S t185 = w[7] * w[35];
-    const S t186 = t185 - t184;
-    const S t187 = w[7] * w[34];
-    const S t188 = w[6] * w[35];
-    const S t189 = t187 + t188;
-    const S t190 = 0.1845 * t183;
-    const S t191 = 0.1845 * t180;
-    const S t192 = t186 + t190;
-    w[14] = t192;
-    const S t193 = t189 - t191;
-    w[15] = t193;
+    // ---- crba composite inertia: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    S t107, t106;
+    rbd_sincos(q[2], t107, t106);
+    w[17] = t106;
+    w[19] = t107;
+    const S t108 = w[6] * t106;
+    const S t109 = w[32] * t107;
+    const S t110 = t108 - t109;
+    const S t111 = w[6] * t107;
+    const S t112 = w[32] * t106;
+    const S t113 = t111 + t112;
+    const S t114 = w[34] - w[35];
+    const S t115 = w[12] - w[9];
+    const S t116 = t107 * t107;
+    const S t117 = t114 * t116;
+    const S t118 = t106 * t107;
+    const S t119 = t115 * t118;
+    const S t120 = t117 + t119;
+    const S t121 = w[31] * t106;
+    w[23] = t121;
+    const S t122 = w[36] * t107;
+    w[24] = t122;
+    const S t123 = t121 - t122;
+    const S t124 = w[31] * t107;
+    const S t125 = w[36] * t106;
+    const S t126 = t124 + t125;
+    const S t127 = w[34] - t120;
+    const S t128 = w[35] + t120;
+    const S t129 = t114 * t118;
+    const S t130 = t115 * t116;
+    const S t131 = t129 - t130;
+    const S t132 = t131 - w[9];
+    const S t133 = w[33] * 0.409;
+    const S t134 = t127 + t133;
+    const S t135 = 0.2045 * t110;
+    w[25] = t135;
+    const S t136 = t135 - t123;
+    const S t137 = 0.2045 * t113;
+    const S t138 = t126 - t137;
+    w[26] = t138;
+    const S t139 = t128 + t133;
+    const S t140 = t134 + 0.46827237499999996;
+    w[27] = t140;
+    const S t141 = -7.079999999999999e-05 + t136;
+    w[28] = t141;
+    const S t142 = -5.04e-05 - t132;
+    w[29] = t142;
+    const S t143 = w[11] + 0.03775635999999999;
+    w[38] = t143;
+    const S t144 = -0.009912 + t138;
+    w[39] = t144;
+    const S t145 = t139 + 0.455216735;
+    w[40] = t145;
     break;
   }
   default:
@@ -1810,227 +987,25 @@ template <typename S>
 __host__ __device__ inline void minv_s4(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba backward: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t442 = 1.0 / w[80];
-    w[86] = t442;
-    const S t443 = w[74] * t442;
-    w[87] = t443;
-    const S t444 = w[78] * t442;
-    w[88] = t444;
-    const S t445 = w[80] * t442;
-    w[89] = t445;
-    const S t446 = w[81] * t442;
-    w[90] = t446;
-    const S t447 = w[69] * t442;
-    w[91] = t447;
-    const S t448 = w[74] * t443;
-    const S t449 = w[78] * t443;
-    const S t450 = w[81] * t443;
-    const S t451 = w[69] * t443;
-    const S t452 = w[78] * t444;
-    const S t453 = w[81] * t444;
-    const S t454 = w[69] * t444;
-    const S t455 = w[81] * t446;
-    const S t456 = w[69] * t446;
-    const S t457 = w[69] * t447;
-    const S t458 = w[75] - t448;
-    const S t459 = w[73] - t449;
-    const S t460 = w[72] - t450;
-    const S t461 = w[76] + t451;
-    const S t462 = w[77] - t452;
-    const S t463 = w[79] - t453;
-    const S t464 = t454 - w[71];
-    const S t465 = w[82] - t455;
-    const S t466 = t456 - w[70];
-    const S t467 = w[83] - t457;
-    const S t468 = t458 - t462;
-    const S t469 = t459 + t459;
-    const S t470 = w[3] * w[3];
-    const S t471 = t468 * t470;
-    const S t472 = w[2] * w[3];
-    const S t473 = t469 * t472;
-    const S t474 = t471 + t473;
-    const S t475 = t458 - t474;
-    const S t476 = t462 + t474;
-    const S t477 = t468 * t472;
-    const S t478 = t469 * t470;
-    const S t479 = t477 - t478;
-    const S t480 = t459 + t479;
-    const S t481 = t460 - t464;
-    const S t482 = t461 + t463;
-    const S t483 = t470 * t481;
-    const S t484 = t472 * t482;
-    const S t485 = t483 + t484;
-    const S t486 = t472 * t481;
-    const S t487 = t470 * t482;
-    const S t488 = t486 - t487;
-    const S t489 = t460 - t485;
-    const S t490 = t461 + t488;
-    const S t491 = t463 + t488;
-    const S t492 = t464 + t485;
-    const S t493 = t465 - t467;
-    const S t494 = t466 + t466;
-    const S t495 = t470 * t493;
-    const S t496 = t472 * t494;
-    const S t497 = t495 + t496;
-    const S t498 = t465 - t497;
-    const S t499 = t467 + t497;
-    const S t500 = t472 * t493;
-    const S t501 = t470 * t494;
-    const S t502 = t500 - t501;
-    const S t503 = t466 + t502;
-    const S t504 = -t480;
-    const S t505 = t490 * -0.2045;
-    const S t506 = 0.2045 * t489;
-    const S t507 = t492 * -0.2045;
-    const S t508 = 0.2045 * t491;
-    const S t509 = t499 * -0.041820249999999996;
-    const S t510 = t503 * 0.041820249999999996;
-    const S t511 = t498 * -0.041820249999999996;
-    const S t512 = t475 + t505;
-    const S t513 = t505 + t512;
-    const S t514 = t513 - t509;
-    const S t515 = t504 - t506;
-    const S t516 = t515 - t507;
-    const S t517 = t510 + t516;
-    const S t518 = t476 + t508;
-    const S t519 = t508 + t518;
-    const S t520 = t519 - t511;
-    const S t521 = 0.07098 + t514;
-    w[92] = t521;
-    const S t522 = -5.04e-05 + t517;
-    w[93] = t522;
-    const S t523 = 0.057924359999999994 + t520;
-    w[94] = t523;
-    break;
-  }
-  case 1: {
-    // ---- aba backward, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t364 = -w[15];
-    w[31] = t364;
-    const S t365 = w[15] * w[63];
-    const S t366 = w[15] * w[64];
-    const S t367 = w[15] * w[65];
-    const S t368 = w[15] * w[66];
-    const S t369 = w[15] * w[67];
-    const S t370 = w[15] * w[68];
-    const S t371 = w[14] - t365;
-    const S t372 = w[36] - t366;
-    const S t373 = w[15] - t367;
-    const S t374 = w[12] - t368;
-    const S t375 = w[39] - t369;
-    const S t376 = w[13] - t370;
-    w[32] = t376;
-    const S t377 = w[4] * t374;
-    const S t378 = w[5] * t375;
-    const S t379 = t377 - t378;
-    w[34] = t379;
-    const S t380 = w[4] * t371;
-    const S t381 = w[5] * t372;
-    const S t382 = t380 - t381;
-    const S t383 = w[5] * t371;
-    const S t384 = w[4] * t372;
-    const S t385 = t383 + t384;
-    w[35] = t385;
-    const S t386 = 0.2155 * t376;
-    const S t387 = 0.2155 * t379;
-    const S t388 = t382 + t386;
-    w[37] = t388;
-    const S t389 = t387 - t373;
-    w[38] = t389;
-    break;
-  }
-  case 2: {
-    // ---- aba backward, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t390 = -w[27];
-    w[40] = t390;
-    const S t391 = w[27] * w[63];
-    const S t392 = w[27] * w[64];
-    const S t393 = w[27] * w[65];
-    const S t394 = w[27] * w[66];
-    const S t395 = w[27] * w[67];
-    const S t396 = w[27] * w[68];
-    const S t397 = w[26] - t391;
-    const S t398 = w[18] - t392;
-    const S t399 = w[27] - t393;
-    const S t400 = w[21] - t394;
-    const S t401 = w[19] - t395;
-    const S t402 = w[22] - t396;
-    w[41] = t402;
-    const S t403 = w[4] * t400;
-    const S t404 = w[5] * t401;
-    const S t405 = t403 - t404;
-    w[42] = t405;
-    const S t406 = w[4] * t397;
-    const S t407 = w[5] * t398;
-    const S t408 = t406 - t407;
-    const S t409 = w[5] * t397;
-    const S t410 = w[4] * t398;
-    const S t411 = t409 + t410;
-    w[43] = t411;
-    const S t412 = 0.2155 * t402;
-    const S t413 = 0.2155 * t405;
-    const S t414 = t408 + t412;
-    w[47] = t414;
-    const S t415 = t413 - t399;
-    w[48] = t415;
-    break;
-  }
-  case 3: {
-    // ---- aba backward, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t416 = -w[61];
-    w[49] = t416;
-    const S t417 = w[61] * w[63];
-    const S t418 = w[61] * w[64];
-    const S t419 = w[61] * w[65];
-    const S t420 = w[61] * w[66];
-    const S t421 = w[61] * w[67];
-    const S t422 = w[61] * w[68];
-    const S t423 = w[60] - t417;
-    const S t424 = w[57] - t418;
-    const S t425 = w[61] - t419;
-    const S t426 = w[58] - t420;
-    const S t427 = w[56] - t421;
-    const S t428 = w[59] - t422;
-    w[52] = t428;
-    const S t429 = w[4] * t426;
-    const S t430 = w[5] * t427;
-    const S t431 = t429 - t430;
-    w[53] = t431;
-    const S t432 = w[4] * t423;
-    const S t433 = w[5] * t424;
-    const S t434 = t432 - t433;
-    const S t435 = w[5] * t423;
-    const S t436 = w[4] * t424;
-    const S t437 = t435 + t436;
-    w[54] = t437;
-    const S t438 = 0.2155 * t428;
-    const S t439 = 0.2155 * t431;
-    const S t440 = t434 + t438;
-    w[84] = t440;
-    const S t441 = t439 - t425;
-    w[85] = t441;
-    break;
-  }
-  case 4: {
-    // ---- aba backward, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t351 = w[4] * w[66];
-    const S t352 = w[5] * w[67];
-    const S t353 = t351 - t352;
-    w[10] = t353;
-    const S t354 = w[4] * w[63];
-    const S t355 = w[5] * w[64];
-    const S t356 = t354 - t355;
-    const S t357 = w[5] * w[63];
-    const S t358 = w[4] * w[64];
-    const S t359 = t357 + t358;
-    w[28] = t359;
-    const S t360 = 0.2155 * w[68];
-    const S t361 = 0.2155 * t353;
-    const S t362 = t356 + t360;
-    w[29] = t362;
-    const S t363 = t361 - w[65];
-    w[30] = t363;
+    // ---- crba composite inertia: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    S t147, t146;
+    rbd_sincos(q[1], t147, t146);
+    w[6] = t146;
+    w[11] = t147;
+    const S t148 = w[27] - w[38];
+    const S t149 = w[28] + w[28];
+    const S t150 = t147 * t147;
+    const S t151 = t148 * t150;
+    const S t152 = t146 * t147;
+    const S t153 = t149 * t152;
+    const S t154 = t151 + t153;
+    const S t155 = w[29] * t147;
+    const S t156 = w[39] * t146;
+    const S t157 = t155 + t156;
+    w[12] = t157;
+    const S t158 = w[38] + t154;
+    const S t159 = 0.0236 + t158;
+    w[31] = t159;
     break;
   }
   default:
@@ -2042,192 +1017,171 @@ template <typename S>
 __host__ __device__ inline void minv_s5(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba backward, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t541 = -w[28];
-    w[14] = t541;
-    const S t542 = w[28] * w[87];
-    const S t543 = w[28] * w[88];
-    const S t544 = w[28] * w[89];
-    const S t545 = w[28] * w[90];
-    const S t546 = w[28] * w[91];
-    const S t547 = w[29] - t542;
-    const S t548 = w[30] - t543;
-    const S t549 = w[28] - t544;
-    w[15] = t549;
-    const S t550 = w[10] - t545;
-    const S t551 = t546 - w[68];
-    const S t552 = w[2] * t550;
-    const S t553 = w[3] * t551;
-    const S t554 = t553 - t552;
-    const S t555 = w[3] * t550;
-    const S t556 = w[2] * t551;
-    const S t557 = t555 + t556;
-    const S t558 = w[2] * t547;
-    const S t559 = w[3] * t548;
-    const S t560 = t559 - t558;
-    const S t561 = w[3] * t547;
-    const S t562 = w[2] * t548;
-    const S t563 = t561 + t562;
-    const S t564 = 0.2045 * t557;
-    const S t565 = 0.2045 * t554;
-    const S t566 = t560 + t564;
-    w[18] = t566;
-    const S t567 = t563 - t565;
-    w[19] = t567;
+    // ---- crba columns: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t223 = w[0] * -0.03138;
+    const S t224 = w[1] * -0.03138;
+    const S t225 = w[0] * -0.006762389999999999;
+    const S t226 = -0.008760948000000001 + t225;
+    const S t227 = w[14] * t223;
+    const S t228 = w[15] * t223;
+    const S t229 = w[4] * w[14];
+    const S t230 = w[15] * t226;
+    const S t231 = t229 + t230;
+    const S t232 = w[4] * w[15];
+    const S t233 = w[14] * t226;
+    const S t234 = t233 - t232;
+    const S t235 = 0.1845 * t228;
+    const S t236 = 0.1845 * t227;
+    const S t237 = t231 + t235;
+    const S t238 = t234 + t236;
+    w[36] = t238;
+    const S t239 = w[2] * t227;
+    const S t240 = -t239;
+    const S t241 = w[3] * t224;
+    const S t242 = t240 - t241;
+    const S t243 = w[2] * t237;
+    const S t244 = w[5] * w[3];
+    const S t245 = t243 - t244;
+    const S t246 = w[3] * t237;
+    const S t247 = w[5] * w[2];
+    const S t248 = t246 + t247;
+    w[38] = t248;
+    const S t249 = 0.2155 * t228;
+    const S t250 = 0.2155 * t242;
+    const S t251 = t245 + t249;
+    const S t252 = t250 - t238;
+    const S t253 = w[17] * t242;
+    const S t254 = -t253;
+    const S t255 = w[19] * t228;
+    const S t256 = t254 - t255;
+    const S t257 = w[19] * t242;
+    const S t258 = w[17] * t228;
+    const S t259 = t257 - t258;
+    const S t260 = w[17] * t251;
+    const S t261 = w[19] * t252;
+    const S t262 = t261 - t260;
+    const S t263 = w[19] * t251;
+    const S t264 = w[17] * t252;
+    const S t265 = t263 + t264;
+    const S t266 = 0.2045 * t259;
+    const S t267 = 0.2045 * t256;
+    const S t268 = t262 + t266;
+    const S t269 = t265 - t267;
+    w[39] = t269;
+    const S t270 = w[11] * t268;
+    const S t271 = w[6] * t248;
+    const S t272 = t270 + t271;
+    w[41] = t272;
     break;
   }
   case 1: {
-    // ---- aba backward, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t568 = -w[35];
-    w[21] = t568;
-    const S t569 = w[35] * w[87];
-    const S t570 = w[35] * w[88];
-    const S t571 = w[35] * w[89];
-    const S t572 = w[35] * w[90];
-    const S t573 = w[35] * w[91];
-    const S t574 = w[37] - t569;
-    const S t575 = w[38] - t570;
-    const S t576 = w[35] - t571;
-    w[22] = t576;
-    const S t577 = w[34] - t572;
-    const S t578 = t573 - w[32];
-    const S t579 = w[2] * t577;
-    const S t580 = w[3] * t578;
-    const S t581 = t580 - t579;
-    const S t582 = w[3] * t577;
-    const S t583 = w[2] * t578;
-    const S t584 = t582 + t583;
-    const S t585 = w[2] * t574;
-    const S t586 = w[3] * t575;
-    const S t587 = t586 - t585;
-    const S t588 = w[3] * t574;
-    const S t589 = w[2] * t575;
-    const S t590 = t588 + t589;
-    const S t591 = 0.2045 * t584;
-    const S t592 = 0.2045 * t581;
-    const S t593 = t587 + t591;
-    w[26] = t593;
-    const S t594 = t590 - t592;
-    w[27] = t594;
+    // ---- crba columns: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t183 = w[14] * -0.034980000000000004;
+    const S t184 = w[18] - t183;
+    const S t185 = w[15] * -0.034980000000000004;
+    const S t186 = w[16] + t185;
+    const S t187 = w[21] - w[20];
+    const S t188 = 0.1845 * t186;
+    const S t189 = 0.1845 * t184;
+    const S t190 = t187 + t188;
+    const S t191 = w[22] - t189;
+    w[32] = t191;
+    const S t192 = w[2] * t184;
+    const S t193 = w[2] * t190;
+    const S t194 = w[13] * w[3];
+    const S t195 = t193 - t194;
+    const S t196 = w[3] * t190;
+    const S t197 = w[13] * w[2];
+    const S t198 = t196 + t197;
+    w[33] = t198;
+    const S t199 = 0.2155 * t186;
+    const S t200 = 0.2155 * t192;
+    const S t201 = t195 + t199;
+    const S t202 = t200 - t191;
+    const S t203 = w[17] * t192;
+    const S t204 = -t203;
+    const S t205 = w[19] * t186;
+    const S t206 = t204 - t205;
+    const S t207 = w[19] * t192;
+    const S t208 = w[17] * t186;
+    const S t209 = t207 - t208;
+    const S t210 = w[17] * t201;
+    const S t211 = w[19] * t202;
+    const S t212 = t211 - t210;
+    const S t213 = w[19] * t201;
+    const S t214 = w[17] * t202;
+    const S t215 = t213 + t214;
+    const S t216 = 0.2045 * t209;
+    const S t217 = 0.2045 * t206;
+    const S t218 = t212 + t216;
+    const S t219 = t215 - t217;
+    w[34] = t219;
+    const S t220 = w[11] * t218;
+    const S t221 = w[6] * t198;
+    const S t222 = t220 + t221;
+    w[35] = t222;
     break;
   }
   case 2: {
-    // ---- aba backward, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t595 = -w[43];
-    w[36] = t595;
-    const S t596 = w[43] * w[87];
-    const S t597 = w[43] * w[88];
-    const S t598 = w[43] * w[89];
-    const S t599 = w[43] * w[90];
-    const S t600 = w[43] * w[91];
-    const S t601 = w[47] - t596;
-    const S t602 = w[48] - t597;
-    const S t603 = w[43] - t598;
-    w[39] = t603;
-    const S t604 = w[42] - t599;
-    const S t605 = t600 - w[41];
-    const S t606 = w[2] * t604;
-    const S t607 = w[3] * t605;
-    const S t608 = t607 - t606;
-    const S t609 = w[3] * t604;
-    const S t610 = w[2] * t605;
-    const S t611 = t609 + t610;
-    const S t612 = w[2] * t601;
-    const S t613 = w[3] * t602;
-    const S t614 = t613 - t612;
-    const S t615 = w[3] * t601;
-    const S t616 = w[2] * t602;
-    const S t617 = t615 + t616;
-    const S t618 = 0.2045 * t611;
-    const S t619 = 0.2045 * t608;
-    const S t620 = t614 + t618;
-    w[56] = t620;
-    const S t621 = t617 - t619;
-    w[57] = t621;
+    // ---- crba columns: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t273 = 0.001 * w[1];
+    const S t274 = 0.001 * w[0];
+    w[42] = t274;
+    const S t275 = w[14] * t273;
+    const S t276 = w[15] * t273;
+    w[43] = t276;
+    const S t277 = w[2] * t275;
+    const S t278 = w[3] * t274;
+    const S t279 = t277 - t278;
+    const S t280 = w[3] * t275;
+    const S t281 = w[2] * t274;
+    const S t282 = t280 + t281;
+    w[44] = t282;
+    const S t283 = w[17] * t279;
+    const S t284 = w[19] * t276;
+    const S t285 = t284 - t283;
+    const S t286 = w[19] * t279;
+    const S t287 = w[17] * t276;
+    const S t288 = t286 + t287;
+    w[45] = t288;
+    const S t289 = w[11] * t285;
+    const S t290 = w[6] * t282;
+    const S t291 = t289 + t290;
+    w[46] = t291;
     break;
   }
   case 3: {
-    // ---- aba backward, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t622 = -w[54];
-    w[58] = t622;
-    const S t623 = w[54] * w[87];
-    const S t624 = w[54] * w[88];
-    const S t625 = w[54] * w[89];
-    const S t626 = w[54] * w[90];
-    const S t627 = w[54] * w[91];
-    const S t628 = w[84] - t623;
-    const S t629 = w[85] - t624;
-    const S t630 = w[54] - t625;
-    w[59] = t630;
-    const S t631 = w[53] - t626;
-    const S t632 = t627 - w[52];
-    const S t633 = w[2] * t631;
-    const S t634 = w[3] * t632;
-    const S t635 = t634 - t633;
-    const S t636 = w[3] * t631;
-    const S t637 = w[2] * t632;
-    const S t638 = t636 + t637;
-    const S t639 = w[2] * t628;
-    const S t640 = w[3] * t629;
-    const S t641 = t640 - t639;
-    const S t642 = w[3] * t628;
-    const S t643 = w[2] * t629;
-    const S t644 = t642 + t643;
-    const S t645 = 0.2045 * t638;
-    const S t646 = 0.2045 * t635;
-    const S t647 = t641 + t645;
-    w[60] = t647;
-    const S t648 = t644 - t646;
-    w[61] = t648;
+    // ---- crba columns: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t165 = w[7] - w[8];
+    const S t166 = 0.2155 * t165;
+    const S t167 = t166 - w[30];
+    const S t168 = w[17] * t165;
+    const S t169 = w[19] * t165;
+    const S t170 = w[9] * w[17];
+    const S t171 = w[19] * t167;
+    const S t172 = t171 - t170;
+    const S t173 = w[9] * w[19];
+    const S t174 = w[17] * t167;
+    const S t175 = t173 + t174;
+    const S t176 = 0.2045 * t169;
+    const S t177 = 0.2045 * t168;
+    const S t178 = t172 + t176;
+    const S t179 = t175 + t177;
+    w[28] = t179;
+    const S t180 = w[11] * t178;
+    const S t181 = w[10] * w[6];
+    const S t182 = t180 + t181;
+    w[29] = t182;
     break;
   }
   case 4: {
-    // ---- aba backward: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t649 = 1.0 / w[94];
-    w[63] = t649;
-    const S t650 = w[93] * t649;
-    w[64] = t650;
-    const S t651 = -0.009912 * t649;
-    w[65] = t651;
-    const S t652 = w[93] * t650;
-    const S t653 = -0.009912 * t650;
-    const S t654 = t649 * 9.824774400000002e-05;
-    const S t655 = w[92] - t652;
-    const S t656 = -7.079999999999999e-05 - t653;
-    const S t657 = 0.02505636 - t654;
-    const S t658 = t655 - t657;
-    const S t659 = t656 + t656;
-    const S t660 = w[1] * w[1];
-    const S t661 = t658 * t660;
-    const S t662 = w[0] * w[1];
-    const S t663 = t659 * t662;
-    const S t664 = t661 + t663;
-    const S t665 = t657 + t664;
-    const S t666 = 0.0236 + t665;
-    w[66] = t666;
-    break;
-  }
-  case 5: {
-    // ---- aba backward, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t524 = w[2] * w[90];
-    const S t525 = -t524;
-    const S t526 = w[3] * w[91];
-    const S t527 = t525 - t526;
-    const S t528 = w[3] * w[90];
-    const S t529 = w[2] * w[91];
-    const S t530 = t528 - t529;
-    const S t531 = w[2] * w[87];
-    const S t532 = w[3] * w[88];
-    const S t533 = t532 - t531;
-    const S t534 = w[3] * w[87];
-    const S t535 = w[2] * w[88];
-    const S t536 = t534 + t535;
-    const S t537 = 0.2045 * t530;
-    const S t538 = 0.2045 * t527;
-    const S t539 = t533 + t537;
-    w[12] = t539;
-    const S t540 = t536 - t538;
-    w[13] = t540;
+    // ---- crba columns: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t160 = w[24] - w[23];
+    const S t161 = w[25] + t160;
+    const S t162 = w[11] * t161;
+    const S t163 = w[37] * w[6];
+    const S t164 = t162 + t163;
+    w[27] = t164;
     break;
   }
   default:
@@ -2239,88 +1193,60 @@ template <typename S>
 __host__ __device__ inline void minv_s6(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba backward, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t670 = -w[13];
-    w[28] = t670;
-    const S t671 = w[13] * w[64];
-    const S t672 = w[13] * w[65];
-    const S t673 = w[12] - t671;
-    const S t674 = w[89] - t672;
-    const S t675 = w[1] * t673;
-    const S t676 = w[0] * t674;
-    const S t677 = t675 + t676;
-    w[29] = t677;
-    break;
-  }
-  case 1: {
-    // ---- aba backward, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t678 = -w[19];
-    w[30] = t678;
-    const S t679 = w[19] * w[64];
-    const S t680 = w[19] * w[65];
-    const S t681 = w[18] - t679;
-    const S t682 = w[15] - t680;
-    const S t683 = w[1] * t681;
-    const S t684 = w[0] * t682;
-    const S t685 = t683 + t684;
-    w[32] = t685;
-    break;
-  }
-  case 2: {
-    // ---- aba backward, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t686 = -w[27];
-    w[34] = t686;
-    const S t687 = w[27] * w[64];
-    const S t688 = w[27] * w[65];
-    const S t689 = w[26] - t687;
-    const S t690 = w[22] - t688;
-    const S t691 = w[1] * t689;
-    const S t692 = w[0] * t690;
-    const S t693 = t691 + t692;
-    w[35] = t693;
-    break;
-  }
-  case 3: {
-    // ---- aba backward, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t694 = -w[57];
-    w[37] = t694;
-    const S t695 = w[57] * w[64];
-    const S t696 = w[57] * w[65];
-    const S t697 = w[56] - t695;
-    const S t698 = w[39] - t696;
-    const S t699 = w[1] * t697;
-    const S t700 = w[0] * t698;
-    const S t701 = t699 + t700;
-    w[38] = t701;
-    break;
-  }
-  case 4: {
-    // ---- aba backward, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t702 = -w[61];
-    w[41] = t702;
-    const S t703 = w[61] * w[64];
-    const S t704 = w[61] * w[65];
-    const S t705 = w[60] - t703;
-    const S t706 = w[59] - t704;
-    const S t707 = w[1] * t705;
-    const S t708 = w[0] * t706;
-    const S t709 = t707 + t708;
-    w[42] = t709;
-    break;
-  }
-  case 5: {
-    // ---- aba backward, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t667 = w[1] * w[64];
-    const S t668 = w[0] * w[65];
-    const S t669 = t667 + t668;
-    w[10] = t669;
-    break;
-  }
-  case 6: {
-    // ---- aba backward: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t710 = 1.0 / w[66];
-    w[43] = t710;
-    Minv[0] = t710;
+    // ---- ltdl elimination: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t292 = w[0] * w[42];
+    const S t293 = w[13] - t292;
+    w[1] = t293;
+    const S t294 = w[0] * w[43];
+    const S t295 = w[32] + t294;
+    w[2] = t295;
+    const S t296 = w[0] * w[44];
+    const S t297 = w[33] - t296;
+    w[3] = t297;
+    const S t298 = w[0] * w[45];
+    const S t299 = w[34] - t298;
+    w[4] = t299;
+    const S t300 = w[0] * w[46];
+    const S t301 = w[35] - t300;
+    w[6] = t301;
+    const S t302 = w[43] * 1000.0;
+    w[7] = t302;
+    const S t303 = w[43] * t302;
+    const S t304 = w[30] - t303;
+    w[8] = t304;
+    const S t305 = w[44] * t302;
+    const S t306 = w[10] + t305;
+    w[9] = t306;
+    const S t307 = w[45] * t302;
+    const S t308 = w[28] + t307;
+    w[11] = t308;
+    const S t309 = w[46] * t302;
+    const S t310 = w[29] + t309;
+    w[14] = t310;
+    const S t311 = w[44] * 1000.0;
+    w[15] = t311;
+    const S t312 = w[44] * t311;
+    const S t313 = w[37] - t312;
+    w[16] = t313;
+    const S t314 = w[45] * t311;
+    const S t315 = w[26] - t314;
+    w[17] = t315;
+    const S t316 = w[46] * t311;
+    const S t317 = w[27] - t316;
+    w[18] = t317;
+    const S t318 = w[45] * 1000.0;
+    w[19] = t318;
+    const S t319 = w[45] * t318;
+    const S t320 = w[40] - t319;
+    w[20] = t320;
+    const S t321 = w[46] * t318;
+    const S t322 = w[12] - t321;
+    w[21] = t322;
+    const S t323 = w[46] * 1000.0;
+    w[22] = t323;
+    const S t324 = w[46] * t323;
+    const S t325 = w[31] - t324;
+    w[23] = t325;
     break;
   }
   default:
@@ -2332,57 +1258,62 @@ template <typename S>
 __host__ __device__ inline void minv_s7(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba forward 2, column 1: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t711 = w[10] * w[43];
-    w[12] = t711;
-    const S t712 = -t711;
-    Minv[1] = t712;
-    Minv[7] = t712;
-    break;
-  }
-  case 1: {
-    // ---- aba forward 2, column 2: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t713 = w[29] * w[43];
-    w[13] = t713;
-    const S t714 = -t713;
-    Minv[2] = t714;
-    Minv[14] = t714;
-    break;
-  }
-  case 2: {
-    // ---- aba forward 2, column 3: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t715 = w[32] * w[43];
-    w[15] = t715;
-    const S t716 = -t715;
-    Minv[3] = t716;
-    Minv[21] = t716;
-    break;
-  }
-  case 3: {
-    // ---- aba forward 2, column 4: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t717 = w[35] * w[43];
-    w[18] = t717;
-    const S t718 = -t717;
-    Minv[4] = t718;
-    Minv[28] = t718;
-    break;
-  }
-  case 4: {
-    // ---- aba forward 2, column 5: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t719 = w[38] * w[43];
-    w[19] = t719;
-    const S t720 = -t719;
-    Minv[5] = t720;
-    Minv[35] = t720;
-    break;
-  }
-  case 5: {
-    // ---- aba forward 2, column 6: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t721 = w[42] * w[43];
-    w[22] = t721;
-    const S t722 = -t721;
-    Minv[6] = t722;
-    Minv[42] = t722;
+    // ---- ltdl elimination: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t326 = w[0] * -4.9309732234456816e-05;
+    w[10] = t326;
+    const S t327 = w[5] * t326;
+    const S t328 = w[1] - t327;
+    w[12] = t328;
+    const S t329 = w[36] * t326;
+    const S t330 = w[2] - t329;
+    w[13] = t330;
+    const S t331 = w[38] * t326;
+    const S t332 = w[3] - t331;
+    w[24] = t332;
+    const S t333 = w[39] * t326;
+    const S t334 = w[4] - t333;
+    w[25] = t334;
+    const S t335 = w[41] * t326;
+    const S t336 = w[6] - t335;
+    w[26] = t336;
+    const S t337 = w[36] * 114.14289869087226;
+    w[27] = t337;
+    const S t338 = w[36] * t337;
+    const S t339 = w[8] - t338;
+    w[28] = t339;
+    const S t340 = w[38] * t337;
+    const S t341 = w[9] - t340;
+    w[29] = t341;
+    const S t342 = w[39] * t337;
+    const S t343 = w[11] - t342;
+    w[30] = t343;
+    const S t344 = w[41] * t337;
+    const S t345 = w[14] - t344;
+    w[31] = t345;
+    const S t346 = w[38] * 114.14289869087226;
+    w[32] = t346;
+    const S t347 = w[38] * t346;
+    const S t348 = w[16] - t347;
+    w[33] = t348;
+    const S t349 = w[39] * t346;
+    const S t350 = w[17] - t349;
+    w[34] = t350;
+    const S t351 = w[41] * t346;
+    const S t352 = w[18] - t351;
+    w[35] = t352;
+    const S t353 = w[39] * 114.14289869087226;
+    w[37] = t353;
+    const S t354 = w[39] * t353;
+    const S t355 = w[20] - t354;
+    w[40] = t355;
+    const S t356 = w[41] * t353;
+    const S t357 = w[21] - t356;
+    w[42] = t357;
+    const S t358 = w[41] * 114.14289869087226;
+    w[43] = t358;
+    const S t359 = w[41] * t358;
+    const S t360 = w[23] - t359;
+    w[44] = t360;
     break;
   }
   default:
@@ -2394,101 +1325,9 @@ template <typename S>
 __host__ __device__ inline void minv_s8(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba forward 2, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t723 = w[1] * w[12];
-    const S t724 = w[0] * w[12];
-    const S t725 = w[93] * t723;
-    const S t726 = -t725;
-    const S t727 = -0.009912 * t724;
-    const S t728 = t726 - t727;
-    const S t729 = 1.0 - t728;
-    const S t730 = w[63] * t729;
-    Minv[8] = t730;
-    break;
-  }
-  case 1: {
-    // ---- aba forward 2, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t731 = w[1] * w[13];
-    w[10] = t731;
-    const S t732 = w[0] * w[13];
-    w[26] = t732;
-    const S t733 = w[93] * t731;
-    const S t734 = -t733;
-    const S t735 = -0.009912 * t732;
-    const S t736 = t734 - t735;
-    const S t737 = w[28] - t736;
-    const S t738 = w[63] * t737;
-    w[27] = t738;
-    Minv[9] = t738;
-    Minv[15] = t738;
-    break;
-  }
-  case 2: {
-    // ---- aba forward 2, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t739 = w[1] * w[15];
-    w[29] = t739;
-    const S t740 = w[0] * w[15];
-    w[32] = t740;
-    const S t741 = w[93] * t739;
-    const S t742 = -t741;
-    const S t743 = -0.009912 * t740;
-    const S t744 = t742 - t743;
-    const S t745 = w[30] - t744;
-    const S t746 = w[63] * t745;
-    w[35] = t746;
-    Minv[10] = t746;
-    Minv[22] = t746;
-    break;
-  }
-  case 3: {
-    // ---- aba forward 2, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t747 = w[1] * w[18];
-    w[38] = t747;
-    const S t748 = w[0] * w[18];
-    w[39] = t748;
-    const S t749 = w[93] * t747;
-    const S t750 = -t749;
-    const S t751 = -0.009912 * t748;
-    const S t752 = t750 - t751;
-    const S t753 = w[34] - t752;
-    const S t754 = w[63] * t753;
-    w[42] = t754;
-    Minv[11] = t754;
-    Minv[29] = t754;
-    break;
-  }
-  case 4: {
-    // ---- aba forward 2, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t755 = w[1] * w[19];
-    w[43] = t755;
-    const S t756 = w[0] * w[19];
-    w[47] = t756;
-    const S t757 = w[93] * t755;
-    const S t758 = -t757;
-    const S t759 = -0.009912 * t756;
-    const S t760 = t758 - t759;
-    const S t761 = w[37] - t760;
-    const S t762 = w[63] * t761;
-    w[48] = t762;
-    Minv[12] = t762;
-    Minv[36] = t762;
-    break;
-  }
-  case 5: {
-    // ---- aba forward 2, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t763 = w[1] * w[22];
-    w[52] = t763;
-    const S t764 = w[0] * w[22];
-    w[53] = t764;
-    const S t765 = w[93] * t763;
-    const S t766 = -t765;
-    const S t767 = -0.009912 * t764;
-    const S t768 = t766 - t767;
-    const S t769 = w[41] - t768;
-    const S t770 = w[63] * t769;
-    w[54] = t770;
-    Minv[13] = t770;
-    Minv[43] = t770;
+    // ---- ltdl pivot: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t361 = 1.0 / w[12];
+    w[1] = t361;
     break;
   }
   default:
@@ -2500,186 +1339,45 @@ template <typename S>
 __host__ __device__ inline void minv_s9(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba forward 2, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t797 = w[2] * w[29];
-    const S t798 = w[3] * w[35];
-    const S t799 = t797 + t798;
-    w[0] = t799;
-    const S t800 = w[3] * w[29];
-    const S t801 = w[2] * w[35];
-    const S t802 = t801 - t800;
-    w[1] = t802;
-    const S t803 = 0.2045 * w[35];
-    const S t804 = 0.2045 * w[29];
-    const S t805 = w[2] * t803;
-    const S t806 = w[3] * t804;
-    const S t807 = t805 - t806;
-    w[12] = t807;
-    const S t808 = w[3] * t803;
-    const S t809 = -t808;
-    const S t810 = w[2] * t804;
-    const S t811 = t809 - t810;
-    w[13] = t811;
-    const S t812 = w[74] * t799;
-    const S t813 = w[78] * t802;
-    const S t814 = w[80] * w[32];
-    const S t815 = w[81] * t807;
-    const S t816 = w[69] * t811;
-    const S t817 = t812 + t813;
-    const S t818 = t815 - t814;
-    const S t819 = t817 + t818;
-    const S t820 = t819 - t816;
-    const S t821 = w[14] - t820;
-    const S t822 = w[86] * t821;
-    Minv[17] = t822;
-    Minv[23] = t822;
-    const S t823 = t822 - w[32];
-    w[15] = t823;
-    break;
-  }
-  case 1: {
-    // ---- aba forward 2, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t824 = w[2] * w[38];
-    const S t825 = w[3] * w[42];
-    const S t826 = t824 + t825;
-    w[18] = t826;
-    const S t827 = w[3] * w[38];
-    const S t828 = w[2] * w[42];
-    const S t829 = t828 - t827;
-    w[19] = t829;
-    const S t830 = 0.2045 * w[42];
-    const S t831 = 0.2045 * w[38];
-    const S t832 = w[2] * t830;
-    const S t833 = w[3] * t831;
-    const S t834 = t832 - t833;
-    w[22] = t834;
-    const S t835 = w[3] * t830;
-    const S t836 = -t835;
-    const S t837 = w[2] * t831;
-    const S t838 = t836 - t837;
-    w[28] = t838;
-    const S t839 = w[74] * t826;
-    const S t840 = w[78] * t829;
-    const S t841 = w[80] * w[39];
-    const S t842 = w[81] * t834;
-    const S t843 = w[69] * t838;
-    const S t844 = t839 + t840;
-    const S t845 = t842 - t841;
-    const S t846 = t844 + t845;
-    const S t847 = t846 - t843;
-    const S t848 = w[21] - t847;
-    const S t849 = w[86] * t848;
-    Minv[18] = t849;
-    Minv[30] = t849;
-    const S t850 = t849 - w[39];
-    w[30] = t850;
-    break;
-  }
-  case 2: {
-    // ---- aba forward 2, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t851 = w[2] * w[43];
-    const S t852 = w[3] * w[48];
-    const S t853 = t851 + t852;
-    w[34] = t853;
-    const S t854 = w[3] * w[43];
-    const S t855 = w[2] * w[48];
-    const S t856 = t855 - t854;
-    w[37] = t856;
-    const S t857 = 0.2045 * w[48];
-    const S t858 = 0.2045 * w[43];
-    const S t859 = w[2] * t857;
-    const S t860 = w[3] * t858;
-    const S t861 = t859 - t860;
-    w[41] = t861;
-    const S t862 = w[3] * t857;
-    const S t863 = -t862;
-    const S t864 = w[2] * t858;
-    const S t865 = t863 - t864;
-    w[56] = t865;
-    const S t866 = w[74] * t853;
-    const S t867 = w[78] * t856;
-    const S t868 = w[80] * w[47];
-    const S t869 = w[81] * t861;
-    const S t870 = w[69] * t865;
-    const S t871 = t866 + t867;
-    const S t872 = t869 - t868;
-    const S t873 = t871 + t872;
-    const S t874 = t873 - t870;
-    const S t875 = w[36] - t874;
-    const S t876 = w[86] * t875;
-    Minv[19] = t876;
-    Minv[37] = t876;
-    const S t877 = t876 - w[47];
-    w[57] = t877;
-    break;
-  }
-  case 3: {
-    // ---- aba forward 2, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t878 = w[2] * w[52];
-    const S t879 = w[3] * w[54];
-    const S t880 = t878 + t879;
-    w[59] = t880;
-    const S t881 = w[3] * w[52];
-    const S t882 = w[2] * w[54];
-    const S t883 = t882 - t881;
-    w[60] = t883;
-    const S t884 = 0.2045 * w[54];
-    const S t885 = 0.2045 * w[52];
-    const S t886 = w[2] * t884;
-    const S t887 = w[3] * t885;
-    const S t888 = t886 - t887;
-    w[61] = t888;
-    const S t889 = w[3] * t884;
-    const S t890 = -t889;
-    const S t891 = w[2] * t885;
-    const S t892 = t890 - t891;
-    w[63] = t892;
-    const S t893 = w[74] * t880;
-    const S t894 = w[78] * t883;
-    const S t895 = w[80] * w[53];
-    const S t896 = w[81] * t888;
-    const S t897 = w[69] * t892;
-    const S t898 = t893 + t894;
-    const S t899 = t896 - t895;
-    const S t900 = t898 + t899;
-    const S t901 = t900 - t897;
-    const S t902 = w[58] - t901;
-    const S t903 = w[86] * t902;
-    Minv[20] = t903;
-    Minv[44] = t903;
-    const S t904 = t903 - w[53];
-    w[64] = t904;
-    break;
-  }
-  case 4: {
-    // ---- aba forward 2, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t771 = w[2] * w[10];
-    const S t772 = w[3] * w[27];
-    const S t773 = t771 + t772;
-    const S t774 = w[3] * w[10];
-    const S t775 = w[2] * w[27];
-    const S t776 = t775 - t774;
-    const S t777 = 0.2045 * w[27];
-    const S t778 = 0.2045 * w[10];
-    const S t779 = w[2] * t777;
-    const S t780 = w[3] * t778;
-    const S t781 = t779 - t780;
-    const S t782 = w[3] * t777;
-    const S t783 = -t782;
-    const S t784 = w[2] * t778;
-    const S t785 = t783 - t784;
-    const S t786 = w[74] * t773;
-    const S t787 = w[78] * t776;
-    const S t788 = w[80] * w[26];
-    const S t789 = w[81] * t781;
-    const S t790 = w[69] * t785;
-    const S t791 = t786 + t787;
-    const S t792 = t789 - t788;
-    const S t793 = t791 + t792;
-    const S t794 = t793 - t790;
-    const S t795 = 1.0 - t794;
-    const S t796 = w[86] * t795;
-    Minv[16] = t796;
+    // ---- ltdl elimination: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t362 = w[13] * w[1];
+    w[2] = t362;
+    const S t363 = w[13] * t362;
+    const S t364 = w[28] - t363;
+    w[3] = t364;
+    const S t365 = w[24] * t362;
+    const S t366 = w[29] - t365;
+    w[4] = t366;
+    const S t367 = w[25] * t362;
+    const S t368 = w[30] - t367;
+    w[5] = t368;
+    const S t369 = w[26] * t362;
+    const S t370 = w[31] - t369;
+    w[6] = t370;
+    const S t371 = w[24] * w[1];
+    w[8] = t371;
+    const S t372 = w[24] * t371;
+    const S t373 = w[33] - t372;
+    w[9] = t373;
+    const S t374 = w[25] * t371;
+    const S t375 = w[34] - t374;
+    w[11] = t375;
+    const S t376 = w[26] * t371;
+    const S t377 = w[35] - t376;
+    w[12] = t377;
+    const S t378 = w[25] * w[1];
+    w[14] = t378;
+    const S t379 = w[25] * t378;
+    const S t380 = w[40] - t379;
+    w[16] = t380;
+    const S t381 = w[26] * t378;
+    const S t382 = w[42] - t381;
+    w[17] = t382;
+    const S t383 = w[26] * w[1];
+    w[18] = t383;
+    const S t384 = w[26] * t383;
+    const S t385 = w[44] - t384;
+    w[20] = t385;
     break;
   }
   default:
@@ -2691,151 +1389,9 @@ template <typename S>
 __host__ __device__ inline void minv_s10(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba forward 2, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t931 = w[4] * w[18];
-    const S t932 = w[5] * w[30];
-    const S t933 = t931 + t932;
-    w[2] = t933;
-    const S t934 = w[5] * w[18];
-    const S t935 = w[4] * w[30];
-    const S t936 = t935 - t934;
-    w[3] = t936;
-    const S t937 = 0.2155 * w[19];
-    const S t938 = 0.2155 * w[18];
-    const S t939 = w[22] + t937;
-    const S t940 = w[28] - t938;
-    w[10] = t940;
-    const S t941 = w[4] * t939;
-    w[14] = t941;
-    const S t942 = w[5] * t939;
-    w[21] = t942;
-    const S t943 = w[44] * t933;
-    const S t944 = -0.006150600000000001 * t936;
-    const S t945 = w[50] * w[19];
-    const S t946 = w[51] * t941;
-    const S t947 = w[45] * t942;
-    const S t948 = -t947;
-    const S t949 = w[46] * t940;
-    const S t950 = t943 + t944;
-    const S t951 = t946 - t945;
-    const S t952 = t948 - t949;
-    const S t953 = t950 + t951;
-    const S t954 = t952 + t953;
-    const S t955 = w[31] - t954;
-    const S t956 = w[62] * t955;
-    Minv[25] = t956;
-    Minv[31] = t956;
-    const S t957 = t956 - w[19];
-    w[26] = t957;
-    break;
-  }
-  case 1: {
-    // ---- aba forward 2, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t958 = w[4] * w[34];
-    const S t959 = w[5] * w[57];
-    const S t960 = t958 + t959;
-    w[27] = t960;
-    const S t961 = w[5] * w[34];
-    const S t962 = w[4] * w[57];
-    const S t963 = t962 - t961;
-    w[29] = t963;
-    const S t964 = 0.2155 * w[37];
-    const S t965 = 0.2155 * w[34];
-    const S t966 = w[41] + t964;
-    const S t967 = w[56] - t965;
-    w[32] = t967;
-    const S t968 = w[4] * t966;
-    w[35] = t968;
-    const S t969 = w[5] * t966;
-    w[36] = t969;
-    const S t970 = w[44] * t960;
-    const S t971 = -0.006150600000000001 * t963;
-    const S t972 = w[50] * w[37];
-    const S t973 = w[51] * t968;
-    const S t974 = w[45] * t969;
-    const S t975 = -t974;
-    const S t976 = w[46] * t967;
-    const S t977 = t970 + t971;
-    const S t978 = t973 - t972;
-    const S t979 = t975 - t976;
-    const S t980 = t977 + t978;
-    const S t981 = t979 + t980;
-    const S t982 = w[40] - t981;
-    const S t983 = w[62] * t982;
-    Minv[26] = t983;
-    Minv[38] = t983;
-    const S t984 = t983 - w[37];
-    w[38] = t984;
-    break;
-  }
-  case 2: {
-    // ---- aba forward 2, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t985 = w[4] * w[59];
-    const S t986 = w[5] * w[64];
-    const S t987 = t985 + t986;
-    w[39] = t987;
-    const S t988 = w[5] * w[59];
-    const S t989 = w[4] * w[64];
-    const S t990 = t989 - t988;
-    w[42] = t990;
-    const S t991 = 0.2155 * w[60];
-    const S t992 = 0.2155 * w[59];
-    const S t993 = w[61] + t991;
-    const S t994 = w[63] - t992;
-    w[43] = t994;
-    const S t995 = w[4] * t993;
-    w[47] = t995;
-    const S t996 = w[5] * t993;
-    w[48] = t996;
-    const S t997 = w[44] * t987;
-    const S t998 = -0.006150600000000001 * t990;
-    const S t999 = w[50] * w[60];
-    const S t1000 = w[51] * t995;
-    const S t1001 = w[45] * t996;
-    const S t1002 = -t1001;
-    const S t1003 = w[46] * t994;
-    const S t1004 = t997 + t998;
-    const S t1005 = t1000 - t999;
-    const S t1006 = t1002 - t1003;
-    const S t1007 = t1004 + t1005;
-    const S t1008 = t1006 + t1007;
-    const S t1009 = w[49] - t1008;
-    const S t1010 = w[62] * t1009;
-    Minv[27] = t1010;
-    Minv[45] = t1010;
-    const S t1011 = t1010 - w[60];
-    w[52] = t1011;
-    break;
-  }
-  case 3: {
-    // ---- aba forward 2, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t905 = w[4] * w[0];
-    const S t906 = w[5] * w[15];
-    const S t907 = t905 + t906;
-    const S t908 = w[5] * w[0];
-    const S t909 = w[4] * w[15];
-    const S t910 = t909 - t908;
-    const S t911 = 0.2155 * w[1];
-    const S t912 = 0.2155 * w[0];
-    const S t913 = w[12] + t911;
-    const S t914 = w[13] - t912;
-    const S t915 = w[4] * t913;
-    const S t916 = w[5] * t913;
-    const S t917 = w[44] * t907;
-    const S t918 = -0.006150600000000001 * t910;
-    const S t919 = w[50] * w[1];
-    const S t920 = w[51] * t915;
-    const S t921 = w[45] * t916;
-    const S t922 = -t921;
-    const S t923 = w[46] * t914;
-    const S t924 = t917 + t918;
-    const S t925 = t920 - t919;
-    const S t926 = t922 - t923;
-    const S t927 = t924 + t925;
-    const S t928 = t926 + t927;
-    const S t929 = 1.0 - t928;
-    const S t930 = w[62] * t929;
-    Minv[24] = t930;
+    // ---- ltdl pivot: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t386 = 1.0 / w[3];
+    w[13] = t386;
     break;
   }
   default:
@@ -2847,117 +1403,31 @@ template <typename S>
 __host__ __device__ inline void minv_s11(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba forward 2, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t1041 = w[6] * w[27];
-    const S t1042 = w[7] * w[38];
-    const S t1043 = t1042 - t1041;
-    w[0] = t1043;
-    const S t1044 = w[7] * w[27];
-    const S t1045 = w[6] * w[38];
-    const S t1046 = t1044 + t1045;
-    w[1] = t1046;
-    const S t1047 = 0.1845 * w[38];
-    const S t1048 = 0.1845 * w[27];
-    const S t1049 = w[35] - t1047;
-    const S t1050 = t1048 - w[32];
-    const S t1051 = w[6] * t1049;
-    const S t1052 = w[7] * t1050;
-    const S t1053 = t1052 - t1051;
-    w[4] = t1053;
-    const S t1054 = w[7] * t1049;
-    const S t1055 = w[6] * t1050;
-    const S t1056 = t1054 + t1055;
-    const S t1057 = w[16] * t1043;
-    const S t1058 = w[20] * t1046;
-    const S t1059 = w[23] * w[29];
-    const S t1060 = w[24] * t1053;
-    const S t1061 = w[25] * t1056;
-    const S t1062 = w[11] * w[36];
-    const S t1063 = t1057 + t1058;
-    const S t1064 = t1059 + t1060;
-    const S t1065 = t1061 - t1062;
-    const S t1066 = t1063 + t1064;
-    const S t1067 = t1065 + t1066;
-    const S t1068 = w[17] - t1067;
-    const S t1069 = w[33] * t1068;
-    Minv[33] = t1069;
-    Minv[39] = t1069;
-    const S t1070 = w[29] + t1069;
-    w[5] = t1070;
-    break;
-  }
-  case 1: {
-    // ---- aba forward 2, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t1071 = w[6] * w[39];
-    const S t1072 = w[7] * w[52];
-    const S t1073 = t1072 - t1071;
-    w[12] = t1073;
-    const S t1074 = w[7] * w[39];
-    const S t1075 = w[6] * w[52];
-    const S t1076 = t1074 + t1075;
-    w[13] = t1076;
-    const S t1077 = 0.1845 * w[52];
-    const S t1078 = 0.1845 * w[39];
-    const S t1079 = w[47] - t1077;
-    const S t1080 = t1078 - w[43];
-    const S t1081 = w[6] * t1079;
-    const S t1082 = w[7] * t1080;
-    const S t1083 = t1082 - t1081;
-    w[15] = t1083;
-    const S t1084 = w[7] * t1079;
-    const S t1085 = w[6] * t1080;
-    const S t1086 = t1084 + t1085;
-    const S t1087 = w[16] * t1073;
-    const S t1088 = w[20] * t1076;
-    const S t1089 = w[23] * w[42];
-    const S t1090 = w[24] * t1083;
-    const S t1091 = w[25] * t1086;
-    const S t1092 = w[11] * w[48];
-    const S t1093 = t1087 + t1088;
-    const S t1094 = t1089 + t1090;
-    const S t1095 = t1091 - t1092;
-    const S t1096 = t1093 + t1094;
-    const S t1097 = t1095 + t1096;
-    const S t1098 = w[55] - t1097;
-    const S t1099 = w[33] * t1098;
-    Minv[34] = t1099;
-    Minv[46] = t1099;
-    const S t1100 = w[42] + t1099;
-    w[18] = t1100;
-    break;
-  }
-  case 2: {
-    // ---- aba forward 2, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t1012 = w[6] * w[2];
-    const S t1013 = w[7] * w[26];
-    const S t1014 = t1013 - t1012;
-    const S t1015 = w[7] * w[2];
-    const S t1016 = w[6] * w[26];
-    const S t1017 = t1015 + t1016;
-    const S t1018 = 0.1845 * w[26];
-    const S t1019 = 0.1845 * w[2];
-    const S t1020 = w[14] - t1018;
-    const S t1021 = t1019 - w[10];
-    const S t1022 = w[6] * t1020;
-    const S t1023 = w[7] * t1021;
-    const S t1024 = t1023 - t1022;
-    const S t1025 = w[7] * t1020;
-    const S t1026 = w[6] * t1021;
-    const S t1027 = t1025 + t1026;
-    const S t1028 = w[16] * t1014;
-    const S t1029 = w[20] * t1017;
-    const S t1030 = w[23] * w[3];
-    const S t1031 = w[24] * t1024;
-    const S t1032 = w[25] * t1027;
-    const S t1033 = w[11] * w[21];
-    const S t1034 = t1028 + t1029;
-    const S t1035 = t1030 + t1031;
-    const S t1036 = t1032 - t1033;
-    const S t1037 = t1034 + t1035;
-    const S t1038 = t1036 + t1037;
-    const S t1039 = 1.0 - t1038;
-    const S t1040 = w[33] * t1039;
-    Minv[32] = t1040;
+    // ---- ltdl elimination: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t387 = w[4] * w[13];
+    w[3] = t387;
+    const S t388 = w[4] * t387;
+    const S t389 = w[9] - t388;
+    w[21] = t389;
+    const S t390 = w[5] * t387;
+    const S t391 = w[11] - t390;
+    w[23] = t391;
+    const S t392 = w[6] * t387;
+    const S t393 = w[12] - t392;
+    w[24] = t393;
+    const S t394 = w[5] * w[13];
+    w[25] = t394;
+    const S t395 = w[5] * t394;
+    const S t396 = w[16] - t395;
+    w[26] = t396;
+    const S t397 = w[6] * t394;
+    const S t398 = w[17] - t397;
+    w[28] = t398;
+    const S t399 = w[6] * w[13];
+    w[29] = t399;
+    const S t400 = w[6] * t399;
+    const S t401 = w[20] - t400;
+    w[30] = t401;
     break;
   }
   default:
@@ -2969,45 +1439,9 @@ template <typename S>
 __host__ __device__ inline void minv_s12(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba forward 2, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t1101 = w[9] * w[0];
-    const S t1102 = w[8] * w[5];
-    const S t1103 = t1102 - t1101;
-    const S t1104 = 0.2155 * w[1];
-    const S t1105 = w[4] + t1104;
-    const S t1106 = w[8] * t1105;
-    const S t1107 = w[9] * w[36];
-    const S t1108 = t1106 - t1107;
-    const S t1109 = -4.32e-07 * t1103;
-    const S t1110 = 0.008760948000000001 * w[1];
-    const S t1111 = -0.03138 * t1108;
-    const S t1112 = t1109 - t1110;
-    const S t1113 = t1111 + t1112;
-    const S t1114 = 1.0 - t1113;
-    const S t1115 = 114.14289869087226 * t1114;
-    Minv[40] = t1115;
-    break;
-  }
-  case 1: {
-    // ---- aba forward 2, column 6: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t1116 = w[9] * w[12];
-    const S t1117 = w[8] * w[18];
-    const S t1118 = t1117 - t1116;
-    w[2] = t1118;
-    const S t1119 = 0.2155 * w[13];
-    const S t1120 = w[15] + t1119;
-    const S t1121 = w[8] * t1120;
-    const S t1122 = w[9] * w[48];
-    const S t1123 = t1121 - t1122;
-    const S t1124 = -4.32e-07 * t1118;
-    const S t1125 = 0.008760948000000001 * w[13];
-    const S t1126 = -0.03138 * t1123;
-    const S t1127 = t1124 - t1125;
-    const S t1128 = t1126 + t1127;
-    const S t1129 = 114.14289869087226 * t1128;
-    const S t1130 = -t1129;
-    Minv[41] = t1130;
-    Minv[47] = t1130;
+    // ---- ltdl pivot: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t402 = 1.0 / w[21];
+    w[4] = t402;
     break;
   }
   default:
@@ -3019,11 +1453,428 @@ template <typename S>
 __host__ __device__ inline void minv_s13(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- aba forward 2, column 6: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t1131 = 0.001 * w[2];
-    const S t1132 = 1.0 - t1131;
-    const S t1133 = 1000.0 * t1132;
-    Minv[48] = t1133;
+    // ---- ltdl elimination: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t403 = w[23] * w[4];
+    w[5] = t403;
+    const S t404 = w[23] * t403;
+    const S t405 = w[26] - t404;
+    w[6] = t405;
+    const S t406 = w[24] * t403;
+    const S t407 = w[28] - t406;
+    w[9] = t407;
+    const S t408 = w[24] * w[4];
+    w[11] = t408;
+    const S t409 = w[24] * t408;
+    const S t410 = w[30] - t409;
+    w[12] = t410;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+template <typename S>
+__host__ __device__ inline void minv_s14(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
+  case 0: {
+    // ---- ltdl pivot: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t411 = 1.0 / w[6];
+    w[16] = t411;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+template <typename S>
+__host__ __device__ inline void minv_s15(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
+  case 0: {
+    // ---- ltdl elimination: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t412 = w[9] * w[16];
+    w[6] = t412;
+    const S t413 = w[9] * t412;
+    const S t414 = w[12] - t413;
+    w[17] = t414;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+template <typename S>
+__host__ __device__ inline void minv_s16(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
+  case 0: {
+    // ---- ltdl pivot: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
+    const S t415 = 1.0 / w[17];
+    w[9] = t415;
+    Minv[0] = t415;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+template <typename S>
+__host__ __device__ inline void minv_s17(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
+  case 0: {
+    // ---- ltdl inverse of L: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t418 = w[5] * w[6];
+    const S t419 = t418 - w[11];
+    w[17] = t419;
+    const S t420 = w[5] * w[16];
+    w[20] = t420;
+    const S t421 = w[9] * t419;
+    w[21] = t421;
+    Minv[2] = t421;
+    Minv[14] = t421;
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse of L: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t416 = w[6] * w[9];
+    w[12] = t416;
+    const S t417 = -t416;
+    Minv[1] = t417;
+    Minv[7] = t417;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+template <typename S>
+__host__ __device__ inline void minv_s18(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
+  case 0: {
+    // ---- ltdl inverse of L: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t422 = w[25] * w[6];
+    const S t423 = t422 - w[29];
+    const S t424 = w[3] * w[17];
+    const S t425 = t423 - t424;
+    w[11] = t425;
+    const S t426 = w[3] * w[5];
+    const S t427 = t426 - w[25];
+    w[23] = t427;
+    const S t428 = w[3] * w[4];
+    w[24] = t428;
+    const S t429 = w[16] * t427;
+    w[26] = t429;
+    const S t430 = w[9] * t425;
+    w[28] = t430;
+    Minv[3] = t430;
+    Minv[21] = t430;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+template <typename S>
+__host__ __device__ inline void minv_s19(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
+  case 0: {
+    // ---- ltdl inverse of L: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t431 = w[14] * w[6];
+    const S t432 = t431 - w[18];
+    const S t433 = w[8] * w[17];
+    const S t434 = t432 - t433;
+    const S t435 = w[2] * w[11];
+    const S t436 = t434 - t435;
+    w[25] = t436;
+    const S t437 = w[8] * w[5];
+    const S t438 = t437 - w[14];
+    const S t439 = w[2] * w[23];
+    const S t440 = t438 - t439;
+    w[29] = t440;
+    const S t441 = w[2] * w[3];
+    const S t442 = t441 - w[8];
+    w[30] = t442;
+    const S t443 = w[2] * w[13];
+    w[31] = t443;
+    const S t444 = w[4] * t442;
+    w[33] = t444;
+    const S t445 = w[16] * t440;
+    w[34] = t445;
+    const S t446 = w[9] * t436;
+    w[35] = t446;
+    Minv[4] = t446;
+    Minv[28] = t446;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+template <typename S>
+__host__ __device__ inline void minv_s20(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
+  case 0: {
+    // ---- ltdl inverse of L: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t472 = w[19] * w[6];
+    const S t473 = t472 - w[22];
+    const S t474 = w[15] * w[17];
+    const S t475 = t473 - t474;
+    const S t476 = w[7] * w[11];
+    const S t477 = t475 + t476;
+    const S t478 = w[0] * w[25];
+    const S t479 = t477 - t478;
+    w[44] = t479;
+    const S t480 = w[15] * w[5];
+    const S t481 = t480 - w[19];
+    const S t482 = w[7] * w[23];
+    const S t483 = t481 + t482;
+    const S t484 = w[0] * w[29];
+    const S t485 = t483 - t484;
+    w[45] = t485;
+    const S t486 = -w[15];
+    const S t487 = w[7] * w[3];
+    const S t488 = t486 - t487;
+    const S t489 = w[0] * w[30];
+    const S t490 = t488 - t489;
+    w[46] = t490;
+    const S t491 = w[0] * w[2];
+    const S t492 = w[7] + t491;
+    w[47] = t492;
+    const S t493 = w[0] * w[1];
+    w[48] = t493;
+    const S t494 = w[13] * t492;
+    w[49] = t494;
+    const S t495 = w[4] * t490;
+    w[50] = t495;
+    const S t496 = w[16] * t485;
+    w[51] = t496;
+    const S t497 = w[9] * t479;
+    w[52] = t497;
+    Minv[6] = t497;
+    Minv[42] = t497;
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse of L: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t447 = w[37] * w[6];
+    const S t448 = t447 - w[43];
+    const S t449 = w[32] * w[17];
+    const S t450 = t448 - t449;
+    const S t451 = w[27] * w[11];
+    const S t452 = t450 - t451;
+    const S t453 = w[10] * w[25];
+    const S t454 = t452 - t453;
+    w[8] = t454;
+    const S t455 = w[32] * w[5];
+    const S t456 = t455 - w[37];
+    const S t457 = w[27] * w[23];
+    const S t458 = t456 - t457;
+    const S t459 = w[10] * w[29];
+    const S t460 = t458 - t459;
+    w[14] = t460;
+    const S t461 = w[27] * w[3];
+    const S t462 = t461 - w[32];
+    const S t463 = w[10] * w[30];
+    const S t464 = t462 - t463;
+    w[18] = t464;
+    const S t465 = w[10] * w[2];
+    const S t466 = t465 - w[27];
+    w[36] = t466;
+    const S t467 = w[10] * w[1];
+    w[38] = t467;
+    const S t468 = w[13] * t466;
+    w[39] = t468;
+    const S t469 = w[4] * t464;
+    w[40] = t469;
+    const S t470 = w[16] * t460;
+    w[41] = t470;
+    const S t471 = w[9] * t454;
+    w[42] = t471;
+    Minv[5] = t471;
+    Minv[35] = t471;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+template <typename S>
+__host__ __device__ inline void minv_s21(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
+  switch (lane) {
+  case 0: {
+    // ---- ltdl inverse: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t531 = w[11] * w[28];
+    const S t532 = w[23] * w[26];
+    const S t533 = t531 + t532;
+    const S t534 = w[3] * w[24];
+    const S t535 = t533 + t534;
+    const S t536 = w[13] + t535;
+    Minv[24] = t536;
+    const S t537 = w[28] * w[25];
+    const S t538 = w[26] * w[29];
+    const S t539 = t537 + t538;
+    const S t540 = w[24] * w[30];
+    const S t541 = t539 - t540;
+    const S t542 = t541 - w[31];
+    Minv[25] = t542;
+    Minv[31] = t542;
+    const S t543 = w[28] * w[8];
+    const S t544 = w[26] * w[14];
+    const S t545 = t543 + t544;
+    const S t546 = w[24] * w[18];
+    const S t547 = t545 - t546;
+    const S t548 = w[39] + t547;
+    Minv[26] = t548;
+    Minv[38] = t548;
+    const S t549 = w[28] * w[44];
+    const S t550 = w[26] * w[45];
+    const S t551 = t549 + t550;
+    const S t552 = w[24] * w[46];
+    const S t553 = t551 - t552;
+    const S t554 = w[49] + t553;
+    Minv[27] = t554;
+    Minv[45] = t554;
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t555 = w[25] * w[35];
+    const S t556 = w[29] * w[34];
+    const S t557 = t555 + t556;
+    const S t558 = w[30] * w[33];
+    const S t559 = t557 + t558;
+    const S t560 = w[2] * w[31];
+    const S t561 = t559 + t560;
+    const S t562 = w[1] + t561;
+    Minv[32] = t562;
+    const S t563 = w[35] * w[8];
+    const S t564 = w[34] * w[14];
+    const S t565 = t563 + t564;
+    const S t566 = w[33] * w[18];
+    const S t567 = t565 + t566;
+    const S t568 = w[31] * w[36];
+    const S t569 = t567 - t568;
+    const S t570 = t569 - w[38];
+    Minv[33] = t570;
+    Minv[39] = t570;
+    const S t571 = w[35] * w[44];
+    const S t572 = w[34] * w[45];
+    const S t573 = t571 + t572;
+    const S t574 = w[33] * w[46];
+    const S t575 = t573 + t574;
+    const S t576 = w[31] * w[47];
+    const S t577 = t575 - t576;
+    const S t578 = t577 - w[48];
+    Minv[34] = t578;
+    Minv[46] = t578;
+    break;
+  }
+  case 2: {
+    // ---- ltdl inverse: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t511 = w[17] * w[21];
+    const S t512 = w[5] * w[20];
+    const S t513 = t511 + t512;
+    const S t514 = w[4] + t513;
+    Minv[16] = t514;
+    const S t515 = w[21] * w[11];
+    const S t516 = w[20] * w[23];
+    const S t517 = t515 - t516;
+    const S t518 = t517 - w[24];
+    Minv[17] = t518;
+    Minv[23] = t518;
+    const S t519 = w[21] * w[25];
+    const S t520 = w[20] * w[29];
+    const S t521 = t519 - t520;
+    const S t522 = w[33] + t521;
+    Minv[18] = t522;
+    Minv[30] = t522;
+    const S t523 = w[21] * w[8];
+    const S t524 = w[20] * w[14];
+    const S t525 = t523 - t524;
+    const S t526 = w[40] + t525;
+    Minv[19] = t526;
+    Minv[37] = t526;
+    const S t527 = w[21] * w[44];
+    const S t528 = w[20] * w[45];
+    const S t529 = t527 - t528;
+    const S t530 = w[50] + t529;
+    Minv[20] = t530;
+    Minv[44] = t530;
+    break;
+  }
+  case 3: {
+    // ---- ltdl inverse: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t579 = w[8] * w[42];
+    const S t580 = w[14] * w[41];
+    const S t581 = t579 + t580;
+    const S t582 = w[18] * w[40];
+    const S t583 = t581 + t582;
+    const S t584 = w[36] * w[39];
+    const S t585 = t583 + t584;
+    const S t586 = w[10] * w[38];
+    const S t587 = t585 + t586;
+    const S t588 = 114.14289869087226 + t587;
+    Minv[40] = t588;
+    const S t589 = w[42] * w[44];
+    const S t590 = w[41] * w[45];
+    const S t591 = t589 + t590;
+    const S t592 = w[40] * w[46];
+    const S t593 = t591 + t592;
+    const S t594 = w[39] * w[47];
+    const S t595 = t593 + t594;
+    const S t596 = w[0] * w[38];
+    const S t597 = t595 + t596;
+    Minv[41] = t597;
+    Minv[47] = t597;
+    break;
+  }
+  case 4: {
+    // ---- ltdl inverse: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t498 = w[6] * w[12];
+    const S t499 = w[16] + t498;
+    Minv[8] = t499;
+    const S t500 = w[12] * w[17];
+    const S t501 = -t500;
+    const S t502 = t501 - w[20];
+    Minv[9] = t502;
+    Minv[15] = t502;
+    const S t503 = w[12] * w[11];
+    const S t504 = w[26] - t503;
+    Minv[10] = t504;
+    Minv[22] = t504;
+    const S t505 = w[12] * w[25];
+    const S t506 = w[34] - t505;
+    Minv[11] = t506;
+    Minv[29] = t506;
+    const S t507 = w[12] * w[8];
+    const S t508 = w[41] - t507;
+    Minv[12] = t508;
+    Minv[36] = t508;
+    const S t509 = w[12] * w[44];
+    const S t510 = w[51] - t509;
+    Minv[13] = t510;
+    Minv[43] = t510;
+    break;
+  }
+  case 5: {
+    // ---- ltdl inverse: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t598 = w[44] * w[52];
+    const S t599 = w[45] * w[51];
+    const S t600 = t598 + t599;
+    const S t601 = w[46] * w[50];
+    const S t602 = t600 + t601;
+    const S t603 = w[47] * w[49];
+    const S t604 = t602 + t603;
+    const S t605 = w[0] * w[48];
+    const S t606 = t604 + t605;
+    const S t607 = 1000.0 + t606;
+    Minv[48] = t607;
     break;
   }
   default:

@@ -344,7 +344,7 @@ void rbd_iiwa14_hls_aba_csim(const rbd_iiwa14_hls_impl::csim_t q[7], const rbd_i
 void rbd_iiwa14_hls_aba_double(const double* q, const double* v, const double* tau, double* qdd);
 #endif
 
-// minv: M(q)⁻¹ directly (articulated-body recursions on the identity)
+// minv: M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
 //   in:  q[7]
 //   out: Minv[49], div_by_zero (set when a divisor was zero: its quotient saturated)
 #ifdef RBD_IIWA14_HLS_AP_TYPES

@@ -120,7 +120,7 @@ def aba(q, v, tau, out=None):
 
 
 def minv(q, out=None):
-    """M(q)⁻¹ directly (articulated-body recursions on the identity)
+    """M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
 
     in:  q (19,) — or a batch (N, size)
     out: Minv (18, 18)

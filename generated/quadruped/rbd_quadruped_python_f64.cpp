@@ -1158,7 +1158,7 @@ static PyMethodDef fast_methods[] = {
   {"gravity", (PyCFunction)(void (*)(void))fast_gravity, METH_FASTCALL | METH_KEYWORDS, "generalised gravity g(q)"},
   {"crba", (PyCFunction)(void (*)(void))fast_crba, METH_FASTCALL | METH_KEYWORDS, "joint-space inertia matrix M(q), full (row-major, symmetric)"},
   {"aba", (PyCFunction)(void (*)(void))fast_aba, METH_FASTCALL | METH_KEYWORDS, "forward dynamics q\314\210 (articulated-body algorithm)"},
-  {"minv", (PyCFunction)(void (*)(void))fast_minv, METH_FASTCALL | METH_KEYWORDS, "M(q)\342\201\273\302\271 directly (articulated-body recursions on the identity)"},
+  {"minv", (PyCFunction)(void (*)(void))fast_minv, METH_FASTCALL | METH_KEYWORDS, "M(q)\342\201\273\302\271 directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)"},
   {"forward_kinematics", (PyCFunction)(void (*)(void))fast_forward_kinematics, METH_FASTCALL | METH_KEYWORDS, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
   {"rnea_scan", (PyCFunction)(void (*)(void))fast_rnea_scan, METH_FASTCALL | METH_KEYWORDS, "inverse dynamics \317\204 (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)"},
 };
@@ -1183,7 +1183,7 @@ static PyMethodDef methods[] = {
   {"gravity", (PyCFunction)(void (*)(void))py_gravity, METH_FASTCALL, "generalised gravity g(q)"},
   {"crba", (PyCFunction)(void (*)(void))py_crba, METH_FASTCALL, "joint-space inertia matrix M(q), full (row-major, symmetric)"},
   {"aba", (PyCFunction)(void (*)(void))py_aba, METH_FASTCALL, "forward dynamics q\314\210 (articulated-body algorithm)"},
-  {"minv", (PyCFunction)(void (*)(void))py_minv, METH_FASTCALL, "M(q)\342\201\273\302\271 directly (articulated-body recursions on the identity)"},
+  {"minv", (PyCFunction)(void (*)(void))py_minv, METH_FASTCALL, "M(q)\342\201\273\302\271 directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)"},
   {"forward_kinematics", (PyCFunction)(void (*)(void))py_forward_kinematics, METH_FASTCALL, "placement of every body in the world (homogeneous 4\303\2274, body_names order)"},
   {"rnea_scan", (PyCFunction)(void (*)(void))py_rnea_scan, METH_FASTCALL, "inverse dynamics \317\204 (as rnea) with the forward pass as a parallel prefix scan and the backward pass as subtree sums (log depth)"},
   {nullptr, nullptr, 0, nullptr},

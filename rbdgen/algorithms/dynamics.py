@@ -125,6 +125,149 @@ def _crba_values(t: Trace, q):
     return M
 
 
+# ---- M⁻¹ from M's sparse factorisation ----------------------------------------------------------
+#
+# Featherstone's LTDL factorisation (Rigid Body Dynamics Algorithms, 2008, §6.5): with the DoFs
+# numbered parents first, M = Lᵀ D L where L is unit lower triangular and L[k][i] is nonzero only
+# for DoF i an ancestor of DoF k (λ(k) its parent DoF; a multi-DoF joint's DoFs chained in order).
+# Eliminating leaves first fills nothing in, so the factorisation costs Σ_k d_k (d_k + 1) / 2
+# multiply-adds, d_k the number of k's ancestor DoFs. Then M⁻¹ = L⁻¹ D⁻¹ L⁻ᵀ: L⁻¹ has L's
+# pattern, and M⁻¹[i][j] = Σ_k L⁻¹[i][k] D⁻¹_k L⁻¹[j][k] over the DoFs k common to both paths to
+# the root, so two branches meet through their common ancestors alone (the base's six DoFs for
+# a humanoid's two legs). On the robots of the test suite this is 0.41-0.73 of the operations of
+# the articulated-body recursion on the identity (iiwa 608 against 1 134, the floating quadruped
+# 3 609 against 4 935, floating TALOS 19 015 against 26 375; docs/performance.md §53), whose
+# per-(body, column) work is O(n²) where this is O(Σ d²): on a long serial chain (d ~ n) the
+# recursion wins again (a 45-DoF chain: 128 270 against 105 617). FACTOR_MACS_PER_PAIR chooses.
+
+#: M⁻¹ (and ∇FD's M⁻¹ and q̈) come from the LTDL factorisation when its multiply-adds (factor,
+#: L⁻¹, and the product) are at most this many per (body, column) pair of the articulated-body
+#: recursion's forward pass; otherwise from the recursion. Operations of the two measured on
+#: random serial chains: 0.70 of the recursion's at 19 multiply-adds a pair (20 DoFs), 0.90 at
+#: 29 (30 DoFs), 1.21 at 44 (45 DoFs); every robot of the suite is at 0.8-15.3.
+FACTOR_MACS_PER_PAIR = 32.0
+
+
+def _dof_parents(m) -> list:
+    """λ(k) for each DoF k (−1 at a root): the last DoF of the nearest ancestor body that has
+    any, or the previous DoF of the same joint."""
+    lam = []
+    for b in range(m.nb):
+        vs = m.v_slice(b)
+        p = m.parent[b]
+        while p >= 0 and m.nv_joint(p) == 0:
+            p = m.parent[p]
+        last = m.v_slice(p).stop - 1 if p >= 0 else -1
+        for r in range(vs.stop - vs.start):
+            lam.append(last if r == 0 else vs.start + r - 1)
+    assert all(p < k for k, p in enumerate(lam)), "DoFs are numbered parents first"
+    return lam
+
+
+def _dof_ancestors(lam) -> list:
+    """Per DoF, its ancestor DoFs, nearest first."""
+    out = []
+    for k in range(len(lam)):
+        a, j = [], lam[k]
+        while j >= 0:
+            a.append(j)
+            j = lam[j]
+        out.append(a)
+    return out
+
+
+def factor_pays(m) -> bool:
+    """Whether M⁻¹ is computed from M's LTDL factorisation (True) or by the articulated-body
+    recursion on the identity (False): :data:`FACTOR_MACS_PER_PAIR`. Depends on the model's
+    tree alone, so every lowering and target traces the same algorithm."""
+    anc = _dof_ancestors(_dof_parents(m))
+    n = len(anc)
+    if n == 0:
+        return False
+    sets = [set(a) | {k} for k, a in enumerate(anc)]
+    factor = sum(len(a) * (len(a) + 1) // 2 for a in anc)
+    inverse = sum(sum(1 for i in anc[k] for j in anc[k] if j in sets[i] and j != i) for k in range(n))
+    product = sum(len(sets[i] & sets[j]) for i in range(n) for j in range(i, n))
+    pairs = sum(n - m.v_start[b] for b in range(m.nb) if m.nv_joint(b))
+    return factor + inverse + product <= FACTOR_MACS_PER_PAIR * pairs
+
+
+class _Factor:
+    """M = Lᵀ D L (Featherstone's LTDL) of the traced M: ``L[k][i]`` for i an ancestor DoF of k,
+    ``dinv[k]`` = 1 / D_k. Each step is a block of the DoF's body (the rolled lowering's and
+    the GPU block shape's unit of work)."""
+
+    def __init__(self, t: Trace, M):
+        m = t.m
+        self.t = t
+        self.lam = _dof_parents(m)
+        self.anc = _dof_ancestors(self.lam)
+        self.body = [b for b in range(m.nb) for _ in range(m.nv_joint(b))]
+        n = len(self.lam)
+        H = [list(row) for row in M]
+        self.dinv = [None] * n
+        for k in reversed(range(n)):  # leaves first: no fill-in
+            t.block("ltdl pivot", self.body[k])
+            self.dinv[k] = 1.0 / H[k][k]
+            for i in self.anc[k]:
+                t.block("ltdl elimination", self.body[k])
+                a = H[k][i] * self.dinv[k]
+                for j in [i] + self.anc[i]:
+                    H[i][j] = H[i][j] - a * H[k][j]
+                H[k][i] = a
+        self.L = H  # its strictly lower entries on the ancestors are L's; the rest is not read
+
+    def solve(self, b):
+        """M⁻¹ b: Lᵀ y = b (leaves first), then L x = D⁻¹ y (root first); O(Σ d)."""
+        t = self.t
+        n = len(self.lam)
+        y = list(b)
+        for k in reversed(range(n)):
+            t.block("ltdl solve, up", self.body[k])
+            for i in self.anc[k]:
+                y[i] = y[i] - self.L[k][i] * y[k]
+        x = [None] * n
+        for k in range(n):
+            t.block("ltdl solve, down", self.body[k])
+            s = y[k] * self.dinv[k]
+            for j in self.anc[k]:
+                s = s - self.L[k][j] * x[j]
+            x[k] = s
+        return x
+
+    def inverse(self):
+        """M⁻¹ = L⁻¹ D⁻¹ L⁻ᵀ, both triangles. L⁻¹[k][j] (j an ancestor of k) from L L⁻¹ = 1:
+        −(L[k][j] + Σ L[k][i] L⁻¹[i][j]) over the DoFs i between j and k; then each entry
+        Σ_k (L⁻¹[i][k] D⁻¹_k) L⁻¹[j][k] over the common ancestors k (and i itself when i is
+        one of j's), one block per entry."""
+        t, g, L, dinv = self.t, self.t.g, self.L, self.dinv
+        n = len(self.lam)
+        Li = [dict() for _ in range(n)]
+        W = [dict() for _ in range(n)]  # L⁻¹[i][k] / D_k
+        for k in range(n):
+            t.block("ltdl inverse of L", self.body[k])
+            for j in reversed(self.anc[k]):
+                acc = -L[k][j]
+                for i in reversed(self.anc[k]):
+                    if j in Li[i]:  # i between j and k: its row is done (rows root first)
+                        acc = acc - L[k][i] * Li[i][j]
+                Li[k][j] = acc
+            W[k] = {j: Li[k][j] * dinv[j] for j in self.anc[k]}
+            W[k][k] = dinv[k]
+        zero = g.const(0.0)
+        Z = [[zero] * n for _ in range(n)]
+        for i in range(n):
+            path_i = set(W[i])
+            for j in range(i, n):
+                common = sorted(path_i & (set(self.anc[j]) | {j}))
+                if not common:
+                    continue  # two roots' subtrees: a structural zero
+                t.block("ltdl inverse", self.body[i])
+                Z[i][j] = Z[j][i] = S.dot(g, [W[i][k] for k in common],
+                                          [Li[j][k] if k != j else g.const(1.0) for k in common])
+        return Z
+
+
 def _reference_frames(t: Trace, q, phase: str):
     """T[i]: the transform from a common reference frame to body i's (motion coordinates),
     composed root to leaf (each body's in a block of ``phase``). The reference is the root
@@ -242,6 +385,10 @@ def _aba_values(t: Trace, q, v, tau_cols, gravity=True, velocity=True, symmetric
 
 
 def _minv_values(t: Trace, q):
+    """M⁻¹: from M's LTDL factorisation where that is cheaper (:func:`factor_pays`), otherwise
+    the articulated-body recursion with the identity as its right-hand sides."""
+    if factor_pays(t.m):
+        return _Factor(t, _crba_values(t, q)).inverse()
     n = t.m.nv
     eye = [[t.g.const(1.0 if r == c else 0.0) for c in range(n)] for r in range(n)]
     return _aba_values(t, q, None, eye, gravity=False, velocity=False, symmetric=True)
@@ -384,9 +531,19 @@ def _rnea_derivatives(t: Trace, q, v, a):
 
 
 def _aba_derivatives(t: Trace, q, v, tau, f_ext=None):
-    qdd = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau], f_ext=f_ext)]
-    dq, dv = _rnea_derivative_values(t, q, v, qdd, aba_order=True, f_ext=f_ext)
-    Mi = _minv_values(t, q)
+    if factor_pays(t.m):
+        # one LTDL factorisation of M for both q̈ = M⁻¹ (τ − c) and M⁻¹ (c the RNEA at q̈ = 0, whose
+        # velocities and v ×* I v the RNEA at q̈ below shares): iiwa 7 193 → 6 537 operations,
+        # TALOS 161 647 → 153 727 against ABA and its recursion on the identity (§53)
+        F = _Factor(t, _crba_values(t, q))
+        Mi = F.inverse()
+        c = _rnea_values(t, q, v, t.zeros(t.m.nv), f_ext=f_ext)[0]
+        qdd = F.solve([tau[i] - c[i] for i in range(t.m.nv)])
+        dq, dv = _rnea_derivative_values(t, q, v, qdd, f_ext=f_ext)
+    else:
+        qdd = [r[0] for r in _aba_values(t, q, v, [[x] for x in tau], f_ext=f_ext)]
+        dq, dv = _rnea_derivative_values(t, q, v, qdd, aba_order=True, f_ext=f_ext)
+        Mi = _minv_values(t, q)
     # −M⁻¹ ∂τ/∂u: dense, nothing to prune, so a loop rather than n³ unrolled lines
     return {"dqdd_dq": Product("dqdd_dtau", ("dtau_dq", _flat(dq)), -1.0),
             "dqdd_dv": Product("dqdd_dtau", ("dtau_dv", _flat(dv)), -1.0),
@@ -631,7 +788,7 @@ declare("aba", "forward dynamics q̈ (articulated-body algorithm)",
         float32_tol=2e-5, fixed_tol={(32, 16): 0.3, (48, 24): 4e-5}, gpu_shape="thread",
         needs_minv=True,
         pinocchio_cpp=("pinocchio/algorithm/aba.hpp", "pin::aba(model, data, q[i], v[i], tau[i])"))
-declare("minv", "M(q)⁻¹ directly (articulated-body recursions on the identity)",
+declare("minv", "M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)",
         inputs=("q",), outputs=(Arg("Minv", ("nv", "nv"), "inverse of the joint-space inertia matrix"),),
         coupled=_c_minv, algorithm=_minv, reference=ref.minv,
         pinocchio=lambda pin, pm, data, q: (_sym(pin.computeMinverse(pm, data, q)),),
