@@ -244,7 +244,7 @@ static inline void rbd_stream_fence() {
 // ======================================================================================
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 // ops: 3333 mul, 3187 add/sub, 5 div, 12 sin/cos; critical path 120 ops
-// 6316 statements in 9 parts, 477 scalars of scratch
+// 6359 statements in 9 parts, 477 scalars of scratch
 // ======================================================================================
 // the parts are compiled on their own, for size (-Os unless an opt is given): rbd_iiwa14_aba_derivatives_parts0_f64.cpp, rbd_iiwa14_aba_derivatives_parts1_f64.cpp
 template <typename S>

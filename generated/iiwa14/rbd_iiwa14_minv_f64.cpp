@@ -244,7 +244,7 @@ static inline void rbd_stream_fence() {
 // ======================================================================================
 // minv: M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
 // ops: 322 mul, 271 add/sub, 5 div, 10 sin/cos; critical path 43 ops
-// 685 statements
+// 728 statements
 // ======================================================================================
 template <typename S>
 static inline void minv(const S* __restrict q, S* __restrict Minv) {
@@ -545,7 +545,7 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t289 = t9 * t285;
   const S t290 = t8 * t282;
   const S t291 = t289 + t290;
-  // ---- ltdl elimination: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  // ---- ltdl elimination, ancestor DoF 4: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t292 = t0 * t274;
   const S t293 = t30 - t292;
   const S t294 = t0 * t276;
@@ -556,6 +556,7 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t299 = t219 - t298;
   const S t300 = t0 * t291;
   const S t301 = t222 - t300;
+  // ---- ltdl elimination, ancestor DoF 3: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t302 = t276 * 1000.0;
   const S t303 = t276 * t302;
   const S t304 = t68 - t303;
@@ -565,6 +566,7 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t308 = t179 + t307;
   const S t309 = t291 * t302;
   const S t310 = t182 + t309;
+  // ---- ltdl elimination, ancestor DoF 2: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t311 = t282 * 1000.0;
   const S t312 = t282 * t311;
   const S t313 = t109 - t312;
@@ -572,15 +574,17 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t315 = t140 - t314;
   const S t316 = t291 * t311;
   const S t317 = t164 - t316;
+  // ---- ltdl elimination, ancestor DoF 1: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t318 = t288 * 1000.0;
   const S t319 = t288 * t318;
   const S t320 = t147 - t319;
   const S t321 = t291 * t318;
   const S t322 = t157 - t321;
+  // ---- ltdl elimination, ancestor DoF 0: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t323 = t291 * 1000.0;
   const S t324 = t291 * t323;
   const S t325 = t159 - t324;
-  // ---- ltdl elimination: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  // ---- ltdl elimination, ancestor DoF 4: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t326 = t0 * -4.9309732234456816e-05;
   const S t327 = t16 * t326;
   const S t328 = t293 - t327;
@@ -592,6 +596,7 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t334 = t299 - t333;
   const S t335 = t272 * t326;
   const S t336 = t301 - t335;
+  // ---- ltdl elimination, ancestor DoF 3: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t337 = t238 * 114.14289869087226;
   const S t338 = t238 * t337;
   const S t339 = t304 - t338;
@@ -601,6 +606,7 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t343 = t308 - t342;
   const S t344 = t272 * t337;
   const S t345 = t310 - t344;
+  // ---- ltdl elimination, ancestor DoF 2: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t346 = t248 * 114.14289869087226;
   const S t347 = t248 * t346;
   const S t348 = t313 - t347;
@@ -608,17 +614,19 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t350 = t315 - t349;
   const S t351 = t272 * t346;
   const S t352 = t317 - t351;
+  // ---- ltdl elimination, ancestor DoF 1: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t353 = t269 * 114.14289869087226;
   const S t354 = t269 * t353;
   const S t355 = t320 - t354;
   const S t356 = t272 * t353;
   const S t357 = t322 - t356;
+  // ---- ltdl elimination, ancestor DoF 0: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t358 = t272 * 114.14289869087226;
   const S t359 = t272 * t358;
   const S t360 = t325 - t359;
   // ---- ltdl pivot: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t361 = 1.0 / t328;
-  // ---- ltdl elimination: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  // ---- ltdl elimination, ancestor DoF 3: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t362 = t330 * t361;
   const S t363 = t330 * t362;
   const S t364 = t339 - t363;
@@ -628,6 +636,7 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t368 = t343 - t367;
   const S t369 = t336 * t362;
   const S t370 = t345 - t369;
+  // ---- ltdl elimination, ancestor DoF 2: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t371 = t332 * t361;
   const S t372 = t332 * t371;
   const S t373 = t348 - t372;
@@ -635,17 +644,19 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t375 = t350 - t374;
   const S t376 = t336 * t371;
   const S t377 = t352 - t376;
+  // ---- ltdl elimination, ancestor DoF 1: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t378 = t334 * t361;
   const S t379 = t334 * t378;
   const S t380 = t355 - t379;
   const S t381 = t336 * t378;
   const S t382 = t357 - t381;
+  // ---- ltdl elimination, ancestor DoF 0: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t383 = t336 * t361;
   const S t384 = t336 * t383;
   const S t385 = t360 - t384;
   // ---- ltdl pivot: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t386 = 1.0 / t364;
-  // ---- ltdl elimination: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  // ---- ltdl elimination, ancestor DoF 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t387 = t366 * t386;
   const S t388 = t366 * t387;
   const S t389 = t373 - t388;
@@ -653,78 +664,87 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t391 = t375 - t390;
   const S t392 = t370 * t387;
   const S t393 = t377 - t392;
+  // ---- ltdl elimination, ancestor DoF 1: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t394 = t368 * t386;
   const S t395 = t368 * t394;
   const S t396 = t380 - t395;
   const S t397 = t370 * t394;
   const S t398 = t382 - t397;
+  // ---- ltdl elimination, ancestor DoF 0: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t399 = t370 * t386;
   const S t400 = t370 * t399;
   const S t401 = t385 - t400;
   // ---- ltdl pivot: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t402 = 1.0 / t389;
-  // ---- ltdl elimination: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  // ---- ltdl elimination, ancestor DoF 1: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t403 = t391 * t402;
   const S t404 = t391 * t403;
   const S t405 = t396 - t404;
   const S t406 = t393 * t403;
   const S t407 = t398 - t406;
+  // ---- ltdl elimination, ancestor DoF 0: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t408 = t393 * t402;
   const S t409 = t393 * t408;
   const S t410 = t401 - t409;
   // ---- ltdl pivot: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t411 = 1.0 / t405;
-  // ---- ltdl elimination: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  // ---- ltdl elimination, ancestor DoF 0: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t412 = t407 * t411;
   const S t413 = t407 * t412;
   const S t414 = t410 - t413;
   // ---- ltdl pivot: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t415 = 1.0 / t414;
   Minv[0] = t415;
-  // ---- ltdl inverse of L: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  // ---- ltdl inverse of L, column 0: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t416 = t412 * t415;
   const S t417 = -t416;
   Minv[1] = t417;
   Minv[7] = t417;
-  // ---- ltdl inverse of L: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  // ---- ltdl inverse of L, column 0: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t418 = t403 * t412;
   const S t419 = t418 - t408;
-  const S t420 = t403 * t411;
-  const S t421 = t415 * t419;
-  Minv[2] = t421;
-  Minv[14] = t421;
-  // ---- ltdl inverse of L: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t420 = t415 * t419;
+  Minv[2] = t420;
+  Minv[14] = t420;
+  // ---- ltdl inverse of L, column 1: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t421 = t403 * t411;
+  // ---- ltdl inverse of L, column 0: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t422 = t394 * t412;
   const S t423 = t422 - t399;
   const S t424 = t387 * t419;
   const S t425 = t423 - t424;
-  const S t426 = t387 * t403;
-  const S t427 = t426 - t394;
-  const S t428 = t387 * t402;
-  const S t429 = t411 * t427;
-  const S t430 = t415 * t425;
-  Minv[3] = t430;
-  Minv[21] = t430;
-  // ---- ltdl inverse of L: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t426 = t415 * t425;
+  Minv[3] = t426;
+  Minv[21] = t426;
+  // ---- ltdl inverse of L, column 1: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t427 = t387 * t403;
+  const S t428 = t427 - t394;
+  const S t429 = t411 * t428;
+  // ---- ltdl inverse of L, column 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t430 = t387 * t402;
+  // ---- ltdl inverse of L, column 0: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t431 = t378 * t412;
   const S t432 = t431 - t383;
   const S t433 = t371 * t419;
   const S t434 = t432 - t433;
   const S t435 = t362 * t425;
   const S t436 = t434 - t435;
-  const S t437 = t371 * t403;
-  const S t438 = t437 - t378;
-  const S t439 = t362 * t427;
-  const S t440 = t438 - t439;
-  const S t441 = t362 * t387;
-  const S t442 = t441 - t371;
-  const S t443 = t362 * t386;
-  const S t444 = t402 * t442;
-  const S t445 = t411 * t440;
-  const S t446 = t415 * t436;
-  Minv[4] = t446;
-  Minv[28] = t446;
-  // ---- ltdl inverse of L: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t437 = t415 * t436;
+  Minv[4] = t437;
+  Minv[28] = t437;
+  // ---- ltdl inverse of L, column 1: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t438 = t371 * t403;
+  const S t439 = t438 - t378;
+  const S t440 = t362 * t428;
+  const S t441 = t439 - t440;
+  const S t442 = t411 * t441;
+  // ---- ltdl inverse of L, column 2: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t443 = t362 * t387;
+  const S t444 = t443 - t371;
+  const S t445 = t402 * t444;
+  // ---- ltdl inverse of L, column 3: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t446 = t362 * t386;
+  // ---- ltdl inverse of L, column 0: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t447 = t353 * t412;
   const S t448 = t447 - t358;
   const S t449 = t346 * t419;
@@ -733,26 +753,30 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t452 = t450 - t451;
   const S t453 = t326 * t436;
   const S t454 = t452 - t453;
-  const S t455 = t346 * t403;
-  const S t456 = t455 - t353;
-  const S t457 = t337 * t427;
-  const S t458 = t456 - t457;
-  const S t459 = t326 * t440;
-  const S t460 = t458 - t459;
-  const S t461 = t337 * t387;
-  const S t462 = t461 - t346;
-  const S t463 = t326 * t442;
-  const S t464 = t462 - t463;
-  const S t465 = t326 * t362;
-  const S t466 = t465 - t337;
-  const S t467 = t326 * t361;
-  const S t468 = t386 * t466;
-  const S t469 = t402 * t464;
-  const S t470 = t411 * t460;
-  const S t471 = t415 * t454;
-  Minv[5] = t471;
-  Minv[35] = t471;
-  // ---- ltdl inverse of L: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t455 = t415 * t454;
+  Minv[5] = t455;
+  Minv[35] = t455;
+  // ---- ltdl inverse of L, column 1: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t456 = t346 * t403;
+  const S t457 = t456 - t353;
+  const S t458 = t337 * t428;
+  const S t459 = t457 - t458;
+  const S t460 = t326 * t441;
+  const S t461 = t459 - t460;
+  const S t462 = t411 * t461;
+  // ---- ltdl inverse of L, column 2: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t463 = t337 * t387;
+  const S t464 = t463 - t346;
+  const S t465 = t326 * t444;
+  const S t466 = t464 - t465;
+  const S t467 = t402 * t466;
+  // ---- ltdl inverse of L, column 3: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t468 = t326 * t362;
+  const S t469 = t468 - t337;
+  const S t470 = t386 * t469;
+  // ---- ltdl inverse of L, column 4: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t471 = t326 * t361;
+  // ---- ltdl inverse of L, column 0: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t472 = t318 * t412;
   const S t473 = t472 - t323;
   const S t474 = t311 * t419;
@@ -761,175 +785,194 @@ static inline void minv(const S* __restrict q, S* __restrict Minv) {
   const S t477 = t475 + t476;
   const S t478 = t0 * t436;
   const S t479 = t477 - t478;
-  const S t480 = t311 * t403;
-  const S t481 = t480 - t318;
-  const S t482 = t302 * t427;
-  const S t483 = t481 + t482;
-  const S t484 = t0 * t440;
-  const S t485 = t483 - t484;
-  const S t486 = -t311;
-  const S t487 = t302 * t387;
-  const S t488 = t486 - t487;
-  const S t489 = t0 * t442;
+  const S t480 = t415 * t479;
+  Minv[6] = t480;
+  Minv[42] = t480;
+  // ---- ltdl inverse of L, column 1: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t481 = t311 * t403;
+  const S t482 = t481 - t318;
+  const S t483 = t302 * t428;
+  const S t484 = t482 + t483;
+  const S t485 = t0 * t441;
+  const S t486 = t484 - t485;
+  const S t487 = t411 * t486;
+  // ---- ltdl inverse of L, column 2: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t488 = -t311;
+  const S t489 = t302 * t387;
   const S t490 = t488 - t489;
-  const S t491 = t0 * t362;
-  const S t492 = t302 + t491;
-  const S t493 = t0 * t361;
-  const S t494 = t386 * t492;
-  const S t495 = t402 * t490;
-  const S t496 = t411 * t485;
-  const S t497 = t415 * t479;
-  Minv[6] = t497;
-  Minv[42] = t497;
-  // ---- ltdl inverse: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  const S t491 = t0 * t444;
+  const S t492 = t490 - t491;
+  const S t493 = t402 * t492;
+  // ---- ltdl inverse of L, column 3: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t494 = t0 * t362;
+  const S t495 = t302 + t494;
+  const S t496 = t386 * t495;
+  // ---- ltdl inverse of L, column 4: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t497 = t0 * t361;
+  // ---- ltdl inverse, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t498 = t412 * t416;
   const S t499 = t411 + t498;
   Minv[8] = t499;
+  // ---- ltdl inverse, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t500 = t416 * t419;
   const S t501 = -t500;
-  const S t502 = t501 - t420;
+  const S t502 = t501 - t421;
   Minv[9] = t502;
   Minv[15] = t502;
+  // ---- ltdl inverse, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t503 = t416 * t425;
   const S t504 = t429 - t503;
   Minv[10] = t504;
   Minv[22] = t504;
+  // ---- ltdl inverse, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t505 = t416 * t436;
-  const S t506 = t445 - t505;
+  const S t506 = t442 - t505;
   Minv[11] = t506;
   Minv[29] = t506;
+  // ---- ltdl inverse, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t507 = t416 * t454;
-  const S t508 = t470 - t507;
+  const S t508 = t462 - t507;
   Minv[12] = t508;
   Minv[36] = t508;
+  // ---- ltdl inverse, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t509 = t416 * t479;
-  const S t510 = t496 - t509;
+  const S t510 = t487 - t509;
   Minv[13] = t510;
   Minv[43] = t510;
-  // ---- ltdl inverse: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t511 = t419 * t421;
-  const S t512 = t403 * t420;
+  // ---- ltdl inverse, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t511 = t419 * t420;
+  const S t512 = t403 * t421;
   const S t513 = t511 + t512;
   const S t514 = t402 + t513;
   Minv[16] = t514;
-  const S t515 = t421 * t425;
-  const S t516 = t420 * t427;
+  // ---- ltdl inverse, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t515 = t420 * t425;
+  const S t516 = t421 * t428;
   const S t517 = t515 - t516;
-  const S t518 = t517 - t428;
+  const S t518 = t517 - t430;
   Minv[17] = t518;
   Minv[23] = t518;
-  const S t519 = t421 * t436;
-  const S t520 = t420 * t440;
+  // ---- ltdl inverse, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t519 = t420 * t436;
+  const S t520 = t421 * t441;
   const S t521 = t519 - t520;
-  const S t522 = t444 + t521;
+  const S t522 = t445 + t521;
   Minv[18] = t522;
   Minv[30] = t522;
-  const S t523 = t421 * t454;
-  const S t524 = t420 * t460;
+  // ---- ltdl inverse, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t523 = t420 * t454;
+  const S t524 = t421 * t461;
   const S t525 = t523 - t524;
-  const S t526 = t469 + t525;
+  const S t526 = t467 + t525;
   Minv[19] = t526;
   Minv[37] = t526;
-  const S t527 = t421 * t479;
-  const S t528 = t420 * t485;
+  // ---- ltdl inverse, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t527 = t420 * t479;
+  const S t528 = t421 * t486;
   const S t529 = t527 - t528;
-  const S t530 = t495 + t529;
+  const S t530 = t493 + t529;
   Minv[20] = t530;
   Minv[44] = t530;
-  // ---- ltdl inverse: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t531 = t425 * t430;
-  const S t532 = t427 * t429;
+  // ---- ltdl inverse, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t531 = t425 * t426;
+  const S t532 = t428 * t429;
   const S t533 = t531 + t532;
-  const S t534 = t387 * t428;
+  const S t534 = t387 * t430;
   const S t535 = t533 + t534;
   const S t536 = t386 + t535;
   Minv[24] = t536;
-  const S t537 = t430 * t436;
-  const S t538 = t429 * t440;
+  // ---- ltdl inverse, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t537 = t426 * t436;
+  const S t538 = t429 * t441;
   const S t539 = t537 + t538;
-  const S t540 = t428 * t442;
+  const S t540 = t430 * t444;
   const S t541 = t539 - t540;
-  const S t542 = t541 - t443;
+  const S t542 = t541 - t446;
   Minv[25] = t542;
   Minv[31] = t542;
-  const S t543 = t430 * t454;
-  const S t544 = t429 * t460;
+  // ---- ltdl inverse, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t543 = t426 * t454;
+  const S t544 = t429 * t461;
   const S t545 = t543 + t544;
-  const S t546 = t428 * t464;
+  const S t546 = t430 * t466;
   const S t547 = t545 - t546;
-  const S t548 = t468 + t547;
+  const S t548 = t470 + t547;
   Minv[26] = t548;
   Minv[38] = t548;
-  const S t549 = t430 * t479;
-  const S t550 = t429 * t485;
+  // ---- ltdl inverse, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t549 = t426 * t479;
+  const S t550 = t429 * t486;
   const S t551 = t549 + t550;
-  const S t552 = t428 * t490;
+  const S t552 = t430 * t492;
   const S t553 = t551 - t552;
-  const S t554 = t494 + t553;
+  const S t554 = t496 + t553;
   Minv[27] = t554;
   Minv[45] = t554;
-  // ---- ltdl inverse: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t555 = t436 * t446;
-  const S t556 = t440 * t445;
+  // ---- ltdl inverse, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t555 = t436 * t437;
+  const S t556 = t441 * t442;
   const S t557 = t555 + t556;
-  const S t558 = t442 * t444;
+  const S t558 = t444 * t445;
   const S t559 = t557 + t558;
-  const S t560 = t362 * t443;
+  const S t560 = t362 * t446;
   const S t561 = t559 + t560;
   const S t562 = t361 + t561;
   Minv[32] = t562;
-  const S t563 = t446 * t454;
-  const S t564 = t445 * t460;
+  // ---- ltdl inverse, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t563 = t437 * t454;
+  const S t564 = t442 * t461;
   const S t565 = t563 + t564;
-  const S t566 = t444 * t464;
+  const S t566 = t445 * t466;
   const S t567 = t565 + t566;
-  const S t568 = t443 * t466;
+  const S t568 = t446 * t469;
   const S t569 = t567 - t568;
-  const S t570 = t569 - t467;
+  const S t570 = t569 - t471;
   Minv[33] = t570;
   Minv[39] = t570;
-  const S t571 = t446 * t479;
-  const S t572 = t445 * t485;
+  // ---- ltdl inverse, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t571 = t437 * t479;
+  const S t572 = t442 * t486;
   const S t573 = t571 + t572;
-  const S t574 = t444 * t490;
+  const S t574 = t445 * t492;
   const S t575 = t573 + t574;
-  const S t576 = t443 * t492;
+  const S t576 = t446 * t495;
   const S t577 = t575 - t576;
-  const S t578 = t577 - t493;
+  const S t578 = t577 - t497;
   Minv[34] = t578;
   Minv[46] = t578;
-  // ---- ltdl inverse: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t579 = t454 * t471;
-  const S t580 = t460 * t470;
+  // ---- ltdl inverse, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t579 = t454 * t455;
+  const S t580 = t461 * t462;
   const S t581 = t579 + t580;
-  const S t582 = t464 * t469;
+  const S t582 = t466 * t467;
   const S t583 = t581 + t582;
-  const S t584 = t466 * t468;
+  const S t584 = t469 * t470;
   const S t585 = t583 + t584;
-  const S t586 = t326 * t467;
+  const S t586 = t326 * t471;
   const S t587 = t585 + t586;
   const S t588 = 114.14289869087226 + t587;
   Minv[40] = t588;
-  const S t589 = t471 * t479;
-  const S t590 = t470 * t485;
+  // ---- ltdl inverse, column 6: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t589 = t455 * t479;
+  const S t590 = t462 * t486;
   const S t591 = t589 + t590;
-  const S t592 = t469 * t490;
+  const S t592 = t467 * t492;
   const S t593 = t591 + t592;
-  const S t594 = t468 * t492;
+  const S t594 = t470 * t495;
   const S t595 = t593 + t594;
-  const S t596 = t0 * t467;
+  const S t596 = t0 * t471;
   const S t597 = t595 + t596;
   Minv[41] = t597;
   Minv[47] = t597;
-  // ---- ltdl inverse: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t598 = t479 * t497;
-  const S t599 = t485 * t496;
+  // ---- ltdl inverse, column 6: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t598 = t479 * t480;
+  const S t599 = t486 * t487;
   const S t600 = t598 + t599;
-  const S t601 = t490 * t495;
+  const S t601 = t492 * t493;
   const S t602 = t600 + t601;
-  const S t603 = t492 * t494;
+  const S t603 = t495 * t496;
   const S t604 = t602 + t603;
-  const S t605 = t0 * t493;
+  const S t605 = t0 * t497;
   const S t606 = t604 + t605;
   const S t607 = 1000.0 + t606;
   Minv[48] = t607;

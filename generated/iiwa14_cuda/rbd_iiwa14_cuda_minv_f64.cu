@@ -8,11 +8,11 @@
 //   coalesced accesses (7 scalars per state, padded to an odd count against bank conflicts;
 //   7168 bytes). The outputs are written in place: staging them too would let an
 //   SM hold fewer states than its registers allow.//
-// block shape: 32 states (threadIdx.x) × 6 lanes (threadIdx.y) per block: each warp
+// block shape: 32 states (threadIdx.x) × 11 lanes (threadIdx.y) per block: each warp
 //   is one lane of 32 states, so the threads of a warp run the same code and the lanes of one
 //   state are different warps. 22 stages with a barrier after each;
-//   workspace of 61 scalars per state in shared memory, the state's inputs included.
-//   Predicted latency of one state: 1.46x shorter than the thread shape's (warp model,
+//   workspace of 59 scalars per state in shared memory, the state's inputs included.
+//   Predicted latency of one state: 1.92x shorter than the thread shape's (warp model,
 //   rbdgen.targets.cuda.emit.warp_model).
 #include "rbd_iiwa14_cuda.cuh"
 #include "rbd_iiwa14_cuda_minv_f64.cuh"
@@ -49,22 +49,22 @@ __global__ void __launch_bounds__(minv_TILE) minv_thread_kernel(long n, const do
   minv_tcompute<double>(threadIdx.x, blockIdx.x, n, q, Minv, tile);
 }
 
-constexpr int minv_LANES = 6;
+constexpr int minv_LANES = 11;
 constexpr int minv_SPB = 32;
-constexpr int minv_SCRATCH = 61;
+constexpr int minv_SCRATCH = 59;
 
 // the block's states' inputs, copied once into their workspaces (after the exchanged values):
 // the block's states are one contiguous stretch of each input, read with coalesced accesses by
-// all 192 threads (t = the thread's index in the block)
+// all 352 threads (t = the thread's index in the block)
 template <typename S>
 __host__ __device__ inline void minv_bload(int t, long blk, long n, [[maybe_unused]] const S* __restrict q, S* __restrict ws) {
   const long first = blk * minv_SPB;
   const int cnt = static_cast<int>(n - first < minv_SPB ? n - first : minv_SPB);
-  for (int e = t; e < cnt * 7; e += 192)
-    ws[(e / 7) * minv_SCRATCH + 53 + e % 7] = q[first * 7 + e];
+  for (int e = t; e < cnt * 7; e += 352)
+    ws[(e / 7) * minv_SCRATCH + 52 + e % 7] = q[first * 7 + e];
 }
 
-__global__ void __launch_bounds__(192) minv_block_kernel(long n, const double* __restrict q, double* __restrict Minv, [[maybe_unused]] double* __restrict wg) {
+__global__ void __launch_bounds__(352) minv_block_kernel(long n, const double* __restrict q, double* __restrict Minv, [[maybe_unused]] double* __restrict wg) {
   const int lane = static_cast<int>(threadIdx.y);  // uniform across a warp
   const long i = static_cast<long>(blockIdx.x) * minv_SPB + threadIdx.x;  // the state
   const bool live = i < n;
@@ -74,55 +74,55 @@ __global__ void __launch_bounds__(192) minv_block_kernel(long n, const double* _
   minv_bload<double>(static_cast<int>(threadIdx.y * minv_SPB + threadIdx.x), blockIdx.x, n, q, ws);
   double* w = ws + threadIdx.x * minv_SCRATCH;
   __syncthreads();
-  if (live) minv_s0<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s0<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s1<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s1<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s2<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s2<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s3<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s3<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s4<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s4<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s5<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s5<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s6<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s6<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s7<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s7<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s8<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s8<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s9<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s9<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s10<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s10<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s11<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s11<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s12<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s12<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s13<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s13<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s14<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s14<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s15<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s15<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s16<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s16<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s17<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s17<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s18<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s18<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s19<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s19<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s20<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s20<double>(lane, w + 52, Minv + c * 49, w);
   __syncthreads();
-  if (live) minv_s21<double>(lane, w + 53, Minv + c * 49, w);
+  if (live) minv_s21<double>(lane, w + 52, Minv + c * 49, w);
 }
 
 // the launch shape a call takes: 1 (thread) or 2 (block), shape 0 (auto) resolved for a batch of
 // n (<prefix>_auto_shape); -1 for a shape that is none of 0, 1, 2
 inline int minv_resolve(long n, int shape) {
-  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 146);
+  if (shape == 0) return rbd_iiwa14_cuda_auto_shape(n, 1, 192);
   return shape == 1 || shape == 2 ? shape : -1;
 }
 
@@ -168,7 +168,7 @@ int rbd_iiwa14_cuda_minv_f64_cuda(cudaStream_t stream, long n, const double* __r
   }
   cfg.blockDim = dim3(minv_SPB, minv_LANES);  // x: states, y: lanes
   cfg.gridDim = dim3(static_cast<unsigned>((n + minv_SPB - 1) / minv_SPB));
-  cfg.dynamicSmemBytes = 1952 * sizeof(double);
+  cfg.dynamicSmemBytes = 1888 * sizeof(double);
   return static_cast<int>(cudaLaunchKernelEx(&cfg, minv_block_kernel, n, q, Minv, static_cast<double*>(nullptr)));
 }
 
@@ -257,138 +257,138 @@ void rbd_iiwa14_cuda_minv_f64_emulate_block(long n, const double* __restrict q, 
   // one block's workspace, reused by every batch of states
   std::vector<double> ws(static_cast<size_t>(minv_SPB) * minv_SCRATCH);
   for (long b = 0; b * minv_SPB < n; ++b) {
-    for (int t = 0; t < 192; ++t) minv_bload<double>(t, b, n, q, ws.data());
+    for (int t = 0; t < 352; ++t) minv_bload<double>(t, b, n, q, ws.data());
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s0<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s0<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s1<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s1<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s2<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s2<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s3<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s3<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s4<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s4<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s5<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s5<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s6<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s6<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s7<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s7<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s8<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s8<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s9<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s9<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s10<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s10<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s11<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s11<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s12<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s12<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s13<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s13<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s14<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s14<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s15<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s15<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s16<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s16<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s17<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s17<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s18<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s18<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s19<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s19<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s20<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s20<double>(lane, w + 52, Minv + i * 49, w);
     }
     for (int tx = 0; tx < minv_SPB; ++tx) {
       const long i = b * minv_SPB + tx;
       if (i >= n) continue;
       double* w = ws.data() + tx * minv_SCRATCH;
-      for (int lane = 0; lane < minv_LANES; ++lane) minv_s21<double>(lane, w + 53, Minv + i * 49, w);
+      for (int lane = 0; lane < minv_LANES; ++lane) minv_s21<double>(lane, w + 52, Minv + i * 49, w);
     }
   }
 }

@@ -5,10 +5,10 @@
 // minv: M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
 // ops: 322 mul, 271 add/sub, 5 div, 10 sin/cos; critical path 43 ops
 //
-// * minv<S>(…): one state on one thread (690 statements).
-// * minv_s0 … _s21: one state on 6 cooperating lanes (argument lane),
-//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 61 scalars per state
-//   shared by the threads. 22 stages, up to 6 independent tasks in one stage.
+// * minv<S>(…): one state on one thread (733 statements).
+// * minv_s0 … _s21: one state on 11 cooperating lanes (argument lane),
+//   called in order with a barrier between calls (in the block shape each lane is a warp of 32 states); w is a workspace of 59 scalars per state
+//   shared by the threads. 22 stages, up to 11 independent tasks in one stage.
 #pragma once
 
 #ifndef RBD_IIWA14_CUDA_F64_MATH
@@ -337,7 +337,7 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t289 = t147 * t285;
   const S t290 = t146 * t282;
   const S t291 = t289 + t290;
-  // ---- ltdl elimination: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  // ---- ltdl elimination, ancestor DoF 4: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t292 = t0 * t274;
   const S t293 = t22 - t292;
   const S t294 = t0 * t276;
@@ -348,6 +348,7 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t299 = t219 - t298;
   const S t300 = t0 * t291;
   const S t301 = t222 - t300;
+  // ---- ltdl elimination, ancestor DoF 3: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t302 = t276 * 1000.0;
   const S t303 = t276 * t302;
   const S t304 = t62 - t303;
@@ -357,6 +358,7 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t308 = t179 + t307;
   const S t309 = t291 * t302;
   const S t310 = t182 + t309;
+  // ---- ltdl elimination, ancestor DoF 2: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t311 = t282 * 1000.0;
   const S t312 = t282 * t311;
   const S t313 = t105 - t312;
@@ -364,15 +366,17 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t315 = t138 - t314;
   const S t316 = t291 * t311;
   const S t317 = t164 - t316;
+  // ---- ltdl elimination, ancestor DoF 1: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t318 = t288 * 1000.0;
   const S t319 = t288 * t318;
   const S t320 = t145 - t319;
   const S t321 = t291 * t318;
   const S t322 = t157 - t321;
+  // ---- ltdl elimination, ancestor DoF 0: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t323 = t291 * 1000.0;
   const S t324 = t291 * t323;
   const S t325 = t159 - t324;
-  // ---- ltdl elimination: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  // ---- ltdl elimination, ancestor DoF 4: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t326 = t0 * -4.9309732234456816e-05;
   const S t327 = t8 * t326;
   const S t328 = t293 - t327;
@@ -384,6 +388,7 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t334 = t299 - t333;
   const S t335 = t272 * t326;
   const S t336 = t301 - t335;
+  // ---- ltdl elimination, ancestor DoF 3: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t337 = t238 * 114.14289869087226;
   const S t338 = t238 * t337;
   const S t339 = t304 - t338;
@@ -393,6 +398,7 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t343 = t308 - t342;
   const S t344 = t272 * t337;
   const S t345 = t310 - t344;
+  // ---- ltdl elimination, ancestor DoF 2: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t346 = t248 * 114.14289869087226;
   const S t347 = t248 * t346;
   const S t348 = t313 - t347;
@@ -400,17 +406,19 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t350 = t315 - t349;
   const S t351 = t272 * t346;
   const S t352 = t317 - t351;
+  // ---- ltdl elimination, ancestor DoF 1: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t353 = t269 * 114.14289869087226;
   const S t354 = t269 * t353;
   const S t355 = t320 - t354;
   const S t356 = t272 * t353;
   const S t357 = t322 - t356;
+  // ---- ltdl elimination, ancestor DoF 0: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t358 = t272 * 114.14289869087226;
   const S t359 = t272 * t358;
   const S t360 = t325 - t359;
   // ---- ltdl pivot: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t361 = 1.0 / t328;
-  // ---- ltdl elimination: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  // ---- ltdl elimination, ancestor DoF 3: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t362 = t330 * t361;
   const S t363 = t330 * t362;
   const S t364 = t339 - t363;
@@ -420,6 +428,7 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t368 = t343 - t367;
   const S t369 = t336 * t362;
   const S t370 = t345 - t369;
+  // ---- ltdl elimination, ancestor DoF 2: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t371 = t332 * t361;
   const S t372 = t332 * t371;
   const S t373 = t348 - t372;
@@ -427,17 +436,19 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t375 = t350 - t374;
   const S t376 = t336 * t371;
   const S t377 = t352 - t376;
+  // ---- ltdl elimination, ancestor DoF 1: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t378 = t334 * t361;
   const S t379 = t334 * t378;
   const S t380 = t355 - t379;
   const S t381 = t336 * t378;
   const S t382 = t357 - t381;
+  // ---- ltdl elimination, ancestor DoF 0: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t383 = t336 * t361;
   const S t384 = t336 * t383;
   const S t385 = t360 - t384;
   // ---- ltdl pivot: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t386 = 1.0 / t364;
-  // ---- ltdl elimination: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  // ---- ltdl elimination, ancestor DoF 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t387 = t366 * t386;
   const S t388 = t366 * t387;
   const S t389 = t373 - t388;
@@ -445,78 +456,87 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t391 = t375 - t390;
   const S t392 = t370 * t387;
   const S t393 = t377 - t392;
+  // ---- ltdl elimination, ancestor DoF 1: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t394 = t368 * t386;
   const S t395 = t368 * t394;
   const S t396 = t380 - t395;
   const S t397 = t370 * t394;
   const S t398 = t382 - t397;
+  // ---- ltdl elimination, ancestor DoF 0: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t399 = t370 * t386;
   const S t400 = t370 * t399;
   const S t401 = t385 - t400;
   // ---- ltdl pivot: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t402 = 1.0 / t389;
-  // ---- ltdl elimination: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  // ---- ltdl elimination, ancestor DoF 1: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t403 = t391 * t402;
   const S t404 = t391 * t403;
   const S t405 = t396 - t404;
   const S t406 = t393 * t403;
   const S t407 = t398 - t406;
+  // ---- ltdl elimination, ancestor DoF 0: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t408 = t393 * t402;
   const S t409 = t393 * t408;
   const S t410 = t401 - t409;
   // ---- ltdl pivot: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t411 = 1.0 / t405;
-  // ---- ltdl elimination: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  // ---- ltdl elimination, ancestor DoF 0: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t412 = t407 * t411;
   const S t413 = t407 * t412;
   const S t414 = t410 - t413;
   // ---- ltdl pivot: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
   const S t415 = 1.0 / t414;
   Minv[0] = t415;
-  // ---- ltdl inverse of L: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  // ---- ltdl inverse of L, column 0: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t416 = t412 * t415;
   const S t417 = -t416;
   Minv[1] = t417;
   Minv[7] = t417;
-  // ---- ltdl inverse of L: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  // ---- ltdl inverse of L, column 0: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t418 = t403 * t412;
   const S t419 = t418 - t408;
-  const S t420 = t403 * t411;
-  const S t421 = t415 * t419;
-  Minv[2] = t421;
-  Minv[14] = t421;
-  // ---- ltdl inverse of L: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t420 = t415 * t419;
+  Minv[2] = t420;
+  Minv[14] = t420;
+  // ---- ltdl inverse of L, column 1: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t421 = t403 * t411;
+  // ---- ltdl inverse of L, column 0: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t422 = t394 * t412;
   const S t423 = t422 - t399;
   const S t424 = t387 * t419;
   const S t425 = t423 - t424;
-  const S t426 = t387 * t403;
-  const S t427 = t426 - t394;
-  const S t428 = t387 * t402;
-  const S t429 = t411 * t427;
-  const S t430 = t415 * t425;
-  Minv[3] = t430;
-  Minv[21] = t430;
-  // ---- ltdl inverse of L: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t426 = t415 * t425;
+  Minv[3] = t426;
+  Minv[21] = t426;
+  // ---- ltdl inverse of L, column 1: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t427 = t387 * t403;
+  const S t428 = t427 - t394;
+  const S t429 = t411 * t428;
+  // ---- ltdl inverse of L, column 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t430 = t387 * t402;
+  // ---- ltdl inverse of L, column 0: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t431 = t378 * t412;
   const S t432 = t431 - t383;
   const S t433 = t371 * t419;
   const S t434 = t432 - t433;
   const S t435 = t362 * t425;
   const S t436 = t434 - t435;
-  const S t437 = t371 * t403;
-  const S t438 = t437 - t378;
-  const S t439 = t362 * t427;
-  const S t440 = t438 - t439;
-  const S t441 = t362 * t387;
-  const S t442 = t441 - t371;
-  const S t443 = t362 * t386;
-  const S t444 = t402 * t442;
-  const S t445 = t411 * t440;
-  const S t446 = t415 * t436;
-  Minv[4] = t446;
-  Minv[28] = t446;
-  // ---- ltdl inverse of L: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t437 = t415 * t436;
+  Minv[4] = t437;
+  Minv[28] = t437;
+  // ---- ltdl inverse of L, column 1: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t438 = t371 * t403;
+  const S t439 = t438 - t378;
+  const S t440 = t362 * t428;
+  const S t441 = t439 - t440;
+  const S t442 = t411 * t441;
+  // ---- ltdl inverse of L, column 2: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t443 = t362 * t387;
+  const S t444 = t443 - t371;
+  const S t445 = t402 * t444;
+  // ---- ltdl inverse of L, column 3: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t446 = t362 * t386;
+  // ---- ltdl inverse of L, column 0: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t447 = t353 * t412;
   const S t448 = t447 - t358;
   const S t449 = t346 * t419;
@@ -525,26 +545,30 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t452 = t450 - t451;
   const S t453 = t326 * t436;
   const S t454 = t452 - t453;
-  const S t455 = t346 * t403;
-  const S t456 = t455 - t353;
-  const S t457 = t337 * t427;
-  const S t458 = t456 - t457;
-  const S t459 = t326 * t440;
-  const S t460 = t458 - t459;
-  const S t461 = t337 * t387;
-  const S t462 = t461 - t346;
-  const S t463 = t326 * t442;
-  const S t464 = t462 - t463;
-  const S t465 = t326 * t362;
-  const S t466 = t465 - t337;
-  const S t467 = t326 * t361;
-  const S t468 = t386 * t466;
-  const S t469 = t402 * t464;
-  const S t470 = t411 * t460;
-  const S t471 = t415 * t454;
-  Minv[5] = t471;
-  Minv[35] = t471;
-  // ---- ltdl inverse of L: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t455 = t415 * t454;
+  Minv[5] = t455;
+  Minv[35] = t455;
+  // ---- ltdl inverse of L, column 1: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t456 = t346 * t403;
+  const S t457 = t456 - t353;
+  const S t458 = t337 * t428;
+  const S t459 = t457 - t458;
+  const S t460 = t326 * t441;
+  const S t461 = t459 - t460;
+  const S t462 = t411 * t461;
+  // ---- ltdl inverse of L, column 2: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t463 = t337 * t387;
+  const S t464 = t463 - t346;
+  const S t465 = t326 * t444;
+  const S t466 = t464 - t465;
+  const S t467 = t402 * t466;
+  // ---- ltdl inverse of L, column 3: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t468 = t326 * t362;
+  const S t469 = t468 - t337;
+  const S t470 = t386 * t469;
+  // ---- ltdl inverse of L, column 4: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t471 = t326 * t361;
+  // ---- ltdl inverse of L, column 0: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t472 = t318 * t412;
   const S t473 = t472 - t323;
   const S t474 = t311 * t419;
@@ -553,182 +577,201 @@ __host__ __device__ inline void minv(const S* __restrict q, S* __restrict Minv) 
   const S t477 = t475 + t476;
   const S t478 = t0 * t436;
   const S t479 = t477 - t478;
-  const S t480 = t311 * t403;
-  const S t481 = t480 - t318;
-  const S t482 = t302 * t427;
-  const S t483 = t481 + t482;
-  const S t484 = t0 * t440;
-  const S t485 = t483 - t484;
-  const S t486 = -t311;
-  const S t487 = t302 * t387;
-  const S t488 = t486 - t487;
-  const S t489 = t0 * t442;
+  const S t480 = t415 * t479;
+  Minv[6] = t480;
+  Minv[42] = t480;
+  // ---- ltdl inverse of L, column 1: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t481 = t311 * t403;
+  const S t482 = t481 - t318;
+  const S t483 = t302 * t428;
+  const S t484 = t482 + t483;
+  const S t485 = t0 * t441;
+  const S t486 = t484 - t485;
+  const S t487 = t411 * t486;
+  // ---- ltdl inverse of L, column 2: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t488 = -t311;
+  const S t489 = t302 * t387;
   const S t490 = t488 - t489;
-  const S t491 = t0 * t362;
-  const S t492 = t302 + t491;
-  const S t493 = t0 * t361;
-  const S t494 = t386 * t492;
-  const S t495 = t402 * t490;
-  const S t496 = t411 * t485;
-  const S t497 = t415 * t479;
-  Minv[6] = t497;
-  Minv[42] = t497;
-  // ---- ltdl inverse: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  const S t491 = t0 * t444;
+  const S t492 = t490 - t491;
+  const S t493 = t402 * t492;
+  // ---- ltdl inverse of L, column 3: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t494 = t0 * t362;
+  const S t495 = t302 + t494;
+  const S t496 = t386 * t495;
+  // ---- ltdl inverse of L, column 4: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t497 = t0 * t361;
+  // ---- ltdl inverse, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t498 = t412 * t416;
   const S t499 = t411 + t498;
   Minv[8] = t499;
+  // ---- ltdl inverse, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t500 = t416 * t419;
   const S t501 = -t500;
-  const S t502 = t501 - t420;
+  const S t502 = t501 - t421;
   Minv[9] = t502;
   Minv[15] = t502;
+  // ---- ltdl inverse, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t503 = t416 * t425;
   const S t504 = t429 - t503;
   Minv[10] = t504;
   Minv[22] = t504;
+  // ---- ltdl inverse, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t505 = t416 * t436;
-  const S t506 = t445 - t505;
+  const S t506 = t442 - t505;
   Minv[11] = t506;
   Minv[29] = t506;
+  // ---- ltdl inverse, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t507 = t416 * t454;
-  const S t508 = t470 - t507;
+  const S t508 = t462 - t507;
   Minv[12] = t508;
   Minv[36] = t508;
+  // ---- ltdl inverse, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t509 = t416 * t479;
-  const S t510 = t496 - t509;
+  const S t510 = t487 - t509;
   Minv[13] = t510;
   Minv[43] = t510;
-  // ---- ltdl inverse: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t511 = t419 * t421;
-  const S t512 = t403 * t420;
+  // ---- ltdl inverse, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t511 = t419 * t420;
+  const S t512 = t403 * t421;
   const S t513 = t511 + t512;
   const S t514 = t402 + t513;
   Minv[16] = t514;
-  const S t515 = t421 * t425;
-  const S t516 = t420 * t427;
+  // ---- ltdl inverse, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t515 = t420 * t425;
+  const S t516 = t421 * t428;
   const S t517 = t515 - t516;
-  const S t518 = t517 - t428;
+  const S t518 = t517 - t430;
   Minv[17] = t518;
   Minv[23] = t518;
-  const S t519 = t421 * t436;
-  const S t520 = t420 * t440;
+  // ---- ltdl inverse, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t519 = t420 * t436;
+  const S t520 = t421 * t441;
   const S t521 = t519 - t520;
-  const S t522 = t444 + t521;
+  const S t522 = t445 + t521;
   Minv[18] = t522;
   Minv[30] = t522;
-  const S t523 = t421 * t454;
-  const S t524 = t420 * t460;
+  // ---- ltdl inverse, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t523 = t420 * t454;
+  const S t524 = t421 * t461;
   const S t525 = t523 - t524;
-  const S t526 = t469 + t525;
+  const S t526 = t467 + t525;
   Minv[19] = t526;
   Minv[37] = t526;
-  const S t527 = t421 * t479;
-  const S t528 = t420 * t485;
+  // ---- ltdl inverse, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t527 = t420 * t479;
+  const S t528 = t421 * t486;
   const S t529 = t527 - t528;
-  const S t530 = t495 + t529;
+  const S t530 = t493 + t529;
   Minv[20] = t530;
   Minv[44] = t530;
-  // ---- ltdl inverse: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t531 = t425 * t430;
-  const S t532 = t427 * t429;
+  // ---- ltdl inverse, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t531 = t425 * t426;
+  const S t532 = t428 * t429;
   const S t533 = t531 + t532;
-  const S t534 = t387 * t428;
+  const S t534 = t387 * t430;
   const S t535 = t533 + t534;
   const S t536 = t386 + t535;
   Minv[24] = t536;
-  const S t537 = t430 * t436;
-  const S t538 = t429 * t440;
+  // ---- ltdl inverse, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t537 = t426 * t436;
+  const S t538 = t429 * t441;
   const S t539 = t537 + t538;
-  const S t540 = t428 * t442;
+  const S t540 = t430 * t444;
   const S t541 = t539 - t540;
-  const S t542 = t541 - t443;
+  const S t542 = t541 - t446;
   Minv[25] = t542;
   Minv[31] = t542;
-  const S t543 = t430 * t454;
-  const S t544 = t429 * t460;
+  // ---- ltdl inverse, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t543 = t426 * t454;
+  const S t544 = t429 * t461;
   const S t545 = t543 + t544;
-  const S t546 = t428 * t464;
+  const S t546 = t430 * t466;
   const S t547 = t545 - t546;
-  const S t548 = t468 + t547;
+  const S t548 = t470 + t547;
   Minv[26] = t548;
   Minv[38] = t548;
-  const S t549 = t430 * t479;
-  const S t550 = t429 * t485;
+  // ---- ltdl inverse, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t549 = t426 * t479;
+  const S t550 = t429 * t486;
   const S t551 = t549 + t550;
-  const S t552 = t428 * t490;
+  const S t552 = t430 * t492;
   const S t553 = t551 - t552;
-  const S t554 = t494 + t553;
+  const S t554 = t496 + t553;
   Minv[27] = t554;
   Minv[45] = t554;
-  // ---- ltdl inverse: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t555 = t436 * t446;
-  const S t556 = t440 * t445;
+  // ---- ltdl inverse, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t555 = t436 * t437;
+  const S t556 = t441 * t442;
   const S t557 = t555 + t556;
-  const S t558 = t442 * t444;
+  const S t558 = t444 * t445;
   const S t559 = t557 + t558;
-  const S t560 = t362 * t443;
+  const S t560 = t362 * t446;
   const S t561 = t559 + t560;
   const S t562 = t361 + t561;
   Minv[32] = t562;
-  const S t563 = t446 * t454;
-  const S t564 = t445 * t460;
+  // ---- ltdl inverse, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t563 = t437 * t454;
+  const S t564 = t442 * t461;
   const S t565 = t563 + t564;
-  const S t566 = t444 * t464;
+  const S t566 = t445 * t466;
   const S t567 = t565 + t566;
-  const S t568 = t443 * t466;
+  const S t568 = t446 * t469;
   const S t569 = t567 - t568;
-  const S t570 = t569 - t467;
+  const S t570 = t569 - t471;
   Minv[33] = t570;
   Minv[39] = t570;
-  const S t571 = t446 * t479;
-  const S t572 = t445 * t485;
+  // ---- ltdl inverse, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t571 = t437 * t479;
+  const S t572 = t442 * t486;
   const S t573 = t571 + t572;
-  const S t574 = t444 * t490;
+  const S t574 = t445 * t492;
   const S t575 = t573 + t574;
-  const S t576 = t443 * t492;
+  const S t576 = t446 * t495;
   const S t577 = t575 - t576;
-  const S t578 = t577 - t493;
+  const S t578 = t577 - t497;
   Minv[34] = t578;
   Minv[46] = t578;
-  // ---- ltdl inverse: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t579 = t454 * t471;
-  const S t580 = t460 * t470;
+  // ---- ltdl inverse, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t579 = t454 * t455;
+  const S t580 = t461 * t462;
   const S t581 = t579 + t580;
-  const S t582 = t464 * t469;
+  const S t582 = t466 * t467;
   const S t583 = t581 + t582;
-  const S t584 = t466 * t468;
+  const S t584 = t469 * t470;
   const S t585 = t583 + t584;
-  const S t586 = t326 * t467;
+  const S t586 = t326 * t471;
   const S t587 = t585 + t586;
   const S t588 = 114.14289869087226 + t587;
   Minv[40] = t588;
-  const S t589 = t471 * t479;
-  const S t590 = t470 * t485;
+  // ---- ltdl inverse, column 6: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t589 = t455 * t479;
+  const S t590 = t462 * t486;
   const S t591 = t589 + t590;
-  const S t592 = t469 * t490;
+  const S t592 = t467 * t492;
   const S t593 = t591 + t592;
-  const S t594 = t468 * t492;
+  const S t594 = t470 * t495;
   const S t595 = t593 + t594;
-  const S t596 = t0 * t467;
+  const S t596 = t0 * t471;
   const S t597 = t595 + t596;
   Minv[41] = t597;
   Minv[47] = t597;
-  // ---- ltdl inverse: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-  const S t598 = t479 * t497;
-  const S t599 = t485 * t496;
+  // ---- ltdl inverse, column 6: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t598 = t479 * t480;
+  const S t599 = t486 * t487;
   const S t600 = t598 + t599;
-  const S t601 = t490 * t495;
+  const S t601 = t492 * t493;
   const S t602 = t600 + t601;
-  const S t603 = t492 * t494;
+  const S t603 = t495 * t496;
   const S t604 = t602 + t603;
-  const S t605 = t0 * t493;
+  const S t605 = t0 * t497;
   const S t606 = t604 + t605;
   const S t607 = 1000.0 + t606;
   Minv[48] = t607;
 }
 
 // ---------------------------------------------------------------------------------------------
-// one state per 6 threads: stage s runs after every thread finished stage s-1
+// one state per 11 threads: stage s runs after every thread finished stage s-1
 // ---------------------------------------------------------------------------------------------
 template <typename S>
 __host__ __device__ inline void minv_s0(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
@@ -1193,7 +1236,7 @@ template <typename S>
 __host__ __device__ inline void minv_s6(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl elimination: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    // ---- ltdl elimination, ancestor DoF 4: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
     const S t292 = w[0] * w[42];
     const S t293 = w[13] - t292;
     w[1] = t293;
@@ -1209,6 +1252,10 @@ __host__ __device__ inline void minv_s6(int lane, [[maybe_unused]] const S* __re
     const S t300 = w[0] * w[46];
     const S t301 = w[35] - t300;
     w[6] = t301;
+    break;
+  }
+  case 1: {
+    // ---- ltdl elimination, ancestor DoF 3: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
     const S t302 = w[43] * 1000.0;
     w[7] = t302;
     const S t303 = w[43] * t302;
@@ -1223,6 +1270,10 @@ __host__ __device__ inline void minv_s6(int lane, [[maybe_unused]] const S* __re
     const S t309 = w[46] * t302;
     const S t310 = w[29] + t309;
     w[14] = t310;
+    break;
+  }
+  case 2: {
+    // ---- ltdl elimination, ancestor DoF 2: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
     const S t311 = w[44] * 1000.0;
     w[15] = t311;
     const S t312 = w[44] * t311;
@@ -1234,6 +1285,10 @@ __host__ __device__ inline void minv_s6(int lane, [[maybe_unused]] const S* __re
     const S t316 = w[46] * t311;
     const S t317 = w[27] - t316;
     w[18] = t317;
+    break;
+  }
+  case 3: {
+    // ---- ltdl elimination, ancestor DoF 1: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
     const S t318 = w[45] * 1000.0;
     w[19] = t318;
     const S t319 = w[45] * t318;
@@ -1242,6 +1297,10 @@ __host__ __device__ inline void minv_s6(int lane, [[maybe_unused]] const S* __re
     const S t321 = w[46] * t318;
     const S t322 = w[12] - t321;
     w[21] = t322;
+    break;
+  }
+  case 4: {
+    // ---- ltdl elimination, ancestor DoF 0: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
     const S t323 = w[46] * 1000.0;
     w[22] = t323;
     const S t324 = w[46] * t323;
@@ -1258,7 +1317,7 @@ template <typename S>
 __host__ __device__ inline void minv_s7(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl elimination: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    // ---- ltdl elimination, ancestor DoF 4: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
     const S t326 = w[0] * -4.9309732234456816e-05;
     w[10] = t326;
     const S t327 = w[5] * t326;
@@ -1276,6 +1335,10 @@ __host__ __device__ inline void minv_s7(int lane, [[maybe_unused]] const S* __re
     const S t335 = w[41] * t326;
     const S t336 = w[6] - t335;
     w[26] = t336;
+    break;
+  }
+  case 1: {
+    // ---- ltdl elimination, ancestor DoF 3: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
     const S t337 = w[36] * 114.14289869087226;
     w[27] = t337;
     const S t338 = w[36] * t337;
@@ -1290,6 +1353,10 @@ __host__ __device__ inline void minv_s7(int lane, [[maybe_unused]] const S* __re
     const S t344 = w[41] * t337;
     const S t345 = w[14] - t344;
     w[31] = t345;
+    break;
+  }
+  case 2: {
+    // ---- ltdl elimination, ancestor DoF 2: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
     const S t346 = w[38] * 114.14289869087226;
     w[32] = t346;
     const S t347 = w[38] * t346;
@@ -1301,6 +1368,10 @@ __host__ __device__ inline void minv_s7(int lane, [[maybe_unused]] const S* __re
     const S t351 = w[41] * t346;
     const S t352 = w[18] - t351;
     w[35] = t352;
+    break;
+  }
+  case 3: {
+    // ---- ltdl elimination, ancestor DoF 1: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
     const S t353 = w[39] * 114.14289869087226;
     w[37] = t353;
     const S t354 = w[39] * t353;
@@ -1309,6 +1380,10 @@ __host__ __device__ inline void minv_s7(int lane, [[maybe_unused]] const S* __re
     const S t356 = w[41] * t353;
     const S t357 = w[21] - t356;
     w[42] = t357;
+    break;
+  }
+  case 4: {
+    // ---- ltdl elimination, ancestor DoF 0: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
     const S t358 = w[41] * 114.14289869087226;
     w[43] = t358;
     const S t359 = w[41] * t358;
@@ -1339,7 +1414,7 @@ template <typename S>
 __host__ __device__ inline void minv_s9(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl elimination: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    // ---- ltdl elimination, ancestor DoF 3: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
     const S t362 = w[13] * w[1];
     w[2] = t362;
     const S t363 = w[13] * t362;
@@ -1354,6 +1429,10 @@ __host__ __device__ inline void minv_s9(int lane, [[maybe_unused]] const S* __re
     const S t369 = w[26] * t362;
     const S t370 = w[31] - t369;
     w[6] = t370;
+    break;
+  }
+  case 1: {
+    // ---- ltdl elimination, ancestor DoF 2: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
     const S t371 = w[24] * w[1];
     w[8] = t371;
     const S t372 = w[24] * t371;
@@ -1365,6 +1444,10 @@ __host__ __device__ inline void minv_s9(int lane, [[maybe_unused]] const S* __re
     const S t376 = w[26] * t371;
     const S t377 = w[35] - t376;
     w[12] = t377;
+    break;
+  }
+  case 2: {
+    // ---- ltdl elimination, ancestor DoF 1: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
     const S t378 = w[25] * w[1];
     w[14] = t378;
     const S t379 = w[25] * t378;
@@ -1373,11 +1456,27 @@ __host__ __device__ inline void minv_s9(int lane, [[maybe_unused]] const S* __re
     const S t381 = w[26] * t378;
     const S t382 = w[42] - t381;
     w[17] = t382;
+    break;
+  }
+  case 3: {
+    // ---- ltdl elimination, ancestor DoF 0: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
     const S t383 = w[26] * w[1];
     w[18] = t383;
     const S t384 = w[26] * t383;
     const S t385 = w[44] - t384;
     w[20] = t385;
+    break;
+  }
+  case 4: {
+    // ---- ltdl inverse of L, column 4: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t471 = w[10] * w[1];
+    w[21] = t471;
+    break;
+  }
+  case 5: {
+    // ---- ltdl inverse of L, column 4: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t497 = w[0] * w[1];
+    w[23] = t497;
     break;
   }
   default:
@@ -1403,31 +1502,63 @@ template <typename S>
 __host__ __device__ inline void minv_s11(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl elimination: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    // ---- ltdl elimination, ancestor DoF 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
     const S t387 = w[4] * w[13];
     w[3] = t387;
     const S t388 = w[4] * t387;
     const S t389 = w[9] - t388;
-    w[21] = t389;
+    w[24] = t389;
     const S t390 = w[5] * t387;
     const S t391 = w[11] - t390;
-    w[23] = t391;
+    w[25] = t391;
     const S t392 = w[6] * t387;
     const S t393 = w[12] - t392;
-    w[24] = t393;
+    w[26] = t393;
+    break;
+  }
+  case 1: {
+    // ---- ltdl elimination, ancestor DoF 1: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
     const S t394 = w[5] * w[13];
-    w[25] = t394;
+    w[28] = t394;
     const S t395 = w[5] * t394;
     const S t396 = w[16] - t395;
-    w[26] = t396;
+    w[29] = t396;
     const S t397 = w[6] * t394;
     const S t398 = w[17] - t397;
-    w[28] = t398;
+    w[30] = t398;
+    break;
+  }
+  case 2: {
+    // ---- ltdl elimination, ancestor DoF 0: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
     const S t399 = w[6] * w[13];
-    w[29] = t399;
+    w[31] = t399;
     const S t400 = w[6] * t399;
     const S t401 = w[20] - t400;
-    w[30] = t401;
+    w[33] = t401;
+    break;
+  }
+  case 3: {
+    // ---- ltdl inverse of L, column 3: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t468 = w[10] * w[2];
+    const S t469 = t468 - w[27];
+    w[35] = t469;
+    const S t470 = w[13] * t469;
+    w[36] = t470;
+    break;
+  }
+  case 4: {
+    // ---- ltdl inverse of L, column 3: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t494 = w[0] * w[2];
+    const S t495 = w[7] + t494;
+    w[38] = t495;
+    const S t496 = w[13] * t495;
+    w[39] = t496;
+    break;
+  }
+  case 5: {
+    // ---- ltdl inverse of L, column 3: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t446 = w[2] * w[13];
+    w[34] = t446;
     break;
   }
   default:
@@ -1440,7 +1571,7 @@ __host__ __device__ inline void minv_s12(int lane, [[maybe_unused]] const S* __r
   switch (lane) {
   case 0: {
     // ---- ltdl pivot: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t402 = 1.0 / w[21];
+    const S t402 = 1.0 / w[24];
     w[4] = t402;
     break;
   }
@@ -1453,20 +1584,39 @@ template <typename S>
 __host__ __device__ inline void minv_s13(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl elimination: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t403 = w[23] * w[4];
+    // ---- ltdl elimination, ancestor DoF 1: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t403 = w[25] * w[4];
     w[5] = t403;
-    const S t404 = w[23] * t403;
-    const S t405 = w[26] - t404;
+    const S t404 = w[25] * t403;
+    const S t405 = w[29] - t404;
     w[6] = t405;
-    const S t406 = w[24] * t403;
-    const S t407 = w[28] - t406;
+    const S t406 = w[26] * t403;
+    const S t407 = w[30] - t406;
     w[9] = t407;
-    const S t408 = w[24] * w[4];
+    break;
+  }
+  case 1: {
+    // ---- ltdl elimination, ancestor DoF 0: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t408 = w[26] * w[4];
     w[11] = t408;
-    const S t409 = w[24] * t408;
-    const S t410 = w[30] - t409;
+    const S t409 = w[26] * t408;
+    const S t410 = w[33] - t409;
     w[12] = t410;
+    break;
+  }
+  case 2: {
+    // ---- ltdl inverse of L, column 2: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t443 = w[2] * w[3];
+    const S t444 = t443 - w[8];
+    w[17] = t444;
+    const S t445 = w[4] * t444;
+    w[20] = t445;
+    break;
+  }
+  case 3: {
+    // ---- ltdl inverse of L, column 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t430 = w[3] * w[4];
+    w[16] = t430;
     break;
   }
   default:
@@ -1478,9 +1628,32 @@ template <typename S>
 __host__ __device__ inline void minv_s14(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
+    // ---- ltdl inverse of L, column 2: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t488 = -w[15];
+    const S t489 = w[7] * w[3];
+    const S t490 = t488 - t489;
+    const S t491 = w[0] * w[17];
+    const S t492 = t490 - t491;
+    w[29] = t492;
+    const S t493 = w[4] * t492;
+    w[30] = t493;
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse of L, column 2: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t463 = w[27] * w[3];
+    const S t464 = t463 - w[32];
+    const S t465 = w[10] * w[17];
+    const S t466 = t464 - t465;
+    w[25] = t466;
+    const S t467 = w[4] * t466;
+    w[26] = t467;
+    break;
+  }
+  case 2: {
     // ---- ltdl pivot: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
     const S t411 = 1.0 / w[6];
-    w[16] = t411;
+    w[24] = t411;
     break;
   }
   default:
@@ -1492,12 +1665,27 @@ template <typename S>
 __host__ __device__ inline void minv_s15(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl elimination: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t412 = w[9] * w[16];
+    // ---- ltdl elimination, ancestor DoF 0: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t412 = w[9] * w[24];
     w[6] = t412;
     const S t413 = w[9] * t412;
     const S t414 = w[12] - t413;
-    w[17] = t414;
+    w[33] = t414;
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse of L, column 1: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t427 = w[3] * w[5];
+    const S t428 = t427 - w[28];
+    w[41] = t428;
+    const S t429 = w[24] * t428;
+    w[42] = t429;
+    break;
+  }
+  case 2: {
+    // ---- ltdl inverse of L, column 1: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t421 = w[5] * w[24];
+    w[40] = t421;
     break;
   }
   default:
@@ -1509,8 +1697,19 @@ template <typename S>
 __host__ __device__ inline void minv_s16(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
+    // ---- ltdl inverse of L, column 1: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t438 = w[8] * w[5];
+    const S t439 = t438 - w[14];
+    const S t440 = w[2] * w[41];
+    const S t441 = t439 - t440;
+    w[12] = t441;
+    const S t442 = w[24] * t441;
+    w[44] = t442;
+    break;
+  }
+  case 1: {
     // ---- ltdl pivot: body 0 iiwa_link_1 (joint iiwa_joint_1), tree level 0
-    const S t415 = 1.0 / w[17];
+    const S t415 = 1.0 / w[33];
     w[9] = t415;
     Minv[0] = t415;
     break;
@@ -1524,22 +1723,46 @@ template <typename S>
 __host__ __device__ inline void minv_s17(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl inverse of L: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t418 = w[5] * w[6];
-    const S t419 = t418 - w[11];
-    w[17] = t419;
-    const S t420 = w[5] * w[16];
-    w[20] = t420;
-    const S t421 = w[9] * t419;
-    w[21] = t421;
-    Minv[2] = t421;
-    Minv[14] = t421;
+    // ---- ltdl inverse of L, column 1: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t456 = w[32] * w[5];
+    const S t457 = t456 - w[37];
+    const S t458 = w[27] * w[41];
+    const S t459 = t457 - t458;
+    const S t460 = w[10] * w[12];
+    const S t461 = t459 - t460;
+    w[47] = t461;
+    const S t462 = w[24] * t461;
+    w[48] = t462;
     break;
   }
   case 1: {
-    // ---- ltdl inverse of L: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    // ---- ltdl inverse of L, column 1: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t481 = w[15] * w[5];
+    const S t482 = t481 - w[19];
+    const S t483 = w[7] * w[41];
+    const S t484 = t482 + t483;
+    const S t485 = w[0] * w[12];
+    const S t486 = t484 - t485;
+    w[49] = t486;
+    const S t487 = w[24] * t486;
+    w[50] = t487;
+    break;
+  }
+  case 2: {
+    // ---- ltdl inverse of L, column 0: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t418 = w[5] * w[6];
+    const S t419 = t418 - w[11];
+    w[45] = t419;
+    const S t420 = w[9] * t419;
+    w[46] = t420;
+    Minv[2] = t420;
+    Minv[14] = t420;
+    break;
+  }
+  case 3: {
+    // ---- ltdl inverse of L, column 0: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
     const S t416 = w[6] * w[9];
-    w[12] = t416;
+    w[33] = t416;
     const S t417 = -t416;
     Minv[1] = t417;
     Minv[7] = t417;
@@ -1554,23 +1777,41 @@ template <typename S>
 __host__ __device__ inline void minv_s18(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl inverse of L: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t422 = w[25] * w[6];
-    const S t423 = t422 - w[29];
-    const S t424 = w[3] * w[17];
+    // ---- ltdl inverse of L, column 0: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t422 = w[28] * w[6];
+    const S t423 = t422 - w[31];
+    const S t424 = w[3] * w[45];
     const S t425 = t423 - t424;
     w[11] = t425;
-    const S t426 = w[3] * w[5];
-    const S t427 = t426 - w[25];
-    w[23] = t427;
-    const S t428 = w[3] * w[4];
-    w[24] = t428;
-    const S t429 = w[16] * t427;
-    w[26] = t429;
-    const S t430 = w[9] * t425;
-    w[28] = t430;
-    Minv[3] = t430;
-    Minv[21] = t430;
+    const S t426 = w[9] * t425;
+    w[51] = t426;
+    Minv[3] = t426;
+    Minv[21] = t426;
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t511 = w[45] * w[46];
+    const S t512 = w[5] * w[40];
+    const S t513 = t511 + t512;
+    const S t514 = w[4] + t513;
+    Minv[16] = t514;
+    break;
+  }
+  case 2: {
+    // ---- ltdl inverse, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t500 = w[33] * w[45];
+    const S t501 = -t500;
+    const S t502 = t501 - w[40];
+    Minv[9] = t502;
+    Minv[15] = t502;
+    break;
+  }
+  case 3: {
+    // ---- ltdl inverse, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t498 = w[6] * w[33];
+    const S t499 = w[24] + t498;
+    Minv[8] = t499;
     break;
   }
   default:
@@ -1582,32 +1823,47 @@ template <typename S>
 __host__ __device__ inline void minv_s19(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl inverse of L: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    // ---- ltdl inverse of L, column 0: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
     const S t431 = w[14] * w[6];
     const S t432 = t431 - w[18];
-    const S t433 = w[8] * w[17];
+    const S t433 = w[8] * w[45];
     const S t434 = t432 - t433;
     const S t435 = w[2] * w[11];
     const S t436 = t434 - t435;
-    w[25] = t436;
-    const S t437 = w[8] * w[5];
-    const S t438 = t437 - w[14];
-    const S t439 = w[2] * w[23];
-    const S t440 = t438 - t439;
-    w[29] = t440;
-    const S t441 = w[2] * w[3];
-    const S t442 = t441 - w[8];
-    w[30] = t442;
-    const S t443 = w[2] * w[13];
-    w[31] = t443;
-    const S t444 = w[4] * t442;
-    w[33] = t444;
-    const S t445 = w[16] * t440;
-    w[34] = t445;
-    const S t446 = w[9] * t436;
-    w[35] = t446;
-    Minv[4] = t446;
-    Minv[28] = t446;
+    w[4] = t436;
+    const S t437 = w[9] * t436;
+    w[5] = t437;
+    Minv[4] = t437;
+    Minv[28] = t437;
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t531 = w[11] * w[51];
+    const S t532 = w[41] * w[42];
+    const S t533 = t531 + t532;
+    const S t534 = w[3] * w[16];
+    const S t535 = t533 + t534;
+    const S t536 = w[13] + t535;
+    Minv[24] = t536;
+    break;
+  }
+  case 2: {
+    // ---- ltdl inverse, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t515 = w[46] * w[11];
+    const S t516 = w[40] * w[41];
+    const S t517 = t515 - t516;
+    const S t518 = t517 - w[16];
+    Minv[17] = t518;
+    Minv[23] = t518;
+    break;
+  }
+  case 3: {
+    // ---- ltdl inverse, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t503 = w[33] * w[11];
+    const S t504 = w[42] - t503;
+    Minv[10] = t504;
+    Minv[22] = t504;
     break;
   }
   default:
@@ -1619,84 +1875,80 @@ template <typename S>
 __host__ __device__ inline void minv_s20(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl inverse of L: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t472 = w[19] * w[6];
-    const S t473 = t472 - w[22];
-    const S t474 = w[15] * w[17];
-    const S t475 = t473 - t474;
-    const S t476 = w[7] * w[11];
-    const S t477 = t475 + t476;
-    const S t478 = w[0] * w[25];
-    const S t479 = t477 - t478;
-    w[44] = t479;
-    const S t480 = w[15] * w[5];
-    const S t481 = t480 - w[19];
-    const S t482 = w[7] * w[23];
-    const S t483 = t481 + t482;
-    const S t484 = w[0] * w[29];
-    const S t485 = t483 - t484;
-    w[45] = t485;
-    const S t486 = -w[15];
-    const S t487 = w[7] * w[3];
-    const S t488 = t486 - t487;
-    const S t489 = w[0] * w[30];
-    const S t490 = t488 - t489;
-    w[46] = t490;
-    const S t491 = w[0] * w[2];
-    const S t492 = w[7] + t491;
-    w[47] = t492;
-    const S t493 = w[0] * w[1];
-    w[48] = t493;
-    const S t494 = w[13] * t492;
-    w[49] = t494;
-    const S t495 = w[4] * t490;
-    w[50] = t495;
-    const S t496 = w[16] * t485;
-    w[51] = t496;
-    const S t497 = w[9] * t479;
-    w[52] = t497;
-    Minv[6] = t497;
-    Minv[42] = t497;
-    break;
-  }
-  case 1: {
-    // ---- ltdl inverse of L: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    // ---- ltdl inverse of L, column 0: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
     const S t447 = w[37] * w[6];
     const S t448 = t447 - w[43];
-    const S t449 = w[32] * w[17];
+    const S t449 = w[32] * w[45];
     const S t450 = t448 - t449;
     const S t451 = w[27] * w[11];
     const S t452 = t450 - t451;
-    const S t453 = w[10] * w[25];
+    const S t453 = w[10] * w[4];
     const S t454 = t452 - t453;
-    w[8] = t454;
-    const S t455 = w[32] * w[5];
-    const S t456 = t455 - w[37];
-    const S t457 = w[27] * w[23];
-    const S t458 = t456 - t457;
-    const S t459 = w[10] * w[29];
-    const S t460 = t458 - t459;
-    w[14] = t460;
-    const S t461 = w[27] * w[3];
-    const S t462 = t461 - w[32];
-    const S t463 = w[10] * w[30];
-    const S t464 = t462 - t463;
-    w[18] = t464;
-    const S t465 = w[10] * w[2];
-    const S t466 = t465 - w[27];
-    w[36] = t466;
-    const S t467 = w[10] * w[1];
-    w[38] = t467;
-    const S t468 = w[13] * t466;
-    w[39] = t468;
-    const S t469 = w[4] * t464;
-    w[40] = t469;
-    const S t470 = w[16] * t460;
-    w[41] = t470;
-    const S t471 = w[9] * t454;
-    w[42] = t471;
-    Minv[5] = t471;
-    Minv[35] = t471;
+    w[3] = t454;
+    const S t455 = w[9] * t454;
+    w[8] = t455;
+    Minv[5] = t455;
+    Minv[35] = t455;
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse of L, column 0: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t472 = w[19] * w[6];
+    const S t473 = t472 - w[22];
+    const S t474 = w[15] * w[45];
+    const S t475 = t473 - t474;
+    const S t476 = w[7] * w[11];
+    const S t477 = t475 + t476;
+    const S t478 = w[0] * w[4];
+    const S t479 = t477 - t478;
+    w[13] = t479;
+    const S t480 = w[9] * t479;
+    w[14] = t480;
+    Minv[6] = t480;
+    Minv[42] = t480;
+    break;
+  }
+  case 2: {
+    // ---- ltdl inverse, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t555 = w[4] * w[5];
+    const S t556 = w[12] * w[44];
+    const S t557 = t555 + t556;
+    const S t558 = w[17] * w[20];
+    const S t559 = t557 + t558;
+    const S t560 = w[2] * w[34];
+    const S t561 = t559 + t560;
+    const S t562 = w[1] + t561;
+    Minv[32] = t562;
+    break;
+  }
+  case 3: {
+    // ---- ltdl inverse, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t537 = w[51] * w[4];
+    const S t538 = w[42] * w[12];
+    const S t539 = t537 + t538;
+    const S t540 = w[16] * w[17];
+    const S t541 = t539 - t540;
+    const S t542 = t541 - w[34];
+    Minv[25] = t542;
+    Minv[31] = t542;
+    break;
+  }
+  case 4: {
+    // ---- ltdl inverse, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t519 = w[46] * w[4];
+    const S t520 = w[40] * w[12];
+    const S t521 = t519 - t520;
+    const S t522 = w[20] + t521;
+    Minv[18] = t522;
+    Minv[30] = t522;
+    break;
+  }
+  case 5: {
+    // ---- ltdl inverse, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t505 = w[33] * w[4];
+    const S t506 = w[44] - t505;
+    Minv[11] = t506;
+    Minv[29] = t506;
     break;
   }
   default:
@@ -1708,173 +1960,136 @@ template <typename S>
 __host__ __device__ inline void minv_s21(int lane, [[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, [[maybe_unused]] S* __restrict w) {
   switch (lane) {
   case 0: {
-    // ---- ltdl inverse: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-    const S t531 = w[11] * w[28];
-    const S t532 = w[23] * w[26];
-    const S t533 = t531 + t532;
-    const S t534 = w[3] * w[24];
-    const S t535 = t533 + t534;
-    const S t536 = w[13] + t535;
-    Minv[24] = t536;
-    const S t537 = w[28] * w[25];
-    const S t538 = w[26] * w[29];
-    const S t539 = t537 + t538;
-    const S t540 = w[24] * w[30];
-    const S t541 = t539 - t540;
-    const S t542 = t541 - w[31];
-    Minv[25] = t542;
-    Minv[31] = t542;
-    const S t543 = w[28] * w[8];
-    const S t544 = w[26] * w[14];
-    const S t545 = t543 + t544;
-    const S t546 = w[24] * w[18];
-    const S t547 = t545 - t546;
-    const S t548 = w[39] + t547;
-    Minv[26] = t548;
-    Minv[38] = t548;
-    const S t549 = w[28] * w[44];
-    const S t550 = w[26] * w[45];
-    const S t551 = t549 + t550;
-    const S t552 = w[24] * w[46];
-    const S t553 = t551 - t552;
-    const S t554 = w[49] + t553;
-    Minv[27] = t554;
-    Minv[45] = t554;
-    break;
-  }
-  case 1: {
-    // ---- ltdl inverse: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-    const S t555 = w[25] * w[35];
-    const S t556 = w[29] * w[34];
-    const S t557 = t555 + t556;
-    const S t558 = w[30] * w[33];
-    const S t559 = t557 + t558;
-    const S t560 = w[2] * w[31];
-    const S t561 = t559 + t560;
-    const S t562 = w[1] + t561;
-    Minv[32] = t562;
-    const S t563 = w[35] * w[8];
-    const S t564 = w[34] * w[14];
-    const S t565 = t563 + t564;
-    const S t566 = w[33] * w[18];
-    const S t567 = t565 + t566;
-    const S t568 = w[31] * w[36];
-    const S t569 = t567 - t568;
-    const S t570 = t569 - w[38];
-    Minv[33] = t570;
-    Minv[39] = t570;
-    const S t571 = w[35] * w[44];
-    const S t572 = w[34] * w[45];
-    const S t573 = t571 + t572;
-    const S t574 = w[33] * w[46];
-    const S t575 = t573 + t574;
-    const S t576 = w[31] * w[47];
-    const S t577 = t575 - t576;
-    const S t578 = t577 - w[48];
-    Minv[34] = t578;
-    Minv[46] = t578;
-    break;
-  }
-  case 2: {
-    // ---- ltdl inverse: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-    const S t511 = w[17] * w[21];
-    const S t512 = w[5] * w[20];
-    const S t513 = t511 + t512;
-    const S t514 = w[4] + t513;
-    Minv[16] = t514;
-    const S t515 = w[21] * w[11];
-    const S t516 = w[20] * w[23];
-    const S t517 = t515 - t516;
-    const S t518 = t517 - w[24];
-    Minv[17] = t518;
-    Minv[23] = t518;
-    const S t519 = w[21] * w[25];
-    const S t520 = w[20] * w[29];
-    const S t521 = t519 - t520;
-    const S t522 = w[33] + t521;
-    Minv[18] = t522;
-    Minv[30] = t522;
-    const S t523 = w[21] * w[8];
-    const S t524 = w[20] * w[14];
-    const S t525 = t523 - t524;
-    const S t526 = w[40] + t525;
-    Minv[19] = t526;
-    Minv[37] = t526;
-    const S t527 = w[21] * w[44];
-    const S t528 = w[20] * w[45];
-    const S t529 = t527 - t528;
-    const S t530 = w[50] + t529;
-    Minv[20] = t530;
-    Minv[44] = t530;
-    break;
-  }
-  case 3: {
-    // ---- ltdl inverse: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-    const S t579 = w[8] * w[42];
-    const S t580 = w[14] * w[41];
+    // ---- ltdl inverse, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t579 = w[3] * w[8];
+    const S t580 = w[47] * w[48];
     const S t581 = t579 + t580;
-    const S t582 = w[18] * w[40];
+    const S t582 = w[25] * w[26];
     const S t583 = t581 + t582;
-    const S t584 = w[36] * w[39];
+    const S t584 = w[35] * w[36];
     const S t585 = t583 + t584;
-    const S t586 = w[10] * w[38];
+    const S t586 = w[10] * w[21];
     const S t587 = t585 + t586;
     const S t588 = 114.14289869087226 + t587;
     Minv[40] = t588;
-    const S t589 = w[42] * w[44];
-    const S t590 = w[41] * w[45];
+    break;
+  }
+  case 1: {
+    // ---- ltdl inverse, column 6: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+    const S t598 = w[13] * w[14];
+    const S t599 = w[49] * w[50];
+    const S t600 = t598 + t599;
+    const S t601 = w[29] * w[30];
+    const S t602 = t600 + t601;
+    const S t603 = w[38] * w[39];
+    const S t604 = t602 + t603;
+    const S t605 = w[0] * w[23];
+    const S t606 = t604 + t605;
+    const S t607 = 1000.0 + t606;
+    Minv[48] = t607;
+    break;
+  }
+  case 2: {
+    // ---- ltdl inverse, column 6: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+    const S t589 = w[8] * w[13];
+    const S t590 = w[48] * w[49];
     const S t591 = t589 + t590;
-    const S t592 = w[40] * w[46];
+    const S t592 = w[26] * w[29];
     const S t593 = t591 + t592;
-    const S t594 = w[39] * w[47];
+    const S t594 = w[36] * w[38];
     const S t595 = t593 + t594;
-    const S t596 = w[0] * w[38];
+    const S t596 = w[0] * w[21];
     const S t597 = t595 + t596;
     Minv[41] = t597;
     Minv[47] = t597;
     break;
   }
+  case 3: {
+    // ---- ltdl inverse, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t563 = w[5] * w[3];
+    const S t564 = w[44] * w[47];
+    const S t565 = t563 + t564;
+    const S t566 = w[20] * w[25];
+    const S t567 = t565 + t566;
+    const S t568 = w[34] * w[35];
+    const S t569 = t567 - t568;
+    const S t570 = t569 - w[21];
+    Minv[33] = t570;
+    Minv[39] = t570;
+    break;
+  }
   case 4: {
-    // ---- ltdl inverse: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
-    const S t498 = w[6] * w[12];
-    const S t499 = w[16] + t498;
-    Minv[8] = t499;
-    const S t500 = w[12] * w[17];
-    const S t501 = -t500;
-    const S t502 = t501 - w[20];
-    Minv[9] = t502;
-    Minv[15] = t502;
-    const S t503 = w[12] * w[11];
-    const S t504 = w[26] - t503;
-    Minv[10] = t504;
-    Minv[22] = t504;
-    const S t505 = w[12] * w[25];
-    const S t506 = w[34] - t505;
-    Minv[11] = t506;
-    Minv[29] = t506;
-    const S t507 = w[12] * w[8];
-    const S t508 = w[41] - t507;
-    Minv[12] = t508;
-    Minv[36] = t508;
-    const S t509 = w[12] * w[44];
-    const S t510 = w[51] - t509;
-    Minv[13] = t510;
-    Minv[43] = t510;
+    // ---- ltdl inverse, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+    const S t571 = w[5] * w[13];
+    const S t572 = w[44] * w[49];
+    const S t573 = t571 + t572;
+    const S t574 = w[20] * w[29];
+    const S t575 = t573 + t574;
+    const S t576 = w[34] * w[38];
+    const S t577 = t575 - t576;
+    const S t578 = t577 - w[23];
+    Minv[34] = t578;
+    Minv[46] = t578;
     break;
   }
   case 5: {
-    // ---- ltdl inverse: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
-    const S t598 = w[44] * w[52];
-    const S t599 = w[45] * w[51];
-    const S t600 = t598 + t599;
-    const S t601 = w[46] * w[50];
-    const S t602 = t600 + t601;
-    const S t603 = w[47] * w[49];
-    const S t604 = t602 + t603;
-    const S t605 = w[0] * w[48];
-    const S t606 = t604 + t605;
-    const S t607 = 1000.0 + t606;
-    Minv[48] = t607;
+    // ---- ltdl inverse, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t543 = w[51] * w[3];
+    const S t544 = w[42] * w[47];
+    const S t545 = t543 + t544;
+    const S t546 = w[16] * w[25];
+    const S t547 = t545 - t546;
+    const S t548 = w[36] + t547;
+    Minv[26] = t548;
+    Minv[38] = t548;
+    break;
+  }
+  case 6: {
+    // ---- ltdl inverse, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+    const S t549 = w[51] * w[13];
+    const S t550 = w[42] * w[49];
+    const S t551 = t549 + t550;
+    const S t552 = w[16] * w[29];
+    const S t553 = t551 - t552;
+    const S t554 = w[39] + t553;
+    Minv[27] = t554;
+    Minv[45] = t554;
+    break;
+  }
+  case 7: {
+    // ---- ltdl inverse, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t523 = w[46] * w[3];
+    const S t524 = w[40] * w[47];
+    const S t525 = t523 - t524;
+    const S t526 = w[26] + t525;
+    Minv[19] = t526;
+    Minv[37] = t526;
+    break;
+  }
+  case 8: {
+    // ---- ltdl inverse, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+    const S t527 = w[46] * w[13];
+    const S t528 = w[40] * w[49];
+    const S t529 = t527 - t528;
+    const S t530 = w[30] + t529;
+    Minv[20] = t530;
+    Minv[44] = t530;
+    break;
+  }
+  case 9: {
+    // ---- ltdl inverse, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t507 = w[33] * w[3];
+    const S t508 = w[48] - t507;
+    Minv[12] = t508;
+    Minv[36] = t508;
+    break;
+  }
+  case 10: {
+    // ---- ltdl inverse, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+    const S t509 = w[33] * w[13];
+    const S t510 = w[50] - t509;
+    Minv[13] = t510;
+    Minv[43] = t510;
     break;
   }
   default:

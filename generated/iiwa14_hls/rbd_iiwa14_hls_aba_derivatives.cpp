@@ -2,7 +2,7 @@
 //
 // aba_derivatives: ∂q̈/∂q, ∂q̈/∂v and ∂q̈/∂τ = M⁻¹ of forward dynamics (−M⁻¹ ∂τ/∂u at q̈)
 // ops: 3382 mul, 3236 add/sub, 5 div, 12 sin/cos; critical path 120 ops
-// 6372 statements in 9 parts (inlined: one datapath), 878 values passed between parts through the register array w
+// 6415 statements in 9 parts (inlined: one datapath), 878 values passed between parts through the register array w
 //
 // Straight-line datapath of robot 'iiwa14': every recursion unrolled over the bodies,
 // every multiply by a structural zero pruned, constants folded, common subexpressions
@@ -404,7 +404,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t309 = t155 * t305;
   const S t310 = t154 * t302;
   const S t311 = t309 + t310;
-  // ---- ltdl elimination: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  // ---- ltdl elimination, ancestor DoF 4: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t312 = t2 * t294;
   const S t313 = t26 - t312;
   const S t314 = t2 * t296;
@@ -415,6 +415,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t319 = t239 - t318;
   const S t320 = t2 * t311;
   const S t321 = t242 - t320;
+  // ---- ltdl elimination, ancestor DoF 3: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t322 = t296 * S(1000.0);
   w[69] = t322;
   const S t323 = t296 * t322;
@@ -425,6 +426,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t328 = t199 + t327;
   const S t329 = t311 * t322;
   const S t330 = t202 + t329;
+  // ---- ltdl elimination, ancestor DoF 2: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t331 = t302 * S(1000.0);
   w[70] = t331;
   const S t332 = t302 * t331;
@@ -433,17 +435,19 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t335 = t143 - t334;
   const S t336 = t311 * t331;
   const S t337 = t184 - t336;
+  // ---- ltdl elimination, ancestor DoF 1: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t338 = t308 * S(1000.0);
   w[71] = t338;
   const S t339 = t308 * t338;
   const S t340 = t153 - t339;
   const S t341 = t311 * t338;
   const S t342 = t173 - t341;
+  // ---- ltdl elimination, ancestor DoF 0: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t343 = t311 * S(1000.0);
   w[72] = t343;
   const S t344 = t311 * t343;
   const S t345 = t176 - t344;
-  // ---- ltdl elimination: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  // ---- ltdl elimination, ancestor DoF 4: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t346 = t2 * S(-4.9309732234456816e-05);
   w[7] = t346;
   const S t347 = t10 * t346;
@@ -456,6 +460,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t354 = t319 - t353;
   const S t355 = t292 * t346;
   const S t356 = t321 - t355;
+  // ---- ltdl elimination, ancestor DoF 3: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t357 = t258 * S(114.14289869087226);
   w[73] = t357;
   const S t358 = t258 * t357;
@@ -466,6 +471,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t363 = t328 - t362;
   const S t364 = t292 * t357;
   const S t365 = t330 - t364;
+  // ---- ltdl elimination, ancestor DoF 2: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t366 = t268 * S(114.14289869087226);
   w[74] = t366;
   const S t367 = t268 * t366;
@@ -474,12 +480,14 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t370 = t335 - t369;
   const S t371 = t292 * t366;
   const S t372 = t337 - t371;
+  // ---- ltdl elimination, ancestor DoF 1: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t373 = t289 * S(114.14289869087226);
   w[75] = t373;
   const S t374 = t289 * t373;
   const S t375 = t340 - t374;
   const S t376 = t292 * t373;
   const S t377 = t342 - t376;
+  // ---- ltdl elimination, ancestor DoF 0: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t378 = t292 * S(114.14289869087226);
   w[76] = t378;
   const S t379 = t292 * t378;
@@ -487,7 +495,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   // ---- ltdl pivot: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t381 = rbd_div(S(1.0), t348, dz);
   w[91] = t381;
-  // ---- ltdl elimination: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  // ---- ltdl elimination, ancestor DoF 3: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t382 = t350 * t381;
   w[77] = t382;
   const S t383 = t350 * t382;
@@ -498,6 +506,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t388 = t363 - t387;
   const S t389 = t356 * t382;
   const S t390 = t365 - t389;
+  // ---- ltdl elimination, ancestor DoF 2: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t391 = t352 * t381;
   w[78] = t391;
   const S t392 = t352 * t391;
@@ -506,12 +515,14 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t395 = t370 - t394;
   const S t396 = t356 * t391;
   const S t397 = t372 - t396;
+  // ---- ltdl elimination, ancestor DoF 1: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t398 = t354 * t381;
   w[79] = t398;
   const S t399 = t354 * t398;
   const S t400 = t375 - t399;
   const S t401 = t356 * t398;
   const S t402 = t377 - t401;
+  // ---- ltdl elimination, ancestor DoF 0: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t403 = t356 * t381;
   w[80] = t403;
   const S t404 = t356 * t403;
@@ -519,7 +530,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   // ---- ltdl pivot: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t406 = rbd_div(S(1.0), t384, dz);
   w[90] = t406;
-  // ---- ltdl elimination: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  // ---- ltdl elimination, ancestor DoF 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t407 = t386 * t406;
   w[81] = t407;
   const S t408 = t386 * t407;
@@ -528,12 +539,14 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t411 = t395 - t410;
   const S t412 = t390 * t407;
   const S t413 = t397 - t412;
+  // ---- ltdl elimination, ancestor DoF 1: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t414 = t388 * t406;
   w[82] = t414;
   const S t415 = t388 * t414;
   const S t416 = t400 - t415;
   const S t417 = t390 * t414;
   const S t418 = t402 - t417;
+  // ---- ltdl elimination, ancestor DoF 0: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t419 = t390 * t406;
   w[83] = t419;
   const S t420 = t390 * t419;
@@ -541,13 +554,14 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   // ---- ltdl pivot: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t422 = rbd_div(S(1.0), t409, dz);
   w[89] = t422;
-  // ---- ltdl elimination: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  // ---- ltdl elimination, ancestor DoF 1: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t423 = t411 * t422;
   w[84] = t423;
   const S t424 = t411 * t423;
   const S t425 = t416 - t424;
   const S t426 = t413 * t423;
   const S t427 = t418 - t426;
+  // ---- ltdl elimination, ancestor DoF 0: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t428 = t413 * t422;
   w[85] = t428;
   const S t429 = t413 * t428;
@@ -555,7 +569,7 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   // ---- ltdl pivot: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t431 = rbd_div(S(1.0), t425, dz);
   w[88] = t431;
-  // ---- ltdl elimination: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  // ---- ltdl elimination, ancestor DoF 0: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t432 = t427 * t431;
   w[86] = t432;
   const S t433 = t427 * t432;
@@ -565,58 +579,64 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   w[87] = t435;
   dqdd_dtau[0] = t435;
   w[829] = t435;
-  // ---- ltdl inverse of L: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  // ---- ltdl inverse of L, column 0: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t436 = t432 * t435;
   const S t437 = -t436;
   dqdd_dtau[1] = t437;
   w[830] = t437;
   dqdd_dtau[7] = t437;
   w[836] = t437;
-  // ---- ltdl inverse of L: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  // ---- ltdl inverse of L, column 0: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
   const S t438 = t423 * t432;
   const S t439 = t438 - t428;
-  const S t440 = t423 * t431;
-  const S t441 = t435 * t439;
-  dqdd_dtau[2] = t441;
-  w[831] = t441;
-  dqdd_dtau[14] = t441;
-  w[843] = t441;
-  // ---- ltdl inverse of L: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t440 = t435 * t439;
+  dqdd_dtau[2] = t440;
+  w[831] = t440;
+  dqdd_dtau[14] = t440;
+  w[843] = t440;
+  // ---- ltdl inverse of L, column 1: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t441 = t423 * t431;
+  // ---- ltdl inverse of L, column 0: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
   const S t442 = t414 * t432;
   const S t443 = t442 - t419;
   const S t444 = t407 * t439;
   const S t445 = t443 - t444;
-  const S t446 = t407 * t423;
-  const S t447 = t446 - t414;
-  const S t448 = t407 * t422;
-  const S t449 = t431 * t447;
-  const S t450 = t435 * t445;
-  dqdd_dtau[3] = t450;
-  w[832] = t450;
-  dqdd_dtau[21] = t450;
-  w[850] = t450;
-  // ---- ltdl inverse of L: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t446 = t435 * t445;
+  dqdd_dtau[3] = t446;
+  w[832] = t446;
+  dqdd_dtau[21] = t446;
+  w[850] = t446;
+  // ---- ltdl inverse of L, column 1: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t447 = t407 * t423;
+  const S t448 = t447 - t414;
+  const S t449 = t431 * t448;
+  // ---- ltdl inverse of L, column 2: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t450 = t407 * t422;
+  // ---- ltdl inverse of L, column 0: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
   const S t451 = t398 * t432;
   const S t452 = t451 - t403;
   const S t453 = t391 * t439;
   const S t454 = t452 - t453;
   const S t455 = t382 * t445;
   const S t456 = t454 - t455;
-  const S t457 = t391 * t423;
-  const S t458 = t457 - t398;
-  const S t459 = t382 * t447;
-  const S t460 = t458 - t459;
-  const S t461 = t382 * t407;
-  const S t462 = t461 - t391;
-  const S t463 = t382 * t406;
-  const S t464 = t422 * t462;
-  const S t465 = t431 * t460;
-  const S t466 = t435 * t456;
-  dqdd_dtau[4] = t466;
-  w[833] = t466;
-  dqdd_dtau[28] = t466;
-  w[857] = t466;
-  // ---- ltdl inverse of L: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t457 = t435 * t456;
+  dqdd_dtau[4] = t457;
+  w[833] = t457;
+  dqdd_dtau[28] = t457;
+  w[857] = t457;
+  // ---- ltdl inverse of L, column 1: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t458 = t391 * t423;
+  const S t459 = t458 - t398;
+  const S t460 = t382 * t448;
+  const S t461 = t459 - t460;
+  const S t462 = t431 * t461;
+  // ---- ltdl inverse of L, column 2: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t463 = t382 * t407;
+  const S t464 = t463 - t391;
+  const S t465 = t422 * t464;
+  // ---- ltdl inverse of L, column 3: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t466 = t382 * t406;
+  // ---- ltdl inverse of L, column 0: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t467 = t373 * t432;
   const S t468 = t467 - t378;
   const S t469 = t366 * t439;
@@ -625,36 +645,40 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t472 = t470 - t471;
   const S t473 = t346 * t456;
   const S t474 = t472 - t473;
-  const S t475 = t366 * t423;
-  const S t476 = t475 - t373;
-  const S t477 = t357 * t447;
-  const S t478 = t476 - t477;
-  const S t479 = t346 * t460;
-  const S t480 = t478 - t479;
-  w[0] = t480;
-  const S t481 = t357 * t407;
-  const S t482 = t481 - t366;
-  const S t483 = t346 * t462;
-  const S t484 = t482 - t483;
-  w[3] = t484;
-  const S t485 = t346 * t382;
-  const S t486 = t485 - t357;
-  w[5] = t486;
-  const S t487 = t346 * t381;
-  w[8] = t487;
-  const S t488 = t406 * t486;
-  w[6] = t488;
-  const S t489 = t422 * t484;
-  w[4] = t489;
-  const S t490 = t431 * t480;
-  w[1] = t490;
-  const S t491 = t435 * t474;
-  w[9] = t491;
-  dqdd_dtau[5] = t491;
-  w[834] = t491;
-  dqdd_dtau[35] = t491;
-  w[864] = t491;
-  // ---- ltdl inverse of L: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t475 = t435 * t474;
+  w[9] = t475;
+  dqdd_dtau[5] = t475;
+  w[834] = t475;
+  dqdd_dtau[35] = t475;
+  w[864] = t475;
+  // ---- ltdl inverse of L, column 1: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t476 = t366 * t423;
+  const S t477 = t476 - t373;
+  const S t478 = t357 * t448;
+  const S t479 = t477 - t478;
+  const S t480 = t346 * t461;
+  const S t481 = t479 - t480;
+  w[0] = t481;
+  const S t482 = t431 * t481;
+  w[1] = t482;
+  // ---- ltdl inverse of L, column 2: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t483 = t357 * t407;
+  const S t484 = t483 - t366;
+  const S t485 = t346 * t464;
+  const S t486 = t484 - t485;
+  w[3] = t486;
+  const S t487 = t422 * t486;
+  w[4] = t487;
+  // ---- ltdl inverse of L, column 3: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t488 = t346 * t382;
+  const S t489 = t488 - t357;
+  w[5] = t489;
+  const S t490 = t406 * t489;
+  w[6] = t490;
+  // ---- ltdl inverse of L, column 4: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t491 = t346 * t381;
+  w[8] = t491;
+  // ---- ltdl inverse of L, column 0: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t492 = t338 * t432;
   const S t493 = t492 - t343;
   const S t494 = t331 * t439;
@@ -664,194 +688,212 @@ static void aba_derivatives_part0(const S* q, const S* v, const S* tau, S* dqdd_
   const S t498 = t2 * t456;
   const S t499 = t497 - t498;
   w[10] = t499;
-  const S t500 = t331 * t423;
-  const S t501 = t500 - t338;
-  const S t502 = t322 * t447;
-  const S t503 = t501 + t502;
-  const S t504 = t2 * t460;
-  const S t505 = t503 - t504;
-  w[11] = t505;
-  const S t506 = -t331;
-  const S t507 = t322 * t407;
-  const S t508 = t506 - t507;
-  const S t509 = t2 * t462;
+  const S t500 = t435 * t499;
+  w[15] = t500;
+  dqdd_dtau[6] = t500;
+  w[835] = t500;
+  dqdd_dtau[42] = t500;
+  w[871] = t500;
+  // ---- ltdl inverse of L, column 1: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t501 = t331 * t423;
+  const S t502 = t501 - t338;
+  const S t503 = t322 * t448;
+  const S t504 = t502 + t503;
+  const S t505 = t2 * t461;
+  const S t506 = t504 - t505;
+  w[11] = t506;
+  const S t507 = t431 * t506;
+  w[16] = t507;
+  // ---- ltdl inverse of L, column 2: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t508 = -t331;
+  const S t509 = t322 * t407;
   const S t510 = t508 - t509;
-  w[12] = t510;
-  const S t511 = t2 * t382;
-  const S t512 = t322 + t511;
-  w[13] = t512;
-  const S t513 = t2 * t381;
-  w[19] = t513;
-  const S t514 = t406 * t512;
-  w[18] = t514;
-  const S t515 = t422 * t510;
-  w[17] = t515;
-  const S t516 = t431 * t505;
-  w[16] = t516;
-  const S t517 = t435 * t499;
-  w[15] = t517;
-  dqdd_dtau[6] = t517;
-  w[835] = t517;
-  dqdd_dtau[42] = t517;
-  w[871] = t517;
-  // ---- ltdl inverse: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
+  const S t511 = t2 * t464;
+  const S t512 = t510 - t511;
+  w[12] = t512;
+  const S t513 = t422 * t512;
+  w[17] = t513;
+  // ---- ltdl inverse of L, column 3: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t514 = t2 * t382;
+  const S t515 = t322 + t514;
+  w[13] = t515;
+  const S t516 = t406 * t515;
+  w[18] = t516;
+  // ---- ltdl inverse of L, column 4: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  const S t517 = t2 * t381;
+  w[19] = t517;
+  // ---- ltdl inverse, column 1: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t518 = t432 * t436;
   const S t519 = t431 + t518;
   dqdd_dtau[8] = t519;
   w[837] = t519;
+  // ---- ltdl inverse, column 2: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t520 = t436 * t439;
   const S t521 = -t520;
-  const S t522 = t521 - t440;
+  const S t522 = t521 - t441;
   dqdd_dtau[9] = t522;
   w[838] = t522;
   dqdd_dtau[15] = t522;
   w[844] = t522;
+  // ---- ltdl inverse, column 3: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t523 = t436 * t445;
   const S t524 = t449 - t523;
   dqdd_dtau[10] = t524;
   w[839] = t524;
   dqdd_dtau[22] = t524;
   w[851] = t524;
+  // ---- ltdl inverse, column 4: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t525 = t436 * t456;
-  const S t526 = t465 - t525;
+  const S t526 = t462 - t525;
   dqdd_dtau[11] = t526;
   w[840] = t526;
   dqdd_dtau[29] = t526;
   w[858] = t526;
+  // ---- ltdl inverse, column 5: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t527 = t436 * t474;
-  const S t528 = t490 - t527;
+  const S t528 = t482 - t527;
   dqdd_dtau[12] = t528;
   w[841] = t528;
   dqdd_dtau[36] = t528;
   w[865] = t528;
+  // ---- ltdl inverse, column 6: body 1 iiwa_link_2 (joint iiwa_joint_2), tree level 1
   const S t529 = t436 * t499;
-  const S t530 = t516 - t529;
+  const S t530 = t507 - t529;
   dqdd_dtau[13] = t530;
   w[842] = t530;
   dqdd_dtau[43] = t530;
   w[872] = t530;
-  // ---- ltdl inverse: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
-  const S t531 = t439 * t441;
-  const S t532 = t423 * t440;
+  // ---- ltdl inverse, column 2: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t531 = t439 * t440;
+  const S t532 = t423 * t441;
   const S t533 = t531 + t532;
   const S t534 = t422 + t533;
   dqdd_dtau[16] = t534;
   w[845] = t534;
-  const S t535 = t441 * t445;
-  const S t536 = t440 * t447;
+  // ---- ltdl inverse, column 3: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t535 = t440 * t445;
+  const S t536 = t441 * t448;
   const S t537 = t535 - t536;
-  const S t538 = t537 - t448;
+  const S t538 = t537 - t450;
   dqdd_dtau[17] = t538;
   w[846] = t538;
   dqdd_dtau[23] = t538;
   w[852] = t538;
-  const S t539 = t441 * t456;
-  const S t540 = t440 * t460;
+  // ---- ltdl inverse, column 4: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t539 = t440 * t456;
+  const S t540 = t441 * t461;
   const S t541 = t539 - t540;
-  const S t542 = t464 + t541;
+  const S t542 = t465 + t541;
   dqdd_dtau[18] = t542;
   w[847] = t542;
   dqdd_dtau[30] = t542;
   w[859] = t542;
-  const S t543 = t441 * t474;
-  const S t544 = t440 * t480;
+  // ---- ltdl inverse, column 5: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t543 = t440 * t474;
+  const S t544 = t441 * t481;
   const S t545 = t543 - t544;
-  const S t546 = t489 + t545;
+  const S t546 = t487 + t545;
   dqdd_dtau[19] = t546;
   w[848] = t546;
   dqdd_dtau[37] = t546;
   w[866] = t546;
-  const S t547 = t441 * t499;
-  const S t548 = t440 * t505;
+  // ---- ltdl inverse, column 6: body 2 iiwa_link_3 (joint iiwa_joint_3), tree level 2
+  const S t547 = t440 * t499;
+  const S t548 = t441 * t506;
   const S t549 = t547 - t548;
-  const S t550 = t515 + t549;
+  const S t550 = t513 + t549;
   dqdd_dtau[20] = t550;
   w[849] = t550;
   dqdd_dtau[44] = t550;
   w[873] = t550;
-  // ---- ltdl inverse: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
-  const S t551 = t445 * t450;
-  const S t552 = t447 * t449;
+  // ---- ltdl inverse, column 3: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t551 = t445 * t446;
+  const S t552 = t448 * t449;
   const S t553 = t551 + t552;
-  const S t554 = t407 * t448;
+  const S t554 = t407 * t450;
   const S t555 = t553 + t554;
   const S t556 = t406 + t555;
   dqdd_dtau[24] = t556;
   w[853] = t556;
-  const S t557 = t450 * t456;
-  const S t558 = t449 * t460;
+  // ---- ltdl inverse, column 4: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t557 = t446 * t456;
+  const S t558 = t449 * t461;
   const S t559 = t557 + t558;
-  const S t560 = t448 * t462;
+  const S t560 = t450 * t464;
   const S t561 = t559 - t560;
-  const S t562 = t561 - t463;
+  const S t562 = t561 - t466;
   dqdd_dtau[25] = t562;
   w[854] = t562;
   dqdd_dtau[31] = t562;
   w[860] = t562;
-  const S t563 = t450 * t474;
-  const S t564 = t449 * t480;
+  // ---- ltdl inverse, column 5: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t563 = t446 * t474;
+  const S t564 = t449 * t481;
   const S t565 = t563 + t564;
-  const S t566 = t448 * t484;
+  const S t566 = t450 * t486;
   const S t567 = t565 - t566;
-  const S t568 = t488 + t567;
+  const S t568 = t490 + t567;
   dqdd_dtau[26] = t568;
   w[855] = t568;
   dqdd_dtau[38] = t568;
   w[867] = t568;
-  const S t569 = t450 * t499;
-  const S t570 = t449 * t505;
+  // ---- ltdl inverse, column 6: body 3 iiwa_link_4 (joint iiwa_joint_4), tree level 3
+  const S t569 = t446 * t499;
+  const S t570 = t449 * t506;
   const S t571 = t569 + t570;
-  const S t572 = t448 * t510;
+  const S t572 = t450 * t512;
   const S t573 = t571 - t572;
-  const S t574 = t514 + t573;
+  const S t574 = t516 + t573;
   dqdd_dtau[27] = t574;
   w[856] = t574;
   dqdd_dtau[45] = t574;
   w[874] = t574;
-  // ---- ltdl inverse: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
-  const S t575 = t456 * t466;
-  const S t576 = t460 * t465;
+  // ---- ltdl inverse, column 4: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t575 = t456 * t457;
+  const S t576 = t461 * t462;
   const S t577 = t575 + t576;
-  const S t578 = t462 * t464;
+  const S t578 = t464 * t465;
   const S t579 = t577 + t578;
-  const S t580 = t382 * t463;
+  const S t580 = t382 * t466;
   const S t581 = t579 + t580;
   const S t582 = t381 + t581;
   dqdd_dtau[32] = t582;
   w[861] = t582;
-  const S t583 = t466 * t474;
-  const S t584 = t465 * t480;
+  // ---- ltdl inverse, column 5: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t583 = t457 * t474;
+  const S t584 = t462 * t481;
   const S t585 = t583 + t584;
-  const S t586 = t464 * t484;
+  const S t586 = t465 * t486;
   const S t587 = t585 + t586;
-  const S t588 = t463 * t486;
+  const S t588 = t466 * t489;
   const S t589 = t587 - t588;
-  const S t590 = t589 - t487;
+  const S t590 = t589 - t491;
   dqdd_dtau[33] = t590;
   w[862] = t590;
   dqdd_dtau[39] = t590;
   w[868] = t590;
-  const S t591 = t466 * t499;
-  const S t592 = t465 * t505;
+  // ---- ltdl inverse, column 6: body 4 iiwa_link_5 (joint iiwa_joint_5), tree level 4
+  const S t591 = t457 * t499;
+  const S t592 = t462 * t506;
   const S t593 = t591 + t592;
-  const S t594 = t464 * t510;
+  const S t594 = t465 * t512;
   const S t595 = t593 + t594;
-  const S t596 = t463 * t512;
+  const S t596 = t466 * t515;
   const S t597 = t595 - t596;
-  const S t598 = t597 - t513;
+  const S t598 = t597 - t517;
   dqdd_dtau[34] = t598;
   w[863] = t598;
   dqdd_dtau[46] = t598;
   w[875] = t598;
-  // ---- ltdl inverse: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
-  const S t599 = t474 * t491;
+  // ---- ltdl inverse, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  const S t599 = t474 * t475;
   w[2] = t599;
 }
 
 template <typename S>
 static void aba_derivatives_part1(const S* q, const S* v, const S* tau, S* dqdd_dq, S* dqdd_dv, S* dqdd_dtau, S* w, bool& dz) {
 #pragma HLS INLINE
-  // ---- ltdl inverse: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
+  // ---- ltdl inverse, column 5: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t600 = w[0] * w[1];
   const S t601 = w[2] + t600;
   const S t602 = w[3] * w[4];
@@ -863,6 +905,7 @@ static void aba_derivatives_part1(const S* q, const S* v, const S* tau, S* dqdd_
   const S t608 = S(114.14289869087226) + t607;
   dqdd_dtau[40] = t608;
   w[869] = t608;
+  // ---- ltdl inverse, column 6: body 5 iiwa_link_6 (joint iiwa_joint_6), tree level 5
   const S t609 = w[9] * w[10];
   const S t610 = w[1] * w[11];
   const S t611 = t609 + t610;
@@ -876,7 +919,7 @@ static void aba_derivatives_part1(const S* q, const S* v, const S* tau, S* dqdd_
   w[870] = t617;
   dqdd_dtau[47] = t617;
   w[876] = t617;
-  // ---- ltdl inverse: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
+  // ---- ltdl inverse, column 6: body 6 iiwa_link_7 (joint iiwa_joint_7), tree level 6
   const S t618 = w[10] * w[15];
   const S t619 = w[11] * w[16];
   const S t620 = t618 + t619;

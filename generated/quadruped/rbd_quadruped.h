@@ -130,9 +130,9 @@ int rbd_quadruped_aba_f64_lanes(void);
 /* minv: M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
  * in:  q[19]
  * out: Minv[324]
- * scratch (f64): 212 doubles (1696 bytes) on the stack of rbd_quadruped_minv_f64
+ * scratch (f64): 211 doubles (1688 bytes) on the stack of rbd_quadruped_minv_f64
  */
-#define RBD_QUADRUPED_MINV_F64_WORKSPACE 212
+#define RBD_QUADRUPED_MINV_F64_WORKSPACE 211
 void rbd_quadruped_minv_f64(const double* q, double* Minv);
 void rbd_quadruped_minv_f64_ws(const double* q, double* Minv, double* work);
 long rbd_quadruped_minv_f64_workspace_size(void);

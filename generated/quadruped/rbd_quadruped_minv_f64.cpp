@@ -244,7 +244,7 @@ static inline void rbd_stream_fence() {
 // ======================================================================================
 // minv: M(q)⁻¹ directly (M's sparse LTDL factorisation; on long chains articulated-body recursions on the identity)
 // ops: 1876 mul, 1695 add/sub, 14 div, 24 sin/cos; critical path 75 ops
-// 4422 statements in 7 parts, 212 scalars of scratch
+// 4730 statements in 7 parts, 211 scalars of scratch
 // ======================================================================================
 template <typename S>
 static __attribute__((noinline)) void minv_part0([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
@@ -1112,7 +1112,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t745 = t729 + t739;
   const S t746 = t735 - t740;
   const S t747 = t738 + t744;
-  // ---- ltdl elimination: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  // ---- ltdl elimination, ancestor DoF 16: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t748 = t722 * 166.8862054699624;
   w[0] = t748;
   const S t749 = t722 * t748;
@@ -1131,6 +1131,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t762 = t761 - t700;
   const S t763 = t725 * t748;
   const S t764 = w[21] - t763;
+  // ---- ltdl elimination, ancestor DoF 15: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t765 = t728 * -14.185327464946804;
   w[1] = t765;
   const S t766 = t729 * t765;
@@ -1147,6 +1148,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t777 = t691 + t776;
   const S t778 = t725 * t765;
   const S t779 = -t778;
+  // ---- ltdl elimination, ancestor DoF 5: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t780 = t747 * 166.8862054699624;
   w[2] = t780;
   const S t781 = t747 * t780;
@@ -1161,6 +1163,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t790 = w[60] + t789;
   const S t791 = t725 * t780;
   const S t792 = w[69] - t791;
+  // ---- ltdl elimination, ancestor DoF 4: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t793 = t746 * 166.8862054699624;
   w[3] = t793;
   const S t794 = t746 * t793;
@@ -1172,6 +1175,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t800 = t731 * t793;
   const S t801 = t725 * t793;
   const S t802 = w[62] - t801;
+  // ---- ltdl elimination, ancestor DoF 3: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t803 = t745 * 166.8862054699624;
   w[4] = t803;
   const S t804 = t745 * t803;
@@ -1182,6 +1186,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t809 = t808 - w[62];
   const S t810 = t725 * t803;
   const S t811 = -t810;
+  // ---- ltdl elimination, ancestor DoF 2: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t812 = t732 * 166.8862054699624;
   w[5] = t812;
   const S t813 = t732 * t812;
@@ -1189,11 +1194,13 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t815 = t731 * t812;
   const S t816 = t725 * t812;
   const S t817 = -t816;
+  // ---- ltdl elimination, ancestor DoF 1: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t818 = t731 * 166.8862054699624;
   w[6] = t818;
   const S t819 = t731 * t818;
   const S t820 = 15.600000000000001 - t819;
   const S t821 = t725 * t818;
+  // ---- ltdl elimination, ancestor DoF 0: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t822 = t725 * 166.8862054699624;
   w[7] = t822;
   const S t823 = t725 * t822;
@@ -1201,7 +1208,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   // ---- ltdl pivot: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t825 = 1.0 / t750;
   w[8] = t825;
-  // ---- ltdl elimination: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  // ---- ltdl elimination, ancestor DoF 15: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t826 = t752 * t825;
   w[9] = t826;
   const S t827 = t752 * t826;
@@ -1218,6 +1225,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t838 = t777 - t837;
   const S t839 = t764 * t826;
   const S t840 = t779 - t839;
+  // ---- ltdl elimination, ancestor DoF 5: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t841 = t754 * t825;
   w[10] = t841;
   const S t842 = t754 * t841;
@@ -1232,6 +1240,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t851 = t790 - t850;
   const S t852 = t764 * t841;
   const S t853 = t792 - t852;
+  // ---- ltdl elimination, ancestor DoF 4: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t854 = t756 * t825;
   w[11] = t854;
   const S t855 = t756 * t854;
@@ -1244,6 +1253,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t862 = t800 - t861;
   const S t863 = t764 * t854;
   const S t864 = t802 - t863;
+  // ---- ltdl elimination, ancestor DoF 3: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t865 = t758 * t825;
   w[14] = t865;
   const S t866 = t758 * t865;
@@ -1254,6 +1264,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t871 = t809 - t870;
   const S t872 = t764 * t865;
   const S t873 = t811 - t872;
+  // ---- ltdl elimination, ancestor DoF 2: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t874 = t760 * t825;
   w[15] = t874;
   const S t875 = t760 * t874;
@@ -1262,12 +1273,14 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t878 = t815 - t877;
   const S t879 = t764 * t874;
   const S t880 = t817 - t879;
+  // ---- ltdl elimination, ancestor DoF 1: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t881 = t762 * t825;
   w[16] = t881;
   const S t882 = t762 * t881;
   const S t883 = t820 - t882;
   const S t884 = t764 * t881;
   const S t885 = t821 - t884;
+  // ---- ltdl elimination, ancestor DoF 0: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t886 = t764 * t825;
   w[17] = t886;
   const S t887 = t764 * t886;
@@ -1275,7 +1288,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   // ---- ltdl pivot: body 10 RR_hip (joint RR_hip_joint), tree level 1
   const S t889 = 1.0 / t828;
   w[18] = t889;
-  // ---- ltdl elimination: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  // ---- ltdl elimination, ancestor DoF 5: body 10 RR_hip (joint RR_hip_joint), tree level 1
   const S t890 = t830 * t889;
   w[19] = t890;
   const S t891 = t830 * t890;
@@ -1290,6 +1303,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t900 = t851 - t899;
   const S t901 = t840 * t890;
   const S t902 = t853 - t901;
+  // ---- ltdl elimination, ancestor DoF 4: body 10 RR_hip (joint RR_hip_joint), tree level 1
   const S t903 = t832 * t889;
   w[20] = t903;
   const S t904 = t832 * t903;
@@ -1302,6 +1316,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t911 = t862 - t910;
   const S t912 = t840 * t903;
   const S t913 = t864 - t912;
+  // ---- ltdl elimination, ancestor DoF 3: body 10 RR_hip (joint RR_hip_joint), tree level 1
   const S t914 = t834 * t889;
   w[21] = t914;
   const S t915 = t834 * t914;
@@ -1312,6 +1327,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t920 = t871 - t919;
   const S t921 = t840 * t914;
   const S t922 = t873 - t921;
+  // ---- ltdl elimination, ancestor DoF 2: body 10 RR_hip (joint RR_hip_joint), tree level 1
   const S t923 = t836 * t889;
   w[22] = t923;
   const S t924 = t836 * t923;
@@ -1320,17 +1336,19 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t927 = t878 - t926;
   const S t928 = t840 * t923;
   const S t929 = t880 - t928;
+  // ---- ltdl elimination, ancestor DoF 1: body 10 RR_hip (joint RR_hip_joint), tree level 1
   const S t930 = t838 * t889;
   w[23] = t930;
   const S t931 = t838 * t930;
   const S t932 = t883 - t931;
   const S t933 = t840 * t930;
   const S t934 = t885 - t933;
+  // ---- ltdl elimination, ancestor DoF 0: body 10 RR_hip (joint RR_hip_joint), tree level 1
   const S t935 = t840 * t889;
   w[24] = t935;
   const S t936 = t840 * t935;
   const S t937 = t888 - t936;
-  // ---- ltdl elimination: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  // ---- ltdl elimination, ancestor DoF 13: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t938 = t664 * 166.8862054699624;
   w[25] = t938;
   const S t939 = t664 * t938;
@@ -1349,6 +1367,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t952 = t951 - t642;
   const S t953 = t667 * t938;
   const S t954 = w[37] - t953;
+  // ---- ltdl elimination, ancestor DoF 12: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t955 = t670 * 14.185327464946804;
   w[26] = t955;
   const S t956 = t671 * t955;
@@ -1365,6 +1384,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t967 = t633 + t966;
   const S t968 = t667 * t955;
   const S t969 = -t968;
+  // ---- ltdl elimination, ancestor DoF 5: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t970 = t689 * 166.8862054699624;
   w[27] = t970;
   const S t971 = t689 * t970;
@@ -1379,6 +1399,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t980 = t900 + t979;
   const S t981 = t667 * t970;
   const S t982 = t902 - t981;
+  // ---- ltdl elimination, ancestor DoF 4: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t983 = t688 * 166.8862054699624;
   w[28] = t983;
   const S t984 = t688 * t983;
@@ -1391,6 +1412,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t991 = t911 + t990;
   const S t992 = t667 * t983;
   const S t993 = t913 - t992;
+  // ---- ltdl elimination, ancestor DoF 3: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t994 = t687 * 166.8862054699624;
   w[29] = t994;
   const S t995 = t687 * t994;
@@ -1401,6 +1423,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1000 = t920 + t999;
   const S t1001 = t667 * t994;
   const S t1002 = t922 - t1001;
+  // ---- ltdl elimination, ancestor DoF 2: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t1003 = t674 * 166.8862054699624;
   w[30] = t1003;
   const S t1004 = t674 * t1003;
@@ -1409,12 +1432,14 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1007 = t927 + t1006;
   const S t1008 = t667 * t1003;
   const S t1009 = t929 - t1008;
+  // ---- ltdl elimination, ancestor DoF 1: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t1010 = t673 * 166.8862054699624;
   w[31] = t1010;
   const S t1011 = t673 * t1010;
   const S t1012 = t932 - t1011;
   const S t1013 = t667 * t1010;
   const S t1014 = t934 + t1013;
+  // ---- ltdl elimination, ancestor DoF 0: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t1015 = t667 * 166.8862054699624;
   w[32] = t1015;
   const S t1016 = t667 * t1015;
@@ -1422,7 +1447,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   // ---- ltdl pivot: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t1018 = 1.0 / t940;
   w[33] = t1018;
-  // ---- ltdl elimination: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  // ---- ltdl elimination, ancestor DoF 12: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t1019 = t942 * t1018;
   w[34] = t1019;
   const S t1020 = t942 * t1019;
@@ -1439,6 +1464,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1031 = t967 - t1030;
   const S t1032 = t954 * t1019;
   const S t1033 = t969 - t1032;
+  // ---- ltdl elimination, ancestor DoF 5: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t1034 = t944 * t1018;
   w[35] = t1034;
   const S t1035 = t944 * t1034;
@@ -1453,6 +1479,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1044 = t980 - t1043;
   const S t1045 = t954 * t1034;
   const S t1046 = t982 - t1045;
+  // ---- ltdl elimination, ancestor DoF 4: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t1047 = t946 * t1018;
   w[36] = t1047;
   const S t1048 = t946 * t1047;
@@ -1465,6 +1492,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1055 = t991 - t1054;
   const S t1056 = t954 * t1047;
   const S t1057 = t993 - t1056;
+  // ---- ltdl elimination, ancestor DoF 3: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t1058 = t948 * t1018;
   w[37] = t1058;
   const S t1059 = t948 * t1058;
@@ -1475,6 +1503,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1064 = t1000 - t1063;
   const S t1065 = t954 * t1058;
   const S t1066 = t1002 - t1065;
+  // ---- ltdl elimination, ancestor DoF 2: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t1067 = t950 * t1018;
   w[38] = t1067;
   const S t1068 = t950 * t1067;
@@ -1483,12 +1512,14 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1071 = t1007 - t1070;
   const S t1072 = t954 * t1067;
   const S t1073 = t1009 - t1072;
+  // ---- ltdl elimination, ancestor DoF 1: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t1074 = t952 * t1018;
   w[39] = t1074;
   const S t1075 = t952 * t1074;
   const S t1076 = t1012 - t1075;
   const S t1077 = t954 * t1074;
   const S t1078 = t1014 - t1077;
+  // ---- ltdl elimination, ancestor DoF 0: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t1079 = t954 * t1018;
   w[40] = t1079;
   const S t1080 = t954 * t1079;
@@ -1496,7 +1527,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   // ---- ltdl pivot: body 7 RL_hip (joint RL_hip_joint), tree level 1
   const S t1082 = 1.0 / t1021;
   w[41] = t1082;
-  // ---- ltdl elimination: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  // ---- ltdl elimination, ancestor DoF 5: body 7 RL_hip (joint RL_hip_joint), tree level 1
   const S t1083 = t1023 * t1082;
   w[42] = t1083;
   const S t1084 = t1023 * t1083;
@@ -1511,6 +1542,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1093 = t1044 - t1092;
   const S t1094 = t1033 * t1083;
   const S t1095 = t1046 - t1094;
+  // ---- ltdl elimination, ancestor DoF 4: body 7 RL_hip (joint RL_hip_joint), tree level 1
   const S t1096 = t1025 * t1082;
   w[43] = t1096;
   const S t1097 = t1025 * t1096;
@@ -1523,6 +1555,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1104 = t1055 - t1103;
   const S t1105 = t1033 * t1096;
   const S t1106 = t1057 - t1105;
+  // ---- ltdl elimination, ancestor DoF 3: body 7 RL_hip (joint RL_hip_joint), tree level 1
   const S t1107 = t1027 * t1082;
   w[44] = t1107;
   const S t1108 = t1027 * t1107;
@@ -1533,6 +1566,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1113 = t1064 - t1112;
   const S t1114 = t1033 * t1107;
   const S t1115 = t1066 - t1114;
+  // ---- ltdl elimination, ancestor DoF 2: body 7 RL_hip (joint RL_hip_joint), tree level 1
   const S t1116 = t1029 * t1082;
   w[45] = t1116;
   const S t1117 = t1029 * t1116;
@@ -1543,6 +1577,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1121 = t1033 * t1116;
   const S t1122 = t1073 - t1121;
   w[47] = t1122;
+  // ---- ltdl elimination, ancestor DoF 1: body 7 RL_hip (joint RL_hip_joint), tree level 1
   const S t1123 = t1031 * t1082;
   w[48] = t1123;
   const S t1124 = t1031 * t1123;
@@ -1551,12 +1586,13 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1126 = t1033 * t1123;
   const S t1127 = t1078 - t1126;
   w[50] = t1127;
+  // ---- ltdl elimination, ancestor DoF 0: body 7 RL_hip (joint RL_hip_joint), tree level 1
   const S t1128 = t1033 * t1082;
   w[51] = t1128;
   const S t1129 = t1033 * t1128;
   const S t1130 = t1081 - t1129;
   w[60] = t1130;
-  // ---- ltdl elimination: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  // ---- ltdl elimination, ancestor DoF 10: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1131 = t606 * 166.8862054699624;
   w[61] = t1131;
   const S t1132 = t606 * t1131;
@@ -1583,6 +1619,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1146 = t609 * t1131;
   const S t1147 = w[53] - t1146;
   w[68] = t1147;
+  // ---- ltdl elimination, ancestor DoF 9: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1148 = t612 * -14.185327464946804;
   w[53] = t1148;
   const S t1149 = t613 * t1148;
@@ -1606,6 +1643,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1161 = t609 * t1148;
   const S t1162 = -t1161;
   w[90] = t1162;
+  // ---- ltdl elimination, ancestor DoF 5: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1163 = t631 * 166.8862054699624;
   w[93] = t1163;
   const S t1164 = t631 * t1163;
@@ -1626,6 +1664,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1174 = t609 * t1163;
   const S t1175 = t1095 - t1174;
   w[99] = t1175;
+  // ---- ltdl elimination, ancestor DoF 4: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1176 = t630 * 166.8862054699624;
   w[100] = t1176;
   const S t1177 = t630 * t1176;
@@ -1643,6 +1682,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1185 = t609 * t1176;
   const S t1186 = t1106 - t1185;
   w[105] = t1186;
+  // ---- ltdl elimination, ancestor DoF 3: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1187 = t629 * 166.8862054699624;
   w[106] = t1187;
   const S t1188 = t629 * t1187;
@@ -1657,6 +1697,7 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
   const S t1194 = t609 * t1187;
   const S t1195 = t1115 - t1194;
   w[110] = t1195;
+  // ---- ltdl elimination, ancestor DoF 2: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1196 = t616 * 166.8862054699624;
   w[111] = t1196;
   const S t1197 = t616 * t1196;
@@ -1668,16 +1709,18 @@ static __attribute__((noinline)) void minv_part1([[maybe_unused]] const S* __res
 
 template <typename S>
 static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
-  // ---- ltdl elimination: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  // ---- ltdl elimination, ancestor DoF 2: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1200 = w[46] + w[113];
   const S t1201 = w[12] * w[111];
   const S t1202 = w[47] - t1201;
+  // ---- ltdl elimination, ancestor DoF 1: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1203 = w[13] * 166.8862054699624;
   w[46] = t1203;
   const S t1204 = w[13] * t1203;
   const S t1205 = w[49] - t1204;
   const S t1206 = w[12] * t1203;
   const S t1207 = w[50] + t1206;
+  // ---- ltdl elimination, ancestor DoF 0: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1208 = w[12] * 166.8862054699624;
   w[13] = t1208;
   const S t1209 = w[12] * t1208;
@@ -1685,7 +1728,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   // ---- ltdl pivot: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1211 = 1.0 / w[62];
   w[12] = t1211;
-  // ---- ltdl elimination: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  // ---- ltdl elimination, ancestor DoF 9: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1212 = w[52] * t1211;
   w[47] = t1212;
   const S t1213 = w[52] * t1212;
@@ -1702,6 +1745,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1224 = w[55] - t1223;
   const S t1225 = w[68] * t1212;
   const S t1226 = w[90] - t1225;
+  // ---- ltdl elimination, ancestor DoF 5: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1227 = w[63] * t1211;
   w[49] = t1227;
   const S t1228 = w[63] * t1227;
@@ -1716,6 +1760,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1237 = w[98] - t1236;
   const S t1238 = w[68] * t1227;
   const S t1239 = w[99] - t1238;
+  // ---- ltdl elimination, ancestor DoF 4: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1240 = w[64] * t1211;
   w[50] = t1240;
   const S t1241 = w[64] * t1240;
@@ -1728,6 +1773,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1248 = w[104] - t1247;
   const S t1249 = w[68] * t1240;
   const S t1250 = w[105] - t1249;
+  // ---- ltdl elimination, ancestor DoF 3: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1251 = w[65] * t1211;
   w[52] = t1251;
   const S t1252 = w[65] * t1251;
@@ -1738,6 +1784,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1257 = w[109] - t1256;
   const S t1258 = w[68] * t1251;
   const S t1259 = w[110] - t1258;
+  // ---- ltdl elimination, ancestor DoF 2: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1260 = w[66] * t1211;
   w[54] = t1260;
   const S t1261 = w[66] * t1260;
@@ -1746,12 +1793,14 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1264 = t1200 - t1263;
   const S t1265 = w[68] * t1260;
   const S t1266 = t1202 - t1265;
+  // ---- ltdl elimination, ancestor DoF 1: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1267 = w[67] * t1211;
   w[55] = t1267;
   const S t1268 = w[67] * t1267;
   const S t1269 = t1205 - t1268;
   const S t1270 = w[68] * t1267;
   const S t1271 = t1207 - t1270;
+  // ---- ltdl elimination, ancestor DoF 0: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1272 = w[68] * t1211;
   w[60] = t1272;
   const S t1273 = w[68] * t1272;
@@ -1759,7 +1808,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   // ---- ltdl pivot: body 4 FR_hip (joint FR_hip_joint), tree level 1
   const S t1275 = 1.0 / t1214;
   w[62] = t1275;
-  // ---- ltdl elimination: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  // ---- ltdl elimination, ancestor DoF 5: body 4 FR_hip (joint FR_hip_joint), tree level 1
   const S t1276 = t1216 * t1275;
   w[63] = t1276;
   const S t1277 = t1216 * t1276;
@@ -1774,6 +1823,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1286 = t1237 - t1285;
   const S t1287 = t1226 * t1276;
   const S t1288 = t1239 - t1287;
+  // ---- ltdl elimination, ancestor DoF 4: body 4 FR_hip (joint FR_hip_joint), tree level 1
   const S t1289 = t1218 * t1275;
   w[64] = t1289;
   const S t1290 = t1218 * t1289;
@@ -1786,6 +1836,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1297 = t1248 - t1296;
   const S t1298 = t1226 * t1289;
   const S t1299 = t1250 - t1298;
+  // ---- ltdl elimination, ancestor DoF 3: body 4 FR_hip (joint FR_hip_joint), tree level 1
   const S t1300 = t1220 * t1275;
   w[65] = t1300;
   const S t1301 = t1220 * t1300;
@@ -1796,6 +1847,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1306 = t1257 - t1305;
   const S t1307 = t1226 * t1300;
   const S t1308 = t1259 - t1307;
+  // ---- ltdl elimination, ancestor DoF 2: body 4 FR_hip (joint FR_hip_joint), tree level 1
   const S t1309 = t1222 * t1275;
   w[66] = t1309;
   const S t1310 = t1222 * t1309;
@@ -1804,17 +1856,19 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1313 = t1264 - t1312;
   const S t1314 = t1226 * t1309;
   const S t1315 = t1266 - t1314;
+  // ---- ltdl elimination, ancestor DoF 1: body 4 FR_hip (joint FR_hip_joint), tree level 1
   const S t1316 = t1224 * t1275;
   w[67] = t1316;
   const S t1317 = t1224 * t1316;
   const S t1318 = t1269 - t1317;
   const S t1319 = t1226 * t1316;
   const S t1320 = t1271 - t1319;
+  // ---- ltdl elimination, ancestor DoF 0: body 4 FR_hip (joint FR_hip_joint), tree level 1
   const S t1321 = t1226 * t1275;
   w[68] = t1321;
   const S t1322 = t1226 * t1321;
   const S t1323 = t1274 - t1322;
-  // ---- ltdl elimination: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  // ---- ltdl elimination, ancestor DoF 7: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1324 = w[81] * 166.8862054699624;
   w[69] = t1324;
   const S t1325 = w[81] * t1324;
@@ -1833,6 +1887,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1338 = t1337 - w[76];
   const S t1339 = w[82] * t1324;
   const S t1340 = w[57] - t1339;
+  // ---- ltdl elimination, ancestor DoF 6: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1341 = w[83] * 14.185327464946804;
   w[56] = t1341;
   const S t1342 = w[84] * t1341;
@@ -1849,6 +1904,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1353 = w[71] + t1352;
   const S t1354 = w[82] * t1341;
   const S t1355 = -t1354;
+  // ---- ltdl elimination, ancestor DoF 5: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1356 = w[89] * 166.8862054699624;
   w[57] = t1356;
   const S t1357 = w[89] * t1356;
@@ -1863,6 +1919,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1366 = t1286 + t1365;
   const S t1367 = w[82] * t1356;
   const S t1368 = t1288 - t1367;
+  // ---- ltdl elimination, ancestor DoF 4: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1369 = w[88] * 166.8862054699624;
   const S t1370 = w[88] * t1369;
   const S t1371 = t1291 - t1370;
@@ -1874,6 +1931,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1377 = t1297 + t1376;
   const S t1378 = w[82] * t1369;
   const S t1379 = t1299 - t1378;
+  // ---- ltdl elimination, ancestor DoF 3: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1380 = w[87] * 166.8862054699624;
   const S t1381 = w[87] * t1380;
   const S t1382 = t1302 - t1381;
@@ -1883,6 +1941,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1386 = t1306 + t1385;
   const S t1387 = w[82] * t1380;
   const S t1388 = t1308 - t1387;
+  // ---- ltdl elimination, ancestor DoF 2: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1389 = w[86] * 166.8862054699624;
   const S t1390 = w[86] * t1389;
   const S t1391 = t1311 - t1390;
@@ -1890,18 +1949,20 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1393 = t1313 + t1392;
   const S t1394 = w[82] * t1389;
   const S t1395 = t1315 - t1394;
+  // ---- ltdl elimination, ancestor DoF 1: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1396 = w[85] * 166.8862054699624;
   const S t1397 = w[85] * t1396;
   const S t1398 = t1318 - t1397;
   const S t1399 = w[82] * t1396;
   const S t1400 = t1320 + t1399;
+  // ---- ltdl elimination, ancestor DoF 0: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1401 = w[82] * 166.8862054699624;
   const S t1402 = w[82] * t1401;
   const S t1403 = t1323 - t1402;
   // ---- ltdl pivot: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1404 = 1.0 / t1326;
   w[58] = t1404;
-  // ---- ltdl elimination: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  // ---- ltdl elimination, ancestor DoF 6: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1405 = t1328 * t1404;
   w[59] = t1405;
   const S t1406 = t1328 * t1405;
@@ -1918,6 +1979,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1417 = t1353 - t1416;
   const S t1418 = t1340 * t1405;
   const S t1419 = t1355 - t1418;
+  // ---- ltdl elimination, ancestor DoF 5: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1420 = t1330 * t1404;
   const S t1421 = t1330 * t1420;
   const S t1422 = t1358 - t1421;
@@ -1931,6 +1993,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1430 = t1366 - t1429;
   const S t1431 = t1340 * t1420;
   const S t1432 = t1368 - t1431;
+  // ---- ltdl elimination, ancestor DoF 4: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1433 = t1332 * t1404;
   const S t1434 = t1332 * t1433;
   const S t1435 = t1371 - t1434;
@@ -1942,6 +2005,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1441 = t1377 - t1440;
   const S t1442 = t1340 * t1433;
   const S t1443 = t1379 - t1442;
+  // ---- ltdl elimination, ancestor DoF 3: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1444 = t1334 * t1404;
   const S t1445 = t1334 * t1444;
   const S t1446 = t1382 - t1445;
@@ -1951,6 +2015,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1450 = t1386 - t1449;
   const S t1451 = t1340 * t1444;
   const S t1452 = t1388 - t1451;
+  // ---- ltdl elimination, ancestor DoF 2: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1453 = t1336 * t1404;
   const S t1454 = t1336 * t1453;
   const S t1455 = t1391 - t1454;
@@ -1958,18 +2023,20 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1457 = t1393 - t1456;
   const S t1458 = t1340 * t1453;
   const S t1459 = t1395 - t1458;
+  // ---- ltdl elimination, ancestor DoF 1: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1460 = t1338 * t1404;
   const S t1461 = t1338 * t1460;
   const S t1462 = t1398 - t1461;
   const S t1463 = t1340 * t1460;
   const S t1464 = t1400 - t1463;
+  // ---- ltdl elimination, ancestor DoF 0: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1465 = t1340 * t1404;
   const S t1466 = t1340 * t1465;
   const S t1467 = t1403 - t1466;
   // ---- ltdl pivot: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t1468 = 1.0 / t1407;
   w[70] = t1468;
-  // ---- ltdl elimination: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  // ---- ltdl elimination, ancestor DoF 5: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t1469 = t1409 * t1468;
   w[71] = t1469;
   const S t1470 = t1409 * t1469;
@@ -1984,6 +2051,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1479 = t1430 - t1478;
   const S t1480 = t1419 * t1469;
   const S t1481 = t1432 - t1480;
+  // ---- ltdl elimination, ancestor DoF 4: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t1482 = t1411 * t1468;
   const S t1483 = t1411 * t1482;
   const S t1484 = t1435 - t1483;
@@ -1995,6 +2063,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1490 = t1441 - t1489;
   const S t1491 = t1419 * t1482;
   const S t1492 = t1443 - t1491;
+  // ---- ltdl elimination, ancestor DoF 3: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t1493 = t1413 * t1468;
   const S t1494 = t1413 * t1493;
   const S t1495 = t1446 - t1494;
@@ -2004,6 +2073,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1499 = t1450 - t1498;
   const S t1500 = t1419 * t1493;
   const S t1501 = t1452 - t1500;
+  // ---- ltdl elimination, ancestor DoF 2: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t1502 = t1415 * t1468;
   const S t1503 = t1415 * t1502;
   const S t1504 = t1455 - t1503;
@@ -2011,18 +2081,20 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1506 = t1457 - t1505;
   const S t1507 = t1419 * t1502;
   const S t1508 = t1459 - t1507;
+  // ---- ltdl elimination, ancestor DoF 1: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t1509 = t1417 * t1468;
   const S t1510 = t1417 * t1509;
   const S t1511 = t1462 - t1510;
   const S t1512 = t1419 * t1509;
   const S t1513 = t1464 - t1512;
+  // ---- ltdl elimination, ancestor DoF 0: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t1514 = t1419 * t1468;
   const S t1515 = t1419 * t1514;
   const S t1516 = t1467 - t1515;
   // ---- ltdl pivot: body 0 trunk (joint root_joint), tree level 0
   const S t1517 = 1.0 / t1471;
   w[72] = t1517;
-  // ---- ltdl elimination: body 0 trunk (joint root_joint), tree level 0
+  // ---- ltdl elimination, ancestor DoF 4: body 0 trunk (joint root_joint), tree level 0
   const S t1518 = t1473 * t1517;
   w[73] = t1518;
   const S t1519 = t1473 * t1518;
@@ -2035,6 +2107,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1526 = t1490 - t1525;
   const S t1527 = t1481 * t1518;
   const S t1528 = t1492 - t1527;
+  // ---- ltdl elimination, ancestor DoF 3: body 0 trunk (joint root_joint), tree level 0
   const S t1529 = t1475 * t1517;
   const S t1530 = t1475 * t1529;
   const S t1531 = t1495 - t1530;
@@ -2044,6 +2117,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1535 = t1499 - t1534;
   const S t1536 = t1481 * t1529;
   const S t1537 = t1501 - t1536;
+  // ---- ltdl elimination, ancestor DoF 2: body 0 trunk (joint root_joint), tree level 0
   const S t1538 = t1477 * t1517;
   const S t1539 = t1477 * t1538;
   const S t1540 = t1504 - t1539;
@@ -2051,18 +2125,20 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1542 = t1506 - t1541;
   const S t1543 = t1481 * t1538;
   const S t1544 = t1508 - t1543;
+  // ---- ltdl elimination, ancestor DoF 1: body 0 trunk (joint root_joint), tree level 0
   const S t1545 = t1479 * t1517;
   const S t1546 = t1479 * t1545;
   const S t1547 = t1511 - t1546;
   const S t1548 = t1481 * t1545;
   const S t1549 = t1513 - t1548;
+  // ---- ltdl elimination, ancestor DoF 0: body 0 trunk (joint root_joint), tree level 0
   const S t1550 = t1481 * t1517;
   const S t1551 = t1481 * t1550;
   const S t1552 = t1516 - t1551;
   // ---- ltdl pivot: body 0 trunk (joint root_joint), tree level 0
   const S t1553 = 1.0 / t1520;
   w[74] = t1553;
-  // ---- ltdl elimination: body 0 trunk (joint root_joint), tree level 0
+  // ---- ltdl elimination, ancestor DoF 3: body 0 trunk (joint root_joint), tree level 0
   const S t1554 = t1522 * t1553;
   w[75] = t1554;
   const S t1555 = t1522 * t1554;
@@ -2073,6 +2149,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1560 = t1535 - t1559;
   const S t1561 = t1528 * t1554;
   const S t1562 = t1537 - t1561;
+  // ---- ltdl elimination, ancestor DoF 2: body 0 trunk (joint root_joint), tree level 0
   const S t1563 = t1524 * t1553;
   const S t1564 = t1524 * t1563;
   const S t1565 = t1540 - t1564;
@@ -2080,18 +2157,20 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1567 = t1542 - t1566;
   const S t1568 = t1528 * t1563;
   const S t1569 = t1544 - t1568;
+  // ---- ltdl elimination, ancestor DoF 1: body 0 trunk (joint root_joint), tree level 0
   const S t1570 = t1526 * t1553;
   const S t1571 = t1526 * t1570;
   const S t1572 = t1547 - t1571;
   const S t1573 = t1528 * t1570;
   const S t1574 = t1549 - t1573;
+  // ---- ltdl elimination, ancestor DoF 0: body 0 trunk (joint root_joint), tree level 0
   const S t1575 = t1528 * t1553;
   const S t1576 = t1528 * t1575;
   const S t1577 = t1552 - t1576;
   // ---- ltdl pivot: body 0 trunk (joint root_joint), tree level 0
   const S t1578 = 1.0 / t1556;
   w[76] = t1578;
-  // ---- ltdl elimination: body 0 trunk (joint root_joint), tree level 0
+  // ---- ltdl elimination, ancestor DoF 2: body 0 trunk (joint root_joint), tree level 0
   const S t1579 = t1558 * t1578;
   w[77] = t1579;
   const S t1580 = t1558 * t1579;
@@ -2100,31 +2179,34 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1583 = t1567 - t1582;
   const S t1584 = t1562 * t1579;
   const S t1585 = t1569 - t1584;
+  // ---- ltdl elimination, ancestor DoF 1: body 0 trunk (joint root_joint), tree level 0
   const S t1586 = t1560 * t1578;
   const S t1587 = t1560 * t1586;
   const S t1588 = t1572 - t1587;
   const S t1589 = t1562 * t1586;
   const S t1590 = t1574 - t1589;
+  // ---- ltdl elimination, ancestor DoF 0: body 0 trunk (joint root_joint), tree level 0
   const S t1591 = t1562 * t1578;
   const S t1592 = t1562 * t1591;
   const S t1593 = t1577 - t1592;
   // ---- ltdl pivot: body 0 trunk (joint root_joint), tree level 0
   const S t1594 = 1.0 / t1581;
   w[78] = t1594;
-  // ---- ltdl elimination: body 0 trunk (joint root_joint), tree level 0
+  // ---- ltdl elimination, ancestor DoF 1: body 0 trunk (joint root_joint), tree level 0
   const S t1595 = t1583 * t1594;
   w[79] = t1595;
   const S t1596 = t1583 * t1595;
   const S t1597 = t1588 - t1596;
   const S t1598 = t1585 * t1595;
   const S t1599 = t1590 - t1598;
+  // ---- ltdl elimination, ancestor DoF 0: body 0 trunk (joint root_joint), tree level 0
   const S t1600 = t1585 * t1594;
   const S t1601 = t1585 * t1600;
   const S t1602 = t1593 - t1601;
   // ---- ltdl pivot: body 0 trunk (joint root_joint), tree level 0
   const S t1603 = 1.0 / t1597;
   w[80] = t1603;
-  // ---- ltdl elimination: body 0 trunk (joint root_joint), tree level 0
+  // ---- ltdl elimination, ancestor DoF 0: body 0 trunk (joint root_joint), tree level 0
   const S t1604 = t1599 * t1603;
   w[81] = t1604;
   const S t1605 = t1599 * t1604;
@@ -2133,7 +2215,7 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1607 = 1.0 / t1606;
   w[82] = t1607;
   Minv[0] = t1607;
-  // ---- ltdl inverse of L: body 0 trunk (joint root_joint), tree level 0
+  // ---- ltdl inverse of L, column 0: body 0 trunk (joint root_joint), tree level 0
   const S t1608 = t1604 * t1607;
   w[83] = t1608;
   const S t1609 = -t1608;
@@ -2142,28 +2224,33 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1610 = t1595 * t1604;
   const S t1611 = t1610 - t1600;
   w[84] = t1611;
-  const S t1612 = t1595 * t1603;
+  const S t1612 = t1607 * t1611;
   w[85] = t1612;
-  const S t1613 = t1607 * t1611;
+  Minv[2] = t1612;
+  Minv[36] = t1612;
+  // ---- ltdl inverse of L, column 1: body 0 trunk (joint root_joint), tree level 0
+  const S t1613 = t1595 * t1603;
   w[86] = t1613;
-  Minv[2] = t1613;
-  Minv[36] = t1613;
+  // ---- ltdl inverse of L, column 0: body 0 trunk (joint root_joint), tree level 0
   const S t1614 = t1586 * t1604;
   const S t1615 = t1614 - t1591;
   const S t1616 = t1579 * t1611;
   const S t1617 = t1615 - t1616;
   w[87] = t1617;
-  const S t1618 = t1579 * t1595;
-  const S t1619 = t1618 - t1586;
-  w[88] = t1619;
-  const S t1620 = t1579 * t1594;
+  const S t1618 = t1607 * t1617;
+  w[88] = t1618;
+  Minv[3] = t1618;
+  Minv[54] = t1618;
+  // ---- ltdl inverse of L, column 1: body 0 trunk (joint root_joint), tree level 0
+  const S t1619 = t1579 * t1595;
+  const S t1620 = t1619 - t1586;
   w[89] = t1620;
-  const S t1621 = t1603 * t1619;
+  const S t1621 = t1603 * t1620;
   w[90] = t1621;
-  const S t1622 = t1607 * t1617;
+  // ---- ltdl inverse of L, column 2: body 0 trunk (joint root_joint), tree level 0
+  const S t1622 = t1579 * t1594;
   w[91] = t1622;
-  Minv[3] = t1622;
-  Minv[54] = t1622;
+  // ---- ltdl inverse of L, column 0: body 0 trunk (joint root_joint), tree level 0
   const S t1623 = t1570 * t1604;
   const S t1624 = t1623 - t1575;
   const S t1625 = t1563 * t1611;
@@ -2171,24 +2258,28 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1627 = t1554 * t1617;
   const S t1628 = t1626 - t1627;
   w[92] = t1628;
-  const S t1629 = t1563 * t1595;
-  const S t1630 = t1629 - t1570;
-  const S t1631 = t1554 * t1619;
-  const S t1632 = t1630 - t1631;
-  w[94] = t1632;
-  const S t1633 = t1554 * t1579;
-  const S t1634 = t1633 - t1563;
-  w[95] = t1634;
-  const S t1635 = t1554 * t1578;
-  w[96] = t1635;
-  const S t1636 = t1594 * t1634;
+  const S t1629 = t1607 * t1628;
+  w[94] = t1629;
+  Minv[4] = t1629;
+  Minv[72] = t1629;
+  // ---- ltdl inverse of L, column 1: body 0 trunk (joint root_joint), tree level 0
+  const S t1630 = t1563 * t1595;
+  const S t1631 = t1630 - t1570;
+  const S t1632 = t1554 * t1620;
+  const S t1633 = t1631 - t1632;
+  w[95] = t1633;
+  const S t1634 = t1603 * t1633;
+  w[96] = t1634;
+  // ---- ltdl inverse of L, column 2: body 0 trunk (joint root_joint), tree level 0
+  const S t1635 = t1554 * t1579;
+  const S t1636 = t1635 - t1563;
   w[97] = t1636;
-  const S t1637 = t1603 * t1632;
+  const S t1637 = t1594 * t1636;
   w[98] = t1637;
-  const S t1638 = t1607 * t1628;
+  // ---- ltdl inverse of L, column 3: body 0 trunk (joint root_joint), tree level 0
+  const S t1638 = t1554 * t1578;
   w[99] = t1638;
-  Minv[4] = t1638;
-  Minv[72] = t1638;
+  // ---- ltdl inverse of L, column 0: body 0 trunk (joint root_joint), tree level 0
   const S t1639 = t1545 * t1604;
   const S t1640 = t1639 - t1550;
   const S t1641 = t1538 * t1611;
@@ -2198,34 +2289,38 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1645 = t1518 * t1628;
   const S t1646 = t1644 - t1645;
   w[101] = t1646;
-  const S t1647 = t1538 * t1595;
-  const S t1648 = t1647 - t1545;
-  const S t1649 = t1529 * t1619;
-  const S t1650 = t1648 - t1649;
-  const S t1651 = t1518 * t1632;
-  const S t1652 = t1650 - t1651;
-  w[102] = t1652;
-  const S t1653 = t1529 * t1579;
-  const S t1654 = t1653 - t1538;
-  const S t1655 = t1518 * t1634;
-  const S t1656 = t1654 - t1655;
-  w[103] = t1656;
-  const S t1657 = t1518 * t1554;
-  const S t1658 = t1657 - t1529;
-  w[104] = t1658;
-  const S t1659 = t1518 * t1553;
-  w[105] = t1659;
-  const S t1660 = t1578 * t1658;
-  w[107] = t1660;
-  const S t1661 = t1594 * t1656;
+  const S t1647 = t1607 * t1646;
+  w[102] = t1647;
+  Minv[5] = t1647;
+  Minv[90] = t1647;
+  // ---- ltdl inverse of L, column 1: body 0 trunk (joint root_joint), tree level 0
+  const S t1648 = t1538 * t1595;
+  const S t1649 = t1648 - t1545;
+  const S t1650 = t1529 * t1620;
+  const S t1651 = t1649 - t1650;
+  const S t1652 = t1518 * t1633;
+  const S t1653 = t1651 - t1652;
+  w[103] = t1653;
+  const S t1654 = t1603 * t1653;
+  w[104] = t1654;
+  // ---- ltdl inverse of L, column 2: body 0 trunk (joint root_joint), tree level 0
+  const S t1655 = t1529 * t1579;
+  const S t1656 = t1655 - t1538;
+  const S t1657 = t1518 * t1636;
+  const S t1658 = t1656 - t1657;
+  w[105] = t1658;
+  const S t1659 = t1594 * t1658;
+  w[107] = t1659;
+  // ---- ltdl inverse of L, column 3: body 0 trunk (joint root_joint), tree level 0
+  const S t1660 = t1518 * t1554;
+  const S t1661 = t1660 - t1529;
   w[108] = t1661;
-  const S t1662 = t1603 * t1652;
+  const S t1662 = t1578 * t1661;
   w[109] = t1662;
-  const S t1663 = t1607 * t1646;
+  // ---- ltdl inverse of L, column 4: body 0 trunk (joint root_joint), tree level 0
+  const S t1663 = t1518 * t1553;
   w[110] = t1663;
-  Minv[5] = t1663;
-  Minv[90] = t1663;
-  // ---- ltdl inverse of L: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  // ---- ltdl inverse of L, column 0: body 1 FL_hip (joint FL_hip_joint), tree level 1
   const S t1664 = t1509 * t1604;
   const S t1665 = t1664 - t1514;
   const S t1666 = t1502 * t1611;
@@ -2237,45 +2332,50 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1672 = t1469 * t1646;
   const S t1673 = t1671 - t1672;
   w[112] = t1673;
-  const S t1674 = t1502 * t1595;
-  const S t1675 = t1674 - t1509;
-  const S t1676 = t1493 * t1619;
-  const S t1677 = t1675 - t1676;
-  const S t1678 = t1482 * t1632;
-  const S t1679 = t1677 - t1678;
-  const S t1680 = t1469 * t1652;
-  const S t1681 = t1679 - t1680;
-  w[113] = t1681;
-  const S t1682 = t1493 * t1579;
-  const S t1683 = t1682 - t1502;
-  const S t1684 = t1482 * t1634;
-  const S t1685 = t1683 - t1684;
-  const S t1686 = t1469 * t1656;
+  const S t1674 = t1607 * t1673;
+  w[113] = t1674;
+  Minv[6] = t1674;
+  Minv[108] = t1674;
+  // ---- ltdl inverse of L, column 1: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t1675 = t1502 * t1595;
+  const S t1676 = t1675 - t1509;
+  const S t1677 = t1493 * t1620;
+  const S t1678 = t1676 - t1677;
+  const S t1679 = t1482 * t1633;
+  const S t1680 = t1678 - t1679;
+  const S t1681 = t1469 * t1653;
+  const S t1682 = t1680 - t1681;
+  w[114] = t1682;
+  const S t1683 = t1603 * t1682;
+  w[115] = t1683;
+  // ---- ltdl inverse of L, column 2: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t1684 = t1493 * t1579;
+  const S t1685 = t1684 - t1502;
+  const S t1686 = t1482 * t1636;
   const S t1687 = t1685 - t1686;
-  w[114] = t1687;
-  const S t1688 = t1482 * t1554;
-  const S t1689 = t1688 - t1493;
-  const S t1690 = t1469 * t1658;
-  const S t1691 = t1689 - t1690;
-  w[115] = t1691;
-  const S t1692 = t1469 * t1518;
-  const S t1693 = t1692 - t1482;
-  w[116] = t1693;
-  const S t1694 = t1469 * t1517;
-  w[117] = t1694;
-  const S t1695 = t1553 * t1693;
-  w[118] = t1695;
-  const S t1696 = t1578 * t1691;
-  w[119] = t1696;
-  const S t1697 = t1594 * t1687;
+  const S t1688 = t1469 * t1658;
+  const S t1689 = t1687 - t1688;
+  w[116] = t1689;
+  const S t1690 = t1594 * t1689;
+  w[117] = t1690;
+  // ---- ltdl inverse of L, column 3: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t1691 = t1482 * t1554;
+  const S t1692 = t1691 - t1493;
+  const S t1693 = t1469 * t1661;
+  const S t1694 = t1692 - t1693;
+  w[118] = t1694;
+  const S t1695 = t1578 * t1694;
+  w[119] = t1695;
+  // ---- ltdl inverse of L, column 4: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t1696 = t1469 * t1518;
+  const S t1697 = t1696 - t1482;
   w[120] = t1697;
-  const S t1698 = t1603 * t1681;
+  const S t1698 = t1553 * t1697;
   w[121] = t1698;
-  const S t1699 = t1607 * t1673;
+  // ---- ltdl inverse of L, column 5: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t1699 = t1469 * t1517;
   w[122] = t1699;
-  Minv[6] = t1699;
-  Minv[108] = t1699;
-  // ---- ltdl inverse of L: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  // ---- ltdl inverse of L, column 0: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
   const S t1700 = t1460 * t1604;
   const S t1701 = t1700 - t1465;
   const S t1702 = t1453 * t1611;
@@ -2289,58 +2389,64 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1710 = t1405 * t1673;
   const S t1711 = t1709 - t1710;
   w[123] = t1711;
-  const S t1712 = t1453 * t1595;
-  const S t1713 = t1712 - t1460;
-  const S t1714 = t1444 * t1619;
-  const S t1715 = t1713 - t1714;
-  const S t1716 = t1433 * t1632;
-  const S t1717 = t1715 - t1716;
-  const S t1718 = t1420 * t1652;
-  const S t1719 = t1717 - t1718;
-  const S t1720 = t1405 * t1681;
-  const S t1721 = t1719 - t1720;
-  w[124] = t1721;
-  const S t1722 = t1444 * t1579;
-  const S t1723 = t1722 - t1453;
-  const S t1724 = t1433 * t1634;
-  const S t1725 = t1723 - t1724;
-  const S t1726 = t1420 * t1656;
+  const S t1712 = t1607 * t1711;
+  w[124] = t1712;
+  Minv[7] = t1712;
+  Minv[126] = t1712;
+  // ---- ltdl inverse of L, column 1: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t1713 = t1453 * t1595;
+  const S t1714 = t1713 - t1460;
+  const S t1715 = t1444 * t1620;
+  const S t1716 = t1714 - t1715;
+  const S t1717 = t1433 * t1633;
+  const S t1718 = t1716 - t1717;
+  const S t1719 = t1420 * t1653;
+  const S t1720 = t1718 - t1719;
+  const S t1721 = t1405 * t1682;
+  const S t1722 = t1720 - t1721;
+  w[125] = t1722;
+  const S t1723 = t1603 * t1722;
+  w[126] = t1723;
+  // ---- ltdl inverse of L, column 2: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t1724 = t1444 * t1579;
+  const S t1725 = t1724 - t1453;
+  const S t1726 = t1433 * t1636;
   const S t1727 = t1725 - t1726;
-  const S t1728 = t1405 * t1687;
+  const S t1728 = t1420 * t1658;
   const S t1729 = t1727 - t1728;
-  w[125] = t1729;
-  const S t1730 = t1433 * t1554;
-  const S t1731 = t1730 - t1444;
-  const S t1732 = t1420 * t1658;
-  const S t1733 = t1731 - t1732;
-  const S t1734 = t1405 * t1691;
-  const S t1735 = t1733 - t1734;
-  w[126] = t1735;
-  const S t1736 = t1420 * t1518;
-  const S t1737 = t1736 - t1433;
-  const S t1738 = t1405 * t1693;
-  const S t1739 = t1737 - t1738;
-  w[127] = t1739;
-  const S t1740 = t1405 * t1469;
-  const S t1741 = t1740 - t1420;
-  w[128] = t1741;
-  const S t1742 = t1405 * t1468;
-  w[129] = t1742;
-  const S t1743 = t1517 * t1741;
-  w[130] = t1743;
-  const S t1744 = t1553 * t1739;
-  w[131] = t1744;
-  const S t1745 = t1578 * t1735;
-  w[132] = t1745;
-  const S t1746 = t1594 * t1729;
+  const S t1730 = t1405 * t1689;
+  const S t1731 = t1729 - t1730;
+  w[127] = t1731;
+  const S t1732 = t1594 * t1731;
+  w[128] = t1732;
+  // ---- ltdl inverse of L, column 3: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t1733 = t1433 * t1554;
+  const S t1734 = t1733 - t1444;
+  const S t1735 = t1420 * t1661;
+  const S t1736 = t1734 - t1735;
+  const S t1737 = t1405 * t1694;
+  const S t1738 = t1736 - t1737;
+  w[129] = t1738;
+  const S t1739 = t1578 * t1738;
+  w[130] = t1739;
+  // ---- ltdl inverse of L, column 4: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t1740 = t1420 * t1518;
+  const S t1741 = t1740 - t1433;
+  const S t1742 = t1405 * t1697;
+  const S t1743 = t1741 - t1742;
+  w[131] = t1743;
+  const S t1744 = t1553 * t1743;
+  w[132] = t1744;
+  // ---- ltdl inverse of L, column 5: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t1745 = t1405 * t1469;
+  const S t1746 = t1745 - t1420;
   w[133] = t1746;
-  const S t1747 = t1603 * t1721;
+  const S t1747 = t1517 * t1746;
   w[134] = t1747;
-  const S t1748 = t1607 * t1711;
+  // ---- ltdl inverse of L, column 6: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t1748 = t1405 * t1468;
   w[135] = t1748;
-  Minv[7] = t1748;
-  Minv[126] = t1748;
-  // ---- ltdl inverse of L: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  // ---- ltdl inverse of L, column 0: body 3 FL_calf (joint FL_calf_joint), tree level 3
   const S t1749 = -t1401;
   const S t1750 = t1396 * t1604;
   const S t1751 = t1749 - t1750;
@@ -2357,78 +2463,86 @@ static __attribute__((noinline)) void minv_part2([[maybe_unused]] const S* __res
   const S t1762 = t1324 * t1711;
   const S t1763 = t1761 - t1762;
   w[136] = t1763;
-  const S t1764 = t1389 * t1595;
-  const S t1765 = t1396 + t1764;
-  const S t1766 = t1380 * t1619;
-  const S t1767 = t1765 - t1766;
-  const S t1768 = t1369 * t1632;
-  const S t1769 = t1767 - t1768;
-  const S t1770 = t1356 * t1652;
-  const S t1771 = t1769 - t1770;
-  const S t1772 = t1341 * t1681;
-  const S t1773 = t1771 - t1772;
-  const S t1774 = t1324 * t1721;
-  const S t1775 = t1773 - t1774;
-  w[137] = t1775;
-  const S t1776 = t1380 * t1579;
-  const S t1777 = t1776 - t1389;
-  const S t1778 = t1369 * t1634;
-  const S t1779 = t1777 - t1778;
-  const S t1780 = t1356 * t1656;
+  const S t1764 = t1607 * t1763;
+  w[137] = t1764;
+  Minv[8] = t1764;
+  Minv[144] = t1764;
+  // ---- ltdl inverse of L, column 1: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t1765 = t1389 * t1595;
+  const S t1766 = t1396 + t1765;
+  const S t1767 = t1380 * t1620;
+  const S t1768 = t1766 - t1767;
+  const S t1769 = t1369 * t1633;
+  const S t1770 = t1768 - t1769;
+  const S t1771 = t1356 * t1653;
+  const S t1772 = t1770 - t1771;
+  const S t1773 = t1341 * t1682;
+  const S t1774 = t1772 - t1773;
+  const S t1775 = t1324 * t1722;
+  const S t1776 = t1774 - t1775;
+  w[138] = t1776;
+  const S t1777 = t1603 * t1776;
+  w[139] = t1777;
+  // ---- ltdl inverse of L, column 2: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t1778 = t1380 * t1579;
+  const S t1779 = t1778 - t1389;
+  const S t1780 = t1369 * t1636;
   const S t1781 = t1779 - t1780;
-  const S t1782 = t1341 * t1687;
+  const S t1782 = t1356 * t1658;
   const S t1783 = t1781 - t1782;
-  const S t1784 = t1324 * t1729;
+  const S t1784 = t1341 * t1689;
   const S t1785 = t1783 - t1784;
-  w[138] = t1785;
-  const S t1786 = t1369 * t1554;
-  const S t1787 = t1786 - t1380;
-  const S t1788 = t1356 * t1658;
-  const S t1789 = t1787 - t1788;
-  const S t1790 = t1341 * t1691;
-  const S t1791 = t1789 - t1790;
-  const S t1792 = t1324 * t1735;
-  const S t1793 = t1791 - t1792;
-  w[139] = t1793;
-  const S t1794 = t1356 * t1518;
-  const S t1795 = t1794 - t1369;
-  const S t1796 = t1341 * t1693;
-  const S t1797 = t1795 - t1796;
-  const S t1798 = t1324 * t1739;
-  const S t1799 = t1797 - t1798;
-  w[140] = t1799;
+  const S t1786 = t1324 * t1731;
+  const S t1787 = t1785 - t1786;
+  w[140] = t1787;
+  const S t1788 = t1594 * t1787;
+  w[141] = t1788;
+  // ---- ltdl inverse of L, column 3: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t1789 = t1369 * t1554;
+  const S t1790 = t1789 - t1380;
+  const S t1791 = t1356 * t1661;
+  const S t1792 = t1790 - t1791;
+  const S t1793 = t1341 * t1694;
+  const S t1794 = t1792 - t1793;
+  const S t1795 = t1324 * t1738;
+  const S t1796 = t1794 - t1795;
+  w[142] = t1796;
+  const S t1797 = t1578 * t1796;
+  w[143] = t1797;
+  // ---- ltdl inverse of L, column 4: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t1798 = t1356 * t1518;
+  const S t1799 = t1798 - t1369;
+  w[144] = t1799;
 }
 
 template <typename S>
 static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
-  // ---- ltdl inverse of L: body 3 FL_calf (joint FL_calf_joint), tree level 3
-  const S t1800 = w[56] * w[71];
-  const S t1801 = t1800 - w[57];
-  const S t1802 = w[69] * w[128];
+  // ---- ltdl inverse of L, column 4: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t1800 = w[56] * w[120];
+  const S t1801 = w[144] - t1800;
+  const S t1802 = w[69] * w[131];
   const S t1803 = t1801 - t1802;
-  w[57] = t1803;
-  const S t1804 = w[69] * w[59];
-  const S t1805 = t1804 - w[56];
-  w[141] = t1805;
-  const S t1806 = w[69] * w[58];
-  w[56] = t1806;
-  const S t1807 = w[70] * t1805;
-  w[142] = t1807;
-  const S t1808 = w[72] * t1803;
-  w[143] = t1808;
-  const S t1809 = w[74] * w[140];
-  w[144] = t1809;
-  const S t1810 = w[76] * w[139];
-  w[145] = t1810;
-  const S t1811 = w[78] * w[138];
-  w[146] = t1811;
-  const S t1812 = w[80] * w[137];
-  w[147] = t1812;
-  const S t1813 = w[82] * w[136];
+  w[144] = t1803;
+  const S t1804 = w[74] * t1803;
+  w[145] = t1804;
+  // ---- ltdl inverse of L, column 5: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t1805 = w[56] * w[71];
+  const S t1806 = t1805 - w[57];
+  const S t1807 = w[69] * w[133];
+  const S t1808 = t1806 - t1807;
+  w[57] = t1808;
+  const S t1809 = w[72] * t1808;
+  w[146] = t1809;
+  // ---- ltdl inverse of L, column 6: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t1810 = w[69] * w[59];
+  const S t1811 = t1810 - w[56];
+  w[147] = t1811;
+  const S t1812 = w[70] * t1811;
+  w[56] = t1812;
+  // ---- ltdl inverse of L, column 7: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t1813 = w[69] * w[58];
   w[148] = t1813;
-  Minv[8] = t1813;
-  Minv[144] = t1813;
-  // ---- ltdl inverse of L: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  // ---- ltdl inverse of L, column 0: body 4 FR_hip (joint FR_hip_joint), tree level 1
   const S t1814 = w[67] * w[81];
   const S t1815 = t1814 - w[68];
   const S t1816 = w[66] * w[84];
@@ -2440,45 +2554,50 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t1822 = w[63] * w[101];
   const S t1823 = t1821 - t1822;
   w[68] = t1823;
-  const S t1824 = w[66] * w[79];
-  const S t1825 = t1824 - w[67];
-  const S t1826 = w[65] * w[88];
-  const S t1827 = t1825 - t1826;
-  const S t1828 = w[64] * w[94];
-  const S t1829 = t1827 - t1828;
-  const S t1830 = w[63] * w[102];
-  const S t1831 = t1829 - t1830;
-  w[67] = t1831;
-  const S t1832 = w[65] * w[77];
-  const S t1833 = t1832 - w[66];
-  const S t1834 = w[64] * w[95];
-  const S t1835 = t1833 - t1834;
-  const S t1836 = w[63] * w[103];
+  const S t1824 = w[82] * t1823;
+  w[149] = t1824;
+  Minv[9] = t1824;
+  Minv[162] = t1824;
+  // ---- ltdl inverse of L, column 1: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t1825 = w[66] * w[79];
+  const S t1826 = t1825 - w[67];
+  const S t1827 = w[65] * w[89];
+  const S t1828 = t1826 - t1827;
+  const S t1829 = w[64] * w[95];
+  const S t1830 = t1828 - t1829;
+  const S t1831 = w[63] * w[103];
+  const S t1832 = t1830 - t1831;
+  w[67] = t1832;
+  const S t1833 = w[80] * t1832;
+  w[150] = t1833;
+  // ---- ltdl inverse of L, column 2: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t1834 = w[65] * w[77];
+  const S t1835 = t1834 - w[66];
+  const S t1836 = w[64] * w[97];
   const S t1837 = t1835 - t1836;
-  w[66] = t1837;
-  const S t1838 = w[64] * w[75];
-  const S t1839 = t1838 - w[65];
-  const S t1840 = w[63] * w[104];
-  const S t1841 = t1839 - t1840;
-  w[65] = t1841;
-  const S t1842 = w[63] * w[73];
-  const S t1843 = t1842 - w[64];
-  w[149] = t1843;
-  const S t1844 = w[63] * w[72];
-  w[64] = t1844;
-  const S t1845 = w[74] * t1843;
-  w[150] = t1845;
-  const S t1846 = w[76] * t1841;
-  w[151] = t1846;
-  const S t1847 = w[78] * t1837;
-  w[152] = t1847;
-  const S t1848 = w[80] * t1831;
-  w[153] = t1848;
-  const S t1849 = w[82] * t1823;
+  const S t1838 = w[63] * w[105];
+  const S t1839 = t1837 - t1838;
+  w[66] = t1839;
+  const S t1840 = w[78] * t1839;
+  w[151] = t1840;
+  // ---- ltdl inverse of L, column 3: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t1841 = w[64] * w[75];
+  const S t1842 = t1841 - w[65];
+  const S t1843 = w[63] * w[108];
+  const S t1844 = t1842 - t1843;
+  w[65] = t1844;
+  const S t1845 = w[76] * t1844;
+  w[152] = t1845;
+  // ---- ltdl inverse of L, column 4: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t1846 = w[63] * w[73];
+  const S t1847 = t1846 - w[64];
+  w[153] = t1847;
+  const S t1848 = w[74] * t1847;
+  w[64] = t1848;
+  // ---- ltdl inverse of L, column 5: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t1849 = w[63] * w[72];
   w[154] = t1849;
-  Minv[9] = t1849;
-  Minv[162] = t1849;
-  // ---- ltdl inverse of L: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  // ---- ltdl inverse of L, column 0: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
   const S t1850 = w[55] * w[81];
   const S t1851 = t1850 - w[60];
   const S t1852 = w[54] * w[84];
@@ -2492,58 +2611,64 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t1860 = w[47] * t1823;
   const S t1861 = t1859 - t1860;
   w[60] = t1861;
-  const S t1862 = w[54] * w[79];
-  const S t1863 = t1862 - w[55];
-  const S t1864 = w[52] * w[88];
-  const S t1865 = t1863 - t1864;
-  const S t1866 = w[50] * w[94];
-  const S t1867 = t1865 - t1866;
-  const S t1868 = w[49] * w[102];
-  const S t1869 = t1867 - t1868;
-  const S t1870 = w[47] * t1831;
-  const S t1871 = t1869 - t1870;
-  w[55] = t1871;
-  const S t1872 = w[52] * w[77];
-  const S t1873 = t1872 - w[54];
-  const S t1874 = w[50] * w[95];
-  const S t1875 = t1873 - t1874;
-  const S t1876 = w[49] * w[103];
+  const S t1862 = w[82] * t1861;
+  w[155] = t1862;
+  Minv[10] = t1862;
+  Minv[180] = t1862;
+  // ---- ltdl inverse of L, column 1: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t1863 = w[54] * w[79];
+  const S t1864 = t1863 - w[55];
+  const S t1865 = w[52] * w[89];
+  const S t1866 = t1864 - t1865;
+  const S t1867 = w[50] * w[95];
+  const S t1868 = t1866 - t1867;
+  const S t1869 = w[49] * w[103];
+  const S t1870 = t1868 - t1869;
+  const S t1871 = w[47] * t1832;
+  const S t1872 = t1870 - t1871;
+  w[55] = t1872;
+  const S t1873 = w[80] * t1872;
+  w[156] = t1873;
+  // ---- ltdl inverse of L, column 2: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t1874 = w[52] * w[77];
+  const S t1875 = t1874 - w[54];
+  const S t1876 = w[50] * w[97];
   const S t1877 = t1875 - t1876;
-  const S t1878 = w[47] * t1837;
+  const S t1878 = w[49] * w[105];
   const S t1879 = t1877 - t1878;
-  w[54] = t1879;
-  const S t1880 = w[50] * w[75];
-  const S t1881 = t1880 - w[52];
-  const S t1882 = w[49] * w[104];
-  const S t1883 = t1881 - t1882;
-  const S t1884 = w[47] * t1841;
-  const S t1885 = t1883 - t1884;
-  w[52] = t1885;
-  const S t1886 = w[49] * w[73];
-  const S t1887 = t1886 - w[50];
-  const S t1888 = w[47] * t1843;
-  const S t1889 = t1887 - t1888;
-  w[50] = t1889;
-  const S t1890 = w[47] * w[63];
-  const S t1891 = t1890 - w[49];
-  w[155] = t1891;
-  const S t1892 = w[47] * w[62];
-  w[49] = t1892;
-  const S t1893 = w[72] * t1891;
-  w[156] = t1893;
-  const S t1894 = w[74] * t1889;
-  w[157] = t1894;
-  const S t1895 = w[76] * t1885;
-  w[158] = t1895;
-  const S t1896 = w[78] * t1879;
-  w[159] = t1896;
-  const S t1897 = w[80] * t1871;
-  w[160] = t1897;
-  const S t1898 = w[82] * t1861;
+  const S t1880 = w[47] * t1839;
+  const S t1881 = t1879 - t1880;
+  w[54] = t1881;
+  const S t1882 = w[78] * t1881;
+  w[157] = t1882;
+  // ---- ltdl inverse of L, column 3: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t1883 = w[50] * w[75];
+  const S t1884 = t1883 - w[52];
+  const S t1885 = w[49] * w[108];
+  const S t1886 = t1884 - t1885;
+  const S t1887 = w[47] * t1844;
+  const S t1888 = t1886 - t1887;
+  w[52] = t1888;
+  const S t1889 = w[76] * t1888;
+  w[158] = t1889;
+  // ---- ltdl inverse of L, column 4: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t1890 = w[49] * w[73];
+  const S t1891 = t1890 - w[50];
+  const S t1892 = w[47] * t1847;
+  const S t1893 = t1891 - t1892;
+  w[50] = t1893;
+  const S t1894 = w[74] * t1893;
+  w[159] = t1894;
+  // ---- ltdl inverse of L, column 5: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t1895 = w[47] * w[63];
+  const S t1896 = t1895 - w[49];
+  w[160] = t1896;
+  const S t1897 = w[72] * t1896;
+  w[49] = t1897;
+  // ---- ltdl inverse of L, column 9: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t1898 = w[47] * w[62];
   w[161] = t1898;
-  Minv[10] = t1898;
-  Minv[180] = t1898;
-  // ---- ltdl inverse of L: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  // ---- ltdl inverse of L, column 0: body 6 FR_calf (joint FR_calf_joint), tree level 3
   const S t1899 = -w[13];
   const S t1900 = w[46] * w[81];
   const S t1901 = t1899 - t1900;
@@ -2560,73 +2685,80 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t1912 = w[61] * t1861;
   const S t1913 = t1911 - t1912;
   w[13] = t1913;
-  const S t1914 = w[111] * w[79];
-  const S t1915 = w[46] + t1914;
-  const S t1916 = w[106] * w[88];
-  const S t1917 = t1915 - t1916;
-  const S t1918 = w[100] * w[94];
-  const S t1919 = t1917 - t1918;
-  const S t1920 = w[93] * w[102];
-  const S t1921 = t1919 - t1920;
-  const S t1922 = w[53] * t1831;
-  const S t1923 = t1921 - t1922;
-  const S t1924 = w[61] * t1871;
-  const S t1925 = t1923 - t1924;
-  w[46] = t1925;
-  const S t1926 = w[106] * w[77];
-  const S t1927 = t1926 - w[111];
-  const S t1928 = w[100] * w[95];
-  const S t1929 = t1927 - t1928;
-  const S t1930 = w[93] * w[103];
+  const S t1914 = w[82] * t1913;
+  w[162] = t1914;
+  Minv[11] = t1914;
+  Minv[198] = t1914;
+  // ---- ltdl inverse of L, column 1: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t1915 = w[111] * w[79];
+  const S t1916 = w[46] + t1915;
+  const S t1917 = w[106] * w[89];
+  const S t1918 = t1916 - t1917;
+  const S t1919 = w[100] * w[95];
+  const S t1920 = t1918 - t1919;
+  const S t1921 = w[93] * w[103];
+  const S t1922 = t1920 - t1921;
+  const S t1923 = w[53] * t1832;
+  const S t1924 = t1922 - t1923;
+  const S t1925 = w[61] * t1872;
+  const S t1926 = t1924 - t1925;
+  w[46] = t1926;
+  const S t1927 = w[80] * t1926;
+  w[163] = t1927;
+  // ---- ltdl inverse of L, column 2: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t1928 = w[106] * w[77];
+  const S t1929 = t1928 - w[111];
+  const S t1930 = w[100] * w[97];
   const S t1931 = t1929 - t1930;
-  const S t1932 = w[53] * t1837;
+  const S t1932 = w[93] * w[105];
   const S t1933 = t1931 - t1932;
-  const S t1934 = w[61] * t1879;
+  const S t1934 = w[53] * t1839;
   const S t1935 = t1933 - t1934;
-  w[111] = t1935;
-  const S t1936 = w[100] * w[75];
-  const S t1937 = t1936 - w[106];
-  const S t1938 = w[93] * w[104];
-  const S t1939 = t1937 - t1938;
-  const S t1940 = w[53] * t1841;
-  const S t1941 = t1939 - t1940;
-  const S t1942 = w[61] * t1885;
-  const S t1943 = t1941 - t1942;
-  w[106] = t1943;
-  const S t1944 = w[93] * w[73];
-  const S t1945 = t1944 - w[100];
-  const S t1946 = w[53] * t1843;
-  const S t1947 = t1945 - t1946;
-  const S t1948 = w[61] * t1889;
-  const S t1949 = t1947 - t1948;
-  w[100] = t1949;
-  const S t1950 = w[53] * w[63];
-  const S t1951 = t1950 - w[93];
-  const S t1952 = w[61] * t1891;
+  const S t1936 = w[61] * t1881;
+  const S t1937 = t1935 - t1936;
+  w[111] = t1937;
+  const S t1938 = w[78] * t1937;
+  w[164] = t1938;
+  // ---- ltdl inverse of L, column 3: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t1939 = w[100] * w[75];
+  const S t1940 = t1939 - w[106];
+  const S t1941 = w[93] * w[108];
+  const S t1942 = t1940 - t1941;
+  const S t1943 = w[53] * t1844;
+  const S t1944 = t1942 - t1943;
+  const S t1945 = w[61] * t1888;
+  const S t1946 = t1944 - t1945;
+  w[106] = t1946;
+  const S t1947 = w[76] * t1946;
+  w[165] = t1947;
+  // ---- ltdl inverse of L, column 4: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t1948 = w[93] * w[73];
+  const S t1949 = t1948 - w[100];
+  const S t1950 = w[53] * t1847;
+  const S t1951 = t1949 - t1950;
+  const S t1952 = w[61] * t1893;
   const S t1953 = t1951 - t1952;
-  w[93] = t1953;
-  const S t1954 = w[61] * w[47];
-  const S t1955 = t1954 - w[53];
-  w[162] = t1955;
-  const S t1956 = w[61] * w[12];
-  w[53] = t1956;
-  const S t1957 = w[62] * t1955;
-  w[163] = t1957;
-  const S t1958 = w[72] * t1953;
-  w[164] = t1958;
-  const S t1959 = w[74] * t1949;
-  w[165] = t1959;
-  const S t1960 = w[76] * t1943;
-  w[166] = t1960;
-  const S t1961 = w[78] * t1935;
-  w[167] = t1961;
-  const S t1962 = w[80] * t1925;
-  w[168] = t1962;
-  const S t1963 = w[82] * t1913;
+  w[100] = t1953;
+  const S t1954 = w[74] * t1953;
+  w[166] = t1954;
+  // ---- ltdl inverse of L, column 5: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t1955 = w[53] * w[63];
+  const S t1956 = t1955 - w[93];
+  const S t1957 = w[61] * t1896;
+  const S t1958 = t1956 - t1957;
+  w[93] = t1958;
+  const S t1959 = w[72] * t1958;
+  w[167] = t1959;
+  // ---- ltdl inverse of L, column 9: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t1960 = w[61] * w[47];
+  const S t1961 = t1960 - w[53];
+  w[168] = t1961;
+  const S t1962 = w[62] * t1961;
+  w[53] = t1962;
+  // ---- ltdl inverse of L, column 10: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t1963 = w[61] * w[12];
   w[169] = t1963;
-  Minv[11] = t1963;
-  Minv[198] = t1963;
-  // ---- ltdl inverse of L: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  // ---- ltdl inverse of L, column 0: body 7 RL_hip (joint RL_hip_joint), tree level 1
   const S t1964 = w[48] * w[81];
   const S t1965 = t1964 - w[51];
   const S t1966 = w[45] * w[84];
@@ -2638,45 +2770,50 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t1972 = w[42] * w[101];
   const S t1973 = t1971 - t1972;
   w[51] = t1973;
-  const S t1974 = w[45] * w[79];
-  const S t1975 = t1974 - w[48];
-  const S t1976 = w[44] * w[88];
-  const S t1977 = t1975 - t1976;
-  const S t1978 = w[43] * w[94];
-  const S t1979 = t1977 - t1978;
-  const S t1980 = w[42] * w[102];
-  const S t1981 = t1979 - t1980;
-  w[48] = t1981;
-  const S t1982 = w[44] * w[77];
-  const S t1983 = t1982 - w[45];
-  const S t1984 = w[43] * w[95];
-  const S t1985 = t1983 - t1984;
-  const S t1986 = w[42] * w[103];
+  const S t1974 = w[82] * t1973;
+  w[170] = t1974;
+  Minv[12] = t1974;
+  Minv[216] = t1974;
+  // ---- ltdl inverse of L, column 1: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t1975 = w[45] * w[79];
+  const S t1976 = t1975 - w[48];
+  const S t1977 = w[44] * w[89];
+  const S t1978 = t1976 - t1977;
+  const S t1979 = w[43] * w[95];
+  const S t1980 = t1978 - t1979;
+  const S t1981 = w[42] * w[103];
+  const S t1982 = t1980 - t1981;
+  w[48] = t1982;
+  const S t1983 = w[80] * t1982;
+  w[171] = t1983;
+  // ---- ltdl inverse of L, column 2: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t1984 = w[44] * w[77];
+  const S t1985 = t1984 - w[45];
+  const S t1986 = w[43] * w[97];
   const S t1987 = t1985 - t1986;
-  w[45] = t1987;
-  const S t1988 = w[43] * w[75];
-  const S t1989 = t1988 - w[44];
-  const S t1990 = w[42] * w[104];
-  const S t1991 = t1989 - t1990;
-  w[44] = t1991;
-  const S t1992 = w[42] * w[73];
-  const S t1993 = t1992 - w[43];
-  w[170] = t1993;
-  const S t1994 = w[42] * w[72];
-  w[43] = t1994;
-  const S t1995 = w[74] * t1993;
-  w[171] = t1995;
-  const S t1996 = w[76] * t1991;
-  w[172] = t1996;
-  const S t1997 = w[78] * t1987;
-  w[173] = t1997;
-  const S t1998 = w[80] * t1981;
-  w[174] = t1998;
-  const S t1999 = w[82] * t1973;
+  const S t1988 = w[42] * w[105];
+  const S t1989 = t1987 - t1988;
+  w[45] = t1989;
+  const S t1990 = w[78] * t1989;
+  w[172] = t1990;
+  // ---- ltdl inverse of L, column 3: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t1991 = w[43] * w[75];
+  const S t1992 = t1991 - w[44];
+  const S t1993 = w[42] * w[108];
+  const S t1994 = t1992 - t1993;
+  w[44] = t1994;
+  const S t1995 = w[76] * t1994;
+  w[173] = t1995;
+  // ---- ltdl inverse of L, column 4: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t1996 = w[42] * w[73];
+  const S t1997 = t1996 - w[43];
+  w[174] = t1997;
+  const S t1998 = w[74] * t1997;
+  w[43] = t1998;
+  // ---- ltdl inverse of L, column 5: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t1999 = w[42] * w[72];
   w[175] = t1999;
-  Minv[12] = t1999;
-  Minv[216] = t1999;
-  // ---- ltdl inverse of L: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  // ---- ltdl inverse of L, column 0: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
   const S t2000 = w[39] * w[81];
   const S t2001 = t2000 - w[40];
   const S t2002 = w[38] * w[84];
@@ -2690,58 +2827,64 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t2010 = w[34] * t1973;
   const S t2011 = t2009 - t2010;
   w[40] = t2011;
-  const S t2012 = w[38] * w[79];
-  const S t2013 = t2012 - w[39];
-  const S t2014 = w[37] * w[88];
-  const S t2015 = t2013 - t2014;
-  const S t2016 = w[36] * w[94];
-  const S t2017 = t2015 - t2016;
-  const S t2018 = w[35] * w[102];
-  const S t2019 = t2017 - t2018;
-  const S t2020 = w[34] * t1981;
-  const S t2021 = t2019 - t2020;
-  w[39] = t2021;
-  const S t2022 = w[37] * w[77];
-  const S t2023 = t2022 - w[38];
-  const S t2024 = w[36] * w[95];
-  const S t2025 = t2023 - t2024;
-  const S t2026 = w[35] * w[103];
+  const S t2012 = w[82] * t2011;
+  w[176] = t2012;
+  Minv[13] = t2012;
+  Minv[234] = t2012;
+  // ---- ltdl inverse of L, column 1: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t2013 = w[38] * w[79];
+  const S t2014 = t2013 - w[39];
+  const S t2015 = w[37] * w[89];
+  const S t2016 = t2014 - t2015;
+  const S t2017 = w[36] * w[95];
+  const S t2018 = t2016 - t2017;
+  const S t2019 = w[35] * w[103];
+  const S t2020 = t2018 - t2019;
+  const S t2021 = w[34] * t1982;
+  const S t2022 = t2020 - t2021;
+  w[39] = t2022;
+  const S t2023 = w[80] * t2022;
+  w[177] = t2023;
+  // ---- ltdl inverse of L, column 2: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t2024 = w[37] * w[77];
+  const S t2025 = t2024 - w[38];
+  const S t2026 = w[36] * w[97];
   const S t2027 = t2025 - t2026;
-  const S t2028 = w[34] * t1987;
+  const S t2028 = w[35] * w[105];
   const S t2029 = t2027 - t2028;
-  w[38] = t2029;
-  const S t2030 = w[36] * w[75];
-  const S t2031 = t2030 - w[37];
-  const S t2032 = w[35] * w[104];
-  const S t2033 = t2031 - t2032;
-  const S t2034 = w[34] * t1991;
-  const S t2035 = t2033 - t2034;
-  w[37] = t2035;
-  const S t2036 = w[35] * w[73];
-  const S t2037 = t2036 - w[36];
-  const S t2038 = w[34] * t1993;
-  const S t2039 = t2037 - t2038;
-  w[36] = t2039;
-  const S t2040 = w[34] * w[42];
-  const S t2041 = t2040 - w[35];
-  w[176] = t2041;
-  const S t2042 = w[34] * w[41];
-  w[35] = t2042;
-  const S t2043 = w[72] * t2041;
-  w[177] = t2043;
-  const S t2044 = w[74] * t2039;
-  w[178] = t2044;
-  const S t2045 = w[76] * t2035;
-  w[179] = t2045;
-  const S t2046 = w[78] * t2029;
-  w[180] = t2046;
-  const S t2047 = w[80] * t2021;
-  w[181] = t2047;
-  const S t2048 = w[82] * t2011;
+  const S t2030 = w[34] * t1989;
+  const S t2031 = t2029 - t2030;
+  w[38] = t2031;
+  const S t2032 = w[78] * t2031;
+  w[178] = t2032;
+  // ---- ltdl inverse of L, column 3: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t2033 = w[36] * w[75];
+  const S t2034 = t2033 - w[37];
+  const S t2035 = w[35] * w[108];
+  const S t2036 = t2034 - t2035;
+  const S t2037 = w[34] * t1994;
+  const S t2038 = t2036 - t2037;
+  w[37] = t2038;
+  const S t2039 = w[76] * t2038;
+  w[179] = t2039;
+  // ---- ltdl inverse of L, column 4: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t2040 = w[35] * w[73];
+  const S t2041 = t2040 - w[36];
+  const S t2042 = w[34] * t1997;
+  const S t2043 = t2041 - t2042;
+  w[36] = t2043;
+  const S t2044 = w[74] * t2043;
+  w[180] = t2044;
+  // ---- ltdl inverse of L, column 5: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t2045 = w[34] * w[42];
+  const S t2046 = t2045 - w[35];
+  w[181] = t2046;
+  const S t2047 = w[72] * t2046;
+  w[35] = t2047;
+  // ---- ltdl inverse of L, column 12: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t2048 = w[34] * w[41];
   w[182] = t2048;
-  Minv[13] = t2048;
-  Minv[234] = t2048;
-  // ---- ltdl inverse of L: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  // ---- ltdl inverse of L, column 0: body 9 RL_calf (joint RL_calf_joint), tree level 3
   const S t2049 = -w[32];
   const S t2050 = w[31] * w[81];
   const S t2051 = t2049 - t2050;
@@ -2758,73 +2901,80 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t2062 = w[25] * t2011;
   const S t2063 = t2061 - t2062;
   w[32] = t2063;
-  const S t2064 = w[30] * w[79];
-  const S t2065 = w[31] + t2064;
-  const S t2066 = w[29] * w[88];
-  const S t2067 = t2065 - t2066;
-  const S t2068 = w[28] * w[94];
-  const S t2069 = t2067 - t2068;
-  const S t2070 = w[27] * w[102];
-  const S t2071 = t2069 - t2070;
-  const S t2072 = w[26] * t1981;
-  const S t2073 = t2071 - t2072;
-  const S t2074 = w[25] * t2021;
-  const S t2075 = t2073 - t2074;
-  w[31] = t2075;
-  const S t2076 = w[29] * w[77];
-  const S t2077 = t2076 - w[30];
-  const S t2078 = w[28] * w[95];
-  const S t2079 = t2077 - t2078;
-  const S t2080 = w[27] * w[103];
+  const S t2064 = w[82] * t2063;
+  w[183] = t2064;
+  Minv[14] = t2064;
+  Minv[252] = t2064;
+  // ---- ltdl inverse of L, column 1: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t2065 = w[30] * w[79];
+  const S t2066 = w[31] + t2065;
+  const S t2067 = w[29] * w[89];
+  const S t2068 = t2066 - t2067;
+  const S t2069 = w[28] * w[95];
+  const S t2070 = t2068 - t2069;
+  const S t2071 = w[27] * w[103];
+  const S t2072 = t2070 - t2071;
+  const S t2073 = w[26] * t1982;
+  const S t2074 = t2072 - t2073;
+  const S t2075 = w[25] * t2022;
+  const S t2076 = t2074 - t2075;
+  w[31] = t2076;
+  const S t2077 = w[80] * t2076;
+  w[184] = t2077;
+  // ---- ltdl inverse of L, column 2: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t2078 = w[29] * w[77];
+  const S t2079 = t2078 - w[30];
+  const S t2080 = w[28] * w[97];
   const S t2081 = t2079 - t2080;
-  const S t2082 = w[26] * t1987;
+  const S t2082 = w[27] * w[105];
   const S t2083 = t2081 - t2082;
-  const S t2084 = w[25] * t2029;
+  const S t2084 = w[26] * t1989;
   const S t2085 = t2083 - t2084;
-  w[30] = t2085;
-  const S t2086 = w[28] * w[75];
-  const S t2087 = t2086 - w[29];
-  const S t2088 = w[27] * w[104];
-  const S t2089 = t2087 - t2088;
-  const S t2090 = w[26] * t1991;
-  const S t2091 = t2089 - t2090;
-  const S t2092 = w[25] * t2035;
-  const S t2093 = t2091 - t2092;
-  w[29] = t2093;
-  const S t2094 = w[27] * w[73];
-  const S t2095 = t2094 - w[28];
-  const S t2096 = w[26] * t1993;
-  const S t2097 = t2095 - t2096;
-  const S t2098 = w[25] * t2039;
-  const S t2099 = t2097 - t2098;
-  w[28] = t2099;
-  const S t2100 = w[26] * w[42];
-  const S t2101 = t2100 - w[27];
-  const S t2102 = w[25] * t2041;
+  const S t2086 = w[25] * t2031;
+  const S t2087 = t2085 - t2086;
+  w[30] = t2087;
+  const S t2088 = w[78] * t2087;
+  w[185] = t2088;
+  // ---- ltdl inverse of L, column 3: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t2089 = w[28] * w[75];
+  const S t2090 = t2089 - w[29];
+  const S t2091 = w[27] * w[108];
+  const S t2092 = t2090 - t2091;
+  const S t2093 = w[26] * t1994;
+  const S t2094 = t2092 - t2093;
+  const S t2095 = w[25] * t2038;
+  const S t2096 = t2094 - t2095;
+  w[29] = t2096;
+  const S t2097 = w[76] * t2096;
+  w[186] = t2097;
+  // ---- ltdl inverse of L, column 4: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t2098 = w[27] * w[73];
+  const S t2099 = t2098 - w[28];
+  const S t2100 = w[26] * t1997;
+  const S t2101 = t2099 - t2100;
+  const S t2102 = w[25] * t2043;
   const S t2103 = t2101 - t2102;
-  w[27] = t2103;
-  const S t2104 = w[25] * w[34];
-  const S t2105 = t2104 - w[26];
-  w[183] = t2105;
-  const S t2106 = w[25] * w[33];
-  w[26] = t2106;
-  const S t2107 = w[41] * t2105;
-  w[184] = t2107;
-  const S t2108 = w[72] * t2103;
-  w[185] = t2108;
-  const S t2109 = w[74] * t2099;
-  w[186] = t2109;
-  const S t2110 = w[76] * t2093;
-  w[187] = t2110;
-  const S t2111 = w[78] * t2085;
-  w[188] = t2111;
-  const S t2112 = w[80] * t2075;
-  w[189] = t2112;
-  const S t2113 = w[82] * t2063;
+  w[28] = t2103;
+  const S t2104 = w[74] * t2103;
+  w[187] = t2104;
+  // ---- ltdl inverse of L, column 5: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t2105 = w[26] * w[42];
+  const S t2106 = t2105 - w[27];
+  const S t2107 = w[25] * t2046;
+  const S t2108 = t2106 - t2107;
+  w[27] = t2108;
+  const S t2109 = w[72] * t2108;
+  w[188] = t2109;
+  // ---- ltdl inverse of L, column 12: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t2110 = w[25] * w[34];
+  const S t2111 = t2110 - w[26];
+  w[189] = t2111;
+  const S t2112 = w[41] * t2111;
+  w[26] = t2112;
+  // ---- ltdl inverse of L, column 13: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t2113 = w[25] * w[33];
   w[190] = t2113;
-  Minv[14] = t2113;
-  Minv[252] = t2113;
-  // ---- ltdl inverse of L: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  // ---- ltdl inverse of L, column 0: body 10 RR_hip (joint RR_hip_joint), tree level 1
   const S t2114 = w[23] * w[81];
   const S t2115 = t2114 - w[24];
   const S t2116 = w[22] * w[84];
@@ -2836,45 +2986,50 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t2122 = w[19] * w[101];
   const S t2123 = t2121 - t2122;
   w[24] = t2123;
-  const S t2124 = w[22] * w[79];
-  const S t2125 = t2124 - w[23];
-  const S t2126 = w[21] * w[88];
-  const S t2127 = t2125 - t2126;
-  const S t2128 = w[20] * w[94];
-  const S t2129 = t2127 - t2128;
-  const S t2130 = w[19] * w[102];
-  const S t2131 = t2129 - t2130;
-  w[23] = t2131;
-  const S t2132 = w[21] * w[77];
-  const S t2133 = t2132 - w[22];
-  const S t2134 = w[20] * w[95];
-  const S t2135 = t2133 - t2134;
-  const S t2136 = w[19] * w[103];
+  const S t2124 = w[82] * t2123;
+  w[191] = t2124;
+  Minv[15] = t2124;
+  Minv[270] = t2124;
+  // ---- ltdl inverse of L, column 1: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  const S t2125 = w[22] * w[79];
+  const S t2126 = t2125 - w[23];
+  const S t2127 = w[21] * w[89];
+  const S t2128 = t2126 - t2127;
+  const S t2129 = w[20] * w[95];
+  const S t2130 = t2128 - t2129;
+  const S t2131 = w[19] * w[103];
+  const S t2132 = t2130 - t2131;
+  w[23] = t2132;
+  const S t2133 = w[80] * t2132;
+  w[192] = t2133;
+  // ---- ltdl inverse of L, column 2: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  const S t2134 = w[21] * w[77];
+  const S t2135 = t2134 - w[22];
+  const S t2136 = w[20] * w[97];
   const S t2137 = t2135 - t2136;
-  w[22] = t2137;
-  const S t2138 = w[20] * w[75];
-  const S t2139 = t2138 - w[21];
-  const S t2140 = w[19] * w[104];
-  const S t2141 = t2139 - t2140;
-  w[21] = t2141;
-  const S t2142 = w[19] * w[73];
-  const S t2143 = t2142 - w[20];
-  w[191] = t2143;
-  const S t2144 = w[19] * w[72];
-  w[20] = t2144;
-  const S t2145 = w[74] * t2143;
-  w[192] = t2145;
-  const S t2146 = w[76] * t2141;
-  w[193] = t2146;
-  const S t2147 = w[78] * t2137;
-  w[194] = t2147;
-  const S t2148 = w[80] * t2131;
-  w[195] = t2148;
-  const S t2149 = w[82] * t2123;
+  const S t2138 = w[19] * w[105];
+  const S t2139 = t2137 - t2138;
+  w[22] = t2139;
+  const S t2140 = w[78] * t2139;
+  w[193] = t2140;
+  // ---- ltdl inverse of L, column 3: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  const S t2141 = w[20] * w[75];
+  const S t2142 = t2141 - w[21];
+  const S t2143 = w[19] * w[108];
+  const S t2144 = t2142 - t2143;
+  w[21] = t2144;
+  const S t2145 = w[76] * t2144;
+  w[194] = t2145;
+  // ---- ltdl inverse of L, column 4: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  const S t2146 = w[19] * w[73];
+  const S t2147 = t2146 - w[20];
+  w[195] = t2147;
+  const S t2148 = w[74] * t2147;
+  w[20] = t2148;
+  // ---- ltdl inverse of L, column 5: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  const S t2149 = w[19] * w[72];
   w[196] = t2149;
-  Minv[15] = t2149;
-  Minv[270] = t2149;
-  // ---- ltdl inverse of L: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  // ---- ltdl inverse of L, column 0: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
   const S t2150 = w[16] * w[81];
   const S t2151 = t2150 - w[17];
   const S t2152 = w[15] * w[84];
@@ -2888,58 +3043,64 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t2160 = w[9] * t2123;
   const S t2161 = t2159 - t2160;
   w[17] = t2161;
-  const S t2162 = w[15] * w[79];
-  const S t2163 = t2162 - w[16];
-  const S t2164 = w[14] * w[88];
-  const S t2165 = t2163 - t2164;
-  const S t2166 = w[11] * w[94];
-  const S t2167 = t2165 - t2166;
-  const S t2168 = w[10] * w[102];
-  const S t2169 = t2167 - t2168;
-  const S t2170 = w[9] * t2131;
-  const S t2171 = t2169 - t2170;
-  w[16] = t2171;
-  const S t2172 = w[14] * w[77];
-  const S t2173 = t2172 - w[15];
-  const S t2174 = w[11] * w[95];
-  const S t2175 = t2173 - t2174;
-  const S t2176 = w[10] * w[103];
+  const S t2162 = w[82] * t2161;
+  w[197] = t2162;
+  Minv[16] = t2162;
+  Minv[288] = t2162;
+  // ---- ltdl inverse of L, column 1: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  const S t2163 = w[15] * w[79];
+  const S t2164 = t2163 - w[16];
+  const S t2165 = w[14] * w[89];
+  const S t2166 = t2164 - t2165;
+  const S t2167 = w[11] * w[95];
+  const S t2168 = t2166 - t2167;
+  const S t2169 = w[10] * w[103];
+  const S t2170 = t2168 - t2169;
+  const S t2171 = w[9] * t2132;
+  const S t2172 = t2170 - t2171;
+  w[16] = t2172;
+  const S t2173 = w[80] * t2172;
+  w[198] = t2173;
+  // ---- ltdl inverse of L, column 2: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  const S t2174 = w[14] * w[77];
+  const S t2175 = t2174 - w[15];
+  const S t2176 = w[11] * w[97];
   const S t2177 = t2175 - t2176;
-  const S t2178 = w[9] * t2137;
+  const S t2178 = w[10] * w[105];
   const S t2179 = t2177 - t2178;
-  w[15] = t2179;
-  const S t2180 = w[11] * w[75];
-  const S t2181 = t2180 - w[14];
-  const S t2182 = w[10] * w[104];
-  const S t2183 = t2181 - t2182;
-  const S t2184 = w[9] * t2141;
-  const S t2185 = t2183 - t2184;
-  w[14] = t2185;
-  const S t2186 = w[10] * w[73];
-  const S t2187 = t2186 - w[11];
-  const S t2188 = w[9] * t2143;
-  const S t2189 = t2187 - t2188;
-  w[11] = t2189;
-  const S t2190 = w[9] * w[19];
-  const S t2191 = t2190 - w[10];
-  w[197] = t2191;
-  const S t2192 = w[9] * w[18];
-  w[10] = t2192;
-  const S t2193 = w[72] * t2191;
-  w[198] = t2193;
-  const S t2194 = w[74] * t2189;
-  w[199] = t2194;
-  const S t2195 = w[76] * t2185;
-  w[200] = t2195;
-  const S t2196 = w[78] * t2179;
-  w[201] = t2196;
-  const S t2197 = w[80] * t2171;
-  w[202] = t2197;
-  const S t2198 = w[82] * t2161;
+  const S t2180 = w[9] * t2139;
+  const S t2181 = t2179 - t2180;
+  w[15] = t2181;
+  const S t2182 = w[78] * t2181;
+  w[199] = t2182;
+  // ---- ltdl inverse of L, column 3: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  const S t2183 = w[11] * w[75];
+  const S t2184 = t2183 - w[14];
+  const S t2185 = w[10] * w[108];
+  const S t2186 = t2184 - t2185;
+  const S t2187 = w[9] * t2144;
+  const S t2188 = t2186 - t2187;
+  w[14] = t2188;
+  const S t2189 = w[76] * t2188;
+  w[200] = t2189;
+  // ---- ltdl inverse of L, column 4: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  const S t2190 = w[10] * w[73];
+  const S t2191 = t2190 - w[11];
+  const S t2192 = w[9] * t2147;
+  const S t2193 = t2191 - t2192;
+  w[11] = t2193;
+  const S t2194 = w[74] * t2193;
+  w[201] = t2194;
+  // ---- ltdl inverse of L, column 5: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  const S t2195 = w[9] * w[19];
+  const S t2196 = t2195 - w[10];
+  w[202] = t2196;
+  const S t2197 = w[72] * t2196;
+  w[10] = t2197;
+  // ---- ltdl inverse of L, column 15: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  const S t2198 = w[9] * w[18];
   w[203] = t2198;
-  Minv[16] = t2198;
-  Minv[288] = t2198;
-  // ---- ltdl inverse of L: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  // ---- ltdl inverse of L, column 0: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t2199 = -w[7];
   const S t2200 = w[6] * w[81];
   const S t2201 = t2199 - t2200;
@@ -2956,1734 +3117,1881 @@ static __attribute__((noinline)) void minv_part3([[maybe_unused]] const S* __res
   const S t2212 = w[0] * t2161;
   const S t2213 = t2211 - t2212;
   w[7] = t2213;
-  const S t2214 = w[5] * w[79];
-  const S t2215 = w[6] + t2214;
-  const S t2216 = w[4] * w[88];
-  const S t2217 = t2215 - t2216;
-  const S t2218 = w[3] * w[94];
-  const S t2219 = t2217 - t2218;
-  const S t2220 = w[2] * w[102];
-  const S t2221 = t2219 - t2220;
-  const S t2222 = w[1] * t2131;
-  const S t2223 = t2221 - t2222;
-  const S t2224 = w[0] * t2171;
-  const S t2225 = t2223 - t2224;
-  w[6] = t2225;
-  const S t2226 = w[4] * w[77];
-  const S t2227 = t2226 - w[5];
-  const S t2228 = w[3] * w[95];
-  const S t2229 = t2227 - t2228;
-  const S t2230 = w[2] * w[103];
+  const S t2214 = w[82] * t2213;
+  w[204] = t2214;
+  Minv[17] = t2214;
+  Minv[306] = t2214;
+  // ---- ltdl inverse of L, column 1: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  const S t2215 = w[5] * w[79];
+  const S t2216 = w[6] + t2215;
+  const S t2217 = w[4] * w[89];
+  const S t2218 = t2216 - t2217;
+  const S t2219 = w[3] * w[95];
+  const S t2220 = t2218 - t2219;
+  const S t2221 = w[2] * w[103];
+  const S t2222 = t2220 - t2221;
+  const S t2223 = w[1] * t2132;
+  const S t2224 = t2222 - t2223;
+  const S t2225 = w[0] * t2172;
+  const S t2226 = t2224 - t2225;
+  w[6] = t2226;
+  const S t2227 = w[80] * t2226;
+  w[82] = t2227;
+  // ---- ltdl inverse of L, column 2: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  const S t2228 = w[4] * w[77];
+  const S t2229 = t2228 - w[5];
+  const S t2230 = w[3] * w[97];
   const S t2231 = t2229 - t2230;
-  const S t2232 = w[1] * t2137;
+  const S t2232 = w[2] * w[105];
   const S t2233 = t2231 - t2232;
-  const S t2234 = w[0] * t2179;
+  const S t2234 = w[1] * t2139;
   const S t2235 = t2233 - t2234;
-  w[5] = t2235;
-  const S t2236 = w[3] * w[75];
-  const S t2237 = t2236 - w[4];
-  const S t2238 = w[2] * w[104];
-  const S t2239 = t2237 - t2238;
-  const S t2240 = w[1] * t2141;
-  const S t2241 = t2239 - t2240;
-  const S t2242 = w[0] * t2185;
-  const S t2243 = t2241 - t2242;
-  w[4] = t2243;
-  const S t2244 = w[2] * w[73];
-  const S t2245 = t2244 - w[3];
-  const S t2246 = w[1] * t2143;
-  const S t2247 = t2245 - t2246;
-  const S t2248 = w[0] * t2189;
-  const S t2249 = t2247 - t2248;
-  w[3] = t2249;
-  const S t2250 = w[1] * w[19];
-  const S t2251 = t2250 - w[2];
-  const S t2252 = w[0] * t2191;
+  const S t2236 = w[0] * t2181;
+  const S t2237 = t2235 - t2236;
+  w[5] = t2237;
+  const S t2238 = w[78] * t2237;
+  w[205] = t2238;
+  // ---- ltdl inverse of L, column 3: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  const S t2239 = w[3] * w[75];
+  const S t2240 = t2239 - w[4];
+  const S t2241 = w[2] * w[108];
+  const S t2242 = t2240 - t2241;
+  const S t2243 = w[1] * t2144;
+  const S t2244 = t2242 - t2243;
+  const S t2245 = w[0] * t2188;
+  const S t2246 = t2244 - t2245;
+  w[4] = t2246;
+  const S t2247 = w[76] * t2246;
+  w[206] = t2247;
+  // ---- ltdl inverse of L, column 4: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  const S t2248 = w[2] * w[73];
+  const S t2249 = t2248 - w[3];
+  const S t2250 = w[1] * t2147;
+  const S t2251 = t2249 - t2250;
+  const S t2252 = w[0] * t2193;
   const S t2253 = t2251 - t2252;
-  w[2] = t2253;
-  const S t2254 = w[0] * w[9];
-  const S t2255 = t2254 - w[1];
-  w[204] = t2255;
-  const S t2256 = w[0] * w[8];
-  w[1] = t2256;
-  const S t2257 = w[18] * t2255;
-  w[205] = t2257;
-  const S t2258 = w[72] * t2253;
-  w[206] = t2258;
-  const S t2259 = w[74] * t2249;
-  w[207] = t2259;
-  const S t2260 = w[76] * t2243;
-  w[208] = t2260;
-  const S t2261 = w[78] * t2235;
+  w[3] = t2253;
+  const S t2254 = w[74] * t2253;
+  w[207] = t2254;
+  // ---- ltdl inverse of L, column 5: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  const S t2255 = w[1] * w[19];
+  const S t2256 = t2255 - w[2];
+  const S t2257 = w[0] * t2196;
+  const S t2258 = t2256 - t2257;
+  w[2] = t2258;
+  const S t2259 = w[72] * t2258;
+  w[208] = t2259;
+  // ---- ltdl inverse of L, column 15: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  const S t2260 = w[0] * w[9];
+  const S t2261 = t2260 - w[1];
   w[209] = t2261;
-  const S t2262 = w[80] * t2225;
-  w[210] = t2262;
-  const S t2263 = w[82] * t2213;
-  w[211] = t2263;
-  Minv[17] = t2263;
-  Minv[306] = t2263;
-  // ---- ltdl inverse: body 0 trunk (joint root_joint), tree level 0
+  const S t2262 = w[18] * t2261;
+  w[1] = t2262;
+  // ---- ltdl inverse of L, column 16: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  const S t2263 = w[0] * w[8];
+  w[210] = t2263;
+  // ---- ltdl inverse, column 1: body 0 trunk (joint root_joint), tree level 0
   const S t2264 = w[81] * w[83];
   const S t2265 = w[80] + t2264;
   Minv[19] = t2265;
+  // ---- ltdl inverse, column 2: body 0 trunk (joint root_joint), tree level 0
   const S t2266 = w[83] * w[84];
   const S t2267 = -t2266;
-  const S t2268 = t2267 - w[85];
+  const S t2268 = t2267 - w[86];
   Minv[20] = t2268;
   Minv[37] = t2268;
+  // ---- ltdl inverse, column 3: body 0 trunk (joint root_joint), tree level 0
   const S t2269 = w[83] * w[87];
   const S t2270 = w[90] - t2269;
   Minv[21] = t2270;
   Minv[55] = t2270;
+  // ---- ltdl inverse, column 4: body 0 trunk (joint root_joint), tree level 0
   const S t2271 = w[83] * w[92];
-  const S t2272 = w[98] - t2271;
+  const S t2272 = w[96] - t2271;
   Minv[22] = t2272;
   Minv[73] = t2272;
+  // ---- ltdl inverse, column 5: body 0 trunk (joint root_joint), tree level 0
   const S t2273 = w[83] * w[101];
-  const S t2274 = w[109] - t2273;
+  const S t2274 = w[104] - t2273;
   Minv[23] = t2274;
   Minv[91] = t2274;
+  // ---- ltdl inverse, column 6: body 0 trunk (joint root_joint), tree level 0
   const S t2275 = w[83] * w[112];
-  const S t2276 = w[121] - t2275;
+  const S t2276 = w[115] - t2275;
   Minv[24] = t2276;
   Minv[109] = t2276;
+  // ---- ltdl inverse, column 7: body 0 trunk (joint root_joint), tree level 0
   const S t2277 = w[83] * w[123];
-  const S t2278 = w[134] - t2277;
+  const S t2278 = w[126] - t2277;
   Minv[25] = t2278;
   Minv[127] = t2278;
+  // ---- ltdl inverse, column 8: body 0 trunk (joint root_joint), tree level 0
   const S t2279 = w[83] * w[136];
-  const S t2280 = t1812 - t2279;
+  const S t2280 = w[139] - t2279;
   Minv[26] = t2280;
   Minv[145] = t2280;
+  // ---- ltdl inverse, column 9: body 0 trunk (joint root_joint), tree level 0
   const S t2281 = w[83] * t1823;
-  const S t2282 = t1848 - t2281;
+  const S t2282 = t1833 - t2281;
   Minv[27] = t2282;
   Minv[163] = t2282;
+  // ---- ltdl inverse, column 10: body 0 trunk (joint root_joint), tree level 0
   const S t2283 = w[83] * t1861;
-  const S t2284 = t1897 - t2283;
+  const S t2284 = t1873 - t2283;
   Minv[28] = t2284;
   Minv[181] = t2284;
+  // ---- ltdl inverse, column 11: body 0 trunk (joint root_joint), tree level 0
   const S t2285 = w[83] * t1913;
-  const S t2286 = t1962 - t2285;
+  const S t2286 = t1927 - t2285;
   Minv[29] = t2286;
   Minv[199] = t2286;
+  // ---- ltdl inverse, column 12: body 0 trunk (joint root_joint), tree level 0
   const S t2287 = w[83] * t1973;
-  const S t2288 = t1998 - t2287;
+  const S t2288 = t1983 - t2287;
   Minv[30] = t2288;
   Minv[217] = t2288;
+  // ---- ltdl inverse, column 13: body 0 trunk (joint root_joint), tree level 0
   const S t2289 = w[83] * t2011;
-  const S t2290 = t2047 - t2289;
+  const S t2290 = t2023 - t2289;
   Minv[31] = t2290;
   Minv[235] = t2290;
+  // ---- ltdl inverse, column 14: body 0 trunk (joint root_joint), tree level 0
   const S t2291 = w[83] * t2063;
-  const S t2292 = t2112 - t2291;
+  const S t2292 = t2077 - t2291;
   Minv[32] = t2292;
   Minv[253] = t2292;
+  // ---- ltdl inverse, column 15: body 0 trunk (joint root_joint), tree level 0
   const S t2293 = w[83] * t2123;
-  const S t2294 = t2148 - t2293;
+  const S t2294 = t2133 - t2293;
   Minv[33] = t2294;
   Minv[271] = t2294;
+  // ---- ltdl inverse, column 16: body 0 trunk (joint root_joint), tree level 0
   const S t2295 = w[83] * t2161;
-  const S t2296 = t2197 - t2295;
+  const S t2296 = t2173 - t2295;
   Minv[34] = t2296;
   Minv[289] = t2296;
+  // ---- ltdl inverse, column 17: body 0 trunk (joint root_joint), tree level 0
   const S t2297 = w[83] * t2213;
-  const S t2298 = t2262 - t2297;
+  const S t2298 = t2227 - t2297;
   Minv[35] = t2298;
   Minv[307] = t2298;
-  const S t2299 = w[84] * w[86];
-  const S t2300 = w[79] * w[85];
+  // ---- ltdl inverse, column 2: body 0 trunk (joint root_joint), tree level 0
+  const S t2299 = w[84] * w[85];
+  const S t2300 = w[79] * w[86];
   const S t2301 = t2299 + t2300;
   const S t2302 = w[78] + t2301;
   Minv[38] = t2302;
-  const S t2303 = w[86] * w[87];
-  const S t2304 = w[85] * w[88];
+  // ---- ltdl inverse, column 3: body 0 trunk (joint root_joint), tree level 0
+  const S t2303 = w[85] * w[87];
+  const S t2304 = w[86] * w[89];
   const S t2305 = t2303 - t2304;
-  const S t2306 = t2305 - w[89];
+  const S t2306 = t2305 - w[91];
   Minv[39] = t2306;
   Minv[56] = t2306;
-  const S t2307 = w[86] * w[92];
-  const S t2308 = w[85] * w[94];
+  // ---- ltdl inverse, column 4: body 0 trunk (joint root_joint), tree level 0
+  const S t2307 = w[85] * w[92];
+  const S t2308 = w[86] * w[95];
   const S t2309 = t2307 - t2308;
-  const S t2310 = w[97] + t2309;
+  const S t2310 = w[98] + t2309;
   Minv[40] = t2310;
   Minv[74] = t2310;
-  const S t2311 = w[86] * w[101];
-  const S t2312 = w[85] * w[102];
+  // ---- ltdl inverse, column 5: body 0 trunk (joint root_joint), tree level 0
+  const S t2311 = w[85] * w[101];
+  const S t2312 = w[86] * w[103];
   const S t2313 = t2311 - t2312;
-  const S t2314 = w[108] + t2313;
+  const S t2314 = w[107] + t2313;
   Minv[41] = t2314;
   Minv[92] = t2314;
-  const S t2315 = w[86] * w[112];
-  const S t2316 = w[85] * w[113];
+  // ---- ltdl inverse, column 6: body 0 trunk (joint root_joint), tree level 0
+  const S t2315 = w[85] * w[112];
+  const S t2316 = w[86] * w[114];
   const S t2317 = t2315 - t2316;
-  const S t2318 = w[120] + t2317;
+  const S t2318 = w[117] + t2317;
   Minv[42] = t2318;
   Minv[110] = t2318;
-  const S t2319 = w[86] * w[123];
-  const S t2320 = w[85] * w[124];
+  // ---- ltdl inverse, column 7: body 0 trunk (joint root_joint), tree level 0
+  const S t2319 = w[85] * w[123];
+  const S t2320 = w[86] * w[125];
   const S t2321 = t2319 - t2320;
-  const S t2322 = w[133] + t2321;
+  const S t2322 = w[128] + t2321;
   Minv[43] = t2322;
   Minv[128] = t2322;
-  const S t2323 = w[86] * w[136];
-  const S t2324 = w[85] * w[137];
+  // ---- ltdl inverse, column 8: body 0 trunk (joint root_joint), tree level 0
+  const S t2323 = w[85] * w[136];
+  const S t2324 = w[86] * w[138];
   const S t2325 = t2323 - t2324;
-  const S t2326 = t1811 + t2325;
+  const S t2326 = w[141] + t2325;
   Minv[44] = t2326;
   Minv[146] = t2326;
-  const S t2327 = w[86] * t1823;
-  const S t2328 = w[85] * t1831;
+  // ---- ltdl inverse, column 9: body 0 trunk (joint root_joint), tree level 0
+  const S t2327 = w[85] * t1823;
+  const S t2328 = w[86] * t1832;
   const S t2329 = t2327 - t2328;
-  const S t2330 = t1847 + t2329;
+  const S t2330 = t1840 + t2329;
   Minv[45] = t2330;
   Minv[164] = t2330;
-  const S t2331 = w[86] * t1861;
-  const S t2332 = w[85] * t1871;
+  // ---- ltdl inverse, column 10: body 0 trunk (joint root_joint), tree level 0
+  const S t2331 = w[85] * t1861;
+  const S t2332 = w[86] * t1872;
   const S t2333 = t2331 - t2332;
-  const S t2334 = t1896 + t2333;
+  const S t2334 = t1882 + t2333;
   Minv[46] = t2334;
   Minv[182] = t2334;
-  const S t2335 = w[86] * t1913;
-  const S t2336 = w[85] * t1925;
+  // ---- ltdl inverse, column 11: body 0 trunk (joint root_joint), tree level 0
+  const S t2335 = w[85] * t1913;
+  const S t2336 = w[86] * t1926;
   const S t2337 = t2335 - t2336;
-  const S t2338 = t1961 + t2337;
+  const S t2338 = t1938 + t2337;
   Minv[47] = t2338;
   Minv[200] = t2338;
-  const S t2339 = w[86] * t1973;
-  const S t2340 = w[85] * t1981;
+  // ---- ltdl inverse, column 12: body 0 trunk (joint root_joint), tree level 0
+  const S t2339 = w[85] * t1973;
+  const S t2340 = w[86] * t1982;
   const S t2341 = t2339 - t2340;
-  const S t2342 = t1997 + t2341;
+  const S t2342 = t1990 + t2341;
   Minv[48] = t2342;
   Minv[218] = t2342;
-  const S t2343 = w[86] * t2011;
-  const S t2344 = w[85] * t2021;
+  // ---- ltdl inverse, column 13: body 0 trunk (joint root_joint), tree level 0
+  const S t2343 = w[85] * t2011;
+  const S t2344 = w[86] * t2022;
   const S t2345 = t2343 - t2344;
-  const S t2346 = t2046 + t2345;
+  const S t2346 = t2032 + t2345;
   Minv[49] = t2346;
   Minv[236] = t2346;
-  const S t2347 = w[86] * t2063;
-  const S t2348 = w[85] * t2075;
+  // ---- ltdl inverse, column 14: body 0 trunk (joint root_joint), tree level 0
+  const S t2347 = w[85] * t2063;
+  const S t2348 = w[86] * t2076;
   const S t2349 = t2347 - t2348;
-  const S t2350 = t2111 + t2349;
+  const S t2350 = t2088 + t2349;
   Minv[50] = t2350;
   Minv[254] = t2350;
-  const S t2351 = w[86] * t2123;
-  const S t2352 = w[85] * t2131;
+  // ---- ltdl inverse, column 15: body 0 trunk (joint root_joint), tree level 0
+  const S t2351 = w[85] * t2123;
+  const S t2352 = w[86] * t2132;
   const S t2353 = t2351 - t2352;
-  const S t2354 = t2147 + t2353;
+  const S t2354 = t2140 + t2353;
   Minv[51] = t2354;
   Minv[272] = t2354;
-  const S t2355 = w[86] * t2161;
-  const S t2356 = w[85] * t2171;
+  // ---- ltdl inverse, column 16: body 0 trunk (joint root_joint), tree level 0
+  const S t2355 = w[85] * t2161;
+  const S t2356 = w[86] * t2172;
   const S t2357 = t2355 - t2356;
-  const S t2358 = t2196 + t2357;
+  const S t2358 = t2182 + t2357;
   Minv[52] = t2358;
   Minv[290] = t2358;
-  const S t2359 = w[86] * t2213;
-  const S t2360 = w[85] * t2225;
+  // ---- ltdl inverse, column 17: body 0 trunk (joint root_joint), tree level 0
+  const S t2359 = w[85] * t2213;
+  const S t2360 = w[86] * t2226;
   const S t2361 = t2359 - t2360;
-  const S t2362 = t2261 + t2361;
+  const S t2362 = t2238 + t2361;
   Minv[53] = t2362;
   Minv[308] = t2362;
-  const S t2363 = w[87] * w[91];
-  const S t2364 = w[88] * w[90];
+  // ---- ltdl inverse, column 3: body 0 trunk (joint root_joint), tree level 0
+  const S t2363 = w[87] * w[88];
+  const S t2364 = w[89] * w[90];
   const S t2365 = t2363 + t2364;
-  const S t2366 = w[77] * w[89];
+  const S t2366 = w[77] * w[91];
   const S t2367 = t2365 + t2366;
   const S t2368 = w[76] + t2367;
   Minv[57] = t2368;
-  const S t2369 = w[91] * w[92];
-  const S t2370 = w[90] * w[94];
+  // ---- ltdl inverse, column 4: body 0 trunk (joint root_joint), tree level 0
+  const S t2369 = w[88] * w[92];
+  const S t2370 = w[90] * w[95];
   const S t2371 = t2369 + t2370;
-  const S t2372 = w[89] * w[95];
+  const S t2372 = w[91] * w[97];
   const S t2373 = t2371 - t2372;
-  const S t2374 = t2373 - w[96];
+  const S t2374 = t2373 - w[99];
   Minv[58] = t2374;
   Minv[75] = t2374;
-  const S t2375 = w[91] * w[101];
-  const S t2376 = w[90] * w[102];
+  // ---- ltdl inverse, column 5: body 0 trunk (joint root_joint), tree level 0
+  const S t2375 = w[88] * w[101];
+  const S t2376 = w[90] * w[103];
   const S t2377 = t2375 + t2376;
-  const S t2378 = w[89] * w[103];
+  const S t2378 = w[91] * w[105];
   const S t2379 = t2377 - t2378;
-  const S t2380 = w[107] + t2379;
+  const S t2380 = w[109] + t2379;
   Minv[59] = t2380;
   Minv[93] = t2380;
-  const S t2381 = w[91] * w[112];
-  const S t2382 = w[90] * w[113];
+  // ---- ltdl inverse, column 6: body 0 trunk (joint root_joint), tree level 0
+  const S t2381 = w[88] * w[112];
+  const S t2382 = w[90] * w[114];
   const S t2383 = t2381 + t2382;
-  const S t2384 = w[89] * w[114];
+  const S t2384 = w[91] * w[116];
   const S t2385 = t2383 - t2384;
   const S t2386 = w[119] + t2385;
   Minv[60] = t2386;
   Minv[111] = t2386;
-  const S t2387 = w[91] * w[123];
-  const S t2388 = w[90] * w[124];
+  // ---- ltdl inverse, column 7: body 0 trunk (joint root_joint), tree level 0
+  const S t2387 = w[88] * w[123];
+  const S t2388 = w[90] * w[125];
   const S t2389 = t2387 + t2388;
-  const S t2390 = w[89] * w[125];
+  const S t2390 = w[91] * w[127];
   const S t2391 = t2389 - t2390;
-  const S t2392 = w[132] + t2391;
+  const S t2392 = w[130] + t2391;
   Minv[61] = t2392;
   Minv[129] = t2392;
-  const S t2393 = w[91] * w[136];
-  const S t2394 = w[90] * w[137];
+  // ---- ltdl inverse, column 8: body 0 trunk (joint root_joint), tree level 0
+  const S t2393 = w[88] * w[136];
+  const S t2394 = w[90] * w[138];
   const S t2395 = t2393 + t2394;
-  const S t2396 = w[89] * w[138];
+  const S t2396 = w[91] * w[140];
   const S t2397 = t2395 - t2396;
-  const S t2398 = t1810 + t2397;
+  const S t2398 = w[143] + t2397;
   Minv[62] = t2398;
   Minv[147] = t2398;
-  const S t2399 = w[91] * t1823;
+  // ---- ltdl inverse, column 9: body 0 trunk (joint root_joint), tree level 0
+  const S t2399 = w[88] * t1823;
   w[76] = t2399;
 }
 
 template <typename S>
 static __attribute__((noinline)) void minv_part4([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
-  // ---- ltdl inverse: body 0 trunk (joint root_joint), tree level 0
+  // ---- ltdl inverse, column 9: body 0 trunk (joint root_joint), tree level 0
   const S t2400 = w[90] * w[67];
   const S t2401 = w[76] + t2400;
-  const S t2402 = w[89] * w[66];
+  const S t2402 = w[91] * w[66];
   const S t2403 = t2401 - t2402;
-  const S t2404 = w[151] + t2403;
+  const S t2404 = w[152] + t2403;
   Minv[63] = t2404;
   Minv[165] = t2404;
-  const S t2405 = w[91] * w[60];
+  // ---- ltdl inverse, column 10: body 0 trunk (joint root_joint), tree level 0
+  const S t2405 = w[88] * w[60];
   const S t2406 = w[90] * w[55];
   const S t2407 = t2405 + t2406;
-  const S t2408 = w[89] * w[54];
+  const S t2408 = w[91] * w[54];
   const S t2409 = t2407 - t2408;
   const S t2410 = w[158] + t2409;
   Minv[64] = t2410;
   Minv[183] = t2410;
-  const S t2411 = w[91] * w[13];
+  // ---- ltdl inverse, column 11: body 0 trunk (joint root_joint), tree level 0
+  const S t2411 = w[88] * w[13];
   const S t2412 = w[90] * w[46];
   const S t2413 = t2411 + t2412;
-  const S t2414 = w[89] * w[111];
+  const S t2414 = w[91] * w[111];
   const S t2415 = t2413 - t2414;
-  const S t2416 = w[166] + t2415;
+  const S t2416 = w[165] + t2415;
   Minv[65] = t2416;
   Minv[201] = t2416;
-  const S t2417 = w[91] * w[51];
+  // ---- ltdl inverse, column 12: body 0 trunk (joint root_joint), tree level 0
+  const S t2417 = w[88] * w[51];
   const S t2418 = w[90] * w[48];
   const S t2419 = t2417 + t2418;
-  const S t2420 = w[89] * w[45];
+  const S t2420 = w[91] * w[45];
   const S t2421 = t2419 - t2420;
-  const S t2422 = w[172] + t2421;
+  const S t2422 = w[173] + t2421;
   Minv[66] = t2422;
   Minv[219] = t2422;
-  const S t2423 = w[91] * w[40];
+  // ---- ltdl inverse, column 13: body 0 trunk (joint root_joint), tree level 0
+  const S t2423 = w[88] * w[40];
   const S t2424 = w[90] * w[39];
   const S t2425 = t2423 + t2424;
-  const S t2426 = w[89] * w[38];
+  const S t2426 = w[91] * w[38];
   const S t2427 = t2425 - t2426;
   const S t2428 = w[179] + t2427;
   Minv[67] = t2428;
   Minv[237] = t2428;
-  const S t2429 = w[91] * w[32];
+  // ---- ltdl inverse, column 14: body 0 trunk (joint root_joint), tree level 0
+  const S t2429 = w[88] * w[32];
   const S t2430 = w[90] * w[31];
   const S t2431 = t2429 + t2430;
-  const S t2432 = w[89] * w[30];
+  const S t2432 = w[91] * w[30];
   const S t2433 = t2431 - t2432;
-  const S t2434 = w[187] + t2433;
+  const S t2434 = w[186] + t2433;
   Minv[68] = t2434;
   Minv[255] = t2434;
-  const S t2435 = w[91] * w[24];
+  // ---- ltdl inverse, column 15: body 0 trunk (joint root_joint), tree level 0
+  const S t2435 = w[88] * w[24];
   const S t2436 = w[90] * w[23];
   const S t2437 = t2435 + t2436;
-  const S t2438 = w[89] * w[22];
+  const S t2438 = w[91] * w[22];
   const S t2439 = t2437 - t2438;
-  const S t2440 = w[193] + t2439;
+  const S t2440 = w[194] + t2439;
   Minv[69] = t2440;
   Minv[273] = t2440;
-  const S t2441 = w[91] * w[17];
+  // ---- ltdl inverse, column 16: body 0 trunk (joint root_joint), tree level 0
+  const S t2441 = w[88] * w[17];
   const S t2442 = w[90] * w[16];
   const S t2443 = t2441 + t2442;
-  const S t2444 = w[89] * w[15];
+  const S t2444 = w[91] * w[15];
   const S t2445 = t2443 - t2444;
   const S t2446 = w[200] + t2445;
   Minv[70] = t2446;
   Minv[291] = t2446;
-  const S t2447 = w[91] * w[7];
+  // ---- ltdl inverse, column 17: body 0 trunk (joint root_joint), tree level 0
+  const S t2447 = w[88] * w[7];
   const S t2448 = w[90] * w[6];
   const S t2449 = t2447 + t2448;
-  const S t2450 = w[89] * w[5];
+  const S t2450 = w[91] * w[5];
   const S t2451 = t2449 - t2450;
-  const S t2452 = w[208] + t2451;
+  const S t2452 = w[206] + t2451;
   Minv[71] = t2452;
   Minv[309] = t2452;
-  const S t2453 = w[92] * w[99];
-  const S t2454 = w[94] * w[98];
+  // ---- ltdl inverse, column 4: body 0 trunk (joint root_joint), tree level 0
+  const S t2453 = w[92] * w[94];
+  const S t2454 = w[95] * w[96];
   const S t2455 = t2453 + t2454;
-  const S t2456 = w[95] * w[97];
+  const S t2456 = w[97] * w[98];
   const S t2457 = t2455 + t2456;
-  const S t2458 = w[75] * w[96];
+  const S t2458 = w[75] * w[99];
   const S t2459 = t2457 + t2458;
   const S t2460 = w[74] + t2459;
   Minv[76] = t2460;
-  const S t2461 = w[99] * w[101];
-  const S t2462 = w[98] * w[102];
+  // ---- ltdl inverse, column 5: body 0 trunk (joint root_joint), tree level 0
+  const S t2461 = w[94] * w[101];
+  const S t2462 = w[96] * w[103];
   const S t2463 = t2461 + t2462;
-  const S t2464 = w[97] * w[103];
+  const S t2464 = w[98] * w[105];
   const S t2465 = t2463 + t2464;
-  const S t2466 = w[96] * w[104];
+  const S t2466 = w[99] * w[108];
   const S t2467 = t2465 - t2466;
-  const S t2468 = t2467 - w[105];
+  const S t2468 = t2467 - w[110];
   Minv[77] = t2468;
   Minv[94] = t2468;
-  const S t2469 = w[99] * w[112];
-  const S t2470 = w[98] * w[113];
+  // ---- ltdl inverse, column 6: body 0 trunk (joint root_joint), tree level 0
+  const S t2469 = w[94] * w[112];
+  const S t2470 = w[96] * w[114];
   const S t2471 = t2469 + t2470;
-  const S t2472 = w[97] * w[114];
+  const S t2472 = w[98] * w[116];
   const S t2473 = t2471 + t2472;
-  const S t2474 = w[96] * w[115];
+  const S t2474 = w[99] * w[118];
   const S t2475 = t2473 - t2474;
-  const S t2476 = w[118] + t2475;
+  const S t2476 = w[121] + t2475;
   Minv[78] = t2476;
   Minv[112] = t2476;
-  const S t2477 = w[99] * w[123];
-  const S t2478 = w[98] * w[124];
+  // ---- ltdl inverse, column 7: body 0 trunk (joint root_joint), tree level 0
+  const S t2477 = w[94] * w[123];
+  const S t2478 = w[96] * w[125];
   const S t2479 = t2477 + t2478;
-  const S t2480 = w[97] * w[125];
+  const S t2480 = w[98] * w[127];
   const S t2481 = t2479 + t2480;
-  const S t2482 = w[96] * w[126];
+  const S t2482 = w[99] * w[129];
   const S t2483 = t2481 - t2482;
-  const S t2484 = w[131] + t2483;
+  const S t2484 = w[132] + t2483;
   Minv[79] = t2484;
   Minv[130] = t2484;
-  const S t2485 = w[99] * w[136];
-  const S t2486 = w[98] * w[137];
+  // ---- ltdl inverse, column 8: body 0 trunk (joint root_joint), tree level 0
+  const S t2485 = w[94] * w[136];
+  const S t2486 = w[96] * w[138];
   const S t2487 = t2485 + t2486;
-  const S t2488 = w[97] * w[138];
+  const S t2488 = w[98] * w[140];
   const S t2489 = t2487 + t2488;
-  const S t2490 = w[96] * w[139];
+  const S t2490 = w[99] * w[142];
   const S t2491 = t2489 - t2490;
-  const S t2492 = w[144] + t2491;
+  const S t2492 = w[145] + t2491;
   Minv[80] = t2492;
   Minv[148] = t2492;
-  const S t2493 = w[99] * w[68];
-  const S t2494 = w[98] * w[67];
+  // ---- ltdl inverse, column 9: body 0 trunk (joint root_joint), tree level 0
+  const S t2493 = w[94] * w[68];
+  const S t2494 = w[96] * w[67];
   const S t2495 = t2493 + t2494;
-  const S t2496 = w[97] * w[66];
+  const S t2496 = w[98] * w[66];
   const S t2497 = t2495 + t2496;
-  const S t2498 = w[96] * w[65];
+  const S t2498 = w[99] * w[65];
   const S t2499 = t2497 - t2498;
-  const S t2500 = w[150] + t2499;
+  const S t2500 = w[64] + t2499;
   Minv[81] = t2500;
   Minv[166] = t2500;
-  const S t2501 = w[99] * w[60];
-  const S t2502 = w[98] * w[55];
+  // ---- ltdl inverse, column 10: body 0 trunk (joint root_joint), tree level 0
+  const S t2501 = w[94] * w[60];
+  const S t2502 = w[96] * w[55];
   const S t2503 = t2501 + t2502;
-  const S t2504 = w[97] * w[54];
+  const S t2504 = w[98] * w[54];
   const S t2505 = t2503 + t2504;
-  const S t2506 = w[96] * w[52];
+  const S t2506 = w[99] * w[52];
   const S t2507 = t2505 - t2506;
-  const S t2508 = w[157] + t2507;
+  const S t2508 = w[159] + t2507;
   Minv[82] = t2508;
   Minv[184] = t2508;
-  const S t2509 = w[99] * w[13];
-  const S t2510 = w[98] * w[46];
+  // ---- ltdl inverse, column 11: body 0 trunk (joint root_joint), tree level 0
+  const S t2509 = w[94] * w[13];
+  const S t2510 = w[96] * w[46];
   const S t2511 = t2509 + t2510;
-  const S t2512 = w[97] * w[111];
+  const S t2512 = w[98] * w[111];
   const S t2513 = t2511 + t2512;
-  const S t2514 = w[96] * w[106];
+  const S t2514 = w[99] * w[106];
   const S t2515 = t2513 - t2514;
-  const S t2516 = w[165] + t2515;
+  const S t2516 = w[166] + t2515;
   Minv[83] = t2516;
   Minv[202] = t2516;
-  const S t2517 = w[99] * w[51];
-  const S t2518 = w[98] * w[48];
+  // ---- ltdl inverse, column 12: body 0 trunk (joint root_joint), tree level 0
+  const S t2517 = w[94] * w[51];
+  const S t2518 = w[96] * w[48];
   const S t2519 = t2517 + t2518;
-  const S t2520 = w[97] * w[45];
+  const S t2520 = w[98] * w[45];
   const S t2521 = t2519 + t2520;
-  const S t2522 = w[96] * w[44];
+  const S t2522 = w[99] * w[44];
   const S t2523 = t2521 - t2522;
-  const S t2524 = w[171] + t2523;
+  const S t2524 = w[43] + t2523;
   Minv[84] = t2524;
   Minv[220] = t2524;
-  const S t2525 = w[99] * w[40];
-  const S t2526 = w[98] * w[39];
+  // ---- ltdl inverse, column 13: body 0 trunk (joint root_joint), tree level 0
+  const S t2525 = w[94] * w[40];
+  const S t2526 = w[96] * w[39];
   const S t2527 = t2525 + t2526;
-  const S t2528 = w[97] * w[38];
+  const S t2528 = w[98] * w[38];
   const S t2529 = t2527 + t2528;
-  const S t2530 = w[96] * w[37];
+  const S t2530 = w[99] * w[37];
   const S t2531 = t2529 - t2530;
-  const S t2532 = w[178] + t2531;
+  const S t2532 = w[180] + t2531;
   Minv[85] = t2532;
   Minv[238] = t2532;
-  const S t2533 = w[99] * w[32];
-  const S t2534 = w[98] * w[31];
+  // ---- ltdl inverse, column 14: body 0 trunk (joint root_joint), tree level 0
+  const S t2533 = w[94] * w[32];
+  const S t2534 = w[96] * w[31];
   const S t2535 = t2533 + t2534;
-  const S t2536 = w[97] * w[30];
+  const S t2536 = w[98] * w[30];
   const S t2537 = t2535 + t2536;
-  const S t2538 = w[96] * w[29];
+  const S t2538 = w[99] * w[29];
   const S t2539 = t2537 - t2538;
-  const S t2540 = w[186] + t2539;
+  const S t2540 = w[187] + t2539;
   Minv[86] = t2540;
   Minv[256] = t2540;
-  const S t2541 = w[99] * w[24];
-  const S t2542 = w[98] * w[23];
+  // ---- ltdl inverse, column 15: body 0 trunk (joint root_joint), tree level 0
+  const S t2541 = w[94] * w[24];
+  const S t2542 = w[96] * w[23];
   const S t2543 = t2541 + t2542;
-  const S t2544 = w[97] * w[22];
+  const S t2544 = w[98] * w[22];
   const S t2545 = t2543 + t2544;
-  const S t2546 = w[96] * w[21];
+  const S t2546 = w[99] * w[21];
   const S t2547 = t2545 - t2546;
-  const S t2548 = w[192] + t2547;
+  const S t2548 = w[20] + t2547;
   Minv[87] = t2548;
   Minv[274] = t2548;
-  const S t2549 = w[99] * w[17];
-  const S t2550 = w[98] * w[16];
+  // ---- ltdl inverse, column 16: body 0 trunk (joint root_joint), tree level 0
+  const S t2549 = w[94] * w[17];
+  const S t2550 = w[96] * w[16];
   const S t2551 = t2549 + t2550;
-  const S t2552 = w[97] * w[15];
+  const S t2552 = w[98] * w[15];
   const S t2553 = t2551 + t2552;
-  const S t2554 = w[96] * w[14];
+  const S t2554 = w[99] * w[14];
   const S t2555 = t2553 - t2554;
-  const S t2556 = w[199] + t2555;
+  const S t2556 = w[201] + t2555;
   Minv[88] = t2556;
   Minv[292] = t2556;
-  const S t2557 = w[99] * w[7];
-  const S t2558 = w[98] * w[6];
+  // ---- ltdl inverse, column 17: body 0 trunk (joint root_joint), tree level 0
+  const S t2557 = w[94] * w[7];
+  const S t2558 = w[96] * w[6];
   const S t2559 = t2557 + t2558;
-  const S t2560 = w[97] * w[5];
+  const S t2560 = w[98] * w[5];
   const S t2561 = t2559 + t2560;
-  const S t2562 = w[96] * w[4];
+  const S t2562 = w[99] * w[4];
   const S t2563 = t2561 - t2562;
   const S t2564 = w[207] + t2563;
   Minv[89] = t2564;
   Minv[310] = t2564;
-  const S t2565 = w[101] * w[110];
-  const S t2566 = w[102] * w[109];
+  // ---- ltdl inverse, column 5: body 0 trunk (joint root_joint), tree level 0
+  const S t2565 = w[101] * w[102];
+  const S t2566 = w[103] * w[104];
   const S t2567 = t2565 + t2566;
-  const S t2568 = w[103] * w[108];
+  const S t2568 = w[105] * w[107];
   const S t2569 = t2567 + t2568;
-  const S t2570 = w[104] * w[107];
+  const S t2570 = w[108] * w[109];
   const S t2571 = t2569 + t2570;
-  const S t2572 = w[73] * w[105];
+  const S t2572 = w[73] * w[110];
   const S t2573 = t2571 + t2572;
   const S t2574 = w[72] + t2573;
   Minv[95] = t2574;
-  const S t2575 = w[110] * w[112];
-  const S t2576 = w[109] * w[113];
+  // ---- ltdl inverse, column 6: body 0 trunk (joint root_joint), tree level 0
+  const S t2575 = w[102] * w[112];
+  const S t2576 = w[104] * w[114];
   const S t2577 = t2575 + t2576;
-  const S t2578 = w[108] * w[114];
+  const S t2578 = w[107] * w[116];
   const S t2579 = t2577 + t2578;
-  const S t2580 = w[107] * w[115];
+  const S t2580 = w[109] * w[118];
   const S t2581 = t2579 + t2580;
-  const S t2582 = w[105] * w[116];
+  const S t2582 = w[110] * w[120];
   const S t2583 = t2581 - t2582;
-  const S t2584 = t2583 - w[117];
+  const S t2584 = t2583 - w[122];
   Minv[96] = t2584;
   Minv[113] = t2584;
-  const S t2585 = w[110] * w[123];
-  const S t2586 = w[109] * w[124];
+  // ---- ltdl inverse, column 7: body 0 trunk (joint root_joint), tree level 0
+  const S t2585 = w[102] * w[123];
+  const S t2586 = w[104] * w[125];
   const S t2587 = t2585 + t2586;
-  const S t2588 = w[108] * w[125];
+  const S t2588 = w[107] * w[127];
   const S t2589 = t2587 + t2588;
-  const S t2590 = w[107] * w[126];
+  const S t2590 = w[109] * w[129];
   const S t2591 = t2589 + t2590;
-  const S t2592 = w[105] * w[127];
+  const S t2592 = w[110] * w[131];
   const S t2593 = t2591 - t2592;
-  const S t2594 = w[130] + t2593;
+  const S t2594 = w[134] + t2593;
   Minv[97] = t2594;
   Minv[131] = t2594;
-  const S t2595 = w[110] * w[136];
-  const S t2596 = w[109] * w[137];
+  // ---- ltdl inverse, column 8: body 0 trunk (joint root_joint), tree level 0
+  const S t2595 = w[102] * w[136];
+  const S t2596 = w[104] * w[138];
   const S t2597 = t2595 + t2596;
-  const S t2598 = w[108] * w[138];
+  const S t2598 = w[107] * w[140];
   const S t2599 = t2597 + t2598;
-  const S t2600 = w[107] * w[139];
+  const S t2600 = w[109] * w[142];
   const S t2601 = t2599 + t2600;
-  const S t2602 = w[105] * w[140];
+  const S t2602 = w[110] * w[144];
   const S t2603 = t2601 - t2602;
-  const S t2604 = w[143] + t2603;
+  const S t2604 = w[146] + t2603;
   Minv[98] = t2604;
   Minv[149] = t2604;
-  const S t2605 = w[110] * w[68];
-  const S t2606 = w[109] * w[67];
+  // ---- ltdl inverse, column 9: body 0 trunk (joint root_joint), tree level 0
+  const S t2605 = w[102] * w[68];
+  const S t2606 = w[104] * w[67];
   const S t2607 = t2605 + t2606;
-  const S t2608 = w[108] * w[66];
+  const S t2608 = w[107] * w[66];
   const S t2609 = t2607 + t2608;
-  const S t2610 = w[107] * w[65];
+  const S t2610 = w[109] * w[65];
   const S t2611 = t2609 + t2610;
-  const S t2612 = w[105] * w[149];
+  const S t2612 = w[110] * w[153];
   const S t2613 = t2611 - t2612;
-  const S t2614 = t2613 - w[64];
+  const S t2614 = t2613 - w[154];
   Minv[99] = t2614;
   Minv[167] = t2614;
-  const S t2615 = w[110] * w[60];
-  const S t2616 = w[109] * w[55];
+  // ---- ltdl inverse, column 10: body 0 trunk (joint root_joint), tree level 0
+  const S t2615 = w[102] * w[60];
+  const S t2616 = w[104] * w[55];
   const S t2617 = t2615 + t2616;
-  const S t2618 = w[108] * w[54];
+  const S t2618 = w[107] * w[54];
   const S t2619 = t2617 + t2618;
-  const S t2620 = w[107] * w[52];
+  const S t2620 = w[109] * w[52];
   const S t2621 = t2619 + t2620;
-  const S t2622 = w[105] * w[50];
+  const S t2622 = w[110] * w[50];
   const S t2623 = t2621 - t2622;
-  const S t2624 = w[156] + t2623;
+  const S t2624 = w[49] + t2623;
   Minv[100] = t2624;
   Minv[185] = t2624;
-  const S t2625 = w[110] * w[13];
-  const S t2626 = w[109] * w[46];
+  // ---- ltdl inverse, column 11: body 0 trunk (joint root_joint), tree level 0
+  const S t2625 = w[102] * w[13];
+  const S t2626 = w[104] * w[46];
   const S t2627 = t2625 + t2626;
-  const S t2628 = w[108] * w[111];
+  const S t2628 = w[107] * w[111];
   const S t2629 = t2627 + t2628;
-  const S t2630 = w[107] * w[106];
+  const S t2630 = w[109] * w[106];
   const S t2631 = t2629 + t2630;
-  const S t2632 = w[105] * w[100];
+  const S t2632 = w[110] * w[100];
   const S t2633 = t2631 - t2632;
-  const S t2634 = w[164] + t2633;
+  const S t2634 = w[167] + t2633;
   Minv[101] = t2634;
   Minv[203] = t2634;
-  const S t2635 = w[110] * w[51];
-  const S t2636 = w[109] * w[48];
+  // ---- ltdl inverse, column 12: body 0 trunk (joint root_joint), tree level 0
+  const S t2635 = w[102] * w[51];
+  const S t2636 = w[104] * w[48];
   const S t2637 = t2635 + t2636;
-  const S t2638 = w[108] * w[45];
+  const S t2638 = w[107] * w[45];
   const S t2639 = t2637 + t2638;
-  const S t2640 = w[107] * w[44];
+  const S t2640 = w[109] * w[44];
   const S t2641 = t2639 + t2640;
-  const S t2642 = w[105] * w[170];
+  const S t2642 = w[110] * w[174];
   const S t2643 = t2641 - t2642;
-  const S t2644 = t2643 - w[43];
+  const S t2644 = t2643 - w[175];
   Minv[102] = t2644;
   Minv[221] = t2644;
-  const S t2645 = w[110] * w[40];
-  const S t2646 = w[109] * w[39];
+  // ---- ltdl inverse, column 13: body 0 trunk (joint root_joint), tree level 0
+  const S t2645 = w[102] * w[40];
+  const S t2646 = w[104] * w[39];
   const S t2647 = t2645 + t2646;
-  const S t2648 = w[108] * w[38];
+  const S t2648 = w[107] * w[38];
   const S t2649 = t2647 + t2648;
-  const S t2650 = w[107] * w[37];
+  const S t2650 = w[109] * w[37];
   const S t2651 = t2649 + t2650;
-  const S t2652 = w[105] * w[36];
+  const S t2652 = w[110] * w[36];
   const S t2653 = t2651 - t2652;
-  const S t2654 = w[177] + t2653;
+  const S t2654 = w[35] + t2653;
   Minv[103] = t2654;
   Minv[239] = t2654;
-  const S t2655 = w[110] * w[32];
-  const S t2656 = w[109] * w[31];
+  // ---- ltdl inverse, column 14: body 0 trunk (joint root_joint), tree level 0
+  const S t2655 = w[102] * w[32];
+  const S t2656 = w[104] * w[31];
   const S t2657 = t2655 + t2656;
-  const S t2658 = w[108] * w[30];
+  const S t2658 = w[107] * w[30];
   const S t2659 = t2657 + t2658;
-  const S t2660 = w[107] * w[29];
+  const S t2660 = w[109] * w[29];
   const S t2661 = t2659 + t2660;
-  const S t2662 = w[105] * w[28];
+  const S t2662 = w[110] * w[28];
   const S t2663 = t2661 - t2662;
-  const S t2664 = w[185] + t2663;
+  const S t2664 = w[188] + t2663;
   Minv[104] = t2664;
   Minv[257] = t2664;
-  const S t2665 = w[110] * w[24];
-  const S t2666 = w[109] * w[23];
+  // ---- ltdl inverse, column 15: body 0 trunk (joint root_joint), tree level 0
+  const S t2665 = w[102] * w[24];
+  const S t2666 = w[104] * w[23];
   const S t2667 = t2665 + t2666;
-  const S t2668 = w[108] * w[22];
+  const S t2668 = w[107] * w[22];
   const S t2669 = t2667 + t2668;
-  const S t2670 = w[107] * w[21];
+  const S t2670 = w[109] * w[21];
   const S t2671 = t2669 + t2670;
-  const S t2672 = w[105] * w[191];
+  const S t2672 = w[110] * w[195];
   const S t2673 = t2671 - t2672;
-  const S t2674 = t2673 - w[20];
+  const S t2674 = t2673 - w[196];
   Minv[105] = t2674;
   Minv[275] = t2674;
-  const S t2675 = w[110] * w[17];
-  const S t2676 = w[109] * w[16];
+  // ---- ltdl inverse, column 16: body 0 trunk (joint root_joint), tree level 0
+  const S t2675 = w[102] * w[17];
+  const S t2676 = w[104] * w[16];
   const S t2677 = t2675 + t2676;
-  const S t2678 = w[108] * w[15];
+  const S t2678 = w[107] * w[15];
   const S t2679 = t2677 + t2678;
-  const S t2680 = w[107] * w[14];
+  const S t2680 = w[109] * w[14];
   const S t2681 = t2679 + t2680;
-  const S t2682 = w[105] * w[11];
+  const S t2682 = w[110] * w[11];
   const S t2683 = t2681 - t2682;
-  const S t2684 = w[198] + t2683;
+  const S t2684 = w[10] + t2683;
   Minv[106] = t2684;
   Minv[293] = t2684;
-  const S t2685 = w[110] * w[7];
-  const S t2686 = w[109] * w[6];
+  // ---- ltdl inverse, column 17: body 0 trunk (joint root_joint), tree level 0
+  const S t2685 = w[102] * w[7];
+  const S t2686 = w[104] * w[6];
   const S t2687 = t2685 + t2686;
-  const S t2688 = w[108] * w[5];
+  const S t2688 = w[107] * w[5];
   const S t2689 = t2687 + t2688;
-  const S t2690 = w[107] * w[4];
+  const S t2690 = w[109] * w[4];
   const S t2691 = t2689 + t2690;
-  const S t2692 = w[105] * w[3];
+  const S t2692 = w[110] * w[3];
   const S t2693 = t2691 - t2692;
-  const S t2694 = w[206] + t2693;
+  const S t2694 = w[208] + t2693;
   Minv[107] = t2694;
   Minv[311] = t2694;
-  // ---- ltdl inverse: body 1 FL_hip (joint FL_hip_joint), tree level 1
-  const S t2695 = w[112] * w[122];
-  const S t2696 = w[113] * w[121];
+  // ---- ltdl inverse, column 6: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2695 = w[112] * w[113];
+  const S t2696 = w[114] * w[115];
   const S t2697 = t2695 + t2696;
-  const S t2698 = w[114] * w[120];
+  const S t2698 = w[116] * w[117];
   const S t2699 = t2697 + t2698;
-  const S t2700 = w[115] * w[119];
+  const S t2700 = w[118] * w[119];
   const S t2701 = t2699 + t2700;
-  const S t2702 = w[116] * w[118];
+  const S t2702 = w[120] * w[121];
   const S t2703 = t2701 + t2702;
-  const S t2704 = w[71] * w[117];
+  const S t2704 = w[71] * w[122];
   const S t2705 = t2703 + t2704;
   const S t2706 = w[70] + t2705;
   Minv[114] = t2706;
-  const S t2707 = w[122] * w[123];
-  const S t2708 = w[121] * w[124];
+  // ---- ltdl inverse, column 7: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2707 = w[113] * w[123];
+  const S t2708 = w[115] * w[125];
   const S t2709 = t2707 + t2708;
-  const S t2710 = w[120] * w[125];
+  const S t2710 = w[117] * w[127];
   const S t2711 = t2709 + t2710;
-  const S t2712 = w[119] * w[126];
+  const S t2712 = w[119] * w[129];
   const S t2713 = t2711 + t2712;
-  const S t2714 = w[118] * w[127];
+  const S t2714 = w[121] * w[131];
   const S t2715 = t2713 + t2714;
-  const S t2716 = w[117] * w[128];
+  const S t2716 = w[122] * w[133];
   const S t2717 = t2715 - t2716;
-  const S t2718 = t2717 - w[129];
+  const S t2718 = t2717 - w[135];
   Minv[115] = t2718;
   Minv[132] = t2718;
-  const S t2719 = w[122] * w[136];
-  const S t2720 = w[121] * w[137];
+  // ---- ltdl inverse, column 8: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2719 = w[113] * w[136];
+  const S t2720 = w[115] * w[138];
   const S t2721 = t2719 + t2720;
-  const S t2722 = w[120] * w[138];
+  const S t2722 = w[117] * w[140];
   const S t2723 = t2721 + t2722;
-  const S t2724 = w[119] * w[139];
+  const S t2724 = w[119] * w[142];
   const S t2725 = t2723 + t2724;
-  const S t2726 = w[118] * w[140];
+  const S t2726 = w[121] * w[144];
   const S t2727 = t2725 + t2726;
-  const S t2728 = w[117] * w[57];
+  const S t2728 = w[122] * w[57];
   const S t2729 = t2727 - t2728;
-  const S t2730 = w[142] + t2729;
+  const S t2730 = w[56] + t2729;
   Minv[116] = t2730;
   Minv[150] = t2730;
-  const S t2731 = w[122] * w[68];
-  const S t2732 = w[121] * w[67];
+  // ---- ltdl inverse, column 9: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2731 = w[113] * w[68];
+  const S t2732 = w[115] * w[67];
   const S t2733 = t2731 + t2732;
-  const S t2734 = w[120] * w[66];
+  const S t2734 = w[117] * w[66];
   const S t2735 = t2733 + t2734;
   const S t2736 = w[119] * w[65];
   const S t2737 = t2735 + t2736;
-  const S t2738 = w[118] * w[149];
+  const S t2738 = w[121] * w[153];
   const S t2739 = t2737 + t2738;
-  const S t2740 = w[63] * w[117];
+  const S t2740 = w[63] * w[122];
   const S t2741 = t2739 + t2740;
   Minv[117] = t2741;
   Minv[168] = t2741;
-  const S t2742 = w[122] * w[60];
-  const S t2743 = w[121] * w[55];
+  // ---- ltdl inverse, column 10: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2742 = w[113] * w[60];
+  const S t2743 = w[115] * w[55];
   const S t2744 = t2742 + t2743;
-  const S t2745 = w[120] * w[54];
+  const S t2745 = w[117] * w[54];
   const S t2746 = t2744 + t2745;
   const S t2747 = w[119] * w[52];
   const S t2748 = t2746 + t2747;
-  const S t2749 = w[118] * w[50];
+  const S t2749 = w[121] * w[50];
   const S t2750 = t2748 + t2749;
-  const S t2751 = w[117] * w[155];
+  const S t2751 = w[122] * w[160];
   const S t2752 = t2750 - t2751;
   Minv[118] = t2752;
   Minv[186] = t2752;
-  const S t2753 = w[122] * w[13];
-  const S t2754 = w[121] * w[46];
+  // ---- ltdl inverse, column 11: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2753 = w[113] * w[13];
+  const S t2754 = w[115] * w[46];
   const S t2755 = t2753 + t2754;
-  const S t2756 = w[120] * w[111];
+  const S t2756 = w[117] * w[111];
   const S t2757 = t2755 + t2756;
   const S t2758 = w[119] * w[106];
   const S t2759 = t2757 + t2758;
-  const S t2760 = w[118] * w[100];
+  const S t2760 = w[121] * w[100];
   const S t2761 = t2759 + t2760;
-  const S t2762 = w[117] * w[93];
+  const S t2762 = w[122] * w[93];
   const S t2763 = t2761 - t2762;
   Minv[119] = t2763;
   Minv[204] = t2763;
-  const S t2764 = w[122] * w[51];
-  const S t2765 = w[121] * w[48];
+  // ---- ltdl inverse, column 12: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2764 = w[113] * w[51];
+  const S t2765 = w[115] * w[48];
   const S t2766 = t2764 + t2765;
-  const S t2767 = w[120] * w[45];
+  const S t2767 = w[117] * w[45];
   const S t2768 = t2766 + t2767;
   const S t2769 = w[119] * w[44];
   const S t2770 = t2768 + t2769;
-  const S t2771 = w[118] * w[170];
+  const S t2771 = w[121] * w[174];
   const S t2772 = t2770 + t2771;
-  const S t2773 = w[42] * w[117];
+  const S t2773 = w[42] * w[122];
   const S t2774 = t2772 + t2773;
   Minv[120] = t2774;
   Minv[222] = t2774;
-  const S t2775 = w[122] * w[40];
-  const S t2776 = w[121] * w[39];
+  // ---- ltdl inverse, column 13: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2775 = w[113] * w[40];
+  const S t2776 = w[115] * w[39];
   const S t2777 = t2775 + t2776;
-  const S t2778 = w[120] * w[38];
+  const S t2778 = w[117] * w[38];
   const S t2779 = t2777 + t2778;
   const S t2780 = w[119] * w[37];
   const S t2781 = t2779 + t2780;
-  const S t2782 = w[118] * w[36];
+  const S t2782 = w[121] * w[36];
   const S t2783 = t2781 + t2782;
-  const S t2784 = w[117] * w[176];
+  const S t2784 = w[122] * w[181];
   const S t2785 = t2783 - t2784;
   Minv[121] = t2785;
   Minv[240] = t2785;
-  const S t2786 = w[122] * w[32];
-  const S t2787 = w[121] * w[31];
+  // ---- ltdl inverse, column 14: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2786 = w[113] * w[32];
+  const S t2787 = w[115] * w[31];
   const S t2788 = t2786 + t2787;
-  const S t2789 = w[120] * w[30];
+  const S t2789 = w[117] * w[30];
   const S t2790 = t2788 + t2789;
   const S t2791 = w[119] * w[29];
   const S t2792 = t2790 + t2791;
-  const S t2793 = w[118] * w[28];
+  const S t2793 = w[121] * w[28];
   const S t2794 = t2792 + t2793;
-  const S t2795 = w[117] * w[27];
+  const S t2795 = w[122] * w[27];
   const S t2796 = t2794 - t2795;
   Minv[122] = t2796;
   Minv[258] = t2796;
-  const S t2797 = w[122] * w[24];
-  const S t2798 = w[121] * w[23];
+  // ---- ltdl inverse, column 15: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2797 = w[113] * w[24];
+  const S t2798 = w[115] * w[23];
   const S t2799 = t2797 + t2798;
-  const S t2800 = w[120] * w[22];
+  const S t2800 = w[117] * w[22];
   const S t2801 = t2799 + t2800;
   const S t2802 = w[119] * w[21];
   const S t2803 = t2801 + t2802;
-  const S t2804 = w[118] * w[191];
+  const S t2804 = w[121] * w[195];
   const S t2805 = t2803 + t2804;
-  const S t2806 = w[19] * w[117];
+  const S t2806 = w[19] * w[122];
   const S t2807 = t2805 + t2806;
   Minv[123] = t2807;
   Minv[276] = t2807;
-  const S t2808 = w[122] * w[17];
-  const S t2809 = w[121] * w[16];
+  // ---- ltdl inverse, column 16: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2808 = w[113] * w[17];
+  const S t2809 = w[115] * w[16];
   const S t2810 = t2808 + t2809;
-  const S t2811 = w[120] * w[15];
+  const S t2811 = w[117] * w[15];
   const S t2812 = t2810 + t2811;
   const S t2813 = w[119] * w[14];
   const S t2814 = t2812 + t2813;
-  const S t2815 = w[118] * w[11];
+  const S t2815 = w[121] * w[11];
   const S t2816 = t2814 + t2815;
-  const S t2817 = w[117] * w[197];
+  const S t2817 = w[122] * w[202];
   const S t2818 = t2816 - t2817;
   Minv[124] = t2818;
   Minv[294] = t2818;
-  const S t2819 = w[122] * w[7];
-  const S t2820 = w[121] * w[6];
+  // ---- ltdl inverse, column 17: body 1 FL_hip (joint FL_hip_joint), tree level 1
+  const S t2819 = w[113] * w[7];
+  const S t2820 = w[115] * w[6];
   const S t2821 = t2819 + t2820;
-  const S t2822 = w[120] * w[5];
+  const S t2822 = w[117] * w[5];
   const S t2823 = t2821 + t2822;
   const S t2824 = w[119] * w[4];
   const S t2825 = t2823 + t2824;
-  const S t2826 = w[118] * w[3];
+  const S t2826 = w[121] * w[3];
   const S t2827 = t2825 + t2826;
-  const S t2828 = w[117] * w[2];
+  const S t2828 = w[122] * w[2];
   const S t2829 = t2827 - t2828;
   Minv[125] = t2829;
   Minv[312] = t2829;
-  // ---- ltdl inverse: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
-  const S t2830 = w[123] * w[135];
-  const S t2831 = w[124] * w[134];
+  // ---- ltdl inverse, column 7: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2830 = w[123] * w[124];
+  const S t2831 = w[125] * w[126];
   const S t2832 = t2830 + t2831;
-  const S t2833 = w[125] * w[133];
+  const S t2833 = w[127] * w[128];
   const S t2834 = t2832 + t2833;
-  const S t2835 = w[126] * w[132];
+  const S t2835 = w[129] * w[130];
   const S t2836 = t2834 + t2835;
-  const S t2837 = w[127] * w[131];
+  const S t2837 = w[131] * w[132];
   const S t2838 = t2836 + t2837;
-  const S t2839 = w[128] * w[130];
+  const S t2839 = w[133] * w[134];
   const S t2840 = t2838 + t2839;
-  const S t2841 = w[59] * w[129];
+  const S t2841 = w[59] * w[135];
   const S t2842 = t2840 + t2841;
   const S t2843 = w[58] + t2842;
   Minv[133] = t2843;
-  const S t2844 = w[135] * w[136];
-  const S t2845 = w[134] * w[137];
+  // ---- ltdl inverse, column 8: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2844 = w[124] * w[136];
+  const S t2845 = w[126] * w[138];
   const S t2846 = t2844 + t2845;
-  const S t2847 = w[133] * w[138];
+  const S t2847 = w[128] * w[140];
   const S t2848 = t2846 + t2847;
-  const S t2849 = w[132] * w[139];
+  const S t2849 = w[130] * w[142];
   const S t2850 = t2848 + t2849;
-  const S t2851 = w[131] * w[140];
+  const S t2851 = w[132] * w[144];
   const S t2852 = t2850 + t2851;
-  const S t2853 = w[130] * w[57];
+  const S t2853 = w[134] * w[57];
   const S t2854 = t2852 + t2853;
-  const S t2855 = w[129] * w[141];
+  const S t2855 = w[135] * w[147];
   const S t2856 = t2854 - t2855;
-  const S t2857 = t2856 - w[56];
+  const S t2857 = t2856 - w[148];
   Minv[134] = t2857;
   Minv[151] = t2857;
-  const S t2858 = w[135] * w[68];
-  const S t2859 = w[134] * w[67];
+  // ---- ltdl inverse, column 9: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2858 = w[124] * w[68];
+  const S t2859 = w[126] * w[67];
   const S t2860 = t2858 + t2859;
-  const S t2861 = w[133] * w[66];
+  const S t2861 = w[128] * w[66];
   const S t2862 = t2860 + t2861;
-  const S t2863 = w[132] * w[65];
+  const S t2863 = w[130] * w[65];
   const S t2864 = t2862 + t2863;
-  const S t2865 = w[131] * w[149];
+  const S t2865 = w[132] * w[153];
   const S t2866 = t2864 + t2865;
-  const S t2867 = w[63] * w[130];
+  const S t2867 = w[63] * w[134];
   const S t2868 = t2866 - t2867;
   Minv[135] = t2868;
   Minv[169] = t2868;
-  const S t2869 = w[135] * w[60];
-  const S t2870 = w[134] * w[55];
+  // ---- ltdl inverse, column 10: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2869 = w[124] * w[60];
+  const S t2870 = w[126] * w[55];
   const S t2871 = t2869 + t2870;
-  const S t2872 = w[133] * w[54];
+  const S t2872 = w[128] * w[54];
   const S t2873 = t2871 + t2872;
-  const S t2874 = w[132] * w[52];
+  const S t2874 = w[130] * w[52];
   const S t2875 = t2873 + t2874;
-  const S t2876 = w[131] * w[50];
+  const S t2876 = w[132] * w[50];
   const S t2877 = t2875 + t2876;
-  const S t2878 = w[130] * w[155];
+  const S t2878 = w[134] * w[160];
   const S t2879 = t2877 + t2878;
   Minv[136] = t2879;
   Minv[187] = t2879;
-  const S t2880 = w[135] * w[13];
-  const S t2881 = w[134] * w[46];
+  // ---- ltdl inverse, column 11: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2880 = w[124] * w[13];
+  const S t2881 = w[126] * w[46];
   const S t2882 = t2880 + t2881;
-  const S t2883 = w[133] * w[111];
+  const S t2883 = w[128] * w[111];
   const S t2884 = t2882 + t2883;
-  const S t2885 = w[132] * w[106];
+  const S t2885 = w[130] * w[106];
   const S t2886 = t2884 + t2885;
-  const S t2887 = w[131] * w[100];
+  const S t2887 = w[132] * w[100];
   const S t2888 = t2886 + t2887;
-  const S t2889 = w[130] * w[93];
+  const S t2889 = w[134] * w[93];
   const S t2890 = t2888 + t2889;
   Minv[137] = t2890;
   Minv[205] = t2890;
-  const S t2891 = w[135] * w[51];
-  const S t2892 = w[134] * w[48];
+  // ---- ltdl inverse, column 12: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2891 = w[124] * w[51];
+  const S t2892 = w[126] * w[48];
   const S t2893 = t2891 + t2892;
-  const S t2894 = w[133] * w[45];
+  const S t2894 = w[128] * w[45];
   const S t2895 = t2893 + t2894;
-  const S t2896 = w[132] * w[44];
+  const S t2896 = w[130] * w[44];
   const S t2897 = t2895 + t2896;
-  const S t2898 = w[131] * w[170];
+  const S t2898 = w[132] * w[174];
   const S t2899 = t2897 + t2898;
-  const S t2900 = w[42] * w[130];
+  const S t2900 = w[42] * w[134];
   const S t2901 = t2899 - t2900;
   Minv[138] = t2901;
   Minv[223] = t2901;
-  const S t2902 = w[135] * w[40];
-  const S t2903 = w[134] * w[39];
+  // ---- ltdl inverse, column 13: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2902 = w[124] * w[40];
+  const S t2903 = w[126] * w[39];
   const S t2904 = t2902 + t2903;
-  const S t2905 = w[133] * w[38];
+  const S t2905 = w[128] * w[38];
   const S t2906 = t2904 + t2905;
-  const S t2907 = w[132] * w[37];
+  const S t2907 = w[130] * w[37];
   const S t2908 = t2906 + t2907;
-  const S t2909 = w[131] * w[36];
+  const S t2909 = w[132] * w[36];
   const S t2910 = t2908 + t2909;
-  const S t2911 = w[130] * w[176];
+  const S t2911 = w[134] * w[181];
   const S t2912 = t2910 + t2911;
   Minv[139] = t2912;
   Minv[241] = t2912;
-  const S t2913 = w[135] * w[32];
-  const S t2914 = w[134] * w[31];
+  // ---- ltdl inverse, column 14: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2913 = w[124] * w[32];
+  const S t2914 = w[126] * w[31];
   const S t2915 = t2913 + t2914;
-  const S t2916 = w[133] * w[30];
+  const S t2916 = w[128] * w[30];
   const S t2917 = t2915 + t2916;
-  const S t2918 = w[132] * w[29];
+  const S t2918 = w[130] * w[29];
   const S t2919 = t2917 + t2918;
-  const S t2920 = w[131] * w[28];
+  const S t2920 = w[132] * w[28];
   const S t2921 = t2919 + t2920;
-  const S t2922 = w[130] * w[27];
+  const S t2922 = w[134] * w[27];
   const S t2923 = t2921 + t2922;
   Minv[140] = t2923;
   Minv[259] = t2923;
-  const S t2924 = w[135] * w[24];
-  const S t2925 = w[134] * w[23];
+  // ---- ltdl inverse, column 15: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2924 = w[124] * w[24];
+  const S t2925 = w[126] * w[23];
   const S t2926 = t2924 + t2925;
-  const S t2927 = w[133] * w[22];
+  const S t2927 = w[128] * w[22];
   const S t2928 = t2926 + t2927;
-  const S t2929 = w[132] * w[21];
+  const S t2929 = w[130] * w[21];
   const S t2930 = t2928 + t2929;
-  const S t2931 = w[131] * w[191];
+  const S t2931 = w[132] * w[195];
   const S t2932 = t2930 + t2931;
-  const S t2933 = w[19] * w[130];
+  const S t2933 = w[19] * w[134];
   const S t2934 = t2932 - t2933;
   Minv[141] = t2934;
   Minv[277] = t2934;
-  const S t2935 = w[135] * w[17];
-  const S t2936 = w[134] * w[16];
+  // ---- ltdl inverse, column 16: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2935 = w[124] * w[17];
+  const S t2936 = w[126] * w[16];
   const S t2937 = t2935 + t2936;
-  const S t2938 = w[133] * w[15];
+  const S t2938 = w[128] * w[15];
   const S t2939 = t2937 + t2938;
-  const S t2940 = w[132] * w[14];
+  const S t2940 = w[130] * w[14];
   const S t2941 = t2939 + t2940;
-  const S t2942 = w[131] * w[11];
+  const S t2942 = w[132] * w[11];
   const S t2943 = t2941 + t2942;
-  const S t2944 = w[130] * w[197];
+  const S t2944 = w[134] * w[202];
   const S t2945 = t2943 + t2944;
   Minv[142] = t2945;
   Minv[295] = t2945;
-  const S t2946 = w[135] * w[7];
-  const S t2947 = w[134] * w[6];
+  // ---- ltdl inverse, column 17: body 2 FL_thigh (joint FL_thigh_joint), tree level 2
+  const S t2946 = w[124] * w[7];
+  const S t2947 = w[126] * w[6];
   const S t2948 = t2946 + t2947;
-  const S t2949 = w[133] * w[5];
+  const S t2949 = w[128] * w[5];
   const S t2950 = t2948 + t2949;
-  const S t2951 = w[132] * w[4];
+  const S t2951 = w[130] * w[4];
   const S t2952 = t2950 + t2951;
-  const S t2953 = w[131] * w[3];
+  const S t2953 = w[132] * w[3];
   const S t2954 = t2952 + t2953;
-  const S t2955 = w[130] * w[2];
+  const S t2955 = w[134] * w[2];
   const S t2956 = t2954 + t2955;
   Minv[143] = t2956;
   Minv[313] = t2956;
-  // ---- ltdl inverse: body 3 FL_calf (joint FL_calf_joint), tree level 3
-  const S t2957 = w[136] * w[148];
-  const S t2958 = w[137] * w[147];
+  // ---- ltdl inverse, column 8: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t2957 = w[136] * w[137];
+  const S t2958 = w[138] * w[139];
   const S t2959 = t2957 + t2958;
-  const S t2960 = w[138] * w[146];
+  const S t2960 = w[140] * w[141];
   const S t2961 = t2959 + t2960;
-  const S t2962 = w[139] * w[145];
+  const S t2962 = w[142] * w[143];
   const S t2963 = t2961 + t2962;
-  const S t2964 = w[140] * w[144];
+  const S t2964 = w[144] * w[145];
   const S t2965 = t2963 + t2964;
-  const S t2966 = w[57] * w[143];
+  const S t2966 = w[57] * w[146];
   const S t2967 = t2965 + t2966;
-  const S t2968 = w[141] * w[142];
+  const S t2968 = w[147] * w[56];
   const S t2969 = t2967 + t2968;
-  const S t2970 = w[69] * w[56];
+  const S t2970 = w[69] * w[148];
   const S t2971 = t2969 + t2970;
   const S t2972 = 166.8862054699624 + t2971;
   Minv[152] = t2972;
-  const S t2973 = w[148] * w[68];
-  const S t2974 = w[147] * w[67];
+  // ---- ltdl inverse, column 9: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t2973 = w[137] * w[68];
+  const S t2974 = w[139] * w[67];
   const S t2975 = t2973 + t2974;
-  const S t2976 = w[146] * w[66];
+  const S t2976 = w[141] * w[66];
   const S t2977 = t2975 + t2976;
-  const S t2978 = w[145] * w[65];
+  const S t2978 = w[143] * w[65];
   const S t2979 = t2977 + t2978;
-  const S t2980 = w[144] * w[149];
+  const S t2980 = w[145] * w[153];
   const S t2981 = t2979 + t2980;
-  const S t2982 = w[63] * w[143];
+  const S t2982 = w[63] * w[146];
   const S t2983 = t2981 - t2982;
   Minv[153] = t2983;
   Minv[170] = t2983;
-  const S t2984 = w[148] * w[60];
-  const S t2985 = w[147] * w[55];
+  // ---- ltdl inverse, column 10: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t2984 = w[137] * w[60];
+  const S t2985 = w[139] * w[55];
   const S t2986 = t2984 + t2985;
-  const S t2987 = w[146] * w[54];
+  const S t2987 = w[141] * w[54];
   const S t2988 = t2986 + t2987;
-  const S t2989 = w[145] * w[52];
+  const S t2989 = w[143] * w[52];
   const S t2990 = t2988 + t2989;
-  const S t2991 = w[144] * w[50];
+  const S t2991 = w[145] * w[50];
   const S t2992 = t2990 + t2991;
-  const S t2993 = w[143] * w[155];
+  const S t2993 = w[146] * w[160];
   const S t2994 = t2992 + t2993;
   Minv[154] = t2994;
   Minv[188] = t2994;
-  const S t2995 = w[148] * w[13];
-  const S t2996 = w[147] * w[46];
+  // ---- ltdl inverse, column 11: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t2995 = w[137] * w[13];
+  const S t2996 = w[139] * w[46];
   const S t2997 = t2995 + t2996;
-  const S t2998 = w[146] * w[111];
+  const S t2998 = w[141] * w[111];
   const S t2999 = t2997 + t2998;
   w[56] = t2999;
 }
 
 template <typename S>
 static __attribute__((noinline)) void minv_part5([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
-  // ---- ltdl inverse: body 3 FL_calf (joint FL_calf_joint), tree level 3
-  const S t3000 = w[145] * w[106];
+  // ---- ltdl inverse, column 11: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t3000 = w[143] * w[106];
   const S t3001 = w[56] + t3000;
-  const S t3002 = w[144] * w[100];
+  const S t3002 = w[145] * w[100];
   const S t3003 = t3001 + t3002;
-  const S t3004 = w[143] * w[93];
+  const S t3004 = w[146] * w[93];
   const S t3005 = t3003 + t3004;
   Minv[155] = t3005;
   Minv[206] = t3005;
-  const S t3006 = w[148] * w[51];
-  const S t3007 = w[147] * w[48];
+  // ---- ltdl inverse, column 12: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t3006 = w[137] * w[51];
+  const S t3007 = w[139] * w[48];
   const S t3008 = t3006 + t3007;
-  const S t3009 = w[146] * w[45];
+  const S t3009 = w[141] * w[45];
   const S t3010 = t3008 + t3009;
-  const S t3011 = w[145] * w[44];
+  const S t3011 = w[143] * w[44];
   const S t3012 = t3010 + t3011;
-  const S t3013 = w[144] * w[170];
+  const S t3013 = w[145] * w[174];
   const S t3014 = t3012 + t3013;
-  const S t3015 = w[42] * w[143];
+  const S t3015 = w[42] * w[146];
   const S t3016 = t3014 - t3015;
   Minv[156] = t3016;
   Minv[224] = t3016;
-  const S t3017 = w[148] * w[40];
-  const S t3018 = w[147] * w[39];
+  // ---- ltdl inverse, column 13: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t3017 = w[137] * w[40];
+  const S t3018 = w[139] * w[39];
   const S t3019 = t3017 + t3018;
-  const S t3020 = w[146] * w[38];
+  const S t3020 = w[141] * w[38];
   const S t3021 = t3019 + t3020;
-  const S t3022 = w[145] * w[37];
+  const S t3022 = w[143] * w[37];
   const S t3023 = t3021 + t3022;
-  const S t3024 = w[144] * w[36];
+  const S t3024 = w[145] * w[36];
   const S t3025 = t3023 + t3024;
-  const S t3026 = w[143] * w[176];
+  const S t3026 = w[146] * w[181];
   const S t3027 = t3025 + t3026;
   Minv[157] = t3027;
   Minv[242] = t3027;
-  const S t3028 = w[148] * w[32];
-  const S t3029 = w[147] * w[31];
+  // ---- ltdl inverse, column 14: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t3028 = w[137] * w[32];
+  const S t3029 = w[139] * w[31];
   const S t3030 = t3028 + t3029;
-  const S t3031 = w[146] * w[30];
+  const S t3031 = w[141] * w[30];
   const S t3032 = t3030 + t3031;
-  const S t3033 = w[145] * w[29];
+  const S t3033 = w[143] * w[29];
   const S t3034 = t3032 + t3033;
-  const S t3035 = w[144] * w[28];
+  const S t3035 = w[145] * w[28];
   const S t3036 = t3034 + t3035;
-  const S t3037 = w[143] * w[27];
+  const S t3037 = w[146] * w[27];
   const S t3038 = t3036 + t3037;
   Minv[158] = t3038;
   Minv[260] = t3038;
-  const S t3039 = w[148] * w[24];
-  const S t3040 = w[147] * w[23];
+  // ---- ltdl inverse, column 15: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t3039 = w[137] * w[24];
+  const S t3040 = w[139] * w[23];
   const S t3041 = t3039 + t3040;
-  const S t3042 = w[146] * w[22];
+  const S t3042 = w[141] * w[22];
   const S t3043 = t3041 + t3042;
-  const S t3044 = w[145] * w[21];
+  const S t3044 = w[143] * w[21];
   const S t3045 = t3043 + t3044;
-  const S t3046 = w[144] * w[191];
+  const S t3046 = w[145] * w[195];
   const S t3047 = t3045 + t3046;
-  const S t3048 = w[19] * w[143];
+  const S t3048 = w[19] * w[146];
   const S t3049 = t3047 - t3048;
   Minv[159] = t3049;
   Minv[278] = t3049;
-  const S t3050 = w[148] * w[17];
-  const S t3051 = w[147] * w[16];
+  // ---- ltdl inverse, column 16: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t3050 = w[137] * w[17];
+  const S t3051 = w[139] * w[16];
   const S t3052 = t3050 + t3051;
-  const S t3053 = w[146] * w[15];
+  const S t3053 = w[141] * w[15];
   const S t3054 = t3052 + t3053;
-  const S t3055 = w[145] * w[14];
+  const S t3055 = w[143] * w[14];
   const S t3056 = t3054 + t3055;
-  const S t3057 = w[144] * w[11];
+  const S t3057 = w[145] * w[11];
   const S t3058 = t3056 + t3057;
-  const S t3059 = w[143] * w[197];
+  const S t3059 = w[146] * w[202];
   const S t3060 = t3058 + t3059;
   Minv[160] = t3060;
   Minv[296] = t3060;
-  const S t3061 = w[148] * w[7];
-  const S t3062 = w[147] * w[6];
+  // ---- ltdl inverse, column 17: body 3 FL_calf (joint FL_calf_joint), tree level 3
+  const S t3061 = w[137] * w[7];
+  const S t3062 = w[139] * w[6];
   const S t3063 = t3061 + t3062;
-  const S t3064 = w[146] * w[5];
+  const S t3064 = w[141] * w[5];
   const S t3065 = t3063 + t3064;
-  const S t3066 = w[145] * w[4];
+  const S t3066 = w[143] * w[4];
   const S t3067 = t3065 + t3066;
-  const S t3068 = w[144] * w[3];
+  const S t3068 = w[145] * w[3];
   const S t3069 = t3067 + t3068;
-  const S t3070 = w[143] * w[2];
+  const S t3070 = w[146] * w[2];
   const S t3071 = t3069 + t3070;
   Minv[161] = t3071;
   Minv[314] = t3071;
-  // ---- ltdl inverse: body 4 FR_hip (joint FR_hip_joint), tree level 1
-  const S t3072 = w[68] * w[154];
-  const S t3073 = w[67] * w[153];
+  // ---- ltdl inverse, column 9: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3072 = w[68] * w[149];
+  const S t3073 = w[67] * w[150];
   const S t3074 = t3072 + t3073;
-  const S t3075 = w[66] * w[152];
+  const S t3075 = w[66] * w[151];
   const S t3076 = t3074 + t3075;
-  const S t3077 = w[65] * w[151];
+  const S t3077 = w[65] * w[152];
   const S t3078 = t3076 + t3077;
-  const S t3079 = w[149] * w[150];
+  const S t3079 = w[153] * w[64];
   const S t3080 = t3078 + t3079;
-  const S t3081 = w[63] * w[64];
+  const S t3081 = w[63] * w[154];
   const S t3082 = t3080 + t3081;
   const S t3083 = w[62] + t3082;
   Minv[171] = t3083;
-  const S t3084 = w[154] * w[60];
-  const S t3085 = w[153] * w[55];
+  // ---- ltdl inverse, column 10: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3084 = w[149] * w[60];
+  const S t3085 = w[150] * w[55];
   const S t3086 = t3084 + t3085;
-  const S t3087 = w[152] * w[54];
+  const S t3087 = w[151] * w[54];
   const S t3088 = t3086 + t3087;
-  const S t3089 = w[151] * w[52];
+  const S t3089 = w[152] * w[52];
   const S t3090 = t3088 + t3089;
-  const S t3091 = w[150] * w[50];
+  const S t3091 = w[64] * w[50];
   const S t3092 = t3090 + t3091;
-  const S t3093 = w[64] * w[155];
+  const S t3093 = w[154] * w[160];
   const S t3094 = t3092 - t3093;
-  const S t3095 = t3094 - w[49];
+  const S t3095 = t3094 - w[161];
   Minv[172] = t3095;
   Minv[189] = t3095;
-  const S t3096 = w[154] * w[13];
-  const S t3097 = w[153] * w[46];
+  // ---- ltdl inverse, column 11: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3096 = w[149] * w[13];
+  const S t3097 = w[150] * w[46];
   const S t3098 = t3096 + t3097;
-  const S t3099 = w[152] * w[111];
+  const S t3099 = w[151] * w[111];
   const S t3100 = t3098 + t3099;
-  const S t3101 = w[151] * w[106];
+  const S t3101 = w[152] * w[106];
   const S t3102 = t3100 + t3101;
-  const S t3103 = w[150] * w[100];
+  const S t3103 = w[64] * w[100];
   const S t3104 = t3102 + t3103;
-  const S t3105 = w[64] * w[93];
+  const S t3105 = w[154] * w[93];
   const S t3106 = t3104 - t3105;
-  const S t3107 = w[163] + t3106;
+  const S t3107 = w[53] + t3106;
   Minv[173] = t3107;
   Minv[207] = t3107;
-  const S t3108 = w[154] * w[51];
-  const S t3109 = w[153] * w[48];
+  // ---- ltdl inverse, column 12: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3108 = w[149] * w[51];
+  const S t3109 = w[150] * w[48];
   const S t3110 = t3108 + t3109;
-  const S t3111 = w[152] * w[45];
+  const S t3111 = w[151] * w[45];
   const S t3112 = t3110 + t3111;
-  const S t3113 = w[151] * w[44];
+  const S t3113 = w[152] * w[44];
   const S t3114 = t3112 + t3113;
-  const S t3115 = w[150] * w[170];
+  const S t3115 = w[64] * w[174];
   const S t3116 = t3114 + t3115;
-  const S t3117 = w[42] * w[64];
+  const S t3117 = w[42] * w[154];
   const S t3118 = t3116 + t3117;
   Minv[174] = t3118;
   Minv[225] = t3118;
-  const S t3119 = w[154] * w[40];
-  const S t3120 = w[153] * w[39];
+  // ---- ltdl inverse, column 13: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3119 = w[149] * w[40];
+  const S t3120 = w[150] * w[39];
   const S t3121 = t3119 + t3120;
-  const S t3122 = w[152] * w[38];
+  const S t3122 = w[151] * w[38];
   const S t3123 = t3121 + t3122;
-  const S t3124 = w[151] * w[37];
+  const S t3124 = w[152] * w[37];
   const S t3125 = t3123 + t3124;
-  const S t3126 = w[150] * w[36];
+  const S t3126 = w[64] * w[36];
   const S t3127 = t3125 + t3126;
-  const S t3128 = w[64] * w[176];
+  const S t3128 = w[154] * w[181];
   const S t3129 = t3127 - t3128;
   Minv[175] = t3129;
   Minv[243] = t3129;
-  const S t3130 = w[154] * w[32];
-  const S t3131 = w[153] * w[31];
+  // ---- ltdl inverse, column 14: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3130 = w[149] * w[32];
+  const S t3131 = w[150] * w[31];
   const S t3132 = t3130 + t3131;
-  const S t3133 = w[152] * w[30];
+  const S t3133 = w[151] * w[30];
   const S t3134 = t3132 + t3133;
-  const S t3135 = w[151] * w[29];
+  const S t3135 = w[152] * w[29];
   const S t3136 = t3134 + t3135;
-  const S t3137 = w[150] * w[28];
+  const S t3137 = w[64] * w[28];
   const S t3138 = t3136 + t3137;
-  const S t3139 = w[64] * w[27];
+  const S t3139 = w[154] * w[27];
   const S t3140 = t3138 - t3139;
   Minv[176] = t3140;
   Minv[261] = t3140;
-  const S t3141 = w[154] * w[24];
-  const S t3142 = w[153] * w[23];
+  // ---- ltdl inverse, column 15: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3141 = w[149] * w[24];
+  const S t3142 = w[150] * w[23];
   const S t3143 = t3141 + t3142;
-  const S t3144 = w[152] * w[22];
+  const S t3144 = w[151] * w[22];
   const S t3145 = t3143 + t3144;
-  const S t3146 = w[151] * w[21];
+  const S t3146 = w[152] * w[21];
   const S t3147 = t3145 + t3146;
-  const S t3148 = w[150] * w[191];
+  const S t3148 = w[64] * w[195];
   const S t3149 = t3147 + t3148;
-  const S t3150 = w[19] * w[64];
+  const S t3150 = w[19] * w[154];
   const S t3151 = t3149 + t3150;
   Minv[177] = t3151;
   Minv[279] = t3151;
-  const S t3152 = w[154] * w[17];
-  const S t3153 = w[153] * w[16];
+  // ---- ltdl inverse, column 16: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3152 = w[149] * w[17];
+  const S t3153 = w[150] * w[16];
   const S t3154 = t3152 + t3153;
-  const S t3155 = w[152] * w[15];
+  const S t3155 = w[151] * w[15];
   const S t3156 = t3154 + t3155;
-  const S t3157 = w[151] * w[14];
+  const S t3157 = w[152] * w[14];
   const S t3158 = t3156 + t3157;
-  const S t3159 = w[150] * w[11];
+  const S t3159 = w[64] * w[11];
   const S t3160 = t3158 + t3159;
-  const S t3161 = w[64] * w[197];
+  const S t3161 = w[154] * w[202];
   const S t3162 = t3160 - t3161;
   Minv[178] = t3162;
   Minv[297] = t3162;
-  const S t3163 = w[154] * w[7];
-  const S t3164 = w[153] * w[6];
+  // ---- ltdl inverse, column 17: body 4 FR_hip (joint FR_hip_joint), tree level 1
+  const S t3163 = w[149] * w[7];
+  const S t3164 = w[150] * w[6];
   const S t3165 = t3163 + t3164;
-  const S t3166 = w[152] * w[5];
+  const S t3166 = w[151] * w[5];
   const S t3167 = t3165 + t3166;
-  const S t3168 = w[151] * w[4];
+  const S t3168 = w[152] * w[4];
   const S t3169 = t3167 + t3168;
-  const S t3170 = w[150] * w[3];
+  const S t3170 = w[64] * w[3];
   const S t3171 = t3169 + t3170;
-  const S t3172 = w[64] * w[2];
+  const S t3172 = w[154] * w[2];
   const S t3173 = t3171 - t3172;
   Minv[179] = t3173;
   Minv[315] = t3173;
-  // ---- ltdl inverse: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
-  const S t3174 = w[60] * w[161];
-  const S t3175 = w[55] * w[160];
+  // ---- ltdl inverse, column 10: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t3174 = w[60] * w[155];
+  const S t3175 = w[55] * w[156];
   const S t3176 = t3174 + t3175;
-  const S t3177 = w[54] * w[159];
+  const S t3177 = w[54] * w[157];
   const S t3178 = t3176 + t3177;
   const S t3179 = w[52] * w[158];
   const S t3180 = t3178 + t3179;
-  const S t3181 = w[50] * w[157];
+  const S t3181 = w[50] * w[159];
   const S t3182 = t3180 + t3181;
-  const S t3183 = w[155] * w[156];
+  const S t3183 = w[160] * w[49];
   const S t3184 = t3182 + t3183;
-  const S t3185 = w[47] * w[49];
+  const S t3185 = w[47] * w[161];
   const S t3186 = t3184 + t3185;
   const S t3187 = w[12] + t3186;
   Minv[190] = t3187;
-  const S t3188 = w[161] * w[13];
-  const S t3189 = w[160] * w[46];
+  // ---- ltdl inverse, column 11: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t3188 = w[155] * w[13];
+  const S t3189 = w[156] * w[46];
   const S t3190 = t3188 + t3189;
-  const S t3191 = w[159] * w[111];
+  const S t3191 = w[157] * w[111];
   const S t3192 = t3190 + t3191;
   const S t3193 = w[158] * w[106];
   const S t3194 = t3192 + t3193;
-  const S t3195 = w[157] * w[100];
+  const S t3195 = w[159] * w[100];
   const S t3196 = t3194 + t3195;
-  const S t3197 = w[156] * w[93];
+  const S t3197 = w[49] * w[93];
   const S t3198 = t3196 + t3197;
-  const S t3199 = w[49] * w[162];
+  const S t3199 = w[161] * w[168];
   const S t3200 = t3198 - t3199;
-  const S t3201 = t3200 - w[53];
+  const S t3201 = t3200 - w[169];
   Minv[191] = t3201;
   Minv[208] = t3201;
-  const S t3202 = w[161] * w[51];
-  const S t3203 = w[160] * w[48];
+  // ---- ltdl inverse, column 12: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t3202 = w[155] * w[51];
+  const S t3203 = w[156] * w[48];
   const S t3204 = t3202 + t3203;
-  const S t3205 = w[159] * w[45];
+  const S t3205 = w[157] * w[45];
   const S t3206 = t3204 + t3205;
   const S t3207 = w[158] * w[44];
   const S t3208 = t3206 + t3207;
-  const S t3209 = w[157] * w[170];
+  const S t3209 = w[159] * w[174];
   const S t3210 = t3208 + t3209;
-  const S t3211 = w[42] * w[156];
+  const S t3211 = w[42] * w[49];
   const S t3212 = t3210 - t3211;
   Minv[192] = t3212;
   Minv[226] = t3212;
-  const S t3213 = w[161] * w[40];
-  const S t3214 = w[160] * w[39];
+  // ---- ltdl inverse, column 13: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t3213 = w[155] * w[40];
+  const S t3214 = w[156] * w[39];
   const S t3215 = t3213 + t3214;
-  const S t3216 = w[159] * w[38];
+  const S t3216 = w[157] * w[38];
   const S t3217 = t3215 + t3216;
   const S t3218 = w[158] * w[37];
   const S t3219 = t3217 + t3218;
-  const S t3220 = w[157] * w[36];
+  const S t3220 = w[159] * w[36];
   const S t3221 = t3219 + t3220;
-  const S t3222 = w[156] * w[176];
+  const S t3222 = w[49] * w[181];
   const S t3223 = t3221 + t3222;
   Minv[193] = t3223;
   Minv[244] = t3223;
-  const S t3224 = w[161] * w[32];
-  const S t3225 = w[160] * w[31];
+  // ---- ltdl inverse, column 14: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t3224 = w[155] * w[32];
+  const S t3225 = w[156] * w[31];
   const S t3226 = t3224 + t3225;
-  const S t3227 = w[159] * w[30];
+  const S t3227 = w[157] * w[30];
   const S t3228 = t3226 + t3227;
   const S t3229 = w[158] * w[29];
   const S t3230 = t3228 + t3229;
-  const S t3231 = w[157] * w[28];
+  const S t3231 = w[159] * w[28];
   const S t3232 = t3230 + t3231;
-  const S t3233 = w[156] * w[27];
+  const S t3233 = w[49] * w[27];
   const S t3234 = t3232 + t3233;
   Minv[194] = t3234;
   Minv[262] = t3234;
-  const S t3235 = w[161] * w[24];
-  const S t3236 = w[160] * w[23];
+  // ---- ltdl inverse, column 15: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t3235 = w[155] * w[24];
+  const S t3236 = w[156] * w[23];
   const S t3237 = t3235 + t3236;
-  const S t3238 = w[159] * w[22];
+  const S t3238 = w[157] * w[22];
   const S t3239 = t3237 + t3238;
   const S t3240 = w[158] * w[21];
   const S t3241 = t3239 + t3240;
-  const S t3242 = w[157] * w[191];
+  const S t3242 = w[159] * w[195];
   const S t3243 = t3241 + t3242;
-  const S t3244 = w[19] * w[156];
+  const S t3244 = w[19] * w[49];
   const S t3245 = t3243 - t3244;
   Minv[195] = t3245;
   Minv[280] = t3245;
-  const S t3246 = w[161] * w[17];
-  const S t3247 = w[160] * w[16];
+  // ---- ltdl inverse, column 16: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t3246 = w[155] * w[17];
+  const S t3247 = w[156] * w[16];
   const S t3248 = t3246 + t3247;
-  const S t3249 = w[159] * w[15];
+  const S t3249 = w[157] * w[15];
   const S t3250 = t3248 + t3249;
   const S t3251 = w[158] * w[14];
   const S t3252 = t3250 + t3251;
-  const S t3253 = w[157] * w[11];
+  const S t3253 = w[159] * w[11];
   const S t3254 = t3252 + t3253;
-  const S t3255 = w[156] * w[197];
+  const S t3255 = w[49] * w[202];
   const S t3256 = t3254 + t3255;
   Minv[196] = t3256;
   Minv[298] = t3256;
-  const S t3257 = w[161] * w[7];
-  const S t3258 = w[160] * w[6];
+  // ---- ltdl inverse, column 17: body 5 FR_thigh (joint FR_thigh_joint), tree level 2
+  const S t3257 = w[155] * w[7];
+  const S t3258 = w[156] * w[6];
   const S t3259 = t3257 + t3258;
-  const S t3260 = w[159] * w[5];
+  const S t3260 = w[157] * w[5];
   const S t3261 = t3259 + t3260;
   const S t3262 = w[158] * w[4];
   const S t3263 = t3261 + t3262;
-  const S t3264 = w[157] * w[3];
+  const S t3264 = w[159] * w[3];
   const S t3265 = t3263 + t3264;
-  const S t3266 = w[156] * w[2];
+  const S t3266 = w[49] * w[2];
   const S t3267 = t3265 + t3266;
   Minv[197] = t3267;
   Minv[316] = t3267;
-  // ---- ltdl inverse: body 6 FR_calf (joint FR_calf_joint), tree level 3
-  const S t3268 = w[13] * w[169];
-  const S t3269 = w[46] * w[168];
+  // ---- ltdl inverse, column 11: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t3268 = w[13] * w[162];
+  const S t3269 = w[46] * w[163];
   const S t3270 = t3268 + t3269;
-  const S t3271 = w[111] * w[167];
+  const S t3271 = w[111] * w[164];
   const S t3272 = t3270 + t3271;
-  const S t3273 = w[106] * w[166];
+  const S t3273 = w[106] * w[165];
   const S t3274 = t3272 + t3273;
-  const S t3275 = w[100] * w[165];
+  const S t3275 = w[100] * w[166];
   const S t3276 = t3274 + t3275;
-  const S t3277 = w[93] * w[164];
+  const S t3277 = w[93] * w[167];
   const S t3278 = t3276 + t3277;
-  const S t3279 = w[162] * w[163];
+  const S t3279 = w[168] * w[53];
   const S t3280 = t3278 + t3279;
-  const S t3281 = w[61] * w[53];
+  const S t3281 = w[61] * w[169];
   const S t3282 = t3280 + t3281;
   const S t3283 = 166.8862054699624 + t3282;
   Minv[209] = t3283;
-  const S t3284 = w[169] * w[51];
-  const S t3285 = w[168] * w[48];
+  // ---- ltdl inverse, column 12: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t3284 = w[162] * w[51];
+  const S t3285 = w[163] * w[48];
   const S t3286 = t3284 + t3285;
-  const S t3287 = w[167] * w[45];
+  const S t3287 = w[164] * w[45];
   const S t3288 = t3286 + t3287;
-  const S t3289 = w[166] * w[44];
+  const S t3289 = w[165] * w[44];
   const S t3290 = t3288 + t3289;
-  const S t3291 = w[165] * w[170];
+  const S t3291 = w[166] * w[174];
   const S t3292 = t3290 + t3291;
-  const S t3293 = w[42] * w[164];
+  const S t3293 = w[42] * w[167];
   const S t3294 = t3292 - t3293;
   Minv[210] = t3294;
   Minv[227] = t3294;
-  const S t3295 = w[169] * w[40];
-  const S t3296 = w[168] * w[39];
+  // ---- ltdl inverse, column 13: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t3295 = w[162] * w[40];
+  const S t3296 = w[163] * w[39];
   const S t3297 = t3295 + t3296;
-  const S t3298 = w[167] * w[38];
+  const S t3298 = w[164] * w[38];
   const S t3299 = t3297 + t3298;
-  const S t3300 = w[166] * w[37];
+  const S t3300 = w[165] * w[37];
   const S t3301 = t3299 + t3300;
-  const S t3302 = w[165] * w[36];
+  const S t3302 = w[166] * w[36];
   const S t3303 = t3301 + t3302;
-  const S t3304 = w[164] * w[176];
+  const S t3304 = w[167] * w[181];
   const S t3305 = t3303 + t3304;
   Minv[211] = t3305;
   Minv[245] = t3305;
-  const S t3306 = w[169] * w[32];
-  const S t3307 = w[168] * w[31];
+  // ---- ltdl inverse, column 14: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t3306 = w[162] * w[32];
+  const S t3307 = w[163] * w[31];
   const S t3308 = t3306 + t3307;
-  const S t3309 = w[167] * w[30];
+  const S t3309 = w[164] * w[30];
   const S t3310 = t3308 + t3309;
-  const S t3311 = w[166] * w[29];
+  const S t3311 = w[165] * w[29];
   const S t3312 = t3310 + t3311;
-  const S t3313 = w[165] * w[28];
+  const S t3313 = w[166] * w[28];
   const S t3314 = t3312 + t3313;
-  const S t3315 = w[164] * w[27];
+  const S t3315 = w[167] * w[27];
   const S t3316 = t3314 + t3315;
   Minv[212] = t3316;
   Minv[263] = t3316;
-  const S t3317 = w[169] * w[24];
-  const S t3318 = w[168] * w[23];
+  // ---- ltdl inverse, column 15: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t3317 = w[162] * w[24];
+  const S t3318 = w[163] * w[23];
   const S t3319 = t3317 + t3318;
-  const S t3320 = w[167] * w[22];
+  const S t3320 = w[164] * w[22];
   const S t3321 = t3319 + t3320;
-  const S t3322 = w[166] * w[21];
+  const S t3322 = w[165] * w[21];
   const S t3323 = t3321 + t3322;
-  const S t3324 = w[165] * w[191];
+  const S t3324 = w[166] * w[195];
   const S t3325 = t3323 + t3324;
-  const S t3326 = w[19] * w[164];
+  const S t3326 = w[19] * w[167];
   const S t3327 = t3325 - t3326;
   Minv[213] = t3327;
   Minv[281] = t3327;
-  const S t3328 = w[169] * w[17];
-  const S t3329 = w[168] * w[16];
+  // ---- ltdl inverse, column 16: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t3328 = w[162] * w[17];
+  const S t3329 = w[163] * w[16];
   const S t3330 = t3328 + t3329;
-  const S t3331 = w[167] * w[15];
+  const S t3331 = w[164] * w[15];
   const S t3332 = t3330 + t3331;
-  const S t3333 = w[166] * w[14];
+  const S t3333 = w[165] * w[14];
   const S t3334 = t3332 + t3333;
-  const S t3335 = w[165] * w[11];
+  const S t3335 = w[166] * w[11];
   const S t3336 = t3334 + t3335;
-  const S t3337 = w[164] * w[197];
+  const S t3337 = w[167] * w[202];
   const S t3338 = t3336 + t3337;
   Minv[214] = t3338;
   Minv[299] = t3338;
-  const S t3339 = w[169] * w[7];
-  const S t3340 = w[168] * w[6];
+  // ---- ltdl inverse, column 17: body 6 FR_calf (joint FR_calf_joint), tree level 3
+  const S t3339 = w[162] * w[7];
+  const S t3340 = w[163] * w[6];
   const S t3341 = t3339 + t3340;
-  const S t3342 = w[167] * w[5];
+  const S t3342 = w[164] * w[5];
   const S t3343 = t3341 + t3342;
-  const S t3344 = w[166] * w[4];
+  const S t3344 = w[165] * w[4];
   const S t3345 = t3343 + t3344;
-  const S t3346 = w[165] * w[3];
+  const S t3346 = w[166] * w[3];
   const S t3347 = t3345 + t3346;
-  const S t3348 = w[164] * w[2];
+  const S t3348 = w[167] * w[2];
   const S t3349 = t3347 + t3348;
   Minv[215] = t3349;
   Minv[317] = t3349;
-  // ---- ltdl inverse: body 7 RL_hip (joint RL_hip_joint), tree level 1
-  const S t3350 = w[51] * w[175];
-  const S t3351 = w[48] * w[174];
+  // ---- ltdl inverse, column 12: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t3350 = w[51] * w[170];
+  const S t3351 = w[48] * w[171];
   const S t3352 = t3350 + t3351;
-  const S t3353 = w[45] * w[173];
+  const S t3353 = w[45] * w[172];
   const S t3354 = t3352 + t3353;
-  const S t3355 = w[44] * w[172];
+  const S t3355 = w[44] * w[173];
   const S t3356 = t3354 + t3355;
-  const S t3357 = w[170] * w[171];
+  const S t3357 = w[174] * w[43];
   const S t3358 = t3356 + t3357;
-  const S t3359 = w[42] * w[43];
+  const S t3359 = w[42] * w[175];
   const S t3360 = t3358 + t3359;
   const S t3361 = w[41] + t3360;
   Minv[228] = t3361;
-  const S t3362 = w[175] * w[40];
-  const S t3363 = w[174] * w[39];
+  // ---- ltdl inverse, column 13: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t3362 = w[170] * w[40];
+  const S t3363 = w[171] * w[39];
   const S t3364 = t3362 + t3363;
-  const S t3365 = w[173] * w[38];
+  const S t3365 = w[172] * w[38];
   const S t3366 = t3364 + t3365;
-  const S t3367 = w[172] * w[37];
+  const S t3367 = w[173] * w[37];
   const S t3368 = t3366 + t3367;
-  const S t3369 = w[171] * w[36];
+  const S t3369 = w[43] * w[36];
   const S t3370 = t3368 + t3369;
-  const S t3371 = w[43] * w[176];
+  const S t3371 = w[175] * w[181];
   const S t3372 = t3370 - t3371;
-  const S t3373 = t3372 - w[35];
+  const S t3373 = t3372 - w[182];
   Minv[229] = t3373;
   Minv[246] = t3373;
-  const S t3374 = w[175] * w[32];
-  const S t3375 = w[174] * w[31];
+  // ---- ltdl inverse, column 14: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t3374 = w[170] * w[32];
+  const S t3375 = w[171] * w[31];
   const S t3376 = t3374 + t3375;
-  const S t3377 = w[173] * w[30];
+  const S t3377 = w[172] * w[30];
   const S t3378 = t3376 + t3377;
-  const S t3379 = w[172] * w[29];
+  const S t3379 = w[173] * w[29];
   const S t3380 = t3378 + t3379;
-  const S t3381 = w[171] * w[28];
+  const S t3381 = w[43] * w[28];
   const S t3382 = t3380 + t3381;
-  const S t3383 = w[43] * w[27];
+  const S t3383 = w[175] * w[27];
   const S t3384 = t3382 - t3383;
-  const S t3385 = w[184] + t3384;
+  const S t3385 = w[26] + t3384;
   Minv[230] = t3385;
   Minv[264] = t3385;
-  const S t3386 = w[175] * w[24];
-  const S t3387 = w[174] * w[23];
+  // ---- ltdl inverse, column 15: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t3386 = w[170] * w[24];
+  const S t3387 = w[171] * w[23];
   const S t3388 = t3386 + t3387;
-  const S t3389 = w[173] * w[22];
+  const S t3389 = w[172] * w[22];
   const S t3390 = t3388 + t3389;
-  const S t3391 = w[172] * w[21];
+  const S t3391 = w[173] * w[21];
   const S t3392 = t3390 + t3391;
-  const S t3393 = w[171] * w[191];
+  const S t3393 = w[43] * w[195];
   const S t3394 = t3392 + t3393;
-  const S t3395 = w[19] * w[43];
+  const S t3395 = w[19] * w[175];
   const S t3396 = t3394 + t3395;
   Minv[231] = t3396;
   Minv[282] = t3396;
-  const S t3397 = w[175] * w[17];
-  const S t3398 = w[174] * w[16];
+  // ---- ltdl inverse, column 16: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t3397 = w[170] * w[17];
+  const S t3398 = w[171] * w[16];
   const S t3399 = t3397 + t3398;
-  const S t3400 = w[173] * w[15];
+  const S t3400 = w[172] * w[15];
   const S t3401 = t3399 + t3400;
-  const S t3402 = w[172] * w[14];
+  const S t3402 = w[173] * w[14];
   const S t3403 = t3401 + t3402;
-  const S t3404 = w[171] * w[11];
+  const S t3404 = w[43] * w[11];
   const S t3405 = t3403 + t3404;
-  const S t3406 = w[43] * w[197];
+  const S t3406 = w[175] * w[202];
   const S t3407 = t3405 - t3406;
   Minv[232] = t3407;
   Minv[300] = t3407;
-  const S t3408 = w[175] * w[7];
-  const S t3409 = w[174] * w[6];
+  // ---- ltdl inverse, column 17: body 7 RL_hip (joint RL_hip_joint), tree level 1
+  const S t3408 = w[170] * w[7];
+  const S t3409 = w[171] * w[6];
   const S t3410 = t3408 + t3409;
-  const S t3411 = w[173] * w[5];
+  const S t3411 = w[172] * w[5];
   const S t3412 = t3410 + t3411;
-  const S t3413 = w[172] * w[4];
+  const S t3413 = w[173] * w[4];
   const S t3414 = t3412 + t3413;
-  const S t3415 = w[171] * w[3];
+  const S t3415 = w[43] * w[3];
   const S t3416 = t3414 + t3415;
-  const S t3417 = w[43] * w[2];
+  const S t3417 = w[175] * w[2];
   const S t3418 = t3416 - t3417;
   Minv[233] = t3418;
   Minv[318] = t3418;
-  // ---- ltdl inverse: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
-  const S t3419 = w[40] * w[182];
-  const S t3420 = w[39] * w[181];
+  // ---- ltdl inverse, column 13: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t3419 = w[40] * w[176];
+  const S t3420 = w[39] * w[177];
   const S t3421 = t3419 + t3420;
-  const S t3422 = w[38] * w[180];
+  const S t3422 = w[38] * w[178];
   const S t3423 = t3421 + t3422;
   const S t3424 = w[37] * w[179];
   const S t3425 = t3423 + t3424;
-  const S t3426 = w[36] * w[178];
+  const S t3426 = w[36] * w[180];
   const S t3427 = t3425 + t3426;
-  const S t3428 = w[176] * w[177];
+  const S t3428 = w[181] * w[35];
   const S t3429 = t3427 + t3428;
-  const S t3430 = w[34] * w[35];
+  const S t3430 = w[34] * w[182];
   const S t3431 = t3429 + t3430;
   const S t3432 = w[33] + t3431;
   Minv[247] = t3432;
-  const S t3433 = w[182] * w[32];
-  const S t3434 = w[181] * w[31];
+  // ---- ltdl inverse, column 14: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t3433 = w[176] * w[32];
+  const S t3434 = w[177] * w[31];
   const S t3435 = t3433 + t3434;
-  const S t3436 = w[180] * w[30];
+  const S t3436 = w[178] * w[30];
   const S t3437 = t3435 + t3436;
   const S t3438 = w[179] * w[29];
   const S t3439 = t3437 + t3438;
-  const S t3440 = w[178] * w[28];
+  const S t3440 = w[180] * w[28];
   const S t3441 = t3439 + t3440;
-  const S t3442 = w[177] * w[27];
+  const S t3442 = w[35] * w[27];
   const S t3443 = t3441 + t3442;
-  const S t3444 = w[35] * w[183];
+  const S t3444 = w[182] * w[189];
   const S t3445 = t3443 - t3444;
-  const S t3446 = t3445 - w[26];
+  const S t3446 = t3445 - w[190];
   Minv[248] = t3446;
   Minv[265] = t3446;
-  const S t3447 = w[182] * w[24];
-  const S t3448 = w[181] * w[23];
+  // ---- ltdl inverse, column 15: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t3447 = w[176] * w[24];
+  const S t3448 = w[177] * w[23];
   const S t3449 = t3447 + t3448;
-  const S t3450 = w[180] * w[22];
+  const S t3450 = w[178] * w[22];
   const S t3451 = t3449 + t3450;
   const S t3452 = w[179] * w[21];
   const S t3453 = t3451 + t3452;
-  const S t3454 = w[178] * w[191];
+  const S t3454 = w[180] * w[195];
   const S t3455 = t3453 + t3454;
-  const S t3456 = w[19] * w[177];
+  const S t3456 = w[19] * w[35];
   const S t3457 = t3455 - t3456;
   Minv[249] = t3457;
   Minv[283] = t3457;
-  const S t3458 = w[182] * w[17];
-  const S t3459 = w[181] * w[16];
+  // ---- ltdl inverse, column 16: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t3458 = w[176] * w[17];
+  const S t3459 = w[177] * w[16];
   const S t3460 = t3458 + t3459;
-  const S t3461 = w[180] * w[15];
+  const S t3461 = w[178] * w[15];
   const S t3462 = t3460 + t3461;
   const S t3463 = w[179] * w[14];
   const S t3464 = t3462 + t3463;
-  const S t3465 = w[178] * w[11];
+  const S t3465 = w[180] * w[11];
   const S t3466 = t3464 + t3465;
-  const S t3467 = w[177] * w[197];
+  const S t3467 = w[35] * w[202];
   const S t3468 = t3466 + t3467;
   Minv[250] = t3468;
   Minv[301] = t3468;
-  const S t3469 = w[182] * w[7];
-  const S t3470 = w[181] * w[6];
+  // ---- ltdl inverse, column 17: body 8 RL_thigh (joint RL_thigh_joint), tree level 2
+  const S t3469 = w[176] * w[7];
+  const S t3470 = w[177] * w[6];
   const S t3471 = t3469 + t3470;
-  const S t3472 = w[180] * w[5];
+  const S t3472 = w[178] * w[5];
   const S t3473 = t3471 + t3472;
   const S t3474 = w[179] * w[4];
   const S t3475 = t3473 + t3474;
-  const S t3476 = w[178] * w[3];
+  const S t3476 = w[180] * w[3];
   const S t3477 = t3475 + t3476;
-  const S t3478 = w[177] * w[2];
+  const S t3478 = w[35] * w[2];
   const S t3479 = t3477 + t3478;
   Minv[251] = t3479;
   Minv[319] = t3479;
-  // ---- ltdl inverse: body 9 RL_calf (joint RL_calf_joint), tree level 3
-  const S t3480 = w[32] * w[190];
-  const S t3481 = w[31] * w[189];
+  // ---- ltdl inverse, column 14: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t3480 = w[32] * w[183];
+  const S t3481 = w[31] * w[184];
   const S t3482 = t3480 + t3481;
-  const S t3483 = w[30] * w[188];
+  const S t3483 = w[30] * w[185];
   const S t3484 = t3482 + t3483;
-  const S t3485 = w[29] * w[187];
+  const S t3485 = w[29] * w[186];
   const S t3486 = t3484 + t3485;
-  const S t3487 = w[28] * w[186];
+  const S t3487 = w[28] * w[187];
   const S t3488 = t3486 + t3487;
-  const S t3489 = w[27] * w[185];
+  const S t3489 = w[27] * w[188];
   const S t3490 = t3488 + t3489;
-  const S t3491 = w[183] * w[184];
+  const S t3491 = w[189] * w[26];
   const S t3492 = t3490 + t3491;
-  const S t3493 = w[25] * w[26];
+  const S t3493 = w[25] * w[190];
   const S t3494 = t3492 + t3493;
   const S t3495 = 166.8862054699624 + t3494;
   Minv[266] = t3495;
-  const S t3496 = w[190] * w[24];
-  const S t3497 = w[189] * w[23];
+  // ---- ltdl inverse, column 15: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t3496 = w[183] * w[24];
+  const S t3497 = w[184] * w[23];
   const S t3498 = t3496 + t3497;
-  const S t3499 = w[188] * w[22];
+  const S t3499 = w[185] * w[22];
   const S t3500 = t3498 + t3499;
-  const S t3501 = w[187] * w[21];
+  const S t3501 = w[186] * w[21];
   const S t3502 = t3500 + t3501;
-  const S t3503 = w[186] * w[191];
+  const S t3503 = w[187] * w[195];
   const S t3504 = t3502 + t3503;
-  const S t3505 = w[19] * w[185];
+  const S t3505 = w[19] * w[188];
   const S t3506 = t3504 - t3505;
   Minv[267] = t3506;
   Minv[284] = t3506;
-  const S t3507 = w[190] * w[17];
-  const S t3508 = w[189] * w[16];
+  // ---- ltdl inverse, column 16: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t3507 = w[183] * w[17];
+  const S t3508 = w[184] * w[16];
   const S t3509 = t3507 + t3508;
-  const S t3510 = w[188] * w[15];
+  const S t3510 = w[185] * w[15];
   const S t3511 = t3509 + t3510;
-  const S t3512 = w[187] * w[14];
+  const S t3512 = w[186] * w[14];
   const S t3513 = t3511 + t3512;
-  const S t3514 = w[186] * w[11];
+  const S t3514 = w[187] * w[11];
   const S t3515 = t3513 + t3514;
-  const S t3516 = w[185] * w[197];
+  const S t3516 = w[188] * w[202];
   const S t3517 = t3515 + t3516;
   Minv[268] = t3517;
   Minv[302] = t3517;
-  const S t3518 = w[190] * w[7];
-  const S t3519 = w[189] * w[6];
+  // ---- ltdl inverse, column 17: body 9 RL_calf (joint RL_calf_joint), tree level 3
+  const S t3518 = w[183] * w[7];
+  const S t3519 = w[184] * w[6];
   const S t3520 = t3518 + t3519;
-  const S t3521 = w[188] * w[5];
+  const S t3521 = w[185] * w[5];
   const S t3522 = t3520 + t3521;
-  const S t3523 = w[187] * w[4];
+  const S t3523 = w[186] * w[4];
   const S t3524 = t3522 + t3523;
-  const S t3525 = w[186] * w[3];
+  const S t3525 = w[187] * w[3];
   const S t3526 = t3524 + t3525;
-  const S t3527 = w[185] * w[2];
+  const S t3527 = w[188] * w[2];
   const S t3528 = t3526 + t3527;
   Minv[269] = t3528;
   Minv[320] = t3528;
-  // ---- ltdl inverse: body 10 RR_hip (joint RR_hip_joint), tree level 1
-  const S t3529 = w[24] * w[196];
-  const S t3530 = w[23] * w[195];
+  // ---- ltdl inverse, column 15: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  const S t3529 = w[24] * w[191];
+  const S t3530 = w[23] * w[192];
   const S t3531 = t3529 + t3530;
-  const S t3532 = w[22] * w[194];
+  const S t3532 = w[22] * w[193];
   const S t3533 = t3531 + t3532;
-  const S t3534 = w[21] * w[193];
+  const S t3534 = w[21] * w[194];
   const S t3535 = t3533 + t3534;
-  const S t3536 = w[191] * w[192];
+  const S t3536 = w[195] * w[20];
   const S t3537 = t3535 + t3536;
-  const S t3538 = w[19] * w[20];
+  const S t3538 = w[19] * w[196];
   const S t3539 = t3537 + t3538;
   const S t3540 = w[18] + t3539;
   Minv[285] = t3540;
-  const S t3541 = w[196] * w[17];
-  const S t3542 = w[195] * w[16];
+  // ---- ltdl inverse, column 16: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  const S t3541 = w[191] * w[17];
+  const S t3542 = w[192] * w[16];
   const S t3543 = t3541 + t3542;
-  const S t3544 = w[194] * w[15];
+  const S t3544 = w[193] * w[15];
   const S t3545 = t3543 + t3544;
-  const S t3546 = w[193] * w[14];
+  const S t3546 = w[194] * w[14];
   const S t3547 = t3545 + t3546;
-  const S t3548 = w[192] * w[11];
+  const S t3548 = w[20] * w[11];
   const S t3549 = t3547 + t3548;
-  const S t3550 = w[20] * w[197];
+  const S t3550 = w[196] * w[202];
   const S t3551 = t3549 - t3550;
-  const S t3552 = t3551 - w[10];
+  const S t3552 = t3551 - w[203];
   Minv[286] = t3552;
   Minv[303] = t3552;
-  const S t3553 = w[196] * w[7];
-  const S t3554 = w[195] * w[6];
+  // ---- ltdl inverse, column 17: body 10 RR_hip (joint RR_hip_joint), tree level 1
+  const S t3553 = w[191] * w[7];
+  const S t3554 = w[192] * w[6];
   const S t3555 = t3553 + t3554;
-  const S t3556 = w[194] * w[5];
+  const S t3556 = w[193] * w[5];
   const S t3557 = t3555 + t3556;
-  const S t3558 = w[193] * w[4];
+  const S t3558 = w[194] * w[4];
   const S t3559 = t3557 + t3558;
-  const S t3560 = w[192] * w[3];
+  const S t3560 = w[20] * w[3];
   const S t3561 = t3559 + t3560;
-  const S t3562 = w[20] * w[2];
+  const S t3562 = w[196] * w[2];
   const S t3563 = t3561 - t3562;
-  const S t3564 = w[205] + t3563;
+  const S t3564 = w[1] + t3563;
   Minv[287] = t3564;
   Minv[321] = t3564;
-  // ---- ltdl inverse: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
-  const S t3565 = w[17] * w[203];
-  const S t3566 = w[16] * w[202];
+  // ---- ltdl inverse, column 16: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  const S t3565 = w[17] * w[197];
+  const S t3566 = w[16] * w[198];
   const S t3567 = t3565 + t3566;
-  const S t3568 = w[15] * w[201];
+  const S t3568 = w[15] * w[199];
   const S t3569 = t3567 + t3568;
   const S t3570 = w[14] * w[200];
   const S t3571 = t3569 + t3570;
-  const S t3572 = w[11] * w[199];
+  const S t3572 = w[11] * w[201];
   const S t3573 = t3571 + t3572;
-  const S t3574 = w[197] * w[198];
+  const S t3574 = w[202] * w[10];
   const S t3575 = t3573 + t3574;
-  const S t3576 = w[9] * w[10];
+  const S t3576 = w[9] * w[203];
   const S t3577 = t3575 + t3576;
   const S t3578 = w[8] + t3577;
   Minv[304] = t3578;
-  const S t3579 = w[203] * w[7];
-  const S t3580 = w[202] * w[6];
+  // ---- ltdl inverse, column 17: body 11 RR_thigh (joint RR_thigh_joint), tree level 2
+  const S t3579 = w[197] * w[7];
+  const S t3580 = w[198] * w[6];
   const S t3581 = t3579 + t3580;
-  const S t3582 = w[201] * w[5];
+  const S t3582 = w[199] * w[5];
   const S t3583 = t3581 + t3582;
   const S t3584 = w[200] * w[4];
   const S t3585 = t3583 + t3584;
-  const S t3586 = w[199] * w[3];
+  const S t3586 = w[201] * w[3];
   const S t3587 = t3585 + t3586;
-  const S t3588 = w[198] * w[2];
+  const S t3588 = w[10] * w[2];
   const S t3589 = t3587 + t3588;
-  const S t3590 = w[10] * w[204];
+  const S t3590 = w[203] * w[209];
   const S t3591 = t3589 - t3590;
-  const S t3592 = t3591 - w[1];
+  const S t3592 = t3591 - w[210];
   Minv[305] = t3592;
   Minv[322] = t3592;
-  // ---- ltdl inverse: body 12 RR_calf (joint RR_calf_joint), tree level 3
-  const S t3593 = w[7] * w[211];
-  const S t3594 = w[6] * w[210];
+  // ---- ltdl inverse, column 17: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  const S t3593 = w[7] * w[204];
+  const S t3594 = w[6] * w[82];
   const S t3595 = t3593 + t3594;
-  const S t3596 = w[5] * w[209];
+  const S t3596 = w[5] * w[205];
   const S t3597 = t3595 + t3596;
-  const S t3598 = w[4] * w[208];
+  const S t3598 = w[4] * w[206];
   const S t3599 = t3597 + t3598;
   w[4] = t3599;
 }
 
 template <typename S>
 static __attribute__((noinline)) void minv_part6([[maybe_unused]] const S* __restrict q, [[maybe_unused]] S* __restrict Minv, S* __restrict w) {
-  // ---- ltdl inverse: body 12 RR_calf (joint RR_calf_joint), tree level 3
+  // ---- ltdl inverse, column 17: body 12 RR_calf (joint RR_calf_joint), tree level 3
   const S t3600 = w[3] * w[207];
   const S t3601 = w[4] + t3600;
-  const S t3602 = w[2] * w[206];
+  const S t3602 = w[2] * w[208];
   const S t3603 = t3601 + t3602;
-  const S t3604 = w[204] * w[205];
+  const S t3604 = w[209] * w[1];
   const S t3605 = t3603 + t3604;
-  const S t3606 = w[0] * w[1];
+  const S t3606 = w[0] * w[210];
   const S t3607 = t3605 + t3606;
   const S t3608 = 166.8862054699624 + t3607;
   Minv[323] = t3608;
@@ -4725,18 +5033,18 @@ __attribute__((used)) inline void rbd_quadruped_set_stream_bytes_f64(long bytes)
   __atomic_store_n(&rbd_quadruped_f64::rbd_stream_bytes, bytes < 0 ? 0 : bytes, __ATOMIC_RELAXED);
 }
 
-// one state, the scratch in the caller's work: at least 212 doubles, whatever their values
+// one state, the scratch in the caller's work: at least 211 doubles, whatever their values
 void rbd_quadruped_minv_f64_ws(const double* q, double* Minv, double* work) {
   rbd_quadruped_f64::minv<double>(q, Minv, work);
 }
 
-long rbd_quadruped_minv_f64_workspace_size(void) { return 212; }
+long rbd_quadruped_minv_f64_workspace_size(void) { return 211; }
 
-// one state, the scratch on the stack (1696 bytes): no allocation, on any call, in any thread.
+// one state, the scratch on the stack (1688 bytes): no allocation, on any call, in any thread.
 // (It was a thread_local buffer, allocated by new[] on each thread's first call, which a real-time
 // loop must not do: issue 45.) Every value of the scratch is written before it is read.
 void rbd_quadruped_minv_f64(const double* q, double* Minv) {
-  double w[212];
+  double w[211];
   rbd_quadruped_f64::minv<double>(q, Minv, w);
 }
 
@@ -4755,11 +5063,11 @@ void rbd_quadruped_minv_f64_batch_strided(long n, const double* q, long q_stride
   // too small to pay for waking one, by this thread outside any parallel region: a team of one
   // costs two futex syscalls a call (0.7 us on the 2-core VM; docs/performance.md §51)
   auto blocks = [&]() {
-    rbd_buf<vec_t> buf(555 + 324);
+    rbd_buf<vec_t> buf(554 + 324);
     vec_t* q_v = buf.data() + 0;
     vec_t* Minv_v = buf.data() + 19;
     vec_t* w_v = buf.data() + 343;
-    double* stage = (double*)(buf.data() + 555);  // a block's largest output, as rows
+    double* stage = (double*)(buf.data() + 554);  // a block's largest output, as rows
 #pragma omp for schedule(static)
     for (long b = 0; b < nblocks; ++b) {
       rbd_to_lanes(q + b * LANES * q_stride, q_stride, 19, q_v);
@@ -4796,7 +5104,7 @@ void rbd_quadruped_minv_f64_batch_lanes(long n, const double* q, long q_ld, doub
   using namespace rbd_quadruped_f64;
   const long nblocks = (n + LANES - 1) / LANES;
   auto blocks = [&]() {  // (as in _batch_strided)
-    rbd_buf<vec_t> buf(555);
+    rbd_buf<vec_t> buf(554);
     vec_t* q_v = buf.data() + 0;
     vec_t* Minv_v = buf.data() + 19;
     vec_t* w_v = buf.data() + 343;

@@ -180,16 +180,23 @@ def factor_pays(m) -> bool:
     """Whether M⁻¹ is computed from M's LTDL factorisation (True) or by the articulated-body
     recursion on the identity (False): :data:`FACTOR_MACS_PER_PAIR`. Depends on the model's
     tree alone, so every lowering and target traces the same algorithm."""
-    anc = _dof_ancestors(_dof_parents(m))
-    n = len(anc)
+    lam = _dof_parents(m)
+    n = len(lam)
     if n == 0:
         return False
-    sets = [set(a) | {k} for k, a in enumerate(anc)]
-    factor = sum(len(a) * (len(a) + 1) // 2 for a in anc)
-    inverse = sum(sum(1 for i in anc[k] for j in anc[k] if j in sets[i] and j != i) for k in range(n))
-    product = sum(len(sets[i] & sets[j]) for i in range(n) for j in range(i, n))
+    depth, size = [0] * n, [1] * n  # ancestor DoFs; DoFs in the subtree, the DoF included
+    for k in range(n):
+        depth[k] = depth[lam[k]] + 1 if lam[k] >= 0 else 0
+    for k in reversed(range(n)):
+        if lam[k] >= 0:
+            size[lam[k]] += size[k]
+    # the factorisation Σ d(d+1)/2; L⁻¹: a pair of ancestors of k per multiply-add, Σ d(d−1)/2; the
+    # entries i ≤ j: each common ancestor-or-self k of the pair once, and the pairs of DoFs in k's
+    # subtree are s(s+1)/2 (O(n) sums of what the traced loops do, so a 10⁴-body model costs
+    # nothing to ask)
+    macs = sum(d * d + s * (s + 1) // 2 for d, s in zip(depth, size))
     pairs = sum(n - m.v_start[b] for b in range(m.nb) if m.nv_joint(b))
-    return factor + inverse + product <= FACTOR_MACS_PER_PAIR * pairs
+    return macs <= FACTOR_MACS_PER_PAIR * pairs
 
 
 class _Factor:
@@ -210,12 +217,26 @@ class _Factor:
             t.block("ltdl pivot", self.body[k])
             self.dinv[k] = 1.0 / H[k][k]
             for i in self.anc[k]:
-                t.block("ltdl elimination", self.body[k])
+                self._block("ltdl elimination", f"ancestor DoF {i}", k, True)
                 a = H[k][i] * self.dinv[k]
                 for j in [i] + self.anc[i]:
                     H[i][j] = H[i][j] - a * H[k][j]
                 H[k][i] = a
         self.L = H  # its strictly lower entries on the ancestors are L's; the rest is not read
+
+    def _block(self, phase: str, detail: str, k: int, first: bool):
+        """A block of DoF k's body. Unrolled, each entry (an ancestor's row of an elimination,
+        an entry of L⁻¹ or of M⁻¹) is a task of its own: they are independent, and the GPU block
+        shape shares tasks out over its lanes (the floating quadruped's minv: 731 statements on
+        the busiest lanes against 1 841 with a task per DoF). Rolled, each block is a call of a
+        kind through its tables, and a block opens at each ``first`` entry only: L⁻¹ a row a call
+        (TALOS's rolled minv 12.4 µs, ∇FD 33.5, against 16.6 and 49.7 with a call per entry; with
+        every step a row a call, 9.3 and 38.6 µs, but 3.2 and 1.7 times the code; docs/performance.md
+        §53)."""
+        if not self.t.rolled:
+            self.t.block(f"{phase}, {detail}", self.body[k])
+        elif first:
+            self.t.block(phase, self.body[k])
 
     def solve(self, b):
         """M⁻¹ b: Lᵀ y = b (leaves first), then L x = D⁻¹ y (root first); O(Σ d)."""
@@ -245,14 +266,14 @@ class _Factor:
         Li = [dict() for _ in range(n)]
         W = [dict() for _ in range(n)]  # L⁻¹[i][k] / D_k
         for k in range(n):
-            t.block("ltdl inverse of L", self.body[k])
-            for j in reversed(self.anc[k]):
+            for r, j in enumerate(reversed(self.anc[k])):
+                self._block("ltdl inverse of L", f"column {j}", k, r == 0)
                 acc = -L[k][j]
                 for i in reversed(self.anc[k]):
                     if j in Li[i]:  # i between j and k: its row is done (rows root first)
                         acc = acc - L[k][i] * Li[i][j]
                 Li[k][j] = acc
-            W[k] = {j: Li[k][j] * dinv[j] for j in self.anc[k]}
+                W[k][j] = acc * dinv[j]
             W[k][k] = dinv[k]
         zero = g.const(0.0)
         Z = [[zero] * n for _ in range(n)]
@@ -262,7 +283,7 @@ class _Factor:
                 common = sorted(path_i & (set(self.anc[j]) | {j}))
                 if not common:
                     continue  # two roots' subtrees: a structural zero
-                t.block("ltdl inverse", self.body[i])
+                self._block("ltdl inverse", f"column {j}", i, True)
                 Z[i][j] = Z[j][i] = S.dot(g, [W[i][k] for k in common],
                                           [Li[j][k] if k != j else g.const(1.0) for k in common])
         return Z
