@@ -127,9 +127,10 @@ def _crba_values(t: Trace, q):
 
 # ---- M⁻¹ from M's sparse factorisation ----------------------------------------------------------
 #
-# Featherstone's LTDL factorisation (Rigid Body Dynamics Algorithms, 2008, §6.5): with the DoFs
-# numbered parents first, M = Lᵀ D L where L is unit lower triangular and L[k][i] is nonzero only
-# for DoF i an ancestor of DoF k (λ(k) its parent DoF; a multi-DoF joint's DoFs chained in order).
+# Featherstone's LTDL factorisation (Rigid Body Dynamics Algorithms, 2008, ch. 6, on the sparsity
+# of the joint-space inertia matrix): with the DoFs numbered parents first, M = Lᵀ D L where L is
+# unit lower triangular and L[k][i] is nonzero only for DoF i an ancestor of DoF k (λ(k) its
+# parent DoF; a multi-DoF joint's DoFs chained in order).
 # Eliminating leaves first fills nothing in, so the factorisation costs Σ_k d_k (d_k + 1) / 2
 # multiply-adds, d_k the number of k's ancestor DoFs. Then M⁻¹ = L⁻¹ D⁻¹ L⁻ᵀ: L⁻¹ has L's
 # pattern, and M⁻¹[i][j] = Σ_k L⁻¹[i][k] D⁻¹_k L⁻¹[j][k] over the DoFs k common to both paths to
@@ -260,8 +261,8 @@ class _Factor:
         """M⁻¹ = L⁻¹ D⁻¹ L⁻ᵀ, both triangles. L⁻¹[k][j] (j an ancestor of k) from L L⁻¹ = 1:
         −(L[k][j] + Σ L[k][i] L⁻¹[i][j]) over the DoFs i between j and k; then each entry
         Σ_k (L⁻¹[i][k] D⁻¹_k) L⁻¹[j][k] over the common ancestors k (and i itself when i is
-        one of j's), one block per entry."""
-        t, g, L, dinv = self.t, self.t.g, self.L, self.dinv
+        one of j's), a block per entry (:meth:`_block`)."""
+        g, L, dinv = self.t.g, self.L, self.dinv
         n = len(self.lam)
         Li = [dict() for _ in range(n)]
         W = [dict() for _ in range(n)]  # L⁻¹[i][k] / D_k
