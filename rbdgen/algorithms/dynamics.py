@@ -137,7 +137,7 @@ def _crba_values(t: Trace, q):
 # the root, so two branches meet through their common ancestors alone (the base's six DoFs for
 # a humanoid's two legs). On the robots of the test suite this is 0.41-0.73 of the operations of
 # the articulated-body recursion on the identity (iiwa 608 against 1 134, the floating quadruped
-# 3 609 against 4 935, floating TALOS 19 015 against 26 375; docs/performance.md §53), whose
+# 3 609 against 4 935, floating TALOS 18 983 against 26 375; docs/performance.md §53), whose
 # per-(body, column) work is O(n²) where this is O(Σ d²): on a long serial chain (d ~ n) the
 # recursion wins again (a 45-DoF chain: 128 270 against 105 617). FACTOR_MACS_PER_PAIR chooses.
 
