@@ -217,7 +217,10 @@ def codegen_markdown(results: dict) -> list[str]:
          f"{' (cached)' if gen.get('cached') else ''}), each kernel's C compiled with `gcc "
          f"{next((r['pinocchio_codegen'].get('cflags') for r in robots.values() if 'pinocchio_codegen' in r), '?')}` and "
          "its generated function called on packed inputs over the same 256 states as rbdgen's driver, same method "
-         "and rounds (benchmarks/README.md). *cg / rbdgen* = the peer's time / rbdgen's. Batch: rbdgen's batch path "
+         "and rounds (benchmarks/README.md). *cg / rbdgen* = the peer's time / rbdgen's (medians); *fastest runs*: "
+         "the same ratio of each side's fastest run, which another process on a shared machine can only slow, so it "
+         "moves less between runs than the medians do (the iiwa's ∇FD on the 2-core Zen 3 VM, two runs a minute apart: "
+         "medians 1.60× and 2.33×, fastest runs 2.45× and 2.53×; docs/performance.md §54). Batch: rbdgen's batch path "
          "(default build, one thread, the largest N) against the peer one state at a time. *agreement*: max |peer − "
          f"rbdgen| over each state's output / max(1, its largest entry), all 256 states; FAIL above {AGREE_TOL:g} "
          "(the NumPy reference on 4 states is in results.json). crba and aba: the faster of Pinocchio's LOCAL and "
@@ -232,7 +235,7 @@ def codegen_markdown(results: dict) -> list[str]:
             continue
         nat = r.get("variants", {}).get("default", {})
         big = max((int(n) for n in nat.get("batch_ns_per_state", {}).get("1", {}).get("rnea", {})), default=None)
-        hdr = ["kernel", "Pinocchio", "Pinocchio + CppADCodeGen", "rbdgen", "cg / rbdgen", "Pinocchio / rbdgen",
+        hdr = ["kernel", "Pinocchio", "Pinocchio + CppADCodeGen", "rbdgen", "cg / rbdgen", "fastest runs", "Pinocchio / rbdgen",
                f"rbdgen batch (N={big}, 1 thread)", "cg / rbdgen batch", "agreement", "peer build: gcc wall (CPU)"]
         L += ["| " + " | ".join(hdr) + " |", "|---|" + "---:|" * (len(hdr) - 1)]
         for k in measure.KERNELS:
@@ -254,13 +257,15 @@ def codegen_markdown(results: dict) -> list[str]:
                 build = (f"{b['compile_s']:.1f} s" + (f" ({b['cpu_s']:.1f} s CPU)" if b.get("cpu_s") is not None else "")
                          if b.get("compile_s") is not None else "–")
                 cgv = cell_cg["median"]
+                ours_cell = cell(r, "variants", "default", "cpp_single_ns", k) or {}
                 row = [k, fmt(r, pk, "ns_per_call", k) + ("" if pk == "pinocchio_native" else " (p)"),
                        fmt(c, "ns_per_call", k) + (" (W)" if c.get("conventions", {}).get(k) == "WORLD" else ""),
-                       fmt(r, "variants", "default", "cpp_single_ns", k), ratio(cgv, ours), ratio(theirs, ours),
+                       fmt(r, "variants", "default", "cpp_single_ns", k), ratio(cgv, ours),
+                       ratio(cell_cg.get("min"), ours_cell.get("min")), ratio(theirs, ours),
                        fmt(nat, "batch_ns_per_state", "1", k, str(big)) if big else "–", ratio(cgv, ob), agree, build]
             else:
                 row = [k, fmt(r, pk, "ns_per_call", k), "skipped" if skipped else "–",
-                       fmt(r, "variants", "default", "cpp_single_ns", k), "–", ratio(theirs, ours), "–", "–", "–", "–"]
+                       fmt(r, "variants", "default", "cpp_single_ns", k), "–", "–", ratio(theirs, ours), "–", "–", "–", "–"]
             L.append("| " + " | ".join(row) + " |")
         notes = []
         for f, b in c.get("build", {}).items():
