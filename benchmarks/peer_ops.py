@@ -109,6 +109,20 @@ def count_c(files) -> dict:
     return total
 
 
+def count_peer(gen: dict, urdf, floating: bool, funcs) -> dict:
+    """The peer's operations for each of ``funcs`` (its function names) on this robot: the
+    generator (``gen``: :func:`codegen_peer.build_generator`'s) writes their C into a temporary
+    folder, counted there (under a second a robot). {function: count_c's dict + tape_ops}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([str(measure.HERE.parent / gen["binary"]), str(urdf), "floating" if floating else "fixed",
+                            tmp, ",".join(funcs)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"pinocchio_codegen failed ({r.returncode}): {(r.stderr or r.stdout)[-1500:]}")
+        meta = json.loads(r.stdout)
+        return {f: dict(count_c(sorted(Path(tmp, f).glob(f"{f}_forward_zero*.c"))),
+                        tape_ops=meta["kernels"][f]["tape_ops"]) for f in funcs}
+
+
 def ours(model, kernel: str) -> dict:
     c = trace(model, kernel).op_counts()
     return {"mul": c["mul"], "add": c["add"], "div": c["div"], "trig": c["sincos"],
@@ -134,14 +148,7 @@ def main(argv=None) -> int:
         urdf = urdf_fn()
         model = bench_model(name, urdf, floating)
         funcs = [f for k in KERNELS for f in codegen_peer.CG_KERNELS[k]]
-        with tempfile.TemporaryDirectory() as tmp:
-            r = subprocess.run([str(measure.HERE.parent / gen["binary"]), str(urdf), "floating" if floating else "fixed",
-                                tmp, ",".join(funcs)], capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"pinocchio_codegen failed ({r.returncode}): {(r.stderr or r.stdout)[-1500:]}")
-            meta = json.loads(r.stdout)
-            peer = {f: dict(count_c(sorted(Path(tmp, f).glob(f"{f}_forward_zero*.c"))),
-                            tape_ops=meta["kernels"][f]["tape_ops"]) for f in funcs}
+        peer = count_peer(gen, urdf, floating, funcs)
         rows = {}
         for k in KERNELS:
             cands = {f: peer[f] for f in codegen_peer.CG_KERNELS[k]}

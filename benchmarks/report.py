@@ -201,6 +201,16 @@ def goals_markdown(results: dict) -> list[str]:
     return L + lines + ["", "Why each ✗ is a ✗, and what would close it: docs/performance.md, \"Where rbdgen is still slow\".", ""]
 
 
+def ops_ratio(r: dict, func: str, kernel: str) -> str:
+    """The peer's arithmetic (``func``, its generated C; benchmarks/peer_ops.py) over rbdgen's
+    (``kernel``'s op counts), multiplies, adds and divisions; "–" where either was not counted."""
+    peer = r.get("pinocchio_codegen_ops", {}).get(func)
+    ours = r.get("op_counts", {}).get(kernel)
+    if not peer or not ours:
+        return "–"
+    return ratio(peer["arith"], ours["mul"] + ours["add"] + ours["div"])
+
+
 def codegen_markdown(results: dict) -> list[str]:
     """Per robot: Pinocchio, Pinocchio + CppADCodeGen and rbdgen, one state and batch, with the
     peer's agreement with rbdgen and its build times."""
@@ -218,9 +228,12 @@ def codegen_markdown(results: dict) -> list[str]:
          f"{next((r['pinocchio_codegen'].get('cflags') for r in robots.values() if 'pinocchio_codegen' in r), '?')}` and "
          "its generated function called on packed inputs over the same 256 states as rbdgen's driver, same method "
          "and rounds (benchmarks/README.md). *cg / rbdgen* = the peer's time / rbdgen's (medians); *fastest runs*: "
-         "the same ratio of each side's fastest run, which another process on a shared machine can only slow, so it "
-         "moves less between runs than the medians do (the iiwa's ∇FD on the 2-core Zen 3 VM, two runs a minute apart: "
-         "medians 1.60× and 2.33×, fastest runs 2.45× and 2.53×; docs/performance.md §54). Batch: rbdgen's batch path "
+         "the same ratio of each side's fastest run, which another process on a shared machine can only slow; over "
+         "four runs on the 2-core Zen 3 VM it usually moved less than the medians' ratio (the iiwa's ∇FD: medians "
+         "1.60–2.33×, fastest runs 2.03–2.53×), not always (docs/performance.md §54). *operations*: the peer's "
+         "multiplies, adds/subtractions and divisions in its generated C over rbdgen's (benchmarks/peer_ops.py; "
+         "above 1× rbdgen computes less), so *cg / rbdgen* ÷ *operations* is how much faster each operation runs. "
+         "Batch: rbdgen's batch path "
          "(default build, one thread, the largest N) against the peer one state at a time. *agreement*: max |peer − "
          f"rbdgen| over each state's output / max(1, its largest entry), all 256 states; FAIL above {AGREE_TOL:g} "
          "(the NumPy reference on 4 states is in results.json). crba and aba: the faster of Pinocchio's LOCAL and "
@@ -235,7 +248,8 @@ def codegen_markdown(results: dict) -> list[str]:
             continue
         nat = r.get("variants", {}).get("default", {})
         big = max((int(n) for n in nat.get("batch_ns_per_state", {}).get("1", {}).get("rnea", {})), default=None)
-        hdr = ["kernel", "Pinocchio", "Pinocchio + CppADCodeGen", "rbdgen", "cg / rbdgen", "fastest runs", "Pinocchio / rbdgen",
+        hdr = ["kernel", "Pinocchio", "Pinocchio + CppADCodeGen", "rbdgen", "cg / rbdgen", "fastest runs", "operations",
+               "Pinocchio / rbdgen",
                f"rbdgen batch (N={big}, 1 thread)", "cg / rbdgen batch", "agreement", "peer build: gcc wall (CPU)"]
         L += ["| " + " | ".join(hdr) + " |", "|---|" + "---:|" * (len(hdr) - 1)]
         for k in measure.KERNELS:
@@ -261,11 +275,12 @@ def codegen_markdown(results: dict) -> list[str]:
                 row = [k, fmt(r, pk, "ns_per_call", k) + ("" if pk == "pinocchio_native" else " (p)"),
                        fmt(c, "ns_per_call", k) + (" (W)" if c.get("conventions", {}).get(k) == "WORLD" else ""),
                        fmt(r, "variants", "default", "cpp_single_ns", k), ratio(cgv, ours),
-                       ratio(cell_cg.get("min"), ours_cell.get("min")), ratio(theirs, ours),
+                       ratio(cell_cg.get("min"), ours_cell.get("min")), ops_ratio(r, f, k), ratio(theirs, ours),
                        fmt(nat, "batch_ns_per_state", "1", k, str(big)) if big else "–", ratio(cgv, ob), agree, build]
             else:
                 row = [k, fmt(r, pk, "ns_per_call", k), "skipped" if skipped else "–",
-                       fmt(r, "variants", "default", "cpp_single_ns", k), "–", "–", ratio(theirs, ours), "–", "–", "–", "–"]
+                       fmt(r, "variants", "default", "cpp_single_ns", k), "–", "–", "–", ratio(theirs, ours), "–", "–", "–",
+                       "–"]
             L.append("| " + " | ".join(row) + " |")
         notes = []
         for f, b in c.get("build", {}).items():

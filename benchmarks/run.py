@@ -43,6 +43,7 @@ from rbdgen.toolchain.compiler import CACHE_ENV, cxx_flags, find_cxx, resolve_ma
 from peers import (PIN_BUILDS, PIN_KEY, bench_reference, build_pinocchio_harness, dump_pinocchio_model,
                    ensure_pinocchio_headers, run_pinocchio, write_constraints)
 import codegen_peer
+import peer_ops
 from plot import plot
 from report import GOAL_BUILD_KERNELS, GOAL_BUILD_S, markdown
 
@@ -148,6 +149,11 @@ def bench_robot(name: str, args, cxx: str, omp: OpenMP, pin_exes: dict, cg_gen: 
                 t = time.perf_counter()
                 peer = codegen_peer.build_peer(cg_gen, cxx, urdf, floating, measure.KERNELS, args.codegen_timeout)
                 log(f"{name}: Pinocchio + CppADCodeGen peer ready in {time.perf_counter() - t:.1f} s")
+                try:  # the arithmetic of its generated C, beside rbdgen's op counts (peer_ops.py)
+                    res["pinocchio_codegen_ops"] = peer_ops.count_peer(cg_gen, urdf, floating, list(peer["kernels"]))
+                except (RuntimeError, ValueError) as e:  # reported, not fatal
+                    res["pinocchio_codegen_ops_error"] = str(e)[-500:]
+                    log(f"{name}: the peer's operations not counted: {e}")
                 built = codegen_peer.build_harness(cxx, peer, work)
                 if built:
                     cg = {"peer": peer, "exe": built[0], "funcs": built[1], "in": work / "cg_in.bin",
