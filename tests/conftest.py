@@ -30,6 +30,21 @@ TOL64 = 1e-9
 TOL32 = {k: registry.get(k).float32_tol for k in registry.kernels()}
 
 
+def bench_module(name: str):
+    """``benchmarks/<name>.py``, imported without keeping the environment defaults that
+    benchmarks/measure.py sets for a benchmark run (OpenBLAS and OpenMP threads)."""
+    import importlib
+
+    saved = dict(os.environ)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def kernel_args(name, q, v, a, tau, model=None):
     """The inputs of kernel ``name``, in its declared order, from one random state (or a batch).
     Inputs beyond q, v, a, tau (the stale-data kernels' ``stale``) are drawn as the registry

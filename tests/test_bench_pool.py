@@ -4,30 +4,16 @@ declared M⁻¹ (nv² values a state), a driver timing a 10 000-link chain's rne
 of it and `make bench-rolled` ran out of memory."""
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from rbdgen import registry
 from rbdgen.targets.cpu.emit import generate_cpu
 
-from conftest import ROBOTS, load_case
+from conftest import ROBOTS, bench_module, load_case
 
 
 def _measure():
-    """benchmarks/measure.py, imported without keeping the environment defaults it sets for a
-    benchmark run (OpenBLAS and OpenMP threads)."""
-    saved = dict(os.environ)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import measure
-    finally:
-        sys.path.pop(0)
-        os.environ.clear()
-        os.environ.update(saved)
-    return measure
+    return bench_module("measure")
 
 
 def test_the_driver_pool_holds_the_inputs_of_its_kernels_only():

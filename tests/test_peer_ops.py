@@ -4,26 +4,15 @@ against expressions whose operations are known by construction: random expressio
 the way CppADCodeGen prints them, and a few of its own lines counted by hand."""
 from __future__ import annotations
 
-import os
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import bench_module
+
 
 def _peer_ops():
-    """benchmarks/peer_ops.py, imported without keeping the environment defaults that
-    benchmarks/measure.py sets for a benchmark run."""
-    saved = dict(os.environ)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import peer_ops
-    finally:
-        sys.path.pop(0)
-        os.environ.clear()
-        os.environ.update(saved)
-    return peer_ops
+    return bench_module("peer_ops")
 
 
 @pytest.mark.parametrize("expr, want", [
