@@ -135,6 +135,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(measure.HERE / "results" / "peer_ops"))
     args = ap.parse_args(argv)
     robots = [measure.ALIASES.get(r, r) for r in args.robots.split(",")]
+    unknown = [r for r in robots if r not in ROBOTS]
+    if unknown:
+        print(f"peer_ops.py: unknown robot {', '.join(unknown)} (known: {', '.join(ROBOTS)})", file=sys.stderr)
+        return 2
     why = codegen_peer.ensure_codegen_wheels()
     if why:
         log(f"the peer cannot be built: {why}")
