@@ -278,10 +278,10 @@ class _Factor:
             W[k][k] = dinv[k]
         zero = g.const(0.0)
         Z = [[zero] * n for _ in range(n)]
+        path = [set(W[k]) for k in range(n)]  # each DoF's ancestors and itself
         for i in range(n):
-            path_i = set(W[i])
             for j in range(i, n):
-                common = sorted(path_i & (set(self.anc[j]) | {j}))
+                common = sorted(path[i] & path[j])
                 if not common:
                     continue  # two roots' subtrees: a structural zero
                 self._block("ltdl inverse", f"column {j}", i, True)
